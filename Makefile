@@ -1,0 +1,100 @@
+# granary - build, test, demo.  `make demo` and `make test` install what is
+# missing (Debian packages, the npm S3 test server) before they run.
+
+CC      ?= cc
+PKGS    := fuse3 hiredis liblz4 libxxhash openssl
+O       ?= build
+PREFIX  ?= /usr/local
+CFLAGS  ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+override CFLAGS += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+	-Wall -Wextra -Werror -pthread -MMD -MP $(PKG_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -ls3 -lpthread -lm
+
+LIB_SRC   := $(wildcard fs/*.c meta/*.c gc/*.c)
+TOOL_SRC  := $(wildcard tools/*.c)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+HELP_SRC  := $(wildcard tests/integ/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(O)/%.o)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
+
+.PHONY: all deps test unit integ demo demo-stop bench install clean format check-deps
+
+all: check-deps $(O)/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
+
+check-deps:
+	@pkg-config --exists $(PKGS) && test -f /usr/include/libs3.h || { \
+	  echo "granary: build libraries are missing; run 'make deps' (or 'make test' / 'make demo', which do it)" >&2; exit 1; }
+
+deps:
+	@tools/install-deps.sh
+
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(O)/libgranary.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(O)/granary: $(TOOL_OBJ) $(O)/libgranary.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(O)/libgranary.a $(LDLIBS)
+
+$(O)/tests/test_%: $(O)/tests/unit/test_%.o $(O)/libgranary.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+$(O)/tests/%: $(O)/tests/integ/%.o $(O)/libgranary.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/bench/%: $(O)/bench/%.o $(O)/libgranary.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# test: unit tests (Criterion) then integration tests on real mounts, with
+# Redis and s3rver started in a temporary directory and stopped at the end.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@tests/run-unit.sh $(O)
+	@tests/integ/run.sh $(O)
+
+unit: all
+	@tests/run-unit.sh $(O)
+
+integ: all
+	@tests/integ/run.sh $(O)
+
+# demo: a local Redis on a unix socket under $(DEMO_DIR), a file:// volume
+# under it, mounted on $(MNT).  `make demo-stop` undoes it all.
+DEMO_DIR ?= $(CURDIR)/.demo
+MNT      ?= $(CURDIR)/mnt
+demo: deps
+	@$(MAKE) --no-print-directory $(O)/granary
+	@tools/demo.sh start "$(DEMO_DIR)" "$(MNT)" "$(O)/granary"
+
+demo-stop:
+	@tools/demo.sh stop "$(DEMO_DIR)" "$(MNT)" "$(O)/granary"
+
+bench: all
+	@bench/run.sh $(O)
+
+install: $(O)/granary
+	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary
+
+format:
+	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \
+		$(wildcard fs/*.h meta/*.h gc/*.h tools/*.h tests/*/*.h)
+
+clean:
+	rm -rf $(O)
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

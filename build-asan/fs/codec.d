@@ -1,0 +1,2 @@
+build-asan/fs/codec.o: fs/codec.c fs/codec.h
+fs/codec.h:

@@ -1,0 +1,2 @@
+build-asan/fs/objstore.o: fs/objstore.c fs/objstore.h
+fs/objstore.h:

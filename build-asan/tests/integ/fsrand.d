@@ -1,0 +1,1 @@
+build-asan/tests/integ/fsrand.o: tests/integ/fsrand.c

@@ -1,0 +1,3 @@
+build-asan/tests/unit/test_codec.o: tests/unit/test_codec.c \
+ tests/unit/../../fs/codec.h
+tests/unit/../../fs/codec.h:

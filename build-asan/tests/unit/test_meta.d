@@ -1,0 +1,3 @@
+build-asan/tests/unit/test_meta.o: tests/unit/test_meta.c \
+ tests/unit/../../meta/meta.h
+tests/unit/../../meta/meta.h:

@@ -1,0 +1,507 @@
+/*
+ * chunkstore.c - slices as blocks in an object store, behind a bounded
+ * in-memory cache of decoded blocks. The cache also coalesces misses: the
+ * first reader of a cold block fetches it, later readers of the same block
+ * wait for that fetch instead of issuing their own.
+ */
+#include "chunkstore.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define BLOCK_MIN (64u << 10)
+#define BLOCK_MAX (16u << 20)
+#define KEY_CAP	  96
+
+enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
+
+/*
+ * One block, decoded. Lives in the hash table while `hashed`; on the LRU
+ * list only while ready and unused (refs == 0). An entry with refs > 0 is
+ * never freed; one that was unhashed while in use is freed by its last
+ * release. All fields but id/idx/len are protected by chunkstore->lock;
+ * data is immutable once state is CE_READY.
+ */
+struct centry {
+	struct centry *hnext;
+	struct centry *prev, *next; /* LRU, most recently used at head */
+	uint64_t id;
+	uint32_t idx, len;
+	void *data;
+	int refs;
+	int state; /* enum centry_state */
+	int err;   /* CE_FAILED: what waiters return */
+	int hashed, on_lru;
+	pthread_cond_t done; /* broadcast when state leaves CE_LOADING */
+};
+
+struct chunkstore {
+	struct objstore *store; /* borrowed */
+	struct chunkstore_opts o;
+
+	/* Leaf lock: nothing else is taken while holding it, and no I/O or
+	 * decoding happens under it. */
+	pthread_mutex_t lock;
+	struct centry **buckets;	    /* protected by lock */
+	size_t nbuckets, count;		    /* protected by lock */
+	struct centry *lru_head, *lru_tail; /* protected by lock */
+	size_t cached_bytes; /* ready hashed entries; protected by lock */
+
+	struct chunkstore_stats st; /* updated with __atomic builtins */
+};
+
+#define STAT_ADD(cs, f, v)                                                     \
+	__atomic_fetch_add(&(cs)->st.f, (v), __ATOMIC_RELAXED)
+
+/* ---- keys ---- */
+
+void chunkstore_key(uint64_t id, uint32_t idx, uint32_t len, char *buf,
+		    size_t cap)
+{
+	/* Two levels of prefixes keep any listing or directory of the store
+	 * to about a thousand entries per level. */
+	snprintf(buf, cap,
+		 "blocks/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "_%" PRIu32
+		 "_%" PRIu32,
+		 id / 1000000, (id / 1000) % 1000, id, idx, len);
+}
+
+static uint32_t block_len(const struct chunkstore *cs, uint32_t size,
+			  uint32_t idx)
+{
+	uint64_t start = (uint64_t)idx * cs->o.block_size;
+	uint64_t left = size - start;
+
+	return left < cs->o.block_size ? (uint32_t)left : cs->o.block_size;
+}
+
+/* ---- open / close ---- */
+
+int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
+		    struct chunkstore **out)
+{
+	struct chunkstore *cs;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!store || !o || o->block_size < BLOCK_MIN ||
+	    o->block_size > BLOCK_MAX ||
+	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4))
+		return EINVAL;
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return ENOMEM;
+	cs->nbuckets = 256;
+	cs->buckets = calloc(cs->nbuckets, sizeof(*cs->buckets));
+	if (!cs->buckets) {
+		free(cs);
+		return ENOMEM;
+	}
+	cs->store = store;
+	cs->o = *o;
+	pthread_mutex_init(&cs->lock, NULL);
+	*out = cs;
+	return 0;
+}
+
+static void centry_free(struct centry *e)
+{
+	pthread_cond_destroy(&e->done);
+	free(e->data);
+	free(e);
+}
+
+void chunkstore_close(struct chunkstore *cs)
+{
+	if (!cs)
+		return;
+	for (size_t i = 0; i < cs->nbuckets; i++) {
+		struct centry *e = cs->buckets[i], *next;
+		for (; e; e = next) {
+			next = e->hnext;
+			gr_assert(e->refs == 0);
+			centry_free(e);
+		}
+	}
+	free(cs->buckets);
+	pthread_mutex_destroy(&cs->lock);
+	free(cs);
+}
+
+uint32_t chunkstore_block_size(const struct chunkstore *cs)
+{
+	return cs->o.block_size;
+}
+
+void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
+{
+	st->gets = __atomic_load_n(&cs->st.gets, __ATOMIC_RELAXED);
+	st->get_bytes = __atomic_load_n(&cs->st.get_bytes, __ATOMIC_RELAXED);
+	st->puts = __atomic_load_n(&cs->st.puts, __ATOMIC_RELAXED);
+	st->put_bytes = __atomic_load_n(&cs->st.put_bytes, __ATOMIC_RELAXED);
+	st->dels = __atomic_load_n(&cs->st.dels, __ATOMIC_RELAXED);
+	st->cache_hits = __atomic_load_n(&cs->st.cache_hits, __ATOMIC_RELAXED);
+	st->cache_misses =
+	    __atomic_load_n(&cs->st.cache_misses, __ATOMIC_RELAXED);
+	st->corrupt = __atomic_load_n(&cs->st.corrupt, __ATOMIC_RELAXED);
+}
+
+/* ---- cache table and LRU (all under cs->lock) ---- */
+
+static size_t slot_of(const struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	uint64_t x = id ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull);
+
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (size_t)(x & (cs->nbuckets - 1));
+}
+
+static struct centry **find(struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	struct centry **p = &cs->buckets[slot_of(cs, id, idx)];
+
+	while (*p && ((*p)->id != id || (*p)->idx != idx))
+		p = &(*p)->hnext;
+	return p;
+}
+
+/* Keep chains short; a failed allocation only makes them longer. */
+static void maybe_grow(struct chunkstore *cs)
+{
+	if (cs->count <= cs->nbuckets)
+		return;
+	size_t oldn = cs->nbuckets;
+	struct centry **old = cs->buckets;
+	struct centry **nb = calloc(oldn * 2, sizeof(*nb));
+	if (!nb)
+		return;
+	cs->buckets = nb;
+	cs->nbuckets = oldn * 2;
+	for (size_t i = 0; i < oldn; i++) {
+		struct centry *e = old[i], *next;
+		for (; e; e = next) {
+			next = e->hnext;
+			size_t s = slot_of(cs, e->id, e->idx);
+			e->hnext = nb[s];
+			nb[s] = e;
+		}
+	}
+	free(old);
+}
+
+static void lru_remove(struct chunkstore *cs, struct centry *e)
+{
+	if (!e->on_lru)
+		return;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		cs->lru_head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		cs->lru_tail = e->prev;
+	e->prev = e->next = NULL;
+	e->on_lru = 0;
+}
+
+static void lru_push(struct chunkstore *cs, struct centry *e)
+{
+	e->prev = NULL;
+	e->next = cs->lru_head;
+	if (cs->lru_head)
+		cs->lru_head->prev = e;
+	else
+		cs->lru_tail = e;
+	cs->lru_head = e;
+	e->on_lru = 1;
+}
+
+/* Take e out of the table; freed now if unused, else by its last release. */
+static void unhash(struct chunkstore *cs, struct centry *e)
+{
+	struct centry **p = find(cs, e->id, e->idx);
+
+	gr_assert(*p == e);
+	*p = e->hnext;
+	e->hnext = NULL;
+	e->hashed = 0;
+	cs->count--;
+	if (e->state == CE_READY)
+		cs->cached_bytes -= e->len;
+	lru_remove(cs, e);
+	if (e->refs == 0)
+		centry_free(e);
+}
+
+/* Blocks in use are not on the LRU list, so the cache can exceed its bound
+ * by the blocks that readers hold at this moment, never by more. */
+static void evict(struct chunkstore *cs)
+{
+	while (cs->cached_bytes > cs->o.mem_cache_bytes && cs->lru_tail)
+		unhash(cs, cs->lru_tail);
+}
+
+static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	pthread_mutex_lock(&cs->lock);
+	struct centry *e = *find(cs, id, idx);
+	if (e)
+		unhash(cs, e);
+	pthread_mutex_unlock(&cs->lock);
+}
+
+/* ---- fetch ---- */
+
+/* Get and decode one block into a malloc'd buffer of exactly len bytes. */
+static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
+		 void **out)
+{
+	char key[KEY_CAP];
+	void *blk = NULL, *raw = NULL;
+	size_t got = 0, raw_len = 0;
+	int err;
+
+	chunkstore_key(id, idx, len, key, sizeof(key));
+	err = objstore_get(cs->store, key, 0, 0, &blk, &got);
+	STAT_ADD(cs, gets, 1);
+	if (err) {
+		if (err == ENOENT)
+			log_err("block '%s' is missing from the object store",
+				key);
+		else
+			log_err("cannot read block '%s': %s", key,
+				objstore_strerror(err));
+		return err == ENOMEM ? ENOMEM : EIO;
+	}
+	STAT_ADD(cs, get_bytes, got);
+	raw = malloc(len ? len : 1);
+	if (!raw) {
+		err = ENOMEM;
+		goto free_blk;
+	}
+	err = codec_decode(blk, got, raw, len, &raw_len);
+	if (!err && raw_len != len)
+		err = CODEC_ECORRUPT;
+	if (err == ENOSPC)
+		err = CODEC_ECORRUPT; /* declares more bytes than its key */
+	if (err) {
+		if (err == CODEC_ECORRUPT) {
+			STAT_ADD(cs, corrupt, 1);
+			log_err("corrupt block '%s' (%zu bytes stored, %" PRIu32
+				" raw expected): %s",
+				key, got, len, codec_strerror(err));
+		} else {
+			log_err("cannot decode block '%s': %s", key,
+				codec_strerror(err));
+		}
+		err = err == ENOMEM ? ENOMEM : EIO;
+		goto free_raw;
+	}
+	free(blk);
+	*out = raw;
+	return 0;
+
+free_raw:
+	free(raw);
+free_blk:
+	free(blk);
+	return err;
+}
+
+/* A referenced, ready entry for block idx of slice id, fetching it (once,
+ * whoever asks concurrently) on a miss. */
+static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		     uint32_t len, struct centry **out)
+{
+	struct centry *e;
+	void *data = NULL;
+	int err;
+
+	pthread_mutex_lock(&cs->lock);
+	e = *find(cs, id, idx);
+	if (e) {
+		e->refs++;
+		lru_remove(cs, e);
+		while (e->state == CE_LOADING)
+			pthread_cond_wait(&e->done, &cs->lock);
+		if (e->state == CE_READY) {
+			STAT_ADD(cs, cache_hits, 1);
+			pthread_mutex_unlock(&cs->lock);
+			*out = e;
+			return 0;
+		}
+		err = e->err;
+		if (--e->refs == 0 && !e->hashed)
+			centry_free(e);
+		pthread_mutex_unlock(&cs->lock);
+		return err;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&cs->lock);
+		return ENOMEM;
+	}
+	e->id = id;
+	e->idx = idx;
+	e->len = len;
+	e->refs = 1;
+	e->state = CE_LOADING;
+	e->hashed = 1;
+	pthread_cond_init(&e->done, NULL);
+	struct centry **p = find(cs, id, idx);
+	*p = e;
+	cs->count++;
+	maybe_grow(cs);
+	STAT_ADD(cs, cache_misses, 1);
+	pthread_mutex_unlock(&cs->lock);
+
+	err = fetch(cs, id, idx, len, &data);
+
+	pthread_mutex_lock(&cs->lock);
+	if (err) {
+		/* Not cached: the next reader tries the store again. */
+		e->state = CE_FAILED;
+		e->err = err;
+		if (e->hashed)
+			unhash(cs, e); /* refs > 0: stays alive */
+		pthread_cond_broadcast(&e->done);
+		if (--e->refs == 0)
+			centry_free(e);
+		pthread_mutex_unlock(&cs->lock);
+		return err;
+	}
+	e->data = data;
+	e->state = CE_READY;
+	if (e->hashed)
+		cs->cached_bytes += len;
+	pthread_cond_broadcast(&e->done);
+	pthread_mutex_unlock(&cs->lock);
+	*out = e;
+	return 0;
+}
+
+static void block_put(struct chunkstore *cs, struct centry *e)
+{
+	pthread_mutex_lock(&cs->lock);
+	gr_assert(e->refs > 0);
+	if (--e->refs == 0) {
+		if (!e->hashed) {
+			centry_free(e);
+		} else {
+			lru_push(cs, e);
+			evict(cs);
+		}
+	}
+	pthread_mutex_unlock(&cs->lock);
+}
+
+/* ---- public ---- */
+
+int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
+			 const void *raw, uint32_t len)
+{
+	char key[KEY_CAP];
+	size_t enc_len = 0;
+	void *enc;
+	int err;
+
+	if (!cs || (!raw && len) || len > cs->o.block_size)
+		return EINVAL;
+	enc = malloc(codec_bound(len));
+	if (!enc)
+		return ENOMEM;
+	err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
+	if (err) {
+		chunkstore_key(id, idx, len, key, sizeof(key));
+		log_err("cannot encode block '%s': %s", key,
+			codec_strerror(err));
+		goto free_enc;
+	}
+	chunkstore_key(id, idx, len, key, sizeof(key));
+	err = objstore_put(cs->store, key, enc, enc_len);
+	if (err) {
+		log_err("cannot upload block '%s': %s", key,
+			objstore_strerror(err));
+		goto free_enc;
+	}
+	STAT_ADD(cs, puts, 1);
+	STAT_ADD(cs, put_bytes, enc_len);
+	/* Slice ids are never reused, so a cached copy can only be an older
+	 * attempt of the same bytes; drop it anyway rather than trust that. */
+	drop_cached(cs, id, idx);
+free_enc:
+	free(enc);
+	return err;
+}
+
+int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
+		    uint32_t off, uint32_t len, void *buf)
+{
+	uint32_t bs, first, last;
+	char *dst = buf;
+
+	if (!cs || (!buf && len) || (uint64_t)off + len > size)
+		return EINVAL;
+	if (len == 0)
+		return 0;
+	bs = cs->o.block_size;
+	first = off / bs;
+	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
+	for (uint32_t i = first; i <= last; i++) {
+		uint64_t bstart = (uint64_t)i * bs;
+		uint64_t from = off > bstart ? off : bstart;
+		uint64_t to = (uint64_t)off + len;
+		struct centry *e = NULL;
+		int err;
+
+		if (to > bstart + bs)
+			to = bstart + bs;
+		err = block_get(cs, id, i, block_len(cs, size, i), &e);
+		if (err)
+			return err;
+		memcpy(dst, (char *)e->data + (from - bstart), to - from);
+		dst += to - from;
+		block_put(cs, e);
+	}
+	return 0;
+}
+
+int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
+{
+	uint32_t n;
+	int first_err = 0;
+
+	if (!cs)
+		return EINVAL;
+	n = (uint32_t)(((uint64_t)size + cs->o.block_size - 1) /
+		       cs->o.block_size);
+	for (uint32_t i = 0; i < n; i++) {
+		char key[KEY_CAP];
+		int err;
+
+		drop_cached(cs, id, i);
+		chunkstore_key(id, i, block_len(cs, size, i), key, sizeof(key));
+		err = objstore_del(cs->store, key);
+		if (err) {
+			log_err("cannot delete block '%s': %s", key,
+				objstore_strerror(err));
+			if (!first_err)
+				first_err = err;
+			continue;
+		}
+		STAT_ADD(cs, dels, 1);
+	}
+	return first_err;
+}

@@ -1,0 +1,1486 @@
+/*
+ * fuse.c - the FUSE client: low-level FUSE operations over the metadata
+ * engine (meta.h) and the data path (writer.h, reader.h, chunkstore.h).
+ *
+ * The kernel's inode numbers are the volume's inode numbers, except that
+ * FUSE_ROOT_ID stands for the mounted root (the volume root, or --subdir).
+ * A node table keeps what this client knows about an inode beyond what the
+ * kernel caches: its lookup count, open handles, write buffer and a small
+ * cache of chunk slice lists (dropped at every open: close-to-open).
+ *
+ * Locks, in the order they may be taken:
+ *   fs->table_lock  (the node table, nlookup, opens, pins)   - leaf w.r.t.
+ *                    node->lock: never take node->lock while holding it
+ *   node->lock      (writer, length, chunk cache)
+ *   writer/pool locks (writer.h)
+ * Writer callbacks (commit) run with node->lock held.
+ */
+#define FUSE_USE_VERSION 314
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../meta/meta.h"
+#include "chunkstore.h"
+#include "codec.h"
+#include "fs.h"
+#include "log.h"
+#include "objstore.h"
+#include "reader.h"
+#include "writer.h"
+
+#define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
+#define RECLAIM_BATCH 64
+
+/* ---- state ---------------------------------------------------------- */
+
+struct chunk_list {
+	uint32_t idx;
+	struct meta_slice *s;
+	size_t n;
+};
+
+struct node;
+/* Writer callbacks get a small context: the fs and the node. */
+struct wctx {
+	struct fs *fs;
+	struct node *node;
+};
+
+struct node {
+	uint64_t ino;        /* volume inode number */
+	struct node *next;   /* hash chain; protected by fs->table_lock */
+	uint64_t nlookup;    /* kernel lookups; protected by fs->table_lock */
+	int opens;           /* open handles; protected by fs->table_lock */
+	int pins;            /* in-flight users; protected by fs->table_lock */
+	int meta_open;       /* registered with meta_file_open; protected by
+	                        fs->table_lock */
+
+	pthread_mutex_t lock;   /* after table_lock's release, before writer */
+	struct writer *writer;  /* protected by lock; NULL until first write */
+	struct wctx wctx;       /* the writer's callback argument */
+	uint64_t length;        /* protected by lock: last length we know */
+	int64_t mtime;          /* protected by lock: for keep_cache */
+	uint32_t mtimens;       /* protected by lock */
+	int seen;               /* protected by lock: mtime/length are valid */
+	uint64_t gen;           /* protected by lock: bumped on invalidation */
+	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
+	size_t ncc;                            /* protected by lock */
+};
+
+struct fs {
+	const struct fs_opts *o;
+	struct meta *meta;
+	struct objstore *store;
+	struct chunkstore *cs;
+	struct wpool *pool;
+	struct meta_volume vol;
+	uint64_t root; /* volume inode served as FUSE_ROOT_ID */
+	double attr_timeout, entry_timeout;
+	int read_only;
+	struct fuse_session *se;
+
+	pthread_mutex_t table_lock;
+	struct node **buckets; /* protected by table_lock */
+	size_t nbuckets, nnodes; /* protected by table_lock */
+
+	pthread_t reclaimer;
+	int reclaimer_running;
+	pthread_mutex_t rc_lock; /* leaf */
+	pthread_cond_t rc_cond;  /* signalled on stop and on new garbage */
+	int stopping;            /* protected by rc_lock */
+};
+
+struct fh {
+	struct node *node;
+	int flags;
+};
+
+struct dirh {
+	pthread_mutex_t lock; /* protects the fields below */
+	int loaded, plus;
+	struct meta_dirent *ents;
+	size_t n;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t m_ino(struct fs *fs, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? fs->root : ino;
+}
+
+static fuse_ino_t f_ino(struct fs *fs, uint64_t ino)
+{
+	return ino == fs->root ? FUSE_ROOT_ID : ino;
+}
+
+/* ---- errors --------------------------------------------------------- */
+
+static const char *gr_strerror(int err)
+{
+	if (err <= -300)
+		return meta_strerror(err);
+	if (err <= -200)
+		return objstore_strerror(err);
+	if (err <= -100)
+		return codec_strerror(err);
+	return strerror(err);
+}
+
+/* The one place errors become FUSE replies: project codes are EIO. */
+static void reply_err(fuse_req_t req, const char *op, int err)
+{
+	if (err < 0) {
+		log_err("%s: %s", op, gr_strerror(err));
+		err = EIO;
+	}
+	fuse_reply_err(req, err);
+}
+
+/* ---- node table ----------------------------------------------------- */
+
+static size_t bucket_of(struct fs *fs, uint64_t ino)
+{
+	return (ino * 0x9E3779B97F4A7C15ull) >> 40 & (fs->nbuckets - 1);
+}
+
+static void table_grow(struct fs *fs)
+{
+	size_t nb = fs->nbuckets * 2;
+	struct node **b = calloc(nb, sizeof(*b));
+	if (!b)
+		return; /* chains just get longer */
+	for (size_t i = 0; i < fs->nbuckets; i++) {
+		struct node *n = fs->buckets[i], *next;
+		for (; n; n = next) {
+			next = n->next;
+			size_t h = (n->ino * 0x9E3779B97F4A7C15ull) >> 40 & (nb - 1);
+			n->next = b[h];
+			b[h] = n;
+		}
+	}
+	free(fs->buckets);
+	fs->buckets = b;
+	fs->nbuckets = nb;
+}
+
+/* Find (create) the node of ino and pin it; with table_lock held. */
+static struct node *node_get_locked(struct fs *fs, uint64_t ino, int create)
+{
+	struct node *n;
+	for (n = fs->buckets[bucket_of(fs, ino)]; n; n = n->next)
+		if (n->ino == ino)
+			goto found;
+	if (!create)
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->ino = ino;
+	pthread_mutex_init(&n->lock, NULL);
+	if (fs->nnodes >= fs->nbuckets * 2)
+		table_grow(fs);
+	size_t h = bucket_of(fs, ino);
+	n->next = fs->buckets[h];
+	fs->buckets[h] = n;
+	fs->nnodes++;
+found:
+	n->pins++;
+	return n;
+}
+
+static struct node *node_get(struct fs *fs, uint64_t ino, int create)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_get_locked(fs, ino, create);
+	pthread_mutex_unlock(&fs->table_lock);
+	return n;
+}
+
+static void chunk_cache_clear(struct node *n)
+{
+	for (size_t i = 0; i < n->ncc; i++)
+		free(n->cc[i].s);
+	n->ncc = 0;
+	n->gen++;
+}
+
+/* Free a node nobody refers to; with table_lock held. */
+static void node_maybe_free_locked(struct fs *fs, struct node *n)
+{
+	if (n->nlookup || n->opens || n->pins)
+		return;
+	struct node **p = &fs->buckets[bucket_of(fs, n->ino)];
+	while (*p != n)
+		p = &(*p)->next;
+	*p = n->next;
+	fs->nnodes--;
+	gr_assert(n->writer == NULL);
+	chunk_cache_clear(n);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+static void node_unpin(struct fs *fs, struct node *n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&fs->table_lock);
+	gr_assert(n->pins > 0);
+	n->pins--;
+	node_maybe_free_locked(fs, n);
+	pthread_mutex_unlock(&fs->table_lock);
+}
+
+/* The kernel now holds one more lookup of ino. */
+static void node_lookup_ref(struct fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_get_locked(fs, ino, 1);
+	if (n) {
+		n->nlookup++;
+		n->pins--;
+	}
+	pthread_mutex_unlock(&fs->table_lock);
+}
+
+static void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_get_locked(fs, ino, 0);
+	if (n) {
+		n->pins--;
+		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+		node_maybe_free_locked(fs, n);
+	}
+	pthread_mutex_unlock(&fs->table_lock);
+}
+
+/* Remember what an attribute reply said, for length and keep_cache. */
+static void node_note_attr(struct node *n, const struct meta_attr *a)
+{
+	n->length = a->length;
+	n->mtime = a->mtime;
+	n->mtimens = a->mtimens;
+	n->seen = 1;
+}
+
+/* ---- attributes ----------------------------------------------------- */
+
+static mode_t type_bits(uint8_t type)
+{
+	switch (type) {
+	case META_DIR: return S_IFDIR;
+	case META_SYMLINK: return S_IFLNK;
+	case META_FIFO: return S_IFIFO;
+	case META_BLK: return S_IFBLK;
+	case META_CHR: return S_IFCHR;
+	case META_SOCK: return S_IFSOCK;
+	default: return S_IFREG;
+	}
+}
+
+static uint8_t meta_type_of(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return META_DIR;
+	case S_IFLNK: return META_SYMLINK;
+	case S_IFIFO: return META_FIFO;
+	case S_IFBLK: return META_BLK;
+	case S_IFCHR: return META_CHR;
+	case S_IFSOCK: return META_SOCK;
+	default: return META_FILE;
+	}
+}
+
+static void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
+                         uint64_t length, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = f_ino(fs, ino);
+	st->st_mode = type_bits(a->type) | (a->mode & 07777);
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = length;
+	st->st_blksize = 1 << 20;
+	st->st_blocks = (length + 511) / 512;
+	st->st_atim.tv_sec = a->atime;
+	st->st_atim.tv_nsec = a->atimens;
+	st->st_mtim.tv_sec = a->mtime;
+	st->st_mtim.tv_nsec = a->mtimens;
+	st->st_ctim.tv_sec = a->ctime;
+	st->st_ctim.tv_nsec = a->ctimens;
+}
+
+/* Length as this client sees it: buffered writes count. */
+static uint64_t visible_length(struct fs *fs, uint64_t ino,
+                               const struct meta_attr *a)
+{
+	uint64_t len = a->length;
+	struct node *n = node_get(fs, ino, 0);
+	if (!n)
+		return len;
+	pthread_mutex_lock(&n->lock);
+	if (n->writer && writer_dirty(n->writer)) {
+		uint64_t end = writer_end(n->writer);
+		if (end > len)
+			len = end;
+	}
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return len;
+}
+
+static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
+                        const struct meta_attr *a)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = f_ino(fs, ino);
+	e.generation = 1;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &e.attr);
+	node_lookup_ref(fs, ino);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		node_forget(fs, ino, 1); /* interrupted: the kernel never saw it */
+}
+
+static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t ino,
+                       const struct meta_attr *a)
+{
+	struct stat st;
+	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &st);
+	fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+/* ---- data path glue --------------------------------------------------- */
+
+static int wcb_new_id(void *arg, uint64_t *id)
+{
+	struct wctx *c = arg;
+	return meta_new_slice_id(c->fs->meta, id);
+}
+
+/* Called with node->lock held (from writer_flush / writer_write). */
+static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
+                      size_t n)
+{
+	struct wctx *c = arg;
+	struct meta_attr a;
+	int err = meta_write(c->fs->meta, ino, s, n, &a);
+	if (err)
+		return err;
+	chunk_cache_clear(c->node);
+	node_note_attr(c->node, &a);
+	return 0;
+}
+
+/* The writer of a node, created on first use; node->lock held. */
+static int node_writer(struct fs *fs, struct node *n, struct writer **out)
+{
+	if (!n->writer) {
+		n->wctx.fs = fs;
+		n->wctx.node = n;
+		struct writer_cbs cbs = {.arg = &n->wctx,
+		                         .new_id = wcb_new_id,
+		                         .commit = wcb_commit};
+		int err = writer_open(fs->pool, n->ino, &cbs, &n->writer);
+		if (err)
+			return err;
+	}
+	*out = n->writer;
+	return 0;
+}
+
+/* Flush buffered writes of a node; node->lock held. */
+static int node_flush(struct node *n)
+{
+	if (!n->writer || !writer_dirty(n->writer))
+		return 0;
+	return writer_flush(n->writer);
+}
+
+static void node_writer_close(struct node *n)
+{
+	if (!n->writer)
+		return;
+	writer_close(n->writer);
+	n->writer = NULL;
+}
+
+/* reader_chunk_fn: slice lists through the node's cache. */
+struct rctx {
+	struct fs *fs;
+	struct node *node;
+};
+
+static int rcb_chunk(void *arg, uint64_t ino, uint32_t idx,
+                     struct meta_slice **s, size_t *n)
+{
+	struct rctx *c = arg;
+	struct node *nd = c->node;
+	pthread_mutex_lock(&nd->lock);
+	for (size_t i = 0; i < nd->ncc; i++) {
+		if (nd->cc[i].idx != idx)
+			continue;
+		size_t bytes = nd->cc[i].n * sizeof(**s);
+		*s = malloc(bytes ? bytes : 1);
+		if (!*s) {
+			pthread_mutex_unlock(&nd->lock);
+			return ENOMEM;
+		}
+		memcpy(*s, nd->cc[i].s, bytes);
+		*n = nd->cc[i].n;
+		pthread_mutex_unlock(&nd->lock);
+		return 0;
+	}
+	uint64_t gen = nd->gen;
+	pthread_mutex_unlock(&nd->lock);
+
+	int err = meta_read_chunk(c->fs->meta, ino, idx, s, n);
+	if (err)
+		return err;
+
+	/* insert unless invalidated meanwhile (stale insert guard) */
+	pthread_mutex_lock(&nd->lock);
+	if (nd->gen == gen && nd->ncc < CHUNK_CACHE_MAX) {
+		size_t bytes = *n * sizeof(**s);
+		struct meta_slice *copy = malloc(bytes ? bytes : 1);
+		if (copy) {
+			memcpy(copy, *s, bytes);
+			nd->cc[nd->ncc].idx = idx;
+			nd->cc[nd->ncc].s = copy;
+			nd->cc[nd->ncc].n = *n;
+			nd->ncc++;
+		}
+	}
+	pthread_mutex_unlock(&nd->lock);
+	return 0;
+}
+
+/* ---- lifecycle ops -------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+	(void)fs;
+	conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* page cache is kept across opens only when we say so (keep_cache) */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->max_write = 1 << 20;
+	conn->max_readahead = 1 << 20;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+static void flush_all(struct fs *fs)
+{
+	/* pin every node with a writer, then flush outside table_lock */
+	for (;;) {
+		struct node *victim = NULL;
+		pthread_mutex_lock(&fs->table_lock);
+		for (size_t i = 0; i < fs->nbuckets && !victim; i++)
+			for (struct node *n = fs->buckets[i]; n; n = n->next)
+				if (n->writer) {
+					victim = n;
+					n->pins++;
+					break;
+				}
+		pthread_mutex_unlock(&fs->table_lock);
+		if (!victim)
+			return;
+		pthread_mutex_lock(&victim->lock);
+		int err = node_flush(victim);
+		if (err)
+			log_err("flush of inode %llu at unmount failed: %s",
+			        (unsigned long long)victim->ino, gr_strerror(err));
+		node_writer_close(victim);
+		pthread_mutex_unlock(&victim->lock);
+		node_unpin(fs, victim);
+	}
+}
+
+static void op_destroy(void *userdata)
+{
+	flush_all(userdata);
+}
+
+/* ---- namespace ops -------------------------------------------------- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	uint64_t ino;
+	struct meta_attr a;
+	int err = meta_lookup(fs->meta, m_ino(fs, parent), name, &ino, &a);
+	if (err)
+		return reply_err(req, "lookup", err);
+	reply_entry(req, fs, ino, &a);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = fs_of(req);
+	node_forget(fs, m_ino(fs, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+                            struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_of(req);
+	for (size_t i = 0; i < count; i++)
+		node_forget(fs, m_ino(fs, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct meta_attr a;
+	(void)fi;
+	int err = meta_getattr(fs->meta, m_ino(fs, ino), &a);
+	if (err)
+		return reply_err(req, "getattr", err);
+	reply_attr(req, fs, m_ino(fs, ino), &a);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
+                       int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	uint64_t ino = m_ino(fs, fino);
+	struct meta_attr in, out;
+	int err = 0, set = 0;
+	(void)fi;
+
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		struct node *n = node_get(fs, ino, 1);
+		if (!n)
+			return reply_err(req, "setattr", ENOMEM);
+		pthread_mutex_lock(&n->lock);
+		err = node_flush(n);
+		if (!err)
+			err = meta_truncate(fs->meta, ino, st->st_size, &out);
+		if (!err) {
+			chunk_cache_clear(n);
+			node_note_attr(n, &out);
+		}
+		pthread_mutex_unlock(&n->lock);
+		node_unpin(fs, n);
+		if (err)
+			return reply_err(req, "truncate", err);
+	}
+	memset(&in, 0, sizeof(in));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		set |= META_SET_MODE;
+		in.mode = st->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		set |= META_SET_UID;
+		in.uid = st->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		set |= META_SET_GID;
+		in.gid = st->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		set |= META_SET_ATIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME) {
+		set |= META_SET_ATIME;
+		in.atime = st->st_atim.tv_sec;
+		in.atimens = st->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		set |= META_SET_MTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME) {
+		set |= META_SET_MTIME;
+		in.mtime = st->st_mtim.tv_sec;
+		in.mtimens = st->st_mtim.tv_nsec;
+	}
+	if (!set && (to_set & FUSE_SET_ATTR_CTIME))
+		set |= META_SET_CTIME;
+	if (set) {
+		err = meta_setattr(fs->meta, ino, set, &in, &out);
+		if (err)
+			return reply_err(req, "setattr", err);
+	} else if (!(to_set & FUSE_SET_ATTR_SIZE)) {
+		err = meta_getattr(fs->meta, ino, &out);
+		if (err)
+			return reply_err(req, "setattr", err);
+	}
+	reply_attr(req, fs, ino, &out);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	char *target;
+	int err = meta_readlink(fs->meta, m_ino(fs, ino), &target);
+	if (err)
+		return reply_err(req, "readlink", err);
+	fuse_reply_readlink(req, target);
+	free(target);
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      mode_t mode, dev_t rdev, const char *link)
+{
+	struct fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t ino;
+	struct meta_attr a;
+	int err = meta_mknod(fs->meta, m_ino(fs, parent), name,
+	                     meta_type_of(mode), mode & 07777, ctx->uid,
+	                     ctx->gid, rdev, link, &ino, &a);
+	if (err)
+		return reply_err(req, "create", err);
+	reply_entry(req, fs, ino, &a);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+                       const char *name)
+{
+	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	int err = meta_unlink(fs->meta, m_ino(fs, parent), name);
+	if (!err) {
+		pthread_mutex_lock(&fs->rc_lock);
+		pthread_cond_signal(&fs->rc_cond);
+		pthread_mutex_unlock(&fs->rc_lock);
+	}
+	reply_err(req, "unlink", err);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	reply_err(req, "rmdir", meta_rmdir(fs->meta, m_ino(fs, parent), name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      fuse_ino_t newparent, const char *newname,
+                      unsigned int flags)
+{
+	struct fs *fs = fs_of(req);
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return reply_err(req, "rename", EINVAL);
+	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
+	                      m_ino(fs, newparent), newname, flags);
+	reply_err(req, "rename", err);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                    const char *newname)
+{
+	struct fs *fs = fs_of(req);
+	struct meta_attr a;
+	int err = meta_link(fs->meta, m_ino(fs, ino), m_ino(fs, newparent),
+	                    newname, &a);
+	if (err)
+		return reply_err(req, "link", err);
+	reply_entry(req, fs, m_ino(fs, ino), &a);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	struct meta_usage u;
+	struct statvfs sv;
+	(void)ino;
+	int err = meta_usage(fs->meta, &u);
+	if (err)
+		return reply_err(req, "statfs", err);
+	uint64_t cap = fs->vol.capacity ? fs->vol.capacity : 1ull << 50;
+	if (cap < u.used_bytes)
+		cap = u.used_bytes;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = cap / 4096;
+	sv.f_bfree = sv.f_bavail = (cap - u.used_bytes) / 4096;
+	sv.f_files = u.inodes + (1ull << 32);
+	sv.f_ffree = sv.f_favail = 1ull << 32;
+	sv.f_namemax = META_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	/* default_permissions: the kernel has checked already */
+	(void)ino;
+	(void)mask;
+	fuse_reply_err(req, 0);
+}
+
+/* ---- files ---------------------------------------------------------- */
+
+/* Register an open of n (first local open registers with the volume, so
+ * an unlink elsewhere keeps the inode) and fill fi. */
+static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
+                     struct meta_attr *a)
+{
+	int first, err;
+	pthread_mutex_lock(&fs->table_lock);
+	first = !n->meta_open;
+	n->opens++;
+	n->meta_open = 1;
+	pthread_mutex_unlock(&fs->table_lock);
+
+	if (first)
+		err = meta_file_open(fs->meta, n->ino, a);
+	else
+		err = meta_getattr(fs->meta, n->ino, a);
+	if (err) {
+		pthread_mutex_lock(&fs->table_lock);
+		n->opens--;
+		if (first)
+			n->meta_open = 0;
+		pthread_mutex_unlock(&fs->table_lock);
+		return err;
+	}
+
+	pthread_mutex_lock(&n->lock);
+	int unchanged = n->seen && n->length == a->length &&
+	                n->mtime == a->mtime && n->mtimens == a->mtimens;
+	/* close-to-open: forget slice lists another client may have changed */
+	if (!unchanged || !n->writer)
+		chunk_cache_clear(n);
+	if (!(n->writer && writer_dirty(n->writer)))
+		node_note_attr(n, a);
+	pthread_mutex_unlock(&n->lock);
+
+	struct fh *h = malloc(sizeof(*h));
+	if (!h)
+		return ENOMEM; /* the open stays counted; release never comes */
+	h->node = n;
+	h->flags = fi->flags;
+	fi->fh = (uintptr_t)h;
+	fi->keep_cache = unchanged;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct meta_attr a;
+	if (fs->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
+		return reply_err(req, "open", EROFS);
+	struct node *n = node_get(fs, m_ino(fs, ino), 1);
+	if (!n)
+		return reply_err(req, "open", ENOMEM);
+	int err = file_open(fs, n, fi, &a);
+	node_unpin(fs, n);
+	if (err)
+		return reply_err(req, "open", err);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* interrupted: the kernel will not release it */
+		free((struct fh *)(uintptr_t)fi->fh);
+	}
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t ino;
+	struct meta_attr a;
+	int err = meta_mknod(fs->meta, m_ino(fs, parent), name, META_FILE,
+	                     mode & 07777, ctx->uid, ctx->gid, 0, NULL, &ino,
+	                     &a);
+	if (err)
+		return reply_err(req, "create", err);
+	struct node *n = node_get(fs, ino, 1);
+	if (!n)
+		return reply_err(req, "create", ENOMEM);
+	err = file_open(fs, n, fi, &a);
+	node_unpin(fs, n);
+	if (err)
+		return reply_err(req, "create", err);
+
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = f_ino(fs, ino);
+	e.generation = 1;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	attr_to_stat(fs, ino, &a, a.length, &e.attr);
+	node_lookup_ref(fs, ino);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		node_forget(fs, ino, 1);
+		free((struct fh *)(uintptr_t)fi->fh);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	(void)ino;
+
+	pthread_mutex_lock(&n->lock);
+	int err = node_flush(n); /* read your own writes */
+	uint64_t length = n->length;
+	pthread_mutex_unlock(&n->lock);
+	if (err)
+		return reply_err(req, "read", err);
+	if ((uint64_t)off >= length || size == 0)
+		return (void)fuse_reply_buf(req, NULL, 0);
+
+	char *buf = malloc(size);
+	if (!buf)
+		return reply_err(req, "read", ENOMEM);
+	size_t got = 0;
+	struct rctx rc = {fs, n};
+	err = reader_read(fs->cs, n->ino, length, off, size, buf, &got,
+	                  rcb_chunk, &rc);
+	if (err)
+		reply_err(req, "read", err);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+                     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	struct writer *w;
+	(void)ino;
+
+	pthread_mutex_lock(&n->lock);
+	int err = node_writer(fs, n, &w);
+	if (!err)
+		err = writer_write(w, off, buf, size);
+	pthread_mutex_unlock(&n->lock);
+	if (err)
+		return reply_err(req, "write", err);
+	fuse_reply_write(req, size);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	(void)ino;
+	pthread_mutex_lock(&h->node->lock);
+	int err = node_flush(h->node);
+	pthread_mutex_unlock(&h->node->lock);
+	(void)fs;
+	reply_err(req, "flush", err);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+                     struct fuse_file_info *fi)
+{
+	(void)datasync;
+	op_flush(req, ino, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	(void)ino;
+
+	pthread_mutex_lock(&fs->table_lock);
+	n->pins++;
+	int last = --n->opens == 0;
+	pthread_mutex_unlock(&fs->table_lock);
+
+	if (last) {
+		pthread_mutex_lock(&n->lock);
+		int err = node_flush(n);
+		/* a failure was already returned to close() by flush; what
+		 * could not be uploaded is dropped, as the error said */
+		if (err)
+			log_err("write-back of inode %llu at close failed: %s",
+			        (unsigned long long)n->ino, gr_strerror(err));
+		node_writer_close(n);
+		pthread_mutex_unlock(&n->lock);
+
+		pthread_mutex_lock(&fs->table_lock);
+		int unregister = n->opens == 0 && n->meta_open;
+		if (unregister)
+			n->meta_open = 0;
+		pthread_mutex_unlock(&fs->table_lock);
+		if (unregister) {
+			err = meta_file_close(fs->meta, n->ino);
+			if (err)
+				log_err("close of inode %llu: %s",
+				        (unsigned long long)n->ino,
+				        gr_strerror(err));
+			pthread_mutex_lock(&fs->rc_lock);
+			pthread_cond_signal(&fs->rc_cond);
+			pthread_mutex_unlock(&fs->rc_lock);
+		}
+	}
+	node_unpin(fs, n);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+                         off_t len, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct meta_attr a;
+	(void)ino;
+	if (mode & ~FALLOC_FL_KEEP_SIZE)
+		return reply_err(req, "fallocate", EOPNOTSUPP);
+	if (off < 0 || len <= 0)
+		return reply_err(req, "fallocate", EINVAL);
+	pthread_mutex_lock(&h->node->lock);
+	int err = node_flush(h->node);
+	if (!err)
+		err = meta_fallocate(fs->meta, h->node->ino, mode, off, len, &a);
+	if (!err)
+		node_note_attr(h->node, &a);
+	pthread_mutex_unlock(&h->node->lock);
+	reply_err(req, "fallocate", err);
+}
+
+/* ---- directories ---------------------------------------------------- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dirh *d = calloc(1, sizeof(*d));
+	if (!d)
+		return reply_err(req, "opendir", ENOMEM);
+	pthread_mutex_init(&d->lock, NULL);
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+	}
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, int plus)
+{
+	struct fs *fs = fs_of(req);
+	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+	int err = 0;
+
+	pthread_mutex_lock(&d->lock);
+	/* a rewind (offset 0) reloads, as a new listing would */
+	if (!d->loaded || off == 0 || (plus && !d->plus)) {
+		meta_dirents_free(d->ents, d->n);
+		d->ents = NULL;
+		d->n = 0;
+		d->loaded = 0;
+		err = meta_readdir(fs->meta, m_ino(fs, ino), plus, &d->ents,
+		                   &d->n);
+		if (err)
+			goto out;
+		d->loaded = 1;
+		d->plus = plus;
+	}
+	char *buf = malloc(size);
+	if (!buf) {
+		err = ENOMEM;
+		goto out;
+	}
+	size_t pos = 0;
+	/* offsets: 1 = ".", 2 = "..", 3 + i = entry i */
+	for (off_t i = off; (size_t)i < d->n + 2; i++) {
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		const char *name;
+		uint64_t eino = 0;
+		struct meta_dirent *e = NULL;
+		if (i == 0) {
+			name = ".";
+			st.st_ino = ino;
+			st.st_mode = S_IFDIR;
+		} else if (i == 1) {
+			name = "..";
+			st.st_ino = FUSE_ROOT_ID; /* the kernel resolves .. */
+			st.st_mode = S_IFDIR;
+		} else {
+			e = &d->ents[i - 2];
+			name = e->name;
+			eino = e->ino;
+			st.st_ino = f_ino(fs, eino);
+			st.st_mode = type_bits(e->type);
+		}
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param ep;
+			memset(&ep, 0, sizeof(ep));
+			if (e) {
+				ep.ino = st.st_ino;
+				ep.generation = 1;
+				ep.attr_timeout = fs->attr_timeout;
+				ep.entry_timeout = fs->entry_timeout;
+				attr_to_stat(fs, eino, &e->attr,
+				             visible_length(fs, eino, &e->attr),
+				             &ep.attr);
+			} else {
+				ep.attr = st;
+			}
+			need = fuse_add_direntry_plus(req, buf + pos,
+			                              size - pos, name, &ep,
+			                              i + 1);
+			if (need > size - pos)
+				break;
+			if (e)
+				node_lookup_ref(fs, eino);
+		} else {
+			need = fuse_add_direntry(req, buf + pos, size - pos,
+			                         name, &st, i + 1);
+			if (need > size - pos)
+				break;
+		}
+		pos += need;
+	}
+	pthread_mutex_unlock(&d->lock);
+	fuse_reply_buf(req, buf, pos);
+	free(buf);
+	return;
+out:
+	pthread_mutex_unlock(&d->lock);
+	reply_err(req, "readdir", err);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+                           off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+                          struct fuse_file_info *fi)
+{
+	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+	(void)ino;
+	meta_dirents_free(d->ents, d->n);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+                        struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, 0); /* metadata changes are durable on return */
+}
+
+/* ---- xattrs --------------------------------------------------------- */
+
+static int acl_name(const char *name)
+{
+	return !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                        const char *value, size_t size, int flags)
+{
+	struct fs *fs = fs_of(req);
+	if (acl_name(name))
+		return reply_err(req, "setxattr", EOPNOTSUPP);
+	reply_err(req, "setxattr",
+	          meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size,
+	                        flags));
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                        size_t size)
+{
+	struct fs *fs = fs_of(req);
+	void *v;
+	size_t n;
+	if (acl_name(name))
+		return reply_err(req, "getxattr", ENODATA);
+	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
+	if (err)
+		return reply_err(req, "getxattr", err);
+	if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if (size < n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, n);
+	free(v);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	char *names;
+	size_t n;
+	int err = meta_listxattr(fs->meta, m_ino(fs, ino), &names, &n);
+	if (err)
+		return reply_err(req, "listxattr", err);
+	if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if (size < n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names, n);
+	free(names);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	reply_err(req, "removexattr",
+	          meta_removexattr(fs->meta, m_ino(fs, ino), name));
+}
+
+static const struct fuse_lowlevel_ops granary_ops = {
+	.init = op_init,
+	.destroy = op_destroy,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.fsync = op_fsync,
+	.release = op_release,
+	.fallocate = op_fallocate,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.access = op_access,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+};
+
+/* ---- background reclamation ----------------------------------------- */
+
+/* Deletes the objects of slices nobody references any more: data of
+ * unlinked files after their last close, and of truncated chunks. */
+static void *reclaimer_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct meta_slice dead[RECLAIM_BATCH];
+	for (;;) {
+		size_t n = 0;
+		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
+		if (err)
+			log_warn("reclaim: %s", gr_strerror(err));
+		for (size_t i = 0; i < n; i++) {
+			int e = chunkstore_delete(fs->cs, dead[i].id,
+			                          dead[i].size);
+			if (e)
+				log_warn("reclaim: cannot delete slice %llu: "
+				         "%s (gc will find it)",
+				         (unsigned long long)dead[i].id,
+				         gr_strerror(e));
+		}
+		pthread_mutex_lock(&fs->rc_lock);
+		if (!fs->stopping && (n == 0 || err)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 2;
+			pthread_cond_timedwait(&fs->rc_cond, &fs->rc_lock, &ts);
+		}
+		int stop = fs->stopping;
+		pthread_mutex_unlock(&fs->rc_lock);
+		if (stop)
+			return NULL;
+	}
+}
+
+/* ---- mount ---------------------------------------------------------- */
+
+static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
+{
+	uint64_t ino = META_ROOT_INO;
+	char *copy = strdup(subdir), *save = NULL;
+	if (!copy)
+		return ENOMEM;
+	int err = 0;
+	for (char *p = strtok_r(copy, "/", &save); p;
+	     p = strtok_r(NULL, "/", &save)) {
+		struct meta_attr a;
+		err = meta_lookup(fs->meta, ino, p, &ino, &a);
+		if (err)
+			break;
+		if (a.type != META_DIR) {
+			err = ENOTDIR;
+			break;
+		}
+	}
+	free(copy);
+	*out = ino;
+	return err;
+}
+
+static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
+                      int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
+                      int err, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_err("%s", msg);
+	if (ready)
+		ready(arg, err ? err : EIO, msg);
+	return err ? err : EIO;
+}
+
+int fs_mount(const struct fs_opts *o,
+             void (*ready)(void *arg, int err, const char *msg), void *arg)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	char url[1024], mopts[2048];
+	int err;
+
+	if (!fs)
+		return mount_fail(ready, arg, ENOMEM, "out of memory");
+	fs->o = o;
+	fs->read_only = o->read_only;
+	fs->attr_timeout = o->attr_timeout >= 0 ? o->attr_timeout
+	                   : o->read_only       ? 3600
+	                                        : 1;
+	fs->entry_timeout = o->entry_timeout >= 0 ? o->entry_timeout
+	                    : o->read_only        ? 3600
+	                                          : 1;
+	pthread_mutex_init(&fs->table_lock, NULL);
+	pthread_mutex_init(&fs->rc_lock, NULL);
+	pthread_cond_init(&fs->rc_cond, NULL);
+	fs->nbuckets = 1 << 12;
+	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
+	if (!fs->buckets) {
+		err = mount_fail(ready, arg, ENOMEM, "out of memory");
+		goto free_fs;
+	}
+
+	meta_url_redact(o->meta_url, url, sizeof(url));
+	struct meta_opts mo = {.read_only = o->read_only};
+	err = meta_open(o->meta_url, &mo, &fs->meta);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot open metadata '%s': %s",
+		                 url, gr_strerror(err));
+		goto free_fs;
+	}
+	err = meta_load_volume(fs->meta, &fs->vol);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot load volume from '%s': %s",
+		                 url, gr_strerror(err));
+		goto close_meta;
+	}
+	struct objstore_creds creds = {
+		.access_key = fs->vol.access_key[0] ? fs->vol.access_key : NULL,
+		.secret_key = fs->vol.secret_key[0] ? fs->vol.secret_key : NULL,
+	};
+	err = objstore_open(fs->vol.storage, &creds, &fs->store);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot open storage '%s': %s",
+		                 fs->vol.storage, gr_strerror(err));
+		goto close_meta;
+	}
+	struct chunkstore_opts co = {
+		.block_size = fs->vol.block_size,
+		.compress = fs->vol.compress,
+		.mem_cache_bytes = o->mem_cache_size ? o->mem_cache_size
+		                                     : 256u << 20,
+	};
+	err = chunkstore_open(fs->store, &co, &fs->cs);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot set up block store: %s",
+		                 gr_strerror(err));
+		goto close_store;
+	}
+	err = wpool_open(fs->cs, o->max_uploads ? o->max_uploads : 8,
+	                 o->buffer_size ? o->buffer_size : 300u << 20,
+	                 &fs->pool);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot start uploaders: %s",
+		                 gr_strerror(err));
+		goto close_cs;
+	}
+	fs->root = META_ROOT_INO;
+	if (o->subdir && *o->subdir) {
+		err = resolve_subdir(fs, o->subdir, &fs->root);
+		if (err) {
+			err = mount_fail(ready, arg, err,
+			                 "cannot mount subdirectory '%s': %s",
+			                 o->subdir, gr_strerror(err));
+			goto close_pool;
+		}
+	}
+	err = meta_session_open(fs->meta, o->mountpoint);
+	if (err) {
+		err = mount_fail(ready, arg, err, "cannot register session: %s",
+		                 gr_strerror(err));
+		goto close_pool;
+	}
+
+	snprintf(mopts, sizeof(mopts),
+	         "fsname=granary:%s,subtype=granary,default_permissions%s%s%s%s",
+	         fs->vol.name, o->allow_other ? ",allow_other" : "",
+	         o->read_only ? ",ro" : "",
+	         o->fuse_opts && *o->fuse_opts ? "," : "",
+	         o->fuse_opts ? o->fuse_opts : "");
+	char *argv[] = {"granary", "-o", mopts, "-d", NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+	fs->se = fuse_session_new(&args, &granary_ops, sizeof(granary_ops), fs);
+	fuse_opt_free_args(&args);
+	if (!fs->se) {
+		err = mount_fail(ready, arg, EINVAL,
+		                 "cannot start FUSE session (bad -o options '%s'?)",
+		                 o->fuse_opts ? o->fuse_opts : "");
+		goto close_session;
+	}
+	if (fuse_set_signal_handlers(fs->se) != 0) {
+		err = mount_fail(ready, arg, EIO, "cannot set signal handlers");
+		goto destroy_se;
+	}
+	if (fuse_session_mount(fs->se, o->mountpoint) != 0) {
+		err = mount_fail(ready, arg, EIO, "cannot mount on '%s'",
+		                 o->mountpoint);
+		goto remove_handlers;
+	}
+	if (!o->read_only &&
+	    pthread_create(&fs->reclaimer, NULL, reclaimer_main, fs) == 0)
+		fs->reclaimer_running = 1;
+
+	log_info("mounted volume '%s' (%s) on %s", fs->vol.name,
+	         fs->vol.storage, o->mountpoint);
+	if (ready)
+		ready(arg, 0, NULL);
+
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_max_threads(lc, 32);
+	fuse_loop_cfg_set_idle_threads(lc, 8);
+	err = fuse_session_loop_mt(fs->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	if (err < 0)
+		err = -err;
+	else
+		err = 0; /* a signal or an unmount: a clean stop */
+
+	fuse_session_unmount(fs->se);
+	flush_all(fs); /* destroy flushed already unless the kernel died */
+	if (fs->reclaimer_running) {
+		pthread_mutex_lock(&fs->rc_lock);
+		fs->stopping = 1;
+		pthread_cond_signal(&fs->rc_cond);
+		pthread_mutex_unlock(&fs->rc_lock);
+		pthread_join(fs->reclaimer, NULL);
+	}
+	log_info("unmounted %s", o->mountpoint);
+remove_handlers:
+	fuse_remove_signal_handlers(fs->se);
+destroy_se:
+	fuse_session_destroy(fs->se);
+close_session:
+	meta_session_close(fs->meta);
+close_pool:
+	wpool_close(fs->pool);
+close_cs:
+	chunkstore_close(fs->cs);
+close_store:
+	objstore_close(fs->store);
+close_meta:
+	meta_close(fs->meta);
+free_fs:
+	if (fs->buckets) {
+		for (size_t i = 0; i < fs->nbuckets; i++) {
+			struct node *n = fs->buckets[i], *next;
+			for (; n; n = next) {
+				next = n->next;
+				chunk_cache_clear(n);
+				pthread_mutex_destroy(&n->lock);
+				free(n);
+			}
+		}
+		free(fs->buckets);
+	}
+	pthread_mutex_destroy(&fs->table_lock);
+	pthread_mutex_destroy(&fs->rc_lock);
+	pthread_cond_destroy(&fs->rc_cond);
+	free(fs);
+	return err;
+}

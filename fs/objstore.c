@@ -1,0 +1,266 @@
+/*
+ * objstore.c - the object store front door: URL dispatch to a backend, the
+ * wrappers every caller goes through (argument checks, fault injection for
+ * tests), the reachability probe and the error texts. Backends live in
+ * objstore_mem.c, objstore_file.c and objstore_s3.c.
+ */
+#include "objstore.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Backend constructors (one per file; not public API). They validate the
+ * rest of their URL and return OBJSTORE_EURL when it is malformed. */
+int objstore_mem_open(const char *url, struct objstore **out);
+int objstore_file_open(const char *url, struct objstore **out);
+int objstore_s3_open(const char *url, const struct objstore_creds *creds,
+		     struct objstore **out);
+
+#define KEY_MAX 1024
+
+/* ---- open / close ---- */
+
+int objstore_open(const char *url, const struct objstore_creds *creds,
+		  struct objstore **out)
+{
+	struct objstore *s = NULL;
+	int err;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!url)
+		return OBJSTORE_EURL;
+
+	if (!strncmp(url, "mem://", 6))
+		err = objstore_mem_open(url, &s);
+	else if (!strncmp(url, "file://", 7))
+		err = objstore_file_open(url, &s);
+	else if (!strncmp(url, "s3://", 5) || !strncmp(url, "s3+http://", 10))
+		err = objstore_s3_open(url, creds, &s);
+	else
+		err = OBJSTORE_EURL;
+	if (err)
+		return err;
+
+	s->url = strdup(url);
+	if (!s->url) {
+		s->ops->close(s);
+		return ENOMEM;
+	}
+	s->fail_next = 0;
+	s->fail_err = 0;
+	*out = s;
+	return 0;
+}
+
+void objstore_close(struct objstore *s)
+{
+	if (!s)
+		return;
+	char *url = s->url;
+	s->ops->close(s);
+	free(url);
+}
+
+/* ---- wrappers ---- */
+
+/* Tests set fail_next/fail_err; consume one injected failure atomically so
+ * concurrent callers fail exactly fail_next times in total. */
+static int injected_fault(struct objstore *s)
+{
+	int n = __atomic_load_n(&s->fail_next, __ATOMIC_ACQUIRE);
+
+	while (n > 0) {
+		if (__atomic_compare_exchange_n(&s->fail_next, &n, n - 1, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return s->fail_err ? s->fail_err : EIO;
+	}
+	return 0;
+}
+
+/*
+ * The key rules are the same for every backend so that a volume can move
+ * between them: 1..KEY_MAX bytes from [A-Za-z0-9] and "-_.~+=,@:/" (libs3
+ * 2.0 sends a space as '+', mangles bytes >= 0x80 and leaves "!*'()"
+ * unescaped, which some servers sign differently), '/'-separated
+ * components, no leading or trailing '/', no empty, "." or ".." component
+ * (file:// maps keys to paths).
+ */
+static int key_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || strchr("-_.~+=,@:/", c);
+}
+
+static int key_valid(const char *key)
+{
+	size_t len;
+
+	if (!key)
+		return 0;
+	len = strlen(key);
+	if (len == 0 || len > KEY_MAX || key[0] == '/' || key[len - 1] == '/')
+		return 0;
+	for (const char *c = key; *c; c++)
+		if (!key_char((unsigned char)*c))
+			return 0;
+	for (const char *c = key; *c;) {
+		const char *end = strchr(c, '/');
+		size_t n = end ? (size_t)(end - c) : strlen(c);
+		if (n == 0 || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return 1;
+}
+
+int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
+		 void **data, size_t *got)
+{
+	int err;
+
+	if (!s || !data || !got)
+		return EINVAL;
+	*data = NULL;
+	*got = 0;
+	if (!key_valid(key))
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	return s->ops->get(s, key, off, len, data, got);
+}
+
+int objstore_put(struct objstore *s, const char *key, const void *data,
+		 size_t len)
+{
+	int err;
+
+	if (!s || (!data && len) || !key_valid(key))
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	return s->ops->put(s, key, data ? data : "", len);
+}
+
+int objstore_del(struct objstore *s, const char *key)
+{
+	int err;
+
+	if (!s || !key_valid(key))
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	err = s->ops->del(s, key);
+	return err == ENOENT ? 0 : err;
+}
+
+int objstore_head(struct objstore *s, const char *key, uint64_t *size)
+{
+	uint64_t dummy;
+	int err;
+
+	if (!s || !key_valid(key))
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	return s->ops->head(s, key, size ? size : &dummy);
+}
+
+int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
+		  void *arg)
+{
+	int err;
+
+	if (!s || !fn)
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	return s->ops->list(s, prefix ? prefix : "", fn, arg);
+}
+
+/* ---- probe ---- */
+
+int objstore_probe(struct objstore *s)
+{
+	char key[64], body[64];
+	unsigned char rnd[8];
+	void *data = NULL;
+	size_t got = 0;
+	uint64_t size = 0;
+	int err;
+
+	if (!s)
+		return EINVAL;
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(rnd)) {
+		/* No entropy yet: pid and clock are unique enough for a
+		 * marker that lives a few milliseconds. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t v = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^
+			     (uint64_t)ts.tv_sec;
+		memcpy(rnd, &v, sizeof(rnd));
+	}
+	snprintf(key, sizeof(key),
+		 ".granary-probe-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	int blen = snprintf(body, sizeof(body), "granary probe %s\n", key + 15);
+
+	err = objstore_put(s, key, body, (size_t)blen);
+	if (err)
+		return err;
+	err = objstore_head(s, key, &size);
+	if (!err && size != (uint64_t)blen)
+		err = EIO; /* the store does not keep what it is given */
+	if (!err)
+		err = objstore_get(s, key, 0, 0, &data, &got);
+	if (!err && (got != (size_t)blen || memcmp(data, body, got)))
+		err = EIO;
+	free(data);
+	int derr = objstore_del(s, key);
+	return err ? err : derr;
+}
+
+/* ---- errors ---- */
+
+const char *objstore_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "success";
+	case OBJSTORE_EURL:
+		return "malformed or unsupported storage URL (expected "
+		       "file:///DIR[:/DIR2...], "
+		       "s3://HOST[:PORT]/BUCKET[/PREFIX], "
+		       "s3+http://HOST[:PORT]/BUCKET[/PREFIX] or mem://[NAME])";
+	case OBJSTORE_ENOBUCKET:
+		return "bucket does not exist (create it first, or check the "
+		       "bucket name in the storage URL)";
+	case OBJSTORE_EAUTH:
+		return "access key or secret refused by the store (check "
+		       "GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY)";
+	case OBJSTORE_EUNREACH:
+		return "cannot reach the object store (check host, port and "
+		       "network; the request failed or timed out after "
+		       "retries)";
+	case OBJSTORE_ESERVER:
+		return "object store kept failing with server errors after "
+		       "all retries";
+	case OBJSTORE_ENOCREDS:
+		return "no S3 credentials (set GRANARY_S3_ACCESS_KEY and "
+		       "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and "
+		       "AWS_SECRET_ACCESS_KEY)";
+	default:
+		return err > 0 ? strerror(err) : "unknown object store error";
+	}
+}

@@ -1,0 +1,101 @@
+/*
+ * objstore.h - the object store interface: get (with byte range), put,
+ * delete, head, list by prefix; one backend per URL scheme.
+ *
+ *   file:///DIR[:/DIR2...]   a pool of local (HDD) directories; each object
+ *                            lives in one directory chosen by a hash of its
+ *                            key; writes are temp file + fsync + rename.
+ *   s3://HOST[:PORT]/BUCKET[/PREFIX]       S3 over HTTPS, path style (libs3)
+ *   s3+http://HOST[:PORT]/BUCKET[/PREFIX]  the same over plain HTTP
+ *   mem://[NAME]             in-process, for unit tests only; mem://NAME is
+ *                            shared process-wide by name, mem:// is private
+ *
+ * Backends subclass struct objstore (base first) and fill an ops table;
+ * callers use the objstore_* wrappers only. All calls are thread-safe.
+ */
+#ifndef GRANARY_OBJSTORE_H
+#define GRANARY_OBJSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Project-specific errors (negative); positive values are errno. */
+#define OBJSTORE_EURL (-201)        /* malformed or unsupported URL */
+#define OBJSTORE_ENOBUCKET (-202)   /* bucket does not exist */
+#define OBJSTORE_EAUTH (-203)       /* access key or signature refused */
+#define OBJSTORE_EUNREACH (-204)    /* cannot connect / resolve / timed out */
+#define OBJSTORE_ESERVER (-205)     /* server error after all retries */
+#define OBJSTORE_ENOCREDS (-206)    /* s3 URL but no access key/secret */
+
+struct objstore;
+
+struct objstore_creds {
+	const char *access_key; /* NULL: take from the environment */
+	const char *secret_key;
+};
+
+typedef int (*objstore_list_fn)(void *arg, const char *key, uint64_t size);
+
+struct objstore_ops {
+	const char *scheme;
+	int (*get)(struct objstore *s, const char *key, uint64_t off,
+	           size_t len, void **data, size_t *got);
+	int (*put)(struct objstore *s, const char *key, const void *data,
+	           size_t len);
+	int (*del)(struct objstore *s, const char *key);
+	int (*head)(struct objstore *s, const char *key, uint64_t *size);
+	int (*list)(struct objstore *s, const char *prefix, objstore_list_fn fn,
+	            void *arg);
+	void (*close)(struct objstore *s);
+};
+
+struct objstore {
+	const struct objstore_ops *ops;
+	char *url; /* as opened, without credentials */
+	/* fault injection for tests: fail the next N calls with this error */
+	int fail_next, fail_err;
+};
+
+/*
+ * Open the store named by url. Credentials for s3: creds, else the
+ * environment (GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY, then
+ * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY). Opening does not touch the
+ * network; use objstore_probe() to check reachability and permissions.
+ */
+int objstore_open(const char *url, const struct objstore_creds *creds,
+                  struct objstore **out);
+void objstore_close(struct objstore *s); /* NULL-safe */
+
+/*
+ * Keys: 1..1024 bytes of [A-Za-z0-9] and "-_.~+=,@:/", '/'-separated, no
+ * empty, "." or ".." component, no leading or trailing '/'; else EINVAL.
+ *
+ * Read len bytes from off (len 0: to the end) into a malloc'd buffer handed
+ * out in *data (caller frees), with *got the bytes read (short at the end of
+ * the object; an off at or past the end gives 0 with *got = 0). ENOENT: no
+ * such object.
+ */
+int objstore_get(struct objstore *s, const char *key, uint64_t off,
+                 size_t len, void **data, size_t *got);
+/* Store the object whole; on return it is durable (fsync'd / acknowledged). */
+int objstore_put(struct objstore *s, const char *key, const void *data,
+                 size_t len);
+/* Delete; a missing object is not an error. */
+int objstore_del(struct objstore *s, const char *key);
+/* Size of the object; ENOENT if missing. */
+int objstore_head(struct objstore *s, const char *key, uint64_t *size);
+/* Call fn for each object whose key starts with prefix (any order); a
+ * non-zero return from fn stops the listing and is returned. */
+int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
+                  void *arg);
+
+/*
+ * Check that the store is reachable and writable: put, head, get and
+ * delete a marker object. Returns the first error.
+ */
+int objstore_probe(struct objstore *s);
+
+/* Message for a positive errno or an OBJSTORE_E* code. */
+const char *objstore_strerror(int err);
+
+#endif

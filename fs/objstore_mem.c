@@ -1,0 +1,352 @@
+/*
+ * objstore_mem.c - the mem:// backend: objects in a hash table in process
+ * memory, for unit tests. Sharing: mem:// (no name) is private to its handle
+ * and freed on close; mem://NAME is shared by every handle opened with the
+ * same NAME in this process and lives until the process exits, so a test can
+ * "format" a volume, close it and "mount" it again, as with a real store.
+ */
+#include "objstore.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define MEM_NAME_MAX 128
+
+struct mem_obj {
+	struct mem_obj *next; /* hash chain */
+	char *key;
+	unsigned char *data;
+	size_t len;
+};
+
+struct mem_table {
+	struct mem_table *next_named; /* protected by registry_lock */
+	char *name;		      /* NULL: private table */
+	/* Lock order: registry_lock is never held while taking this one. */
+	pthread_mutex_t lock;
+	struct mem_obj **buckets; /* protected by lock */
+	size_t nbuckets, count;	  /* protected by lock */
+};
+
+struct mem_store {
+	struct objstore base; /* first: objstore_* see only this */
+	struct mem_table *t;
+};
+
+/* Named tables of this process; never freed (see the head comment). */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_table *registry; /* protected by registry_lock */
+
+/* ---- the table ---- */
+
+static struct mem_table *table_new(const char *name)
+{
+	struct mem_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->nbuckets = 64;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets)
+		goto free_t;
+	if (name && !(t->name = strdup(name)))
+		goto free_buckets;
+	pthread_mutex_init(&t->lock, NULL);
+	return t;
+
+free_buckets:
+	free(t->buckets);
+free_t:
+	free(t);
+	return NULL;
+}
+
+static void obj_free(struct mem_obj *o)
+{
+	free(o->key);
+	free(o->data);
+	free(o);
+}
+
+static void table_free(struct mem_table *t)
+{
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct mem_obj *o = t->buckets[i], *next;
+		for (; o; o = next) {
+			next = o->next;
+			obj_free(o);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t->buckets);
+	free(t->name);
+	free(t);
+}
+
+static size_t slot(const struct mem_table *t, const char *key)
+{
+	return (size_t)(XXH3_64bits(key, strlen(key)) & (t->nbuckets - 1));
+}
+
+/* Returns the link that points at key's object (or at the chain's NULL). */
+static struct mem_obj **find(struct mem_table *t, const char *key)
+{
+	struct mem_obj **p = &t->buckets[slot(t, key)];
+
+	while (*p && strcmp((*p)->key, key))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Double the buckets when the load passes 1; failure just keeps chains
+ * longer, so it is not an error. */
+static void maybe_grow(struct mem_table *t)
+{
+	if (t->count < t->nbuckets)
+		return;
+	size_t n = t->nbuckets * 2;
+	struct mem_obj **nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	struct mem_obj **old = t->buckets;
+	size_t oldn = t->nbuckets;
+	t->buckets = nb;
+	t->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		struct mem_obj *o = old[i], *next;
+		for (; o; o = next) {
+			next = o->next;
+			size_t s = slot(t, o->key);
+			o->next = nb[s];
+			nb[s] = o;
+		}
+	}
+	free(old);
+}
+
+/* ---- ops ---- */
+
+static struct mem_table *table_of(struct objstore *s)
+{
+	return ((struct mem_store *)s)->t;
+}
+
+static int mem_get(struct objstore *s, const char *key, uint64_t off,
+		   size_t len, void **data, size_t *got)
+{
+	struct mem_table *t = table_of(s);
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	struct mem_obj *o = *find(t, key);
+	if (!o) {
+		err = ENOENT;
+		goto unlock;
+	}
+	size_t n = 0;
+	if (off < o->len) {
+		n = o->len - (size_t)off;
+		if (len && len < n)
+			n = len;
+	}
+	/* Always a real buffer, even for 0 bytes: callers free() it. */
+	void *buf = malloc(n ? n : 1);
+	if (!buf) {
+		err = ENOMEM;
+		goto unlock;
+	}
+	if (n)
+		memcpy(buf, o->data + off, n);
+	*data = buf;
+	*got = n;
+unlock:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+static int mem_put(struct objstore *s, const char *key, const void *data,
+		   size_t len)
+{
+	struct mem_table *t = table_of(s);
+	/* Copy outside the lock; readers of other keys are not held up. */
+	unsigned char *copy = malloc(len ? len : 1);
+
+	if (!copy)
+		return ENOMEM;
+	memcpy(copy, data, len);
+
+	pthread_mutex_lock(&t->lock);
+	struct mem_obj **p = find(t, key);
+	if (*p) {
+		free((*p)->data);
+		(*p)->data = copy;
+		(*p)->len = len;
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	struct mem_obj *o = calloc(1, sizeof(*o));
+	if (!o || !(o->key = strdup(key))) {
+		pthread_mutex_unlock(&t->lock);
+		free(o);
+		free(copy);
+		return ENOMEM;
+	}
+	o->data = copy;
+	o->len = len;
+	*p = o;
+	t->count++;
+	maybe_grow(t);
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+static int mem_del(struct objstore *s, const char *key)
+{
+	struct mem_table *t = table_of(s);
+
+	pthread_mutex_lock(&t->lock);
+	struct mem_obj **p = find(t, key), *o = *p;
+	if (o) {
+		*p = o->next;
+		t->count--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (o)
+		obj_free(o);
+	return 0;
+}
+
+static int mem_head(struct objstore *s, const char *key, uint64_t *size)
+{
+	struct mem_table *t = table_of(s);
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	struct mem_obj *o = *find(t, key);
+	if (o)
+		*size = o->len;
+	else
+		err = ENOENT;
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+struct list_item {
+	char *key;
+	uint64_t size;
+};
+
+static int mem_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
+		    void *arg)
+{
+	struct mem_table *t = table_of(s);
+	size_t plen = strlen(prefix), n = 0, i;
+	struct list_item *items;
+	int err = 0;
+
+	/* Snapshot, then call fn unlocked: fn may well delete or put
+	 * (garbage collection does), which would deadlock under the lock. */
+	pthread_mutex_lock(&t->lock);
+	items = calloc(t->count ? t->count : 1, sizeof(*items));
+	if (!items) {
+		pthread_mutex_unlock(&t->lock);
+		return ENOMEM;
+	}
+	for (i = 0; i < t->nbuckets && !err; i++) {
+		for (struct mem_obj *o = t->buckets[i]; o; o = o->next) {
+			if (strncmp(o->key, prefix, plen))
+				continue;
+			if (!(items[n].key = strdup(o->key))) {
+				err = ENOMEM;
+				break;
+			}
+			items[n++].size = o->len;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+
+	for (i = 0; i < n && !err; i++)
+		err = fn(arg, items[i].key, items[i].size);
+	for (i = 0; i < n; i++)
+		free(items[i].key);
+	free(items);
+	return err;
+}
+
+static void mem_close(struct objstore *s)
+{
+	struct mem_store *m = (struct mem_store *)s;
+
+	if (!m->t->name)
+		table_free(m->t);
+	free(m);
+}
+
+static const struct objstore_ops mem_ops = {
+    .scheme = "mem",
+    .get = mem_get,
+    .put = mem_put,
+    .del = mem_del,
+    .head = mem_head,
+    .list = mem_list,
+    .close = mem_close,
+};
+
+/* ---- open ---- */
+
+static int name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n > MEM_NAME_MAX)
+		return 0;
+	for (const char *c = name; *c; c++) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' ||
+		      *c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
+/* Find or create the named table. */
+static struct mem_table *named_table(const char *name)
+{
+	struct mem_table *t;
+
+	pthread_mutex_lock(&registry_lock);
+	for (t = registry; t; t = t->next_named)
+		if (!strcmp(t->name, name))
+			goto unlock;
+	t = table_new(name);
+	if (t) {
+		t->next_named = registry;
+		registry = t;
+	}
+unlock:
+	pthread_mutex_unlock(&registry_lock);
+	return t;
+}
+
+int objstore_mem_open(const char *url, struct objstore **out)
+{
+	const char *name = url + strlen("mem://");
+	struct mem_store *m;
+
+	if (strncmp(url, "mem://", 6) || !name_valid(name))
+		return OBJSTORE_EURL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return ENOMEM;
+	m->t = *name ? named_table(name) : table_new(NULL);
+	if (!m->t) {
+		free(m);
+		return ENOMEM;
+	}
+	m->base.ops = &mem_ops;
+	*out = &m->base;
+	return 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * reader.h - read a byte range of a file: chunk slice lists -> visible
+ * extents -> blocks, with zeros for holes and nothing past the length.
+ */
+#ifndef GRANARY_READER_H
+#define GRANARY_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../meta/meta.h"
+#include "chunkstore.h"
+
+/* Return the (unresolved, oldest first) slice list of chunk idx of ino;
+ * *s is malloc'd and freed by the reader. */
+typedef int (*reader_chunk_fn)(void *arg, uint64_t ino, uint32_t idx,
+                               struct meta_slice **s, size_t *n);
+
+/*
+ * Read up to len bytes at off of a file of `length` bytes into buf; *got is
+ * short only at the end of the file. Errors: EIO for a missing or corrupt
+ * block, or what fn returns.
+ */
+int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
+                uint64_t off, size_t len, void *buf, size_t *got,
+                reader_chunk_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,601 @@
+/*
+ * writer.c - per-file write buffers and the shared uploader pool.
+ *
+ * Writes become slices (one per run of contiguous writes inside a chunk),
+ * buffered in block-sized pieces; a full block goes to the pool's FIFO
+ * upload queue at once, so uploading overlaps the application's writes.
+ * flush queues the partial blocks, waits for this writer's uploads and
+ * commits the slices through a callback.
+ */
+#include "writer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* Pending slices per writer before a write forces a flush: bounds the
+ * memory of the slice table and the size of one metadata commit. */
+#define WRITER_MAX_SLICES 256
+/* Buffers start small and double, so a small file does not take a whole
+ * block of the shared budget. */
+#define BUF_GRAIN 4096u
+
+/* Internal: reserve() flushed the writer; the caller must look again. */
+#define RESTART (-1)
+
+/*
+ * The budget and the rule that keeps it deadlock-free.
+ *
+ * Every byte allocated for buffered data is charged to pool->buffered:
+ * partial blocks a writer is filling (writer->held) and full or flushed
+ * blocks queued or being uploaded (pool->inflight counts them). Uploads
+ * never wait for a writer, so in-flight memory is always freed eventually.
+ * A writer that needs n more bytes when buffered + n > budget:
+ *   1. waits while any upload is in flight (each completion wakes it);
+ *   2. else, if it holds partial blocks itself, flushes them (upload and
+ *      commit), which frees its memory, and tries again;
+ *   3. else it holds nothing, and all buffered memory sits in partial
+ *      blocks of other writers that only they can free (they may be idle
+ *      for ever): it takes one whole block over the budget.
+ * A writer takes the over-budget block only while holding nothing, so the
+ * pool stays under budget + one block per writer. The upload queue needs
+ * no bound of its own: everything queued is charged memory. Uploads are
+ * FIFO across writers, so a big writer cannot starve a small one's flush
+ * for longer than the blocks queued ahead of it.
+ *
+ * Errors: a failed upload (or commit) makes the writer's pending slices
+ * unusable; they are dropped, never committed, and the error stays sticky
+ * (writer_write refuses more data) until writer_flush reports it once, as
+ * Linux reports a writeback error once to fsync/close. Objects already
+ * uploaded for dropped slices are left to gc's leaked-object scan.
+ */
+
+/* One block of a slice, being filled or queued for upload. */
+struct wblock {
+	struct wblock *next; /* upload queue; protected by pool->lock */
+	struct writer *w;
+	uint64_t id;
+	uint32_t idx; /* block index inside the slice */
+	uint32_t len; /* bytes filled */
+	uint32_t cap; /* bytes allocated, and charged to the budget */
+	char *data;
+};
+
+struct wslice {
+	uint32_t chunk, pos, size;
+	uint64_t id;
+	struct wblock *cur; /* the partial block (index size / bs), or NULL */
+};
+
+struct wpool {
+	struct chunkstore *cs;
+	uint32_t bs;
+	size_t budget;
+	int nthreads;
+	pthread_t *threads;
+
+	/* Lock order: after writer->lock; never held across an upload. */
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* the queue has blocks, or stop */
+	pthread_cond_t freed; /* an upload finished: memory and inflight fell */
+	struct wblock *qhead, *qtail; /* FIFO; protected by lock */
+	size_t buffered;	      /* bytes charged; protected by lock */
+	size_t inflight;	      /* blocks queued or uploading; ditto */
+	int stop;		      /* protected by lock */
+};
+
+struct writer {
+	struct wpool *p;
+	uint64_t ino;
+	struct writer_cbs cbs;
+
+	/* Lock order: before pool->lock. Held across callbacks and while
+	 * waiting for budget or uploads. */
+	pthread_mutex_t lock;
+	struct wslice *slices;	      /* protected by lock */
+	struct meta_chunk_slice *out; /* commit scratch, same capacity */
+	size_t nslices, cap;	      /* protected by lock */
+	size_t held; /* bytes charged for partial blocks; protected by lock */
+
+	int inflight; /* blocks queued or uploading; protected by pool->lock */
+	int err;      /* sticky upload error; protected by pool->lock */
+};
+
+/* ---- uploaders ---- */
+
+static void *uploader_main(void *arg)
+{
+	struct wpool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->qhead && !p->stop)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (!p->qhead)
+			break; /* stop, and nothing left to upload */
+		struct wblock *b = p->qhead;
+		p->qhead = b->next;
+		if (!p->qhead)
+			p->qtail = NULL;
+		pthread_mutex_unlock(&p->lock);
+
+		int err =
+		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
+		struct writer *w = b->w;
+		uint32_t cap = b->cap;
+		free(b->data);
+		free(b);
+
+		pthread_mutex_lock(&p->lock);
+		p->buffered -= cap;
+		p->inflight--;
+		w->inflight--;
+		/* chunkstore logged the cause; the application gets EIO. */
+		if (err && !w->err)
+			w->err = err == ENOMEM ? ENOMEM : EIO;
+		pthread_cond_broadcast(&p->freed);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
+	       struct wpool **out)
+{
+	struct wpool *p;
+	int err;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!cs || uploaders < 1 || uploaders > 64 || buffer_size == 0)
+		return EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return ENOMEM;
+	p->threads = calloc((size_t)uploaders, sizeof(*p->threads));
+	if (!p->threads) {
+		err = ENOMEM;
+		goto free_p;
+	}
+	p->cs = cs;
+	p->bs = chunkstore_block_size(cs);
+	p->budget = buffer_size;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	for (; p->nthreads < uploaders; p->nthreads++) {
+		err = pthread_create(&p->threads[p->nthreads], NULL,
+				     uploader_main, p);
+		if (err) {
+			log_err("cannot start uploader thread: %s",
+				strerror(err));
+			goto stop_threads;
+		}
+	}
+	*out = p;
+	return 0;
+
+stop_threads:
+	wpool_close(p);
+	return err;
+free_p:
+	free(p);
+	return err;
+}
+
+void wpool_close(struct wpool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	gr_assert(!p->qhead); /* writers are closed first */
+	p->stop = 1;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	gr_assert(p->buffered == 0);
+	pthread_cond_destroy(&p->freed);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->lock);
+	free(p->threads);
+	free(p);
+}
+
+size_t wpool_buffered(struct wpool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t n = p->buffered;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/* ---- writer internals (all with w->lock held) ---- */
+
+static void enqueue(struct writer *w, struct wblock *b)
+{
+	struct wpool *p = w->p;
+
+	w->held -= b->cap;
+	b->next = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->qtail)
+		p->qtail->next = b;
+	else
+		p->qhead = b;
+	p->qtail = b;
+	p->inflight++;
+	w->inflight++;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void unreserve(struct writer *w, size_t n)
+{
+	w->held -= n;
+	pthread_mutex_lock(&w->p->lock);
+	w->p->buffered -= n;
+	pthread_cond_broadcast(&w->p->freed);
+	pthread_mutex_unlock(&w->p->lock);
+}
+
+static void drop_block(struct writer *w, struct wblock *b)
+{
+	unreserve(w, b->cap);
+	free(b->data);
+	free(b);
+}
+
+/*
+ * Upload every partial block, wait for all of this writer's uploads and
+ * commit the slices. On an upload or commit error the pending slices are
+ * dropped (their objects are left for gc's leaked-object scan) and the
+ * error is returned; `clear` says whether it is reported now for good
+ * (writer_flush) or stays sticky for the next writer_flush (a flush forced
+ * from inside writer_write, whose caller may never see its data's fate).
+ */
+static int flush_locked(struct writer *w, int clear)
+{
+	struct wpool *p = w->p;
+	size_t n = 0;
+	int err;
+
+	for (size_t i = 0; i < w->nslices; i++) {
+		struct wblock *b = w->slices[i].cur;
+		w->slices[i].cur = NULL;
+		if (!b)
+			continue;
+		if (b->len)
+			enqueue(w, b);
+		else
+			drop_block(w, b);
+	}
+
+	pthread_mutex_lock(&p->lock);
+	while (w->inflight)
+		pthread_cond_wait(&p->freed, &p->lock);
+	err = w->err;
+	if (clear)
+		w->err = 0;
+	pthread_mutex_unlock(&p->lock);
+
+	if (!err) {
+		for (size_t i = 0; i < w->nslices; i++) {
+			const struct wslice *s = &w->slices[i];
+			if (!s->size)
+				continue;
+			w->out[n++] = (struct meta_chunk_slice){
+			    .idx = s->chunk,
+			    .s = {.id = s->id,
+				  .size = s->size,
+				  .off = 0,
+				  .len = s->size,
+				  .pos = s->pos},
+			};
+		}
+		if (n)
+			err = w->cbs.commit(w->cbs.arg, w->ino, w->out, n);
+		if (err && !clear) {
+			pthread_mutex_lock(&p->lock);
+			if (!w->err)
+				w->err = err;
+			pthread_mutex_unlock(&p->lock);
+		}
+	}
+	if (err && w->nslices)
+		log_err("dropping %zu unwritten slices of inode %llu after a "
+			"failed flush: %s",
+			w->nslices, (unsigned long long)w->ino,
+			err > 0 ? strerror(err) : "metadata commit failed");
+	w->nslices = 0;
+	gr_assert(w->held == 0);
+	return err;
+}
+
+/*
+ * Charge between need and full bytes (full >= need) to the budget,
+ * following the rule in the head comment; *got is what was charged.
+ * Returns 0, RESTART if the writer had to flush itself (its slices are
+ * gone: the caller starts over), or the error of that flush.
+ */
+static int reserve(struct writer *w, size_t need, size_t full, size_t *got)
+{
+	struct wpool *p = w->p;
+	size_t n = need;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		if (p->buffered + need <= p->budget)
+			break;
+		if (p->inflight) {
+			pthread_cond_wait(&p->freed, &p->lock);
+			continue;
+		}
+		if (w->held) {
+			pthread_mutex_unlock(&p->lock);
+			int err = flush_locked(w, 0);
+			return err ? err : RESTART;
+		}
+		n = full; /* rule 3: a whole block, not a trickle of growth */
+		break;
+	}
+	p->buffered += n;
+	w->held += n;
+	pthread_mutex_unlock(&p->lock);
+	*got = n;
+	return 0;
+}
+
+static int sticky_err(struct writer *w)
+{
+	pthread_mutex_lock(&w->p->lock);
+	int err = w->err;
+	pthread_mutex_unlock(&w->p->lock);
+	return err;
+}
+
+/* The slice a write at (chunk, pos) extends, or NULL. */
+static struct wslice *open_slice(struct writer *w, uint32_t chunk, uint32_t pos)
+{
+	if (!w->nslices)
+		return NULL;
+	struct wslice *s = &w->slices[w->nslices - 1];
+	return s->chunk == chunk && s->pos + s->size == pos ? s : NULL;
+}
+
+static int new_slice(struct writer *w, uint32_t chunk, uint32_t pos,
+		     struct wslice **out)
+{
+	uint64_t id;
+	int err;
+
+	if (w->nslices == WRITER_MAX_SLICES) {
+		err = flush_locked(w, 0);
+		if (err)
+			return err;
+	}
+	if (w->nslices == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 8;
+		struct wslice *s = realloc(w->slices, cap * sizeof(*s));
+		if (!s)
+			return ENOMEM;
+		w->slices = s;
+		struct meta_chunk_slice *o = realloc(w->out, cap * sizeof(*o));
+		if (!o)
+			return ENOMEM;
+		w->out = o;
+		w->cap = cap;
+	}
+	err = w->cbs.new_id(w->cbs.arg, &id);
+	if (err)
+		return err;
+	struct wslice *s = &w->slices[w->nslices++];
+	*s = (struct wslice){.chunk = chunk, .pos = pos, .id = id};
+	*out = s;
+	return 0;
+}
+
+/* Make s->cur hold at least `upto` bytes (upto <= bs). */
+static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
+{
+	uint32_t bs = w->p->bs;
+	struct wblock *b = s->cur;
+	uint32_t have = b ? b->cap : 0;
+	size_t got;
+	int err;
+
+	if (upto <= have)
+		return 0;
+	uint32_t want = (upto + BUF_GRAIN - 1) / BUF_GRAIN * BUF_GRAIN;
+	if (want < 2 * have)
+		want = 2 * have;
+	if (want > bs)
+		want = bs;
+	err = reserve(w, want - have, bs - have, &got);
+	if (err)
+		return err;
+	want = have + (uint32_t)got;
+
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			goto unreserve;
+		b->w = w;
+		b->id = s->id;
+		b->idx = s->size / bs;
+	}
+	char *d = realloc(b->data, want);
+	if (!d) {
+		if (!s->cur)
+			free(b);
+		goto unreserve;
+	}
+	b->data = d;
+	b->cap = want;
+	s->cur = b;
+	return 0;
+
+unreserve:
+	unreserve(w, got);
+	return ENOMEM;
+}
+
+/* ---- writer API ---- */
+
+int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,
+		struct writer **out)
+{
+	struct writer *w;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!p || !cbs || !cbs->new_id || !cbs->commit)
+		return EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return ENOMEM;
+	w->p = p;
+	w->ino = ino;
+	w->cbs = *cbs;
+	pthread_mutex_init(&w->lock, NULL);
+	*out = w;
+	return 0;
+}
+
+int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len)
+{
+	const char *src = buf;
+	uint32_t bs = w->p->bs;
+	int err;
+
+	if (!buf && len)
+		return EINVAL;
+	pthread_mutex_lock(&w->lock);
+	err = sticky_err(w);
+	while (!err && len) {
+		uint32_t chunk = (uint32_t)(off / META_CHUNK_SIZE);
+		uint32_t pos = (uint32_t)(off % META_CHUNK_SIZE);
+		struct wslice *s = open_slice(w, chunk, pos);
+
+		if (!s && (err = new_slice(w, chunk, pos, &s)))
+			break;
+		uint32_t boff = s->size % bs;
+		size_t take = bs - boff;
+		if (take > META_CHUNK_SIZE - pos)
+			take = META_CHUNK_SIZE - pos;
+		if (take > len)
+			take = len;
+		err = ensure_room(w, s, boff + (uint32_t)take);
+		if (err == RESTART) {
+			err = 0; /* s was flushed and committed: look again */
+			continue;
+		}
+		if (err)
+			break;
+
+		struct wblock *b = s->cur;
+		memcpy(b->data + boff, src, take);
+		b->len = boff + (uint32_t)take;
+		s->size += (uint32_t)take;
+		if (b->len == bs) {
+			s->cur = NULL;
+			enqueue(w, b);
+		}
+		off += take;
+		src += take;
+		len -= take;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int writer_flush(struct writer *w)
+{
+	pthread_mutex_lock(&w->lock);
+	int err = flush_locked(w, 1);
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int writer_dirty(struct writer *w)
+{
+	int dirty = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nslices && !dirty; i++)
+		dirty = w->slices[i].size > 0;
+	pthread_mutex_unlock(&w->lock);
+	return dirty;
+}
+
+uint64_t writer_end(struct writer *w)
+{
+	uint64_t end = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nslices; i++) {
+		const struct wslice *s = &w->slices[i];
+		uint64_t e =
+		    (uint64_t)s->chunk * META_CHUNK_SIZE + s->pos + s->size;
+		if (s->size && e > end)
+			end = e;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return end;
+}
+
+void writer_close(struct writer *w)
+{
+	if (!w)
+		return;
+	struct wpool *p = w->p;
+
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nslices; i++) {
+		if (w->slices[i].cur)
+			drop_block(w, w->slices[i].cur);
+	}
+	w->nslices = 0;
+
+	/* Take this writer's blocks off the queue; wait for the ones being
+	 * uploaded, which still point at w. */
+	pthread_mutex_lock(&p->lock);
+	struct wblock **link = &p->qhead, *last = NULL, *dropped = NULL;
+	while (*link) {
+		struct wblock *b = *link;
+		if (b->w != w) {
+			last = b;
+			link = &b->next;
+			continue;
+		}
+		*link = b->next;
+		p->buffered -= b->cap;
+		p->inflight--;
+		w->inflight--;
+		b->next = dropped;
+		dropped = b;
+	}
+	p->qtail = last;
+	if (dropped)
+		pthread_cond_broadcast(&p->freed);
+	while (w->inflight)
+		pthread_cond_wait(&p->freed, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&w->lock);
+
+	while (dropped) {
+		struct wblock *next = dropped->next;
+		free(dropped->data);
+		free(dropped);
+		dropped = next;
+	}
+	pthread_mutex_destroy(&w->lock);
+	free(w->slices);
+	free(w->out);
+	free(w);
+}

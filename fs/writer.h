@@ -1,0 +1,56 @@
+/*
+ * writer.h - per-file write buffers and the shared pool that uploads them.
+ *
+ * A writer turns write() calls into slices (a slice is one run of
+ * contiguous writes inside one chunk). Each full block is handed at once to
+ * the pool's uploader threads while the application keeps writing; flush
+ * uploads the partial blocks, waits for every upload and commits the
+ * slices, in order, through the commit callback. All writers share one
+ * byte budget (buffer_size): a writer that would exceed it waits for
+ * uploads to drain (back-pressure), and flushes itself if it holds buffered
+ * data nobody else can drain.
+ *
+ * Locks: writer->lock may be held while taking pool->lock, never the other
+ * way round. Callbacks are called with writer->lock held.
+ */
+#ifndef GRANARY_WRITER_H
+#define GRANARY_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../meta/meta.h"
+#include "chunkstore.h"
+
+struct wpool;
+struct writer;
+
+struct writer_cbs {
+	void *arg;
+	int (*new_id)(void *arg, uint64_t *id);
+	/* Commit slices of ino in order; called from writer_flush. */
+	int (*commit)(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
+	              size_t n);
+};
+
+/* uploaders: threads (1..64); buffer_size: bytes shared by all writers. */
+int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
+               struct wpool **out);
+void wpool_close(struct wpool *p); /* NULL-safe; all writers closed first */
+size_t wpool_buffered(struct wpool *p); /* bytes held now */
+
+int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,
+                struct writer **out);
+/* Buffer len bytes at file offset off. May block on the shared budget.
+ * Returns the sticky error of an earlier failed upload, if any. */
+int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len);
+/* Upload everything buffered and commit it. On return data and metadata
+ * are durable. Returns (and clears) the sticky error. */
+int writer_flush(struct writer *w);
+/* Nonzero while data is buffered but not committed. */
+int writer_dirty(struct writer *w);
+/* One past the highest offset buffered but not committed (0 if none). */
+uint64_t writer_end(struct writer *w);
+/* Free; data not flushed is dropped. NULL-safe. */
+void writer_close(struct writer *w);
+
+#endif

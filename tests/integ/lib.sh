@@ -1,0 +1,251 @@
+# lib.sh - shared helpers for the integration tests (tests/integ/t*.sh).
+# Source it first thing: it finds the build, starts Redis (and s3rver when
+# needed) unless run.sh already did, and registers a cleanup that unmounts
+# every mount the test made, also when the test fails or times out.
+#
+# Env: GRANARY_BUILD (default: <repo>/build), GRANARY_STORAGE (file | s3,
+# default file), GRANARY_TEST_REDIS/_SOCK and GRANARY_TEST_S3 (from run.sh),
+# GRANARY_KEEP_TMP=1 keeps the test's temporary directory.
+
+set -eEu -o pipefail
+
+TOPDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${GRANARY_BUILD:-$TOPDIR/build}
+case $BUILD in /*) ;; *) BUILD=$TOPDIR/$BUILD ;; esac
+GRANARY=$BUILD/granary
+FSRAND=$BUILD/tests/fsrand
+GRANARY_STORAGE=${GRANARY_STORAGE:-file}
+TEST_NAME=$(basename "$0" .sh)
+
+. "$TOPDIR/tests/lib/services.sh"
+
+TMP=$(mktemp -d "${GRANARY_INTEG_ROOT:-/tmp}/$TEST_NAME.XXXXXX")
+MOUNTS=""    # mount points to unmount at exit
+BG_PIDS=""   # background helpers to stop at exit
+OK_COUNT=0
+
+# ------------------------------------------------------------------------
+# reporting
+
+ok() {
+	OK_COUNT=$((OK_COUNT + 1))
+	echo "  ok $OK_COUNT - $*"
+}
+
+fail() {
+	echo "FAIL: $TEST_NAME [$GRANARY_STORAGE]: $*" >&2
+	exit 1
+}
+
+# check_eq ACTUAL EXPECTED WHAT
+check_eq() {
+	[ "$1" = "$2" ] ||
+		fail "$3: expected '$2', got '$1'"
+}
+
+# expect_errno TEXT CMD...: CMD must fail and its stderr mention TEXT (a
+# strerror text such as "Permission denied").
+expect_errno() {
+	local text=$1 rc=0; shift
+	"$@" >"$TMP/expect.out" 2>"$TMP/expect.err" || rc=$?
+	[ "$rc" != 0 ] ||
+		fail "'$*' succeeded, expected failure with '$text'"
+	grep -qF -- "$text" "$TMP/expect.err" ||
+		fail "'$*' failed (exit $rc) without '$text' in stderr: $(cat "$TMP/expect.err")"
+}
+
+# expect_exit CODES REGEX CMD...: CMD must exit with one of CODES ("1" or
+# "1|2") and its stderr match the extended REGEX (case-insensitive).
+expect_exit() {
+	local codes=$1 re=$2 rc=0; shift 2
+	"$@" >"$TMP/expect.out" 2>"$TMP/expect.err" || rc=$?
+	[[ "|$codes|" == *"|$rc|"* ]] ||
+		fail "'$*' exited $rc, expected $codes; stderr: $(head -c 600 "$TMP/expect.err")"
+	grep -qiE -- "$re" "$TMP/expect.err" ||
+		fail "'$*' (exit $rc): stderr does not match /$re/: $(head -c 600 "$TMP/expect.err")"
+}
+
+# wait_until SECONDS CMD...: retry CMD every 0.1 s until it succeeds.
+wait_until() {
+	local end=$(($(date +%s%N) / 1000000 + $1 * 1000)); shift
+	until "$@" >/dev/null 2>&1; do
+		[ $(($(date +%s%N) / 1000000)) -lt $end ] || return 1
+		sleep 0.1
+	done
+}
+
+# as_nobody CMD...: run as uid/gid 65534 without supplementary groups.
+as_nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+}
+
+# random_file PATH BYTES: BYTES of random data.
+random_file() {
+	head -c "$2" /dev/urandom >"$1"
+}
+
+bg_track() {
+	BG_PIDS="$BG_PIDS $1"
+}
+
+# ------------------------------------------------------------------------
+# services, volumes, mounts
+
+need_redis() {
+	if [ -z "${GRANARY_TEST_REDIS:-}" ]; then
+		svc_start_redis "$TMP/redis" || fail "cannot start redis"
+	fi
+}
+
+need_s3() {
+	if [ -z "${GRANARY_TEST_S3:-}" ]; then
+		svc_start_s3rver "$TMP/s3" granary-test || fail "cannot start s3rver"
+		export GRANARY_TEST_S3_DATA=$TMP/s3/data
+	fi
+}
+
+# Pick a Redis database no running test uses: a counter shared through a
+# file when run.sh drives the tests, wrapping over dbs 1..63 (tests run one
+# at a time, so a wrapped db belongs to a finished test and is flushed).
+next_db() {
+	local f=${GRANARY_INTEG_DBFILE:-$TMP/dbcounter} n
+	(
+		flock 9
+		n=$(cat "$f" 2>/dev/null || echo 0)
+		n=$((n + 1))
+		echo "$n" >"$f"
+		echo $((n % 63 + 1))
+	) 9>>"$f.lock"
+}
+
+# new_volume NAME [FORMAT ARGS...]: format a fresh volume on the storage
+# family $GRANARY_STORAGE; sets META, STORAGE, and DATA_DIRS (the local
+# directories that hold its objects: the file:// pool, or s3rver's files).
+new_volume() {
+	local name=$1 db; shift
+	need_redis
+	db=$(next_db)
+	redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db" flushdb >/dev/null
+	META="$GRANARY_TEST_REDIS?db=$db"
+	case $GRANARY_STORAGE in
+	file)
+		DATA_DIRS="$TMP/data-$name-a $TMP/data-$name-b"
+		mkdir -p $DATA_DIRS
+		STORAGE="file://$TMP/data-$name-a:$TMP/data-$name-b"
+		;;
+	s3)
+		need_s3
+		DATA_DIRS="${GRANARY_TEST_S3_DATA:-}/granary-test/$name-$$"
+		STORAGE="$GRANARY_TEST_S3/granary-test/$name-$$"
+		;;
+	*) fail "unknown GRANARY_STORAGE '$GRANARY_STORAGE'" ;;
+	esac
+	"$GRANARY" format "$META" "$name" --storage "$STORAGE" "$@" \
+		>"$TMP/format-$name.out" 2>&1 ||
+		fail "granary format $name failed: $(cat "$TMP/format-$name.out")"
+}
+
+# count_blocks: number of block objects the volume last made by new_volume
+# holds in its store (s3rver keeps each object as a file + 2 sidecars).
+count_blocks() {
+	local d n=0
+	for d in $DATA_DIRS; do
+		[ -d "$d" ] || continue
+		n=$((n + $(find "$d" -type f -path '*/blocks/*' \
+			! -name '*._S3rver_metadata.json' ! -name '*._S3rver_object.md5' \
+			! -name '*.tmp*' | wc -l)))
+	done
+	echo "$n"
+}
+
+blocks_equal() {
+	[ "$(count_blocks)" = "$1" ]
+}
+
+# mount_vol META MP [ARGS...]: mount and remember MP for the cleanup. The
+# client logs to $TMP/log-<basename MP>.log, shown when the test fails.
+mount_vol() {
+	local meta=$1 mp=$2; shift 2
+	mkdir -p "$mp"
+	MOUNTS="$MOUNTS $mp"
+	timeout 60 "$GRANARY" mount "$meta" "$mp" \
+		--log "$TMP/log-$(basename "$mp").log" "$@" \
+		>"$TMP/mount.out" 2>&1 ||
+		fail "granary mount $mp failed: $(cat "$TMP/mount.out")"
+	is_mounted "$mp" ||
+		fail "granary mount returned 0 but '$mp' is not a mount point"
+}
+
+umount_vol() {
+	local mp=$1 m rest=""
+	timeout 60 "$GRANARY" umount "$mp" >"$TMP/umount.out" 2>&1 ||
+		fail "granary umount $mp failed: $(cat "$TMP/umount.out")"
+	! is_mounted "$mp" ||
+		fail "granary umount returned 0 but '$mp' is still mounted"
+	for m in $MOUNTS; do
+		[ "$m" = "$mp" ] || rest="$rest $m"
+	done
+	MOUNTS=$rest
+}
+
+# is_mounted MP: listed in the mount table (works for a dead FUSE daemon,
+# where stat-based checks see "Transport endpoint is not connected").
+is_mounted() {
+	awk -v mp="$(realpath -m "$1")" '$5 == mp { found = 1 } END { exit !found }' \
+		/proc/self/mountinfo
+}
+
+# PIDs of granary daemons serving MP (found by their command line).
+mount_pids() {
+	local p
+	for p in /proc/[0-9]*; do
+		tr '\0' '\n' <"$p/cmdline" 2>/dev/null |
+			grep -qxF -- "$1" || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+			grep -q "granary mount" || continue
+		echo "${p#/proc/}"
+	done
+}
+
+cleanup() {
+	local rc=$? mp p log
+	set +eE
+	trap - ERR
+	for p in $BG_PIDS; do kill "$p" 2>/dev/null; done
+	for p in $BG_PIDS; do wait "$p" 2>/dev/null; done
+	if [ "$rc" != 0 ]; then
+		for log in "$TMP"/log-*.log; do
+			[ -s "$log" ] || continue
+			echo "--- last lines of $(basename "$log"):" >&2
+			tail -n 25 "$log" >&2
+		done
+	fi
+	for mp in $MOUNTS; do
+		is_mounted "$mp" || continue
+		local pids
+		pids=$(mount_pids "$mp")
+		timeout 30 "$GRANARY" umount "$mp" >/dev/null 2>&1 ||
+			fusermount3 -uz "$mp" 2>/dev/null
+		# a daemon that outlives its unmount is stopped by PID
+		for p in $pids; do
+			for _ in $(seq 1 50); do
+				kill -0 "$p" 2>/dev/null || break
+				sleep 0.1
+			done
+			kill "$p" 2>/dev/null
+		done
+	done
+	svc_stop_all
+	if [ "${GRANARY_KEEP_TMP:-0}" = 1 ]; then
+		echo "(kept $TMP)" >&2
+	else
+		rm -rf "$TMP" 2>/dev/null
+	fi
+	exit "$rc"
+}
+
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+trap 'echo "FAIL: $TEST_NAME [$GRANARY_STORAGE]: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
+
+[ -x "$GRANARY" ] || fail "no granary binary at '$GRANARY' (make all)"

@@ -1,0 +1,153 @@
+#!/bin/bash
+# t0010-basic.sh - everyday POSIX operations on one mount, checked the way a
+# user would see them: contents, listings, errno texts, stat fields.
+. "$(dirname "$0")/lib.sh"
+
+new_volume basic
+M=$TMP/mnt
+mount_vol "$META" "$M"
+
+# --- files and directories
+echo hello >"$M/hello"
+check_eq "$(cat "$M/hello")" hello "content of a new file"
+check_eq "$(stat -c %s "$M/hello")" 6 "size of a new file"
+: >"$M/empty"
+check_eq "$(stat -c %s "$M/empty")" 0 "size of an empty file"
+mkdir -p "$M/a/b/c"
+[ -d "$M/a/b/c" ] || fail "mkdir -p did not create a/b/c"
+touch "$M/a/x" "$M/a/y" "$M/a/z"
+check_eq "$(ls -A "$M/a" | tr '\n' ' ')" "b x y z " "listing of a"
+check_eq "$(ls -A "$M" | tr '\n' ' ')" "a empty hello " "listing of the root"
+check_eq "$(stat -c %F "$M/a")" directory "type of a"
+check_eq "$(stat -c %h "$M/a")" 3 "nlink of a dir with one subdir"
+ok "create, mkdir -p, exact listings"
+
+# --- rename
+echo one >"$M/a/x"
+mv "$M/a/x" "$M/a/x2"
+[ ! -e "$M/a/x" ] || fail "old name still there after rename"
+check_eq "$(cat "$M/a/x2")" one "content after rename"
+echo two >"$M/a/y"
+mv -f "$M/a/x2" "$M/a/y"
+check_eq "$(cat "$M/a/y")" one "content after rename over an existing file"
+check_eq "$(ls -A "$M/a" | tr '\n' ' ')" "b y z " "listing after rename over"
+echo keep >"$M/a/z"
+mv -n "$M/a/y" "$M/a/z" || true
+check_eq "$(cat "$M/a/z")" keep "mv -n must not replace the target"
+check_eq "$(cat "$M/a/y")" one "mv -n must leave the source"
+mkdir "$M/d1" && echo in-d1 >"$M/d1/f"
+mv "$M/d1" "$M/a/b/d2"
+check_eq "$(cat "$M/a/b/d2/f")" in-d1 "file inside a renamed directory"
+[ ! -e "$M/d1" ] || fail "renamed directory still under its old name"
+mkdir "$M/e1" "$M/e2" && touch "$M/e2/x"
+expect_exit 1 "Directory not empty|File exists" mv -T "$M/e1" "$M/e2"
+mv -T "$M/e2" "$M/e1" # over an empty directory
+check_eq "$(ls -A "$M/e1")" x "directory renamed over an empty one"
+ok "rename, rename over existing, mv -n, directory rename"
+
+# --- unlink and rmdir
+rm "$M/a/z"
+[ ! -e "$M/a/z" ] || fail "unlinked file still there"
+expect_errno "No such file or directory" cat "$M/a/z"
+expect_errno "Directory not empty" rmdir "$M/a/b"
+rm -r "$M/a/b/d2"
+rmdir "$M/a/b/c" "$M/a/b"
+check_eq "$(ls -A "$M/a" | tr '\n' ' ')" "y " "listing after rm and rmdir"
+expect_errno "Not a directory" rmdir "$M/a/y"
+expect_errno "Is a directory" rm "$M/a"
+expect_errno "File exists" mkdir "$M/a"
+ok "unlink, rmdir, error texts"
+
+# --- symlinks and hard links
+ln -s ../hello "$M/a/link"
+check_eq "$(readlink "$M/a/link")" ../hello "readlink"
+check_eq "$(stat -c %F "$M/a/link")" "symbolic link" "symlink type"
+check_eq "$(cat "$M/a/link")" hello "read through a symlink"
+ln -s /nonexistent/target "$M/dangling"
+check_eq "$(readlink "$M/dangling")" /nonexistent/target "dangling symlink"
+ln "$M/hello" "$M/a/hard"
+check_eq "$(stat -c %h "$M/hello")" 2 "nlink after ln"
+check_eq "$(stat -c %i "$M/a/hard")" "$(stat -c %i "$M/hello")" "inode of a hard link"
+rm "$M/hello"
+check_eq "$(stat -c %h "$M/a/hard")" 1 "nlink after removing one name"
+check_eq "$(cat "$M/a/hard")" hello "content through the remaining link"
+ok "symlink, readlink, hard link nlink"
+
+# --- attributes
+f=$M/a/y
+chmod 0751 "$f"
+check_eq "$(stat -c %a "$f")" 751 "mode after chmod"
+chown 1234:5678 "$f"
+check_eq "$(stat -c %u:%g "$f")" 1234:5678 "owner after chown"
+touch -m -d '2001-02-03 04:05:06 UTC' "$f"
+check_eq "$(stat -c %Y "$f")" 981173106 "mtime after touch -d"
+touch -a -d '1999-12-31 23:59:59 UTC' "$f"
+check_eq "$(stat -c %X "$f")" 946684799 "atime after touch -a -d"
+chmod 1777 "$M/a"
+check_eq "$(stat -c %a "$M/a")" 1777 "sticky bit on a directory"
+ok "chmod, chown, touch -d"
+
+# --- truncate, compared with a local file
+L=$TMP/local && mkdir -p "$L"
+random_file "$L/t" 100000
+cp "$L/t" "$M/t"
+for size in 300000 5000 4194305 9000000 4194303 0 77; do
+	truncate -s "$size" "$L/t"
+	truncate -s "$size" "$M/t"
+	check_eq "$(stat -c %s "$M/t")" "$size" "size after truncate -s $size"
+	cmp "$L/t" "$M/t" || fail "content differs after truncate -s $size"
+done
+ok "truncate up and down (across 4 MiB)"
+
+# --- xattrs
+setfattr -n user.x -v hello "$f"
+check_eq "$(getfattr --only-values -n user.x "$f")" hello "getfattr user.x"
+setfattr -n user.empty "$f"
+getfattr -d "$f" >"$TMP/xattrs"
+grep -q '^user.x="hello"$' "$TMP/xattrs" || fail "getfattr -d misses user.x: $(cat "$TMP/xattrs")"
+grep -q '^user.empty' "$TMP/xattrs" || fail "getfattr -d misses user.empty: $(cat "$TMP/xattrs")"
+setfattr -n user.x -v replaced "$f"
+check_eq "$(getfattr --only-values -n user.x "$f")" replaced "getfattr after replace"
+setfattr -x user.x "$f"
+expect_errno "No such attribute" getfattr -n user.x "$f"
+ok "setfattr, getfattr, remove"
+
+# --- df
+df "$M" >"$TMP/df" || fail "df on the mount failed"
+df -i "$M" >/dev/null || fail "df -i on the mount failed"
+[ "$(stat -f -c %S "$M")" -gt 0 ] || fail "statfs block size is 0"
+ok "df"
+
+# --- a 9 MiB file of random bytes, append with >>
+random_file "$L/big" $((9 * 1024 * 1024))
+cp "$L/big" "$M/big"
+cmp "$L/big" "$M/big" || fail "9 MiB file differs"
+check_eq "$(stat -c %s "$M/big")" $((9 * 1024 * 1024)) "size of the 9 MiB file"
+printf 'tail1\n' >>"$M/big" && printf 'tail1\n' >>"$L/big"
+head -c 5000 /dev/urandom >"$TMP/more"
+cat "$TMP/more" >>"$M/big" && cat "$TMP/more" >>"$L/big"
+cmp "$L/big" "$M/big" || fail "file differs after appends with >>"
+for i in 1 2 3; do echo "line $i" >>"$M/log"; done
+check_eq "$(cat "$M/log" | tr '\n' ' ')" "line 1 line 2 line 3 " "appended lines"
+ok "9 MiB random file, append with >>"
+
+# --- cp -a of a tree
+S=$TMP/src
+mkdir -p "$S/d/e" "$S/empty-dir"
+random_file "$S/d/f1" 12345
+random_file "$S/d/e/f2" 1
+: >"$S/d/zero"
+ln -s f1 "$S/d/sl"
+ln "$S/d/f1" "$S/d/hl"
+chmod 0600 "$S/d/e/f2"
+touch -d '2010-01-01 00:00:00 UTC' "$S/d/f1"
+cp -a "$S" "$M/copy"
+diff -r --no-dereference "$S" "$M/copy" || fail "diff -r after cp -a"
+tree_list() { (cd "$1" && find . -printf '%P %y %m %s %n %l %T@\n' | sed 's/\.[0-9]*$//' | sort); }
+tree_list "$S" >"$TMP/s.lst"
+tree_list "$M/copy" >"$TMP/m.lst"
+diff "$TMP/s.lst" "$TMP/m.lst" || fail "cp -a tree: type/mode/size/nlink/mtime/link differ"
+ok "cp -a of a tree"
+
+umount_vol "$M"
+ok "umount"

@@ -1,0 +1,66 @@
+# services.sh - start and stop the real services the tests need, in a
+# temporary directory, by PID. Source it; call svc_start_redis and
+# svc_start_s3rver, and svc_stop_all from an EXIT trap.
+#
+# Exports: GRANARY_TEST_REDIS (unix:///.../redis.sock?db=N URL base),
+#          GRANARY_TEST_REDIS_SOCK, GRANARY_TEST_S3 (s3+http://127.0.0.1:PORT),
+#          GRANARY_TEST_S3_PORT, GRANARY_S3_ACCESS_KEY/SECRET_KEY (s3rver's).
+
+SVC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)
+SVC_PIDS=""
+
+svc_free_port() {
+	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+# svc_start_redis DIR: redis-server on DIR/redis.sock, no persistence.
+svc_start_redis() {
+	local dir=$1
+	mkdir -p "$dir"
+	redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
+		--dir "$dir" --save '' --appendonly no --databases 64 \
+		--daemonize no --logfile "$dir/redis.log" &
+	local pid=$!
+	SVC_PIDS="$SVC_PIDS $pid"
+	GRANARY_TEST_REDIS_PID=$pid
+	for _ in $(seq 1 100); do
+		redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 ||
+		{ echo "services: redis-server did not start (see $dir/redis.log)" >&2; return 1; }
+	export GRANARY_TEST_REDIS_SOCK="$dir/redis.sock"
+	export GRANARY_TEST_REDIS="unix://$dir/redis.sock"
+}
+
+# svc_start_s3rver DIR [BUCKET...]: s3rver on a free loopback port.
+svc_start_s3rver() {
+	local dir=$1; shift
+	local bin="$SVC_ROOT/.deps/node_modules/.bin/s3rver"
+	[ -x "$bin" ] || { echo "services: s3rver missing: run tools/install-deps.sh" >&2; return 1; }
+	mkdir -p "$dir/data"
+	local port args=""
+	port=$(svc_free_port)
+	for b in "$@"; do args="$args --configure-bucket $b"; done
+	"$bin" -d "$dir/data" -a 127.0.0.1 -p "$port" --silent $args \
+		>"$dir/s3rver.log" 2>&1 &
+	local pid=$!
+	SVC_PIDS="$SVC_PIDS $pid"
+	GRANARY_TEST_S3_PID=$pid
+	for _ in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		sleep 0.05
+	done
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
+		{ echo "services: s3rver did not start (see $dir/s3rver.log)" >&2; return 1; }
+	export GRANARY_TEST_S3_PORT=$port
+	export GRANARY_TEST_S3="s3+http://127.0.0.1:$port"
+	export GRANARY_S3_ACCESS_KEY=S3RVER GRANARY_S3_SECRET_KEY=S3RVER
+}
+
+svc_stop_all() {
+	local p
+	for p in $SVC_PIDS; do kill "$p" 2>/dev/null; done
+	for p in $SVC_PIDS; do wait "$p" 2>/dev/null; done
+	SVC_PIDS=""
+}

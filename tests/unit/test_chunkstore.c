@@ -1,0 +1,472 @@
+/*
+ * test_chunkstore.c - blocks of slices in a mem:// store: ranges across
+ * block boundaries, compression, the memory cache (hits, bound), single
+ * flight of concurrent misses, corrupt and missing blocks, delete.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../fs/chunkstore.h"
+
+#define BS (64u << 10)
+
+/* ---- a store wrapper that counts gets and can slow them down ---- */
+
+struct slow_store {
+	struct objstore base; /* first */
+	struct objstore *inner;
+	int gets;     /* __atomic */
+	int delay_us; /* per get */
+};
+
+static int slow_get(struct objstore *s, const char *key, uint64_t off,
+		    size_t len, void **data, size_t *got)
+{
+	struct slow_store *w = (struct slow_store *)s;
+
+	__atomic_fetch_add(&w->gets, 1, __ATOMIC_RELAXED);
+	if (w->delay_us)
+		usleep((useconds_t)w->delay_us);
+	return objstore_get(w->inner, key, off, len, data, got);
+}
+
+static int slow_put(struct objstore *s, const char *key, const void *data,
+		    size_t len)
+{
+	return objstore_put(((struct slow_store *)s)->inner, key, data, len);
+}
+
+static int slow_del(struct objstore *s, const char *key)
+{
+	return objstore_del(((struct slow_store *)s)->inner, key);
+}
+
+static int slow_head(struct objstore *s, const char *key, uint64_t *size)
+{
+	return objstore_head(((struct slow_store *)s)->inner, key, size);
+}
+
+static int slow_list(struct objstore *s, const char *prefix,
+		     objstore_list_fn fn, void *arg)
+{
+	return objstore_list(((struct slow_store *)s)->inner, prefix, fn, arg);
+}
+
+static void slow_close(struct objstore *s)
+{
+	(void)s; /* the test owns it */
+}
+
+static const struct objstore_ops slow_ops = {
+    .scheme = "slow",
+    .get = slow_get,
+    .put = slow_put,
+    .del = slow_del,
+    .head = slow_head,
+    .list = slow_list,
+    .close = slow_close,
+};
+
+/* ---- fixtures ---- */
+
+static struct objstore *mem;
+static struct slow_store slow;
+static struct chunkstore *cs;
+
+static void setup_cs(enum codec_compress c, size_t cache)
+{
+	struct chunkstore_opts o = {
+	    .block_size = BS, .compress = c, .mem_cache_bytes = cache};
+
+	cr_assert_eq(objstore_open("mem://", NULL, &mem), 0);
+	memset(&slow, 0, sizeof(slow));
+	slow.base.ops = &slow_ops;
+	slow.inner = mem;
+	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
+}
+
+static void teardown_cs(void)
+{
+	chunkstore_close(cs);
+	cs = NULL;
+	objstore_close(mem);
+	mem = NULL;
+}
+
+static void fill_random(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)x;
+	}
+}
+
+/* Store a slice of size bytes as blocks, the way the writer does. */
+static void put_slice(uint64_t id, const unsigned char *data, uint32_t size)
+{
+	for (uint32_t i = 0; (uint64_t)i * BS < size; i++) {
+		uint32_t len = size - i * BS < BS ? size - i * BS : BS;
+		cr_assert_eq(
+		    chunkstore_put_block(cs, id, i, data + i * BS, len), 0);
+	}
+}
+
+static void expect_range(uint64_t id, const unsigned char *data, uint32_t size,
+			 uint32_t off, uint32_t len)
+{
+	unsigned char *buf = malloc(len + 1);
+
+	cr_assert(buf);
+	cr_assert_eq(chunkstore_read(cs, id, size, off, len, buf), 0,
+		     "read [%u, +%u) of %u", off, len, size);
+	cr_assert_eq(memcmp(buf, data + off, len), 0, "bytes [%u, +%u) differ",
+		     off, len);
+	free(buf);
+}
+
+static struct chunkstore_stats stats(void)
+{
+	struct chunkstore_stats st;
+	chunkstore_get_stats(cs, &st);
+	return st;
+}
+
+/* ---- tests ---- */
+
+Test(chunkstore, key_layout)
+{
+	char key[96];
+
+	chunkstore_key(1234567890, 3, 65536, key, sizeof(key));
+	cr_assert_str_eq(key, "blocks/1234/567/1234567890_3_65536");
+	chunkstore_key(7, 0, 10, key, sizeof(key));
+	cr_assert_str_eq(key, "blocks/0/0/7_0_10");
+}
+
+Test(chunkstore, rejects_bad_opts)
+{
+	struct objstore *s;
+	struct chunkstore *c = (void *)1;
+	struct chunkstore_opts o = {.block_size = 1000};
+
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	cr_assert_eq(chunkstore_open(s, &o, &c), EINVAL);
+	cr_assert_null(c);
+	objstore_close(s);
+}
+
+static void ranges_roundtrip(enum codec_compress c, int compressible)
+{
+	const uint32_t size = 3 * BS + 3392; /* last block short */
+	unsigned char *data = malloc(size);
+
+	setup_cs(c, 1 << 20);
+	cr_assert(data);
+	fill_random(data, size, 42);
+	if (compressible)
+		for (uint32_t i = 0; i < size; i++)
+			data[i] = (unsigned char)(data[i] % 16 ? 'a' : data[i]);
+	put_slice(9, data, size);
+	struct chunkstore_stats st = stats();
+	cr_assert_eq(st.puts, 4);
+	if (c == CODEC_LZ4 && compressible)
+		cr_assert_lt(st.put_bytes, size / 2, "LZ4 did not compress");
+	else
+		cr_assert_geq(st.put_bytes, size, "stored less than raw");
+
+	expect_range(9, data, size, 0, size);
+	expect_range(9, data, size, BS - 100, 200);	 /* boundary */
+	expect_range(9, data, size, BS - 1, 2 * BS + 2); /* three blocks */
+	expect_range(9, data, size, 3 * BS, 3392);	 /* short block */
+	expect_range(9, data, size, size - 1, 1);	 /* last byte */
+	expect_range(9, data, size, 12345, 0);
+	/* Past the slice is a caller bug, not data. */
+	unsigned char b[2];
+	cr_assert_eq(chunkstore_read(cs, 9, size, size - 1, 2, b), EINVAL);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranges_plain)
+{
+	ranges_roundtrip(CODEC_NONE, 0);
+}
+Test(chunkstore, ranges_lz4_random)
+{
+	ranges_roundtrip(CODEC_LZ4, 0);
+}
+Test(chunkstore, ranges_lz4_compressible)
+{
+	ranges_roundtrip(CODEC_LZ4, 1);
+}
+
+Test(chunkstore, cache_hits)
+{
+	unsigned char data[BS], buf[100];
+
+	setup_cs(CODEC_LZ4, 4 * BS);
+	fill_random(data, BS, 1);
+	put_slice(1, data, BS);
+
+	cr_assert_eq(chunkstore_read(cs, 1, BS, 10, 100, buf), 0);
+	cr_assert_eq(stats().gets, 1);
+	cr_assert_eq(stats().cache_misses, 1);
+	cr_assert_eq(chunkstore_read(cs, 1, BS, 500, 100, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 500, 100), 0);
+	cr_assert_eq(stats().gets, 1, "second read went to the store");
+	cr_assert_eq(stats().cache_hits, 1);
+	cr_assert_eq(slow.gets, 1);
+	teardown_cs();
+}
+
+Test(chunkstore, cache_bound)
+{
+	const uint32_t size = 4 * BS;
+	unsigned char *data = malloc(size), buf[10];
+
+	setup_cs(CODEC_NONE, 2 * BS); /* room for two blocks */
+	fill_random(data, size, 2);
+	put_slice(2, data, size);
+	for (uint32_t i = 0; i < 4; i++)
+		cr_assert_eq(chunkstore_read(cs, 2, size, i * BS, 10, buf), 0);
+	cr_assert_eq(stats().gets, 4);
+	/* The two newest are cached, the two oldest were evicted. */
+	cr_assert_eq(chunkstore_read(cs, 2, size, 3 * BS, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 2, size, 2 * BS, 10, buf), 0);
+	cr_assert_eq(stats().gets, 4);
+	cr_assert_eq(chunkstore_read(cs, 2, size, 0, 10, buf), 0);
+	cr_assert_eq(memcmp(buf, data, 10), 0);
+	cr_assert_eq(stats().gets, 5, "evicted block was not fetched again");
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, no_cache)
+{
+	unsigned char data[BS], buf[10];
+
+	setup_cs(CODEC_NONE, 0);
+	fill_random(data, BS, 3);
+	put_slice(3, data, BS);
+	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, 10, buf), 0);
+	cr_assert_eq(memcmp(buf, data, 10), 0);
+	cr_assert_eq(stats().gets, 2);
+	teardown_cs();
+}
+
+/* ---- single flight ---- */
+
+#define READERS 16
+
+struct sf {
+	pthread_barrier_t start;
+	const unsigned char *data;
+	int bad; /* __atomic */
+};
+
+static void *sf_reader(void *arg)
+{
+	struct sf *sf = arg;
+	unsigned char *buf = malloc(BS);
+
+	pthread_barrier_wait(&sf->start);
+	if (!buf || chunkstore_read(cs, 4, BS, 0, BS, buf) ||
+	    memcmp(buf, sf->data, BS))
+		__atomic_fetch_add(&sf->bad, 1, __ATOMIC_RELAXED);
+	free(buf);
+	return NULL;
+}
+
+static void single_flight(size_t cache)
+{
+	unsigned char *data = malloc(BS);
+	pthread_t t[READERS];
+	struct sf sf = {.data = data};
+
+	setup_cs(CODEC_LZ4, cache);
+	fill_random(data, BS, 4);
+	put_slice(4, data, BS);
+	slow.delay_us = 200 * 1000; /* all readers arrive during the fetch */
+	pthread_barrier_init(&sf.start, NULL, READERS);
+	for (int i = 0; i < READERS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, sf_reader, &sf), 0);
+	for (int i = 0; i < READERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&sf.start);
+	cr_assert_eq(sf.bad, 0, "%d readers got an error or wrong bytes",
+		     sf.bad);
+	cr_assert_eq(slow.gets, 1, "%d gets for one cold block", slow.gets);
+	cr_assert_eq(stats().gets, 1);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, single_flight)
+{
+	single_flight(1 << 20);
+}
+Test(chunkstore, single_flight_without_cache)
+{
+	single_flight(0);
+}
+
+/* ---- damage ---- */
+
+static void flip_stored_bit(uint64_t id, uint32_t idx, uint32_t len, size_t at,
+			    void **orig, size_t *orig_len)
+{
+	char key[96];
+	void *d;
+	size_t n;
+
+	chunkstore_key(id, idx, len, key, sizeof(key));
+	cr_assert_eq(objstore_get(mem, key, 0, 0, &d, &n), 0);
+	*orig = malloc(n);
+	memcpy(*orig, d, n);
+	*orig_len = n;
+	((unsigned char *)d)[at % n] ^= 0x10;
+	cr_assert_eq(objstore_put(mem, key, d, n), 0);
+	free(d);
+}
+
+static void corrupt_block(enum codec_compress c, size_t at)
+{
+	unsigned char data[BS], buf[BS];
+	void *orig;
+	size_t orig_len;
+	char key[96];
+
+	setup_cs(c, 1 << 20);
+	fill_random(data, BS, 5);
+	memset(data, 'z', BS / 2); /* compressible half */
+	put_slice(5, data, BS);
+	flip_stored_bit(5, 0, BS, at, &orig, &orig_len);
+
+	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, 100, buf), EIO);
+	cr_assert_eq(stats().corrupt, 1);
+	/* Not cached: the next read goes to the store and fails again. */
+	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, 100, buf), EIO);
+	cr_assert_eq(stats().corrupt, 2);
+	cr_assert_eq(stats().gets, 2);
+
+	/* Repaired in the store: read succeeds, with the right bytes. */
+	chunkstore_key(5, 0, BS, key, sizeof(key));
+	cr_assert_eq(objstore_put(mem, key, orig, orig_len), 0);
+	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, BS, buf), 0);
+	cr_assert_eq(memcmp(buf, data, BS), 0);
+	cr_assert_eq(stats().corrupt, 2);
+	free(orig);
+	teardown_cs();
+}
+
+Test(chunkstore, corrupt_payload_plain)
+{
+	corrupt_block(CODEC_NONE, 5000);
+}
+Test(chunkstore, corrupt_payload_lz4)
+{
+	corrupt_block(CODEC_LZ4, 30);
+}
+Test(chunkstore, corrupt_header)
+{
+	corrupt_block(CODEC_NONE, 17);
+}
+
+Test(chunkstore, truncated_block)
+{
+	unsigned char data[BS], buf[10];
+	char key[96];
+	void *d;
+	size_t n;
+
+	setup_cs(CODEC_NONE, 1 << 20);
+	fill_random(data, BS, 6);
+	put_slice(6, data, BS);
+	chunkstore_key(6, 0, BS, key, sizeof(key));
+	cr_assert_eq(objstore_get(mem, key, 0, 0, &d, &n), 0);
+	cr_assert_eq(objstore_put(mem, key, d, n - 1), 0);
+	free(d);
+	cr_assert_eq(chunkstore_read(cs, 6, BS, 0, 10, buf), EIO);
+	cr_assert_eq(stats().corrupt, 1);
+	teardown_cs();
+}
+
+Test(chunkstore, missing_block)
+{
+	const uint32_t size = 2 * BS;
+	unsigned char *data = malloc(size), buf[10];
+	char key[96];
+
+	setup_cs(CODEC_NONE, 1 << 20);
+	cr_assert_eq(chunkstore_read(cs, 77, 100, 0, 10, buf), EIO);
+	fill_random(data, size, 7);
+	put_slice(7, data, size);
+	chunkstore_key(7, 1, BS, key, sizeof(key));
+	cr_assert_eq(objstore_del(mem, key), 0);
+	cr_assert_eq(chunkstore_read(cs, 7, size, 0, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 7, size, BS - 5, 10, buf), EIO);
+	cr_assert_eq(stats().corrupt, 0);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, store_error_is_eio)
+{
+	unsigned char data[BS], buf[10];
+
+	setup_cs(CODEC_NONE, 1 << 20);
+	fill_random(data, BS, 8);
+	put_slice(8, data, BS);
+	mem->fail_err = ETIMEDOUT;
+	mem->fail_next = 1;
+	cr_assert_eq(chunkstore_read(cs, 8, BS, 0, 10, buf), EIO);
+	cr_assert_eq(chunkstore_read(cs, 8, BS, 0, 10, buf), 0);
+	cr_assert_eq(memcmp(buf, data, 10), 0);
+	teardown_cs();
+}
+
+static int count_key(void *arg, const char *key, uint64_t size)
+{
+	(void)key;
+	(void)size;
+	(*(int *)arg)++;
+	return 0;
+}
+
+Test(chunkstore, delete_all_blocks)
+{
+	const uint32_t size = 3 * BS + 1;
+	unsigned char *data = malloc(size), buf[10];
+	int n = 0;
+
+	setup_cs(CODEC_LZ4, 1 << 20);
+	fill_random(data, size, 9);
+	put_slice(9, data, size);
+	put_slice(10, data, BS); /* another slice, kept */
+	cr_assert_eq(objstore_list(mem, "blocks/", count_key, &n), 0);
+	cr_assert_eq(n, 5);
+
+	/* Cached before the delete: must not be served afterwards. */
+	cr_assert_eq(chunkstore_read(cs, 9, size, 0, 10, buf), 0);
+	cr_assert_eq(chunkstore_delete(cs, 9, size), 0);
+	cr_assert_eq(stats().dels, 4);
+	n = 0;
+	cr_assert_eq(objstore_list(mem, "blocks/", count_key, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(chunkstore_read(cs, 9, size, 0, 10, buf), EIO);
+	cr_assert_eq(chunkstore_read(cs, 9, size, size - 1, 1, buf), EIO);
+	cr_assert_eq(chunkstore_read(cs, 10, BS, 0, 10, buf), 0);
+	/* Deleting again is fine: missing blocks are not an error. */
+	cr_assert_eq(chunkstore_delete(cs, 9, size), 0);
+	free(data);
+	teardown_cs();
+}

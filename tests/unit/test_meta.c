@@ -1,0 +1,1533 @@
+/*
+ * test_meta.c - the Redis metadata engine against a real redis-server
+ * (GRANARY_TEST_REDIS, a unix:// URL; each test owns one database and
+ * wipes it): namespace rules as ext4 has them, data records, reclamation,
+ * sessions, concurrency, a server restart, and Redis memory per file.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "../../meta/meta.h"
+
+/* test-only hook of meta/redis.c */
+void meta_redis_test_kill_session(struct meta *m);
+
+#define CS ((uint64_t)META_CHUNK_SIZE)
+
+/* ---- helpers --------------------------------------------------------- */
+
+static char sock[4096];
+
+static const char *test_sock(void)
+{
+	const char *u = getenv("GRANARY_TEST_REDIS");
+	size_t n;
+
+	if (!u || !*u) {
+		cr_log_warn(
+		    "GRANARY_TEST_REDIS is not set: run "
+		    "tests/run-unit.sh, or source tests/lib/services.sh "
+		    "and call svc_start_redis DIR");
+		cr_skip_test("GRANARY_TEST_REDIS unset (no redis to test on)");
+	}
+	cr_assert(strncmp(u, "unix://", 7) == 0,
+		  "GRANARY_TEST_REDIS must be unix:///PATH, got '%s'", u);
+	n = strcspn(u + 7, "?");
+	cr_assert(n < sizeof sock);
+	memcpy(sock, u + 7, n);
+	sock[n] = '\0';
+	return sock;
+}
+
+static void url_for(int db, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "unix://%s?db=%d", test_sock(), db);
+}
+
+static struct meta *mopen_opts(int db, const struct meta_opts *o)
+{
+	char url[4200];
+	struct meta *m = NULL;
+	int err;
+
+	url_for(db, url, sizeof url);
+	err = meta_open(url, o, &m);
+	cr_assert_eq(err, 0, "meta_open(%s): %s", url, meta_strerror(err));
+	return m;
+}
+
+static struct meta *mopen(int db)
+{
+	return mopen_opts(db, NULL);
+}
+
+static void vol_init(struct meta_volume *v, const char *name)
+{
+	memset(v, 0, sizeof *v);
+	snprintf(v->name, sizeof v->name, "%s", name);
+	snprintf(v->storage, sizeof v->storage, "mem://");
+	v->block_size = 4 << 20;
+	v->compress = 1;
+}
+
+/* A handle on a freshly formatted volume in database db. */
+static struct meta *fresh(int db)
+{
+	struct meta *m = mopen(db);
+	struct meta_volume v;
+	int err;
+
+	vol_init(&v, "test");
+	err = meta_format(m, &v, 1);
+	cr_assert_eq(err, 0, "format: %s", meta_strerror(err));
+	return m;
+}
+
+static redisContext *raw(int db)
+{
+	redisContext *c = redisConnectUnix(test_sock());
+	redisReply *r;
+
+	cr_assert(c && !c->err, "raw connect");
+	r = redisCommand(c, "SELECT %d", db);
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	return c;
+}
+
+static uint64_t mkfile(struct meta *m, uint64_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int err = meta_mknod(m, parent, name, META_FILE, 0644, 1000, 1000, 0,
+			     NULL, &ino, NULL);
+	cr_assert_eq(err, 0, "mknod %s: %s", name, meta_strerror(err));
+	return ino;
+}
+
+static uint64_t mkdir_(struct meta *m, uint64_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int err = meta_mknod(m, parent, name, META_DIR, 0755, 1000, 1000, 0,
+			     NULL, &ino, NULL);
+	cr_assert_eq(err, 0, "mkdir %s: %s", name, meta_strerror(err));
+	return ino;
+}
+
+static struct meta_attr attr(struct meta *m, uint64_t ino)
+{
+	struct meta_attr a;
+	int err = meta_getattr(m, ino, &a);
+	cr_assert_eq(err, 0, "getattr %" PRIu64 ": %s", ino,
+		     meta_strerror(err));
+	return a;
+}
+
+static uint64_t lookup(struct meta *m, uint64_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	int err = meta_lookup(m, parent, name, &ino, NULL);
+	cr_assert_eq(err, 0, "lookup %s: %s", name, meta_strerror(err));
+	return ino;
+}
+
+/* Write one slice of len bytes at file offset off (inside one chunk). */
+static uint64_t put(struct meta *m, uint64_t ino, uint64_t off, uint32_t len)
+{
+	struct meta_chunk_slice s;
+	uint64_t id;
+
+	cr_assert_eq(meta_new_slice_id(m, &id), 0);
+	s.idx = (uint32_t)(off / CS);
+	s.s = (struct meta_slice){id, len, 0, len, (uint32_t)(off % CS)};
+	cr_assert_eq(meta_write(m, ino, &s, 1, NULL), 0);
+	return id;
+}
+
+/* Drain reclamation; returns the dead slice ids (sorted) in *ids. */
+static size_t reclaim_all(struct meta *m, uint64_t *ids, size_t cap)
+{
+	struct meta_slice dead[7];
+	size_t n, total = 0;
+
+	do {
+		cr_assert_eq(meta_reclaim(m, dead, 7, &n), 0);
+		for (size_t i = 0; i < n; i++) {
+			cr_assert_lt(total, cap);
+			ids[total++] = dead[i].id;
+		}
+	} while (n);
+	return total;
+}
+
+static int64_t tsns(int64_t s, uint32_t ns)
+{
+	return s * 1000000000LL + ns;
+}
+
+/* ---- URLs and errors ------------------------------------------------- */
+
+Test(meta, malformed_urls)
+{
+	static const char *bad[] = {
+	    "",
+	    "redis",
+	    "http://localhost:6379/0",
+	    "redis://",
+	    "redis://:6379",
+	    "redis://host:abc",
+	    "redis://host:0",
+	    "redis://host:70000",
+	    "redis://host/abc",
+	    "redis://host/1/2",
+	    "redis://host/0?x=1",
+	    "redis://ho st/0",
+	    "redis://pass@host/0",
+	    "redis://[::1/0",
+	    "unix://",
+	    "unix://relative/redis.sock",
+	    "unix:///tmp/r.sock?db=x",
+	    "unix:///tmp/r.sock?foo=1",
+	    "unix:///tmp/r.sock?db=",
+	    "redis://host:6379/-1",
+	};
+	struct meta *m;
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		m = (void *)1;
+		cr_expect_eq(meta_open(bad[i], NULL, &m), META_EURL,
+			     "URL '%s' should be malformed", bad[i]);
+		cr_expect_null(m);
+	}
+	cr_expect_eq(meta_open(NULL, NULL, &m), META_EURL);
+}
+
+Test(meta, unreachable)
+{
+	struct meta *m = (void *)1;
+	struct timeval t0, t1;
+
+	gettimeofday(&t0, NULL);
+	cr_expect_eq(meta_open("redis://127.0.0.1:1/0", NULL, &m),
+		     META_EUNREACH);
+	cr_expect_null(m);
+	cr_expect_eq(
+	    meta_open("unix:///nonexistent/granary.sock?db=2", NULL, &m),
+	    META_EUNREACH);
+	gettimeofday(&t1, NULL);
+	cr_expect_lt(t1.tv_sec - t0.tv_sec, 8, "unreachable must fail fast");
+}
+
+Test(meta, redact_and_strerror)
+{
+	char buf[256];
+
+	meta_url_redact("redis://:s3cret@host:6379/2", buf, sizeof buf);
+	cr_expect_str_eq(buf, "redis://:****@host:6379/2");
+	meta_url_redact("redis://user:s3cret@host/2", buf, sizeof buf);
+	cr_expect_str_eq(buf, "redis://user:****@host/2");
+	meta_url_redact("redis://host/2", buf, sizeof buf);
+	cr_expect_str_eq(buf, "redis://host/2");
+	meta_url_redact("unix:///run/a@b/redis.sock?db=1", buf, sizeof buf);
+	cr_expect_str_eq(buf, "unix:///run/a@b/redis.sock?db=1");
+	cr_expect(strstr(meta_strerror(META_ENOVOLUME), "granary format"));
+	cr_expect_str_eq(meta_strerror(ENOENT), strerror(ENOENT));
+	for (int e = META_EPROTO; e <= META_ENOVOLUME; e++)
+		cr_expect(strlen(meta_strerror(e)) > 10);
+}
+
+/* ---- volume ---------------------------------------------------------- */
+
+Test(meta, format_load_refuse_force)
+{
+	struct meta *m = mopen(31);
+	struct meta_volume v, got;
+	struct meta_usage u;
+	redisContext *c = raw(31);
+	redisReply *r;
+
+	r = redisCommand(c, "FLUSHDB");
+	freeReplyObject(r);
+	cr_expect_eq(meta_load_volume(m, &got), META_ENOVOLUME);
+
+	vol_init(&v, "vol1");
+	snprintf(v.access_key, sizeof v.access_key, "AK");
+	snprintf(v.secret_key, sizeof v.secret_key, "SK");
+	v.capacity = 1 << 30;
+	cr_assert_eq(meta_format(m, &v, 0), 0);
+	cr_assert_eq(meta_load_volume(m, &got), 0);
+	cr_expect_str_eq(got.name, "vol1");
+	cr_expect_str_eq(got.storage, "mem://");
+	cr_expect_str_eq(got.access_key, "AK");
+	cr_expect_str_eq(got.secret_key, "SK");
+	cr_expect_eq(strlen(got.uuid), 36);
+	cr_expect_eq(got.block_size, 4u << 20);
+	cr_expect_eq(got.compress, 1);
+	cr_expect_eq(got.capacity, 1u << 30);
+	cr_expect_eq(got.format_version, META_FORMAT_VERSION);
+	cr_expect_gt(got.created, 1600000000);
+
+	struct meta_attr root = attr(m, META_ROOT_INO);
+	cr_expect_eq(root.type, META_DIR);
+	cr_expect_eq(root.mode, 0755);
+	cr_expect_eq(root.nlink, 2);
+	cr_expect_eq(root.parent, META_ROOT_INO);
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.inodes, 1);
+	cr_expect_eq(u.used_bytes, 0);
+
+	mkfile(m, 1, "keep");
+	vol_init(&v, "vol2");
+	cr_expect_eq(meta_format(m, &v, 0), META_EEXIST);
+	cr_assert_eq(meta_load_volume(m, &got), 0);
+	cr_expect_str_eq(got.name, "vol1");
+
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	cr_assert_eq(meta_load_volume(m, &got), 0);
+	cr_expect_str_eq(got.name, "vol2");
+	cr_expect_eq(meta_lookup(m, 1, "keep", NULL, NULL), ENOENT);
+
+	/* a database holding other data is not formatted either */
+	r = redisCommand(c, "FLUSHDB");
+	freeReplyObject(r);
+	r = redisCommand(c, "SET someone-else 1");
+	freeReplyObject(r);
+	cr_expect_eq(meta_format(m, &v, 0), META_EEXIST);
+
+	/* a newer granary's volume */
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	r = redisCommand(c, "HSET setting format_version 99");
+	freeReplyObject(r);
+	cr_expect_eq(meta_load_volume(m, &got), META_EVERSION);
+	redisFree(c);
+	meta_close(m);
+}
+
+Test(meta, read_only)
+{
+	struct meta *w = fresh(32);
+	struct meta_opts o = {.read_only = 1};
+	struct meta *m = mopen_opts(32, &o);
+	struct meta_volume v;
+	struct meta_attr a, in = {0};
+	struct meta_slice dead[4];
+	uint64_t ino = mkfile(w, 1, "f"), id;
+	size_t n;
+
+	vol_init(&v, "x");
+	cr_expect_eq(meta_format(m, &v, 1), EROFS);
+	cr_expect_eq(
+	    meta_mknod(m, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, NULL, NULL),
+	    EROFS);
+	cr_expect_eq(meta_unlink(m, 1, "f"), EROFS);
+	cr_expect_eq(meta_rmdir(m, 1, "f"), EROFS);
+	cr_expect_eq(meta_rename(m, 1, "f", 1, "g", 0), EROFS);
+	cr_expect_eq(meta_link(m, ino, 1, "g", NULL), EROFS);
+	cr_expect_eq(meta_setattr(m, ino, META_SET_MODE, &in, NULL), EROFS);
+	cr_expect_eq(meta_truncate(m, ino, 0, NULL), EROFS);
+	cr_expect_eq(meta_fallocate(m, ino, 0, 0, 1, NULL), EROFS);
+	cr_expect_eq(meta_write(m, ino, NULL, 0, NULL), EROFS);
+	cr_expect_eq(meta_new_slice_id(m, &id), EROFS);
+	cr_expect_eq(meta_setxattr(m, ino, "user.a", "b", 1, 0), EROFS);
+	cr_expect_eq(meta_removexattr(m, ino, "user.a"), EROFS);
+	cr_expect_eq(meta_reclaim(m, dead, 4, &n), EROFS);
+	cr_expect_eq(meta_clean_sessions(m, &n), EROFS);
+	/* reading works */
+	cr_expect_eq(meta_session_open(m, "/ro"), 0);
+	cr_expect_eq(meta_file_open(m, ino, &a), 0);
+	cr_expect_eq(a.type, META_FILE);
+	cr_expect_eq(meta_file_close(m, ino), 0);
+	cr_expect_eq(lookup(m, 1, "f"), ino);
+	meta_close(m);
+	meta_close(w);
+}
+
+/* ---- namespace ------------------------------------------------------- */
+
+Test(meta, mknod_all_types)
+{
+	struct meta *m = fresh(33);
+	struct meta_attr a, root0 = attr(m, 1), root;
+	uint64_t ino, ino2;
+	char *target;
+	char longname[300];
+
+	cr_assert_eq(meta_mknod(m, 1, "file", META_FILE, 0640, 10, 20, 0, NULL,
+				&ino, &a),
+		     0);
+	cr_expect_eq(a.type, META_FILE);
+	cr_expect_eq(a.mode, 0640);
+	cr_expect_eq(a.uid, 10);
+	cr_expect_eq(a.gid, 20);
+	cr_expect_eq(a.nlink, 1);
+	cr_expect_eq(a.length, 0);
+	cr_expect_eq(a.parent, 0);
+	cr_expect_eq(meta_lookup(m, 1, "file", &ino2, &a), 0);
+	cr_expect_eq(ino2, ino);
+	cr_expect_eq(a.mode, 0640);
+
+	cr_assert_eq(
+	    meta_mknod(m, 1, "dir", META_DIR, 0750, 10, 20, 0, NULL, &ino, &a),
+	    0);
+	cr_expect_eq(a.type, META_DIR);
+	cr_expect_eq(a.nlink, 2);
+	cr_expect_eq(a.parent, 1);
+
+	cr_assert_eq(meta_mknod(m, 1, "link", META_SYMLINK, 0777, 0, 0, 0,
+				"some/where/else", &ino, &a),
+		     0);
+	cr_expect_eq(a.type, META_SYMLINK);
+	cr_expect_eq(a.length, strlen("some/where/else"));
+	cr_assert_eq(meta_readlink(m, ino, &target), 0);
+	cr_expect_str_eq(target, "some/where/else");
+	free(target);
+	cr_expect_eq(meta_readlink(m, lookup(m, 1, "file"), &target), EINVAL);
+	cr_expect_eq(meta_readlink(m, 999999, &target), ENOENT);
+
+	cr_assert_eq(
+	    meta_mknod(m, 1, "fifo", META_FIFO, 0600, 0, 0, 0, NULL, &ino, &a),
+	    0);
+	cr_expect_eq(a.type, META_FIFO);
+	cr_assert_eq(meta_mknod(m, 1, "blk", META_BLK, 0600, 0, 0, 0x0801, NULL,
+				&ino, &a),
+		     0);
+	cr_expect_eq(a.rdev, 0x0801);
+	cr_assert_eq(meta_mknod(m, 1, "chr", META_CHR, 0600, 0, 0, 0x0103, NULL,
+				&ino, &a),
+		     0);
+	cr_expect_eq(attr(m, ino).rdev, 0x0103);
+	cr_expect_eq(attr(m, ino).type, META_CHR);
+	cr_assert_eq(
+	    meta_mknod(m, 1, "sock", META_SOCK, 0600, 0, 0, 0, NULL, &ino, &a),
+	    0);
+	cr_expect_eq(a.type, META_SOCK);
+
+	root = attr(m, 1);
+	cr_expect_eq(root.nlink, 3, "root nlink with one subdir");
+	cr_expect_geq(tsns(root.mtime, root.mtimens),
+		      tsns(root0.mtime, root0.mtimens));
+	cr_expect_geq(tsns(root.ctime, root.ctimens),
+		      tsns(root0.ctime, root0.ctimens));
+
+	/* errors */
+	cr_expect_eq(meta_mknod(m, 1, "file", META_FILE, 0644, 0, 0, 0, NULL,
+				NULL, NULL),
+		     EEXIST);
+	cr_expect_eq(meta_mknod(m, 424242, "x", META_FILE, 0644, 0, 0, 0, NULL,
+				NULL, NULL),
+		     ENOENT);
+	cr_expect_eq(meta_mknod(m, lookup(m, 1, "file"), "x", META_FILE, 0644,
+				0, 0, 0, NULL, NULL, NULL),
+		     ENOTDIR);
+	memset(longname, 'n', 256);
+	longname[256] = '\0';
+	cr_expect_eq(meta_mknod(m, 1, longname, META_FILE, 0644, 0, 0, 0, NULL,
+				NULL, NULL),
+		     ENAMETOOLONG);
+	longname[255] = '\0';
+	cr_expect_eq(meta_mknod(m, 1, longname, META_FILE, 0644, 0, 0, 0, NULL,
+				NULL, NULL),
+		     0);
+	cr_expect_eq(
+	    meta_mknod(m, 1, "a/b", META_FILE, 0644, 0, 0, 0, NULL, NULL, NULL),
+	    EINVAL);
+	cr_expect_eq(meta_lookup(m, 1, "nothere", NULL, NULL), ENOENT);
+	cr_expect_eq(meta_lookup(m, lookup(m, 1, "file"), "x", NULL, NULL),
+		     ENOTDIR);
+	cr_expect_eq(meta_getattr(m, 123456789, &a), ENOENT);
+	/* "." and ".." */
+	cr_expect_eq(meta_lookup(m, lookup(m, 1, "dir"), "..", &ino, &a), 0);
+	cr_expect_eq(ino, 1);
+	cr_expect_eq(meta_lookup(m, lookup(m, 1, "dir"), ".", &ino, &a), 0);
+	cr_expect_eq(ino, lookup(m, 1, "dir"));
+
+	struct meta_usage u;
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.inodes, 9);
+	meta_close(m);
+}
+
+Test(meta, setgid_inheritance)
+{
+	struct meta *m = fresh(34);
+	struct meta_attr a;
+	uint64_t d, sub;
+
+	cr_assert_eq(
+	    meta_mknod(m, 1, "sg", META_DIR, 02775, 10, 777, 0, NULL, &d, &a),
+	    0);
+	cr_expect_eq(a.mode, 02775);
+	cr_assert_eq(
+	    meta_mknod(m, d, "f", META_FILE, 0644, 10, 20, 0, NULL, NULL, &a),
+	    0);
+	cr_expect_eq(a.gid, 777, "file takes the setgid dir's group");
+	cr_expect_eq(a.mode, 0644, "files do not get the setgid bit");
+	cr_assert_eq(
+	    meta_mknod(m, d, "d", META_DIR, 0755, 10, 20, 0, NULL, &sub, &a),
+	    0);
+	cr_expect_eq(a.gid, 777);
+	cr_expect_eq(a.mode, 02755, "subdirs inherit the setgid bit");
+	cr_assert_eq(meta_mknod(m, sub, "deep", META_FILE, 0600, 10, 20, 0,
+				NULL, NULL, &a),
+		     0);
+	cr_expect_eq(a.gid, 777);
+	cr_assert_eq(meta_mknod(m, 1, "plain", META_FILE, 0644, 10, 20, 0, NULL,
+				NULL, &a),
+		     0);
+	cr_expect_eq(a.gid, 20);
+	meta_close(m);
+}
+
+Test(meta, mkdir_rmdir_nlink)
+{
+	struct meta *m = fresh(35);
+	uint64_t a = mkdir_(m, 1, "a"), b = mkdir_(m, a, "b");
+	uint64_t f = mkfile(m, a, "f");
+
+	cr_expect_eq(attr(m, 1).nlink, 3);
+	cr_expect_eq(attr(m, a).nlink, 3);
+	cr_expect_eq(attr(m, b).nlink, 2);
+	cr_expect_eq(attr(m, f).nlink, 1);
+	cr_expect_eq(attr(m, b).parent, a);
+
+	cr_expect_eq(meta_rmdir(m, 1, "a"), ENOTEMPTY);
+	cr_expect_eq(meta_rmdir(m, a, "f"), ENOTDIR);
+	cr_expect_eq(meta_unlink(m, a, "b"), EISDIR);
+	cr_expect_eq(meta_rmdir(m, a, "nothere"), ENOENT);
+	cr_expect_eq(meta_rmdir(m, a, "."), EINVAL);
+	cr_expect_eq(meta_rmdir(m, a, ".."), ENOTEMPTY);
+	cr_expect_eq(meta_rmdir(m, f, "x"), ENOTDIR);
+
+	cr_assert_eq(meta_rmdir(m, a, "b"), 0);
+	cr_expect_eq(meta_getattr(m, b, NULL), ENOENT);
+	cr_expect_eq(attr(m, a).nlink, 2);
+	cr_assert_eq(meta_unlink(m, a, "f"), 0);
+	cr_expect_eq(meta_getattr(m, f, NULL), ENOENT);
+	cr_assert_eq(meta_rmdir(m, 1, "a"), 0);
+	cr_expect_eq(attr(m, 1).nlink, 2);
+
+	struct meta_usage u;
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.inodes, 1);
+	meta_close(m);
+}
+
+Test(meta, hard_links)
+{
+	struct meta *m = fresh(36);
+	uint64_t d = mkdir_(m, 1, "d"), f = mkfile(m, 1, "f"), id, got[4];
+	struct meta_attr a;
+	struct meta_slice *s;
+	size_t n;
+
+	id = put(m, f, 0, 4096);
+	cr_assert_eq(meta_link(m, f, d, "g", &a), 0);
+	cr_expect_eq(a.nlink, 2);
+	cr_expect_eq(lookup(m, d, "g"), f);
+	cr_expect_eq(meta_link(m, f, d, "g", NULL), EEXIST);
+	cr_expect_eq(meta_link(m, d, 1, "dirlink", NULL), EPERM);
+	cr_expect_eq(meta_link(m, 99999, 1, "x", NULL), ENOENT);
+	cr_expect_eq(attr(m, d).nlink, 2, "a file link is no subdir");
+
+	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
+	a = attr(m, f);
+	cr_expect_eq(a.nlink, 1);
+	cr_expect_eq(a.length, 4096);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_expect_eq(s[0].id, id);
+	free(s);
+	cr_expect_eq(reclaim_all(m, got, 4), 0, "data still referenced");
+
+	cr_assert_eq(meta_unlink(m, d, "g"), 0);
+	cr_expect_eq(meta_getattr(m, f, NULL), ENOENT);
+	cr_assert_eq(reclaim_all(m, got, 4), 1);
+	cr_expect_eq(got[0], id);
+	meta_close(m);
+}
+
+Test(meta, rename_matrix)
+{
+	struct meta *m = fresh(37);
+	uint64_t a = mkdir_(m, 1, "a"), b = mkdir_(m, 1, "b");
+	uint64_t f1 = mkfile(m, a, "f1"), f2 = mkfile(m, a, "f2");
+	struct meta_attr before, after, pa0;
+
+	/* file over file: the old target goes away */
+	before = attr(m, f1);
+	pa0 = attr(m, a);
+	cr_assert_eq(meta_rename(m, a, "f1", a, "f2", 0), 0);
+	cr_expect_eq(lookup(m, a, "f2"), f1);
+	cr_expect_eq(meta_lookup(m, a, "f1", NULL, NULL), ENOENT);
+	cr_expect_eq(meta_getattr(m, f2, NULL), ENOENT);
+	after = attr(m, f1);
+	cr_expect_geq(tsns(after.ctime, after.ctimens),
+		      tsns(before.ctime, before.ctimens));
+	cr_expect_geq(tsns(attr(m, a).mtime, attr(m, a).mtimens),
+		      tsns(pa0.mtime, pa0.mtimens));
+
+	/* dir over empty dir, across parents */
+	uint64_t d1 = mkdir_(m, a, "d1"), d2 = mkdir_(m, b, "d2");
+	cr_expect_eq(attr(m, a).nlink, 3);
+	cr_expect_eq(attr(m, b).nlink, 3);
+	cr_assert_eq(meta_rename(m, a, "d1", b, "d2", 0), 0);
+	cr_expect_eq(lookup(m, b, "d2"), d1);
+	cr_expect_eq(meta_getattr(m, d2, NULL), ENOENT);
+	cr_expect_eq(attr(m, d1).parent, b);
+	cr_expect_eq(attr(m, a).nlink, 2);
+	cr_expect_eq(attr(m, b).nlink, 3);
+
+	/* dir over non-empty dir; dir over file; file over dir */
+	uint64_t full = mkdir_(m, a, "full");
+	mkfile(m, full, "x");
+	cr_expect_eq(meta_rename(m, b, "d2", a, "full", 0), ENOTEMPTY);
+	cr_expect_eq(meta_rename(m, b, "d2", a, "f2", 0), ENOTDIR);
+	cr_expect_eq(meta_rename(m, a, "f2", b, "d2", 0), EISDIR);
+	cr_expect_eq(lookup(m, b, "d2"), d1, "failed renames change nothing");
+
+	/* a dir into its own subtree */
+	uint64_t sub = mkdir_(m, d1, "sub");
+	cr_expect_eq(meta_rename(m, b, "d2", sub, "x", 0), EINVAL);
+	cr_expect_eq(meta_rename(m, b, "d2", d1, "x", 0), EINVAL);
+	cr_expect_eq(meta_rename(m, 1, "b", sub, "x", 0), EINVAL);
+	/* ... a target that is an ancestor of the source is not empty */
+	cr_expect_eq(meta_rename(m, d1, "sub", 1, "b", 0), ENOTEMPTY);
+
+	/* missing source */
+	cr_expect_eq(meta_rename(m, a, "nothere", a, "y", 0), ENOENT);
+	cr_expect_eq(meta_rename(m, 999999, "x", a, "y", 0), ENOENT);
+
+	/* NOREPLACE */
+	uint64_t f3 = mkfile(m, a, "f3");
+	cr_expect_eq(meta_rename(m, a, "f3", a, "f2", RENAME_NOREPLACE),
+		     EEXIST);
+	cr_assert_eq(meta_rename(m, a, "f3", b, "f3n", RENAME_NOREPLACE), 0);
+	cr_expect_eq(lookup(m, b, "f3n"), f3);
+	cr_expect_eq(meta_rename(m, a, "f2", a, "f2",
+				 RENAME_NOREPLACE | RENAME_EXCHANGE),
+		     EINVAL);
+
+	/* EXCHANGE file <-> dir across parents */
+	uint64_t xf = mkfile(m, a, "xf"), xd = mkdir_(m, b, "xd");
+	uint32_t na = attr(m, a).nlink, nb = attr(m, b).nlink;
+	cr_expect_eq(meta_rename(m, a, "xf", b, "nothere", RENAME_EXCHANGE),
+		     ENOENT);
+	cr_assert_eq(meta_rename(m, a, "xf", b, "xd", RENAME_EXCHANGE), 0);
+	cr_expect_eq(lookup(m, a, "xf"), xd);
+	cr_expect_eq(lookup(m, b, "xd"), xf);
+	cr_expect_eq(attr(m, xd).parent, a);
+	cr_expect_eq(attr(m, a).nlink, na + 1);
+	cr_expect_eq(attr(m, b).nlink, nb - 1);
+	/* EXCHANGE of a dir with its own descendant */
+	cr_expect_eq(meta_rename(m, 1, "b", d1, "sub", RENAME_EXCHANGE),
+		     EINVAL);
+
+	/* two names of one inode: nothing happens */
+	uint64_t h = mkfile(m, a, "h1");
+	cr_assert_eq(meta_link(m, h, a, "h2", NULL), 0);
+	cr_assert_eq(meta_rename(m, a, "h1", a, "h2", 0), 0);
+	cr_expect_eq(lookup(m, a, "h1"), h);
+	cr_expect_eq(lookup(m, a, "h2"), h);
+	cr_expect_eq(attr(m, h).nlink, 2);
+
+	/* plain move within a dir, and of a dir up to the root */
+	cr_assert_eq(meta_rename(m, a, "h1", a, "h3", 0), 0);
+	cr_expect_eq(lookup(m, a, "h3"), h);
+	cr_assert_eq(meta_rename(m, d1, "sub", 1, "sub", 0), 0);
+	cr_expect_eq(attr(m, sub).parent, 1);
+	cr_expect_eq(attr(m, d1).nlink, 2);
+	cr_expect_eq(attr(m, 1).nlink, 5);
+	meta_close(m);
+}
+
+Test(meta, rename_replaces_open_file)
+{
+	struct meta *m = fresh(38);
+	uint64_t f1 = mkfile(m, 1, "f1"), f2 = mkfile(m, 1, "f2"), got[4];
+	uint64_t id = put(m, f2, 0, 100);
+	struct meta_attr a;
+
+	cr_assert_eq(meta_session_open(m, "/mnt/test"), 0);
+	cr_assert_eq(meta_file_open(m, f2, &a), 0);
+	cr_assert_eq(meta_rename(m, 1, "f1", 1, "f2", 0), 0);
+	a = attr(m, f2);
+	cr_expect_eq(a.nlink, 0, "replaced but open: kept");
+	cr_expect_eq(reclaim_all(m, got, 4), 0);
+	cr_assert_eq(meta_file_close(m, f2), 0);
+	cr_expect_eq(meta_getattr(m, f2, NULL), ENOENT);
+	cr_assert_eq(reclaim_all(m, got, 4), 1);
+	cr_expect_eq(got[0], id);
+	cr_expect_eq(lookup(m, 1, "f2"), f1);
+	meta_close(m);
+}
+
+Test(meta, setattr)
+{
+	struct meta *m = fresh(39);
+	uint64_t f = mkfile(m, 1, "f"), d = mkdir_(m, 1, "d");
+	struct meta_attr in = {0}, out, b4 = attr(m, f);
+
+	in.mode = 06755;
+	cr_assert_eq(meta_setattr(m, f, META_SET_MODE, &in, &out), 0);
+	cr_expect_eq(out.mode, 06755);
+	cr_expect_geq(tsns(out.ctime, out.ctimens), tsns(b4.ctime, b4.ctimens));
+	in.uid = 5;
+	cr_assert_eq(meta_setattr(m, f, META_SET_UID, &in, &out), 0);
+	cr_expect_eq(out.uid, 5);
+	cr_expect_eq(out.mode, 0755,
+		     "chown drops setuid, and setgid with "
+		     "group exec");
+	in.mode = 02745; /* setgid without group exec: kept */
+	cr_assert_eq(meta_setattr(m, f, META_SET_MODE, &in, &out), 0);
+	in.gid = 9;
+	cr_assert_eq(meta_setattr(m, f, META_SET_GID, &in, &out), 0);
+	cr_expect_eq(out.mode, 02745);
+	cr_expect_eq(out.gid, 9);
+	in.mode = 06755;
+	cr_assert_eq(meta_setattr(m, d, META_SET_MODE, &in, &out), 0);
+	in.uid = 6;
+	cr_assert_eq(meta_setattr(m, d, META_SET_UID, &in, &out), 0);
+	cr_expect_eq(out.mode, 06755, "directories keep their bits");
+
+	in.atime = -86400 * 365 * 20; /* before 1970 */
+	in.atimens = 123;
+	in.mtime = 4102444800; /* 2100 */
+	in.mtimens = 999999999;
+	cr_assert_eq(
+	    meta_setattr(m, f, META_SET_ATIME | META_SET_MTIME, &in, &out), 0);
+	out = attr(m, f);
+	cr_expect_eq(out.atime, in.atime);
+	cr_expect_eq(out.atimens, 123);
+	cr_expect_eq(out.mtime, in.mtime);
+	cr_expect_eq(out.mtimens, 999999999);
+	cr_assert_eq(meta_setattr(m, f, META_SET_MTIME_NOW, &in, &out), 0);
+	cr_expect_lt(out.mtime, 4102444800);
+	cr_expect_eq(out.atime, in.atime);
+	in.atimens = 1000000000;
+	cr_expect_eq(meta_setattr(m, f, META_SET_ATIME, &in, &out), EINVAL);
+	cr_expect_eq(meta_setattr(m, 424242, META_SET_CTIME, &in, &out),
+		     ENOENT);
+	meta_close(m);
+}
+
+Test(meta, xattrs)
+{
+	struct meta *m = fresh(40);
+	uint64_t f = mkfile(m, 1, "f");
+	void *v;
+	size_t n;
+	char *names;
+	const char bin[] = {0, 1, 2, 0, 3};
+
+	cr_expect_eq(meta_getxattr(m, f, "user.a", &v, &n), ENODATA);
+	cr_expect_eq(meta_setxattr(m, f, "user.a", "x", 1, XATTR_REPLACE),
+		     ENODATA);
+	cr_assert_eq(meta_setxattr(m, f, "user.a", "one", 3, XATTR_CREATE), 0);
+	cr_expect_eq(meta_setxattr(m, f, "user.a", "two", 3, XATTR_CREATE),
+		     EEXIST);
+	cr_assert_eq(meta_setxattr(m, f, "user.a", "three", 5, XATTR_REPLACE),
+		     0);
+	cr_assert_eq(meta_setxattr(m, f, "user.b", bin, sizeof bin, 0), 0);
+	cr_assert_eq(meta_setxattr(m, f, "user.empty", NULL, 0, 0), 0);
+	cr_assert_eq(meta_getxattr(m, f, "user.a", &v, &n), 0);
+	cr_expect_eq(n, 5);
+	cr_expect_eq(memcmp(v, "three", 5), 0);
+	free(v);
+	cr_assert_eq(meta_getxattr(m, f, "user.b", &v, &n), 0);
+	cr_expect_eq(n, sizeof bin);
+	cr_expect_eq(memcmp(v, bin, n), 0);
+	free(v);
+	cr_assert_eq(meta_getxattr(m, f, "user.empty", &v, &n), 0);
+	cr_expect_eq(n, 0);
+	free(v);
+
+	cr_assert_eq(meta_listxattr(m, f, &names, &n), 0);
+	cr_expect_eq(n, strlen("user.a") + strlen("user.b") +
+			    strlen("user.empty") + 3);
+	int seen = 0;
+	for (size_t o = 0; o < n; o += strlen(names + o) + 1)
+		seen |= !strcmp(names + o, "user.a")	   ? 1
+			: !strcmp(names + o, "user.b")	   ? 2
+			: !strcmp(names + o, "user.empty") ? 4
+							   : 8;
+	cr_expect_eq(seen, 7);
+	free(names);
+
+	cr_assert_eq(meta_removexattr(m, f, "user.a"), 0);
+	cr_expect_eq(meta_removexattr(m, f, "user.a"), ENODATA);
+	cr_expect_eq(meta_getxattr(m, f, "user.a", &v, &n), ENODATA);
+	cr_expect_eq(meta_setxattr(m, 424242, "user.a", "x", 1, 0), ENOENT);
+	cr_expect_eq(meta_setxattr(m, f, "", "x", 1, 0), ERANGE);
+
+	/* xattrs go with the inode */
+	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
+	uint64_t g = mkfile(m, 1, "g");
+	cr_assert_eq(meta_listxattr(m, g, &names, &n), 0);
+	cr_expect_eq(n, 0);
+	free(names);
+	meta_close(m);
+}
+
+/* ---- data records ---------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+Test(meta, write_truncate_reclaim)
+{
+	struct meta *m = fresh(41);
+	uint64_t f = mkfile(m, 1, "f"), got[8];
+	struct meta_slice *s;
+	struct meta_attr a;
+	struct meta_usage u;
+	size_t n;
+
+	uint64_t id1 = put(m, f, 0, 1000);
+	uint64_t id2 = put(m, f, 2 * CS + 100, 500);
+	a = attr(m, f);
+	cr_expect_eq(a.length, 2 * CS + 600);
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.used_bytes, 2 * CS + 600);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_expect_eq(s[0].id, id1);
+	cr_expect_eq(s[0].len, 1000);
+	free(s);
+	cr_assert_eq(meta_read_chunk(m, f, 1, &s, &n), 0);
+	cr_expect_eq(n, 0);
+	cr_assert_eq(meta_read_chunk(m, f, 2, &s, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_expect_eq(s[0].id, id2);
+	cr_expect_eq(s[0].pos, 100);
+	cr_expect_eq(s[0].size, 500);
+	free(s);
+
+	/* shorter: chunk 2 goes, chunk 0 gets a hole past 500 */
+	cr_assert_eq(meta_truncate(m, f, 500, &a), 0);
+	cr_expect_eq(a.length, 500);
+	cr_assert_eq(meta_read_chunk(m, f, 2, &s, &n), 0);
+	cr_expect_eq(n, 0);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_assert_eq(n, 2);
+	cr_expect_eq(s[1].id, 0);
+	cr_expect_eq(s[1].pos, 500);
+	cr_expect_eq(s[1].len, CS - 500);
+	free(s);
+	cr_assert_eq(reclaim_all(m, got, 8), 1);
+	cr_expect_eq(got[0], id2);
+	cr_expect_eq(reclaim_all(m, got, 8), 0, "handed out once");
+
+	/* longer: no new record, zeros come from the hole */
+	cr_assert_eq(meta_truncate(m, f, 5000, &a), 0);
+	cr_expect_eq(a.length, 5000);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_expect_eq(n, 2);
+	free(s);
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.used_bytes, 5000);
+
+	/* a cut below every slice end needs no hole */
+	uint64_t g = mkfile(m, 1, "g");
+	put(m, g, 0, 100);
+	cr_assert_eq(meta_truncate(m, g, 200, NULL), 0);
+	cr_assert_eq(meta_truncate(m, g, 150, NULL), 0);
+	cr_assert_eq(meta_read_chunk(m, g, 0, &s, &n), 0);
+	cr_expect_eq(n, 1);
+	free(s);
+
+	/* to zero: everything goes */
+	cr_assert_eq(meta_truncate(m, f, 0, &a), 0);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_expect_eq(n, 0);
+	cr_assert_eq(reclaim_all(m, got, 8), 1);
+	cr_expect_eq(got[0], id1);
+
+	/* several slices per call, one id twice: counted twice */
+	struct meta_chunk_slice w[3];
+	uint64_t id3;
+	cr_assert_eq(meta_new_slice_id(m, &id3), 0);
+	w[0] = (struct meta_chunk_slice){0, {id3, 200, 0, 100, 0}};
+	w[1] = (struct meta_chunk_slice){1, {id3, 200, 100, 100, 0}};
+	w[2] = (struct meta_chunk_slice){1, {0, 0, 0, 50, 10}};
+	cr_assert_eq(meta_write(m, f, w, 3, &a), 0);
+	cr_expect_eq(a.length, CS + 100);
+	cr_assert_eq(meta_truncate(m, f, CS, NULL), 0);
+	cr_expect_eq(reclaim_all(m, got, 8), 0, "id3 still in chunk 0");
+	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
+	cr_assert_eq(reclaim_all(m, got, 8), 1);
+	cr_expect_eq(got[0], id3);
+
+	/* bad slices */
+	w[0] = (struct meta_chunk_slice){0, {1, 10, 5, 10, 0}};
+	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
+	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 10, CS - 5}};
+	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
+	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 0, 0}};
+	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
+	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 10, 0}};
+	cr_expect_eq(meta_write(m, 1, w, 1, NULL), EISDIR);
+	cr_expect_eq(meta_write(m, 4242424, w, 1, NULL), ENOENT);
+	cr_expect_eq(meta_truncate(m, 1, 0, NULL), EISDIR);
+	/* the longest keys there can be */
+	cr_assert_eq(meta_read_chunk(m, (1ull << 53) - 1, UINT32_MAX, &s, &n),
+		     0);
+	cr_expect_eq(n, 0);
+
+	cr_assert_eq(meta_usage(m, &u), 0);
+	cr_expect_eq(u.used_bytes, 150);
+	meta_close(m);
+}
+
+Test(meta, fallocate)
+{
+	struct meta *m = fresh(42);
+	uint64_t f = mkfile(m, 1, "f");
+	struct meta_attr a;
+
+	cr_assert_eq(meta_fallocate(m, f, 0, 100, 900, &a), 0);
+	cr_expect_eq(a.length, 1000);
+	cr_assert_eq(meta_fallocate(m, f, FALLOC_FL_KEEP_SIZE, 0, 5000, &a), 0);
+	cr_expect_eq(a.length, 1000);
+	cr_assert_eq(meta_fallocate(m, f, 0, 0, 10, &a), 0);
+	cr_expect_eq(a.length, 1000);
+	cr_expect_eq(meta_fallocate(m, f,
+				    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				    0, 10, &a),
+		     EOPNOTSUPP);
+	cr_expect_eq(meta_fallocate(m, f, 0, 0, 0, &a), EINVAL);
+	cr_expect_eq(meta_fallocate(m, 1, 0, 0, 10, &a), EISDIR);
+	meta_close(m);
+}
+
+/* Two handles reclaim at once: each dead slice comes out exactly once. */
+struct reclaimer {
+	struct meta *m;
+	uint64_t ids[400];
+	size_t n;
+	int err;
+};
+
+/* No asserts off the main thread: errors are counted and checked after. */
+static void *reclaim_thread(void *arg)
+{
+	struct reclaimer *r = arg;
+	struct meta_slice dead[7];
+	size_t n;
+
+	do {
+		if (meta_reclaim(r->m, dead, 7, &n)) {
+			r->err++;
+			break;
+		}
+		for (size_t i = 0; i < n && r->n < 400; i++)
+			r->ids[r->n++] = dead[i].id;
+	} while (n);
+	return NULL;
+}
+
+Test(meta, reclaim_concurrent_exactly_once)
+{
+	struct meta *m = fresh(43);
+	struct reclaimer r[2] = {{.m = m}, {.m = mopen(43)}};
+	uint64_t want[300], all[400];
+	pthread_t t[2];
+	char name[32];
+	size_t n = 0;
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof name, "f%d", i);
+		uint64_t f = mkfile(m, 1, name);
+		want[i] = put(m, f, (uint64_t)(i % 3) * CS, 10);
+		cr_assert_eq(meta_unlink(m, 1, name), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, reclaim_thread, &r[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++)
+		for (size_t j = 0; j < r[i].n; j++)
+			all[n++] = r[i].ids[j];
+	cr_log_info("reclaim split: %zu + %zu", r[0].n, r[1].n);
+	cr_assert_eq(r[0].err + r[1].err, 0);
+	cr_assert_eq(n, 300);
+	qsort(all, n, sizeof all[0], cmp_u64);
+	qsort(want, 300, sizeof want[0], cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(all[i], want[i]);
+	meta_close(r[1].m);
+	meta_close(m);
+}
+
+/* ---- open files and sessions ---------------------------------------- */
+
+Test(meta, unlink_while_open)
+{
+	struct meta *m = fresh(44), *b = mopen(44);
+	uint64_t f = mkfile(m, 1, "f"), g = mkfile(m, 1, "g"), got[4];
+	uint64_t idf = put(m, f, 0, 10), idg = put(m, g, 0, 10);
+	struct meta_attr a;
+	struct meta_session *ss;
+	size_t n;
+
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
+	cr_expect_neq(meta_session_id(m), meta_session_id(b));
+	cr_assert_eq(meta_list_sessions(m, &ss, &n), 0);
+	cr_expect_eq(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		cr_expect_eq(ss[i].pid, getpid());
+		cr_expect(!strcmp(ss[i].mountpoint, "/mnt/a") ||
+			  !strcmp(ss[i].mountpoint, "/mnt/b"));
+		cr_expect_gt(ss[i].heartbeat, 1600000000);
+		cr_expect(ss[i].host[0]);
+	}
+	free(ss);
+
+	/* open here twice, unlinked: lives until the last close */
+	cr_assert_eq(meta_file_open(m, f, &a), 0);
+	cr_assert_eq(meta_file_open(m, f, &a), 0);
+	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
+	a = attr(m, f);
+	cr_expect_eq(a.nlink, 0);
+	cr_expect_eq(a.length, 10);
+	cr_expect_eq(meta_lookup(m, 1, "f", NULL, NULL), ENOENT);
+	cr_assert_eq(meta_write(m, f, NULL, 0, &a), 0);
+	cr_expect_eq(reclaim_all(m, got, 4), 0);
+	cr_assert_eq(meta_file_close(m, f), 0);
+	cr_expect_eq(meta_getattr(m, f, NULL), 0);
+	cr_assert_eq(meta_file_close(m, f), 0);
+	cr_expect_eq(meta_getattr(m, f, NULL), ENOENT);
+	cr_assert_eq(reclaim_all(m, got, 4), 1);
+	cr_expect_eq(got[0], idf);
+
+	/* open by another client */
+	cr_assert_eq(meta_file_open(b, g, &a), 0);
+	cr_assert_eq(meta_unlink(m, 1, "g"), 0);
+	cr_expect_eq(attr(m, g).nlink, 0);
+	cr_expect_eq(reclaim_all(m, got, 4), 0);
+	cr_assert_eq(meta_file_close(b, g), 0);
+	cr_expect_eq(meta_getattr(m, g, NULL), ENOENT);
+	cr_assert_eq(reclaim_all(m, got, 4), 1);
+	cr_expect_eq(got[0], idg);
+
+	/* a session that closes drops its opens */
+	uint64_t h = mkfile(m, 1, "h");
+	cr_assert_eq(meta_file_open(b, h, &a), 0);
+	cr_assert_eq(meta_unlink(m, 1, "h"), 0);
+	cr_assert_eq(meta_session_close(b), 0);
+	cr_expect_eq(meta_getattr(m, h, NULL), ENOENT);
+	cr_assert_eq(meta_list_sessions(m, &ss, &n), 0);
+	cr_expect_eq(n, 1);
+	free(ss);
+	meta_close(b);
+	meta_close(m);
+}
+
+Test(meta, dead_session_cleanup)
+{
+	struct meta_opts o = {.session_ttl = 1};
+	struct meta *m = fresh(45), *b = mopen_opts(45, &o);
+	struct meta *c = mopen_opts(45, &o);
+	uint64_t f = mkfile(m, 1, "f"), got[4], id = put(m, f, 0, 10);
+	uint64_t bsid;
+	struct meta_session *ss;
+	size_t n;
+
+	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
+	bsid = meta_session_id(b);
+	cr_assert_eq(meta_file_open(b, f, NULL), 0);
+	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
+	/* a live session is not cleaned */
+	cr_assert_eq(meta_clean_sessions(c, &n), 0);
+	cr_expect_eq(n, 0);
+	sleep(2);
+	cr_assert_eq(meta_clean_sessions(c, &n), 0);
+	cr_expect_eq(n, 0, "heartbeats keep the session alive");
+	cr_expect_eq(meta_getattr(m, f, NULL), 0);
+
+	/* b dies without closing */
+	meta_redis_test_kill_session(b);
+	sleep(3);
+	cr_assert_eq(meta_clean_sessions(c, &n), 0);
+	cr_expect_eq(n, 1);
+	cr_expect_eq(meta_getattr(m, f, NULL), ENOENT, "orphan reclaimed");
+	cr_assert_eq(reclaim_all(m, got, 4), 1);
+	cr_expect_eq(got[0], id);
+	cr_assert_eq(meta_list_sessions(m, &ss, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		cr_expect_neq(ss[i].sid, bsid);
+	free(ss);
+	meta_close(b);
+	meta_close(c);
+	meta_close(m);
+}
+
+/* ---- concurrency ----------------------------------------------------- */
+
+struct creator {
+	struct meta *m;
+	uint64_t dir;
+	int id;
+	uint64_t inos[200];
+	pthread_barrier_t *bar;
+	int results[100];
+};
+
+static void *create_thread(void *arg)
+{
+	struct creator *c = arg;
+	char name[32];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof name, "t%d-%d", c->id, i);
+		c->inos[i] = 0;
+		int err = meta_mknod(c->m, c->dir, name, META_FILE, 0644, 0, 0,
+				     0, NULL, &c->inos[i], NULL);
+		if (err)
+			c->inos[i] = 0;
+	}
+	return NULL;
+}
+
+Test(meta, concurrent_creates)
+{
+	struct meta *m = fresh(46);
+	uint64_t d = mkdir_(m, 1, "d"), all[1600];
+	struct creator c[8];
+	pthread_t t[8];
+	struct meta_dirent *e;
+	size_t n, k = 0;
+
+	for (int i = 0; i < 8; i++) {
+		c[i] = (struct creator){.m = m, .dir = d, .id = i};
+		pthread_create(&t[i], NULL, create_thread, &c[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 200; j++) {
+			cr_assert_neq(c[i].inos[j], 0, "create %d/%d failed", i,
+				      j);
+			all[k++] = c[i].inos[j];
+		}
+	qsort(all, k, sizeof all[0], cmp_u64);
+	for (size_t i = 1; i < k; i++)
+		cr_assert_neq(all[i], all[i - 1], "inode number used twice");
+
+	cr_assert_eq(meta_readdir(m, d, 1, &e, &n), 0);
+	cr_expect_eq(n, 1600);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t *hit =
+		    bsearch(&e[i].ino, all, k, sizeof all[0], cmp_u64);
+		cr_expect(hit != NULL);
+		cr_expect_eq(e[i].attr.type, META_FILE);
+		cr_expect_eq(e[i].attr.nlink, 1);
+	}
+	meta_dirents_free(e, n);
+	cr_expect_eq(attr(m, d).nlink, 2);
+	meta_close(m);
+}
+
+static void *race_thread(void *arg)
+{
+	struct creator *c = arg;
+	char name[32];
+
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof name, "same-%d", i);
+		pthread_barrier_wait(c->bar);
+		c->results[i] = meta_mknod(c->m, c->dir, name, META_FILE, 0644,
+					   0, 0, 0, NULL, NULL, NULL);
+	}
+	return NULL;
+}
+
+Test(meta, same_name_race)
+{
+	struct meta *m = fresh(47), *m2 = mopen(47);
+	pthread_barrier_t bar;
+	struct creator c[2];
+	pthread_t t[2];
+
+	pthread_barrier_init(&bar, NULL, 2);
+	c[0] = (struct creator){.m = m, .dir = 1, .bar = &bar};
+	c[1] = (struct creator){.m = m2, .dir = 1, .bar = &bar};
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, race_thread, &c[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 100; i++) {
+		int a = c[0].results[i], b = c[1].results[i];
+		cr_expect((a == 0 && b == EEXIST) || (a == EEXIST && b == 0),
+			  "name %d: results %d and %d", i, a, b);
+	}
+	pthread_barrier_destroy(&bar);
+	meta_close(m2);
+	meta_close(m);
+}
+
+Test(meta, readdir_large)
+{
+	struct meta *m = fresh(48);
+	uint64_t d = mkdir_(m, 1, "big"), ino;
+	struct meta_dirent *e;
+	char name[32];
+	size_t n;
+	static uint8_t seen[2500];
+
+	for (int i = 0; i < 2500; i++) {
+		snprintf(name, sizeof name, "entry-%05d", i);
+		if (i % 500 == 0)
+			mkdir_(m, d, name);
+		else
+			mkfile(m, d, name);
+	}
+	cr_assert_eq(meta_readdir(m, d, 0, &e, &n), 0);
+	cr_assert_eq(n, 2500);
+	for (size_t i = 0; i < n; i++) {
+		int k = atoi(e[i].name + 6);
+		cr_assert(k >= 0 && k < 2500 && !seen[k], "%s", e[i].name);
+		seen[k] = 1;
+		cr_expect_eq(e[i].type, k % 500 ? META_FILE : META_DIR);
+	}
+	meta_dirents_free(e, n);
+	cr_assert_eq(meta_readdir(m, d, 1, &e, &n), 0);
+	cr_assert_eq(n, 2500);
+	for (size_t i = 0; i < n; i++) {
+		cr_expect_eq(e[i].attr.type, e[i].type);
+		cr_expect_eq(e[i].attr.uid, 1000);
+	}
+	meta_dirents_free(e, n);
+	cr_expect_eq(attr(m, d).nlink, 7);
+	cr_assert_eq(meta_readdir(m, 1, 1, &e, &n), 0);
+	cr_expect_eq(n, 1);
+	meta_dirents_free(e, n);
+	ino = lookup(m, d, "entry-00001");
+	cr_expect_eq(meta_readdir(m, ino, 0, &e, &n), ENOTDIR);
+	cr_expect_eq(meta_readdir(m, 987654, 0, &e, &n), ENOENT);
+	ino = mkdir_(m, 1, "empty");
+	cr_assert_eq(meta_readdir(m, ino, 1, &e, &n), 0);
+	cr_expect_eq(n, 0);
+	meta_dirents_free(e, n);
+	meta_close(m);
+}
+
+/* ---- randomized namespace against a shadow -------------------------- */
+
+#define RD 4  /* directories: root and three below it */
+#define RN 12 /* names per directory */
+
+Test(meta, random_namespace_vs_shadow)
+{
+	struct meta *m = fresh(49);
+	uint64_t dirs[RD], shadow[RD][RN] = {{0}};
+	uint32_t nlink_of[4096] = {0};
+	uint64_t inos[4096];
+	size_t ninos = 0;
+	unsigned seed = (unsigned)time(NULL);
+	const char *env = getenv("GRANARY_SEED");
+	char name[16], name2[16];
+
+	if (env)
+		seed = (unsigned)strtoul(env, NULL, 0);
+	cr_log_info("random_namespace_vs_shadow: seed %u (GRANARY_SEED)", seed);
+	srand(seed);
+	dirs[0] = 1;
+	for (int i = 1; i < RD; i++) {
+		snprintf(name, sizeof name, "dir%d", i);
+		dirs[i] = mkdir_(m, 1, name);
+	}
+	for (int op = 0; op < 1500; op++) {
+		int d = rand() % RD, k = rand() % RN, what = rand() % 5;
+		int d2 = rand() % RD, k2 = rand() % RN, err;
+		uint64_t ino;
+		snprintf(name, sizeof name, "n%d", k);
+		snprintf(name2, sizeof name2, "n%d", k2);
+		switch (what) {
+		case 0: /* create */
+			err = meta_mknod(m, dirs[d], name, META_FILE, 0644, 0,
+					 0, 0, NULL, &ino, NULL);
+			if (shadow[d][k]) {
+				cr_assert_eq(err, EEXIST, "op %d", op);
+			} else {
+				cr_assert_eq(err, 0, "op %d", op);
+				cr_assert_lt(ninos, 4096);
+				inos[ninos] = ino;
+				nlink_of[ninos] = 1;
+				shadow[d][k] = ++ninos; /* index + 1 */
+			}
+			break;
+		case 1: /* unlink */
+			err = meta_unlink(m, dirs[d], name);
+			if (!shadow[d][k]) {
+				cr_assert_eq(err, ENOENT, "op %d", op);
+			} else {
+				cr_assert_eq(err, 0, "op %d", op);
+				nlink_of[shadow[d][k] - 1]--;
+				shadow[d][k] = 0;
+			}
+			break;
+		case 2: /* link */
+			if (!shadow[d][k])
+				break;
+			err = meta_link(m, inos[shadow[d][k] - 1], dirs[d2],
+					name2, NULL);
+			if (shadow[d2][k2]) {
+				cr_assert_eq(err, EEXIST, "op %d", op);
+			} else {
+				cr_assert_eq(err, 0, "op %d", op);
+				shadow[d2][k2] = shadow[d][k];
+				nlink_of[shadow[d][k] - 1]++;
+			}
+			break;
+		case 3: /* rename, replacing */
+		case 4: {
+			unsigned fl =
+			    what == 4 && rand() % 2 ? RENAME_EXCHANGE : 0;
+			err =
+			    meta_rename(m, dirs[d], name, dirs[d2], name2, fl);
+			if (!shadow[d][k] ||
+			    (fl == RENAME_EXCHANGE && !shadow[d2][k2])) {
+				cr_assert_eq(err, ENOENT, "op %d", op);
+				break;
+			}
+			cr_assert_eq(err, 0, "op %d", op);
+			uint64_t s = shadow[d][k], t = shadow[d2][k2];
+			if (s == t)
+				break; /* same inode: no-op */
+			if (fl == RENAME_EXCHANGE) {
+				shadow[d][k] = t;
+				shadow[d2][k2] = s;
+				break;
+			}
+			if (t)
+				nlink_of[t - 1]--;
+			shadow[d2][k2] = s;
+			shadow[d][k] = 0;
+			break;
+		}
+		}
+	}
+	/* compare every directory and every inode */
+	for (int d = 0; d < RD; d++) {
+		struct meta_dirent *e;
+		size_t n, want = 0;
+		cr_assert_eq(meta_readdir(m, dirs[d], 1, &e, &n), 0);
+		for (int k = 0; k < RN; k++)
+			want += shadow[d][k] != 0;
+		if (d == 0)
+			want += RD - 1;
+		cr_expect_eq(n, want, "dir %d", d);
+		for (size_t i = 0; i < n; i++) {
+			if (e[i].type == META_DIR)
+				continue;
+			int k = atoi(e[i].name + 1);
+			cr_expect_neq(shadow[d][k], 0, "dir %d %s", d,
+				      e[i].name);
+			if (shadow[d][k]) {
+				cr_expect_eq(e[i].ino, inos[shadow[d][k] - 1]);
+				cr_expect_eq(e[i].attr.nlink,
+					     nlink_of[shadow[d][k] - 1]);
+			}
+		}
+		meta_dirents_free(e, n);
+	}
+	for (size_t i = 0; i < ninos; i++) {
+		int err = meta_getattr(m, inos[i], NULL);
+		cr_expect_eq(err, nlink_of[i] ? 0 : ENOENT, "inode %zu", i);
+	}
+	meta_close(m);
+}
+
+/* ---- server restart -------------------------------------------------- */
+
+/* A private redis-server on dir/r.sock (AOF on: it keeps its data over a
+ * kill -9), optionally with a password. */
+static pid_t redis_start(const char *dir, const char *sockp, const char *pass)
+{
+	pid_t pid = fork();
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		char logf[4200];
+		snprintf(logf, sizeof logf, "%s/redis.log", dir);
+		execlp("redis-server", "redis-server", "--port", "0",
+		       "--unixsocket", sockp, "--unixsocketperm", "700",
+		       "--dir", dir, "--save", "", "--appendonly", "yes",
+		       "--appendfsync", "always", "--logfile", logf,
+		       pass ? "--requirepass" : (char *)NULL, pass,
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200; i++) {
+		redisContext *c = redisConnectUnix(sockp);
+		if (c && !c->err) {
+			redisReply *r =
+			    pass ? redisCommand(c, "AUTH %s", pass) : NULL;
+			if (r)
+				freeReplyObject(r);
+			r = redisCommand(c, "PING");
+			int ok = r && r->type == REDIS_REPLY_STATUS;
+			if (r)
+				freeReplyObject(r);
+			redisFree(c);
+			if (ok)
+				return pid;
+		} else if (c) {
+			redisFree(c);
+		}
+		usleep(50000);
+	}
+	cr_assert_fail("redis-server did not start (see %s/redis.log)", dir);
+	return -1;
+}
+
+static void redis_kill(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(meta, redis_restart)
+{
+	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
+	struct meta *m;
+	struct meta_volume v;
+	struct timeval t0, t1;
+	uint64_t f, ino;
+	pid_t pid;
+	int err;
+
+	test_sock(); /* skip like the others when there are no services */
+	cr_assert(mkdtemp(dir));
+	snprintf(sockp, sizeof sockp, "%s/r.sock", dir);
+	snprintf(url, sizeof url, "unix://%s", sockp);
+	pid = redis_start(dir, sockp, NULL);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	vol_init(&v, "restart");
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	f = mkfile(m, 1, "f");
+
+	redis_kill(pid);
+	gettimeofday(&t0, NULL);
+	err = meta_getattr(m, f, NULL);
+	cr_expect(err == META_EUNREACH || err == EIO, "down: got %d (%s)", err,
+		  meta_strerror(err));
+	err = meta_mknod(m, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, NULL, NULL);
+	cr_expect(err == META_EUNREACH || err == EIO, "down: got %d", err);
+	err = meta_lookup(m, 1, "f", NULL, NULL);
+	cr_expect(err == META_EUNREACH || err == EIO, "down: got %d", err);
+	gettimeofday(&t1, NULL);
+	cr_expect_lt(t1.tv_sec - t0.tv_sec, 5, "failing must not hang");
+
+	pid = redis_start(dir, sockp, NULL);
+	/* scripts are gone from the new server: reloaded on NOSCRIPT */
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	cr_expect_eq(ino, f);
+	cr_expect_eq(
+	    meta_mknod(m, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, NULL, NULL),
+	    0);
+	cr_expect_eq(meta_getattr(m, f, NULL), 0);
+	meta_close(m);
+	redis_kill(pid);
+
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* ---- memory budget --------------------------------------------------- */
+
+static long long db_memory(redisContext *c)
+{
+	long long total = 0;
+	char cursor[32] = "0";
+
+	do {
+		redisReply *r = redisCommand(c, "SCAN %s COUNT 1000", cursor);
+		cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+		snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+		for (size_t i = 0; i < r->element[1]->elements; i++) {
+			redisReply *k = r->element[1]->element[i];
+			redisReply *u =
+			    redisCommand(c, "MEMORY USAGE %b SAMPLES 0", k->str,
+					 (size_t)k->len);
+			cr_assert(u && u->type == REDIS_REPLY_INTEGER);
+			total += u->integer;
+			freeReplyObject(u);
+		}
+		freeReplyObject(r);
+	} while (strcmp(cursor, "0"));
+	return total;
+}
+
+Test(meta, memory_per_small_file)
+{
+	struct meta *m = fresh(50);
+	redisContext *c = raw(50);
+	char name[32];
+	long long before, after, per;
+
+	mkdir_(m, 1, "data");
+	uint64_t d = lookup(m, 1, "data");
+	before = db_memory(c);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof name, "img%06d.jpg", i);
+		uint64_t f = mkfile(m, d, name);
+		put(m, f, 0, 100000);
+	}
+	after = db_memory(c);
+	per = (after - before) / 1000;
+	cr_log_info("redis memory per small file (attr + 1 slice + entry): "
+		    "%lld bytes",
+		    per);
+	fprintf(stderr, "test_meta: redis memory per small file: %lld bytes\n",
+		per);
+	cr_expect_lt(per, 400);
+	redisFree(c);
+	meta_close(m);
+}
+
+Test(meta, password)
+{
+	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
+	struct meta *m = NULL;
+	pid_t pid;
+
+	test_sock();
+	cr_assert(mkdtemp(dir));
+	snprintf(sockp, sizeof sockp, "%s/r.sock", dir);
+	pid = redis_start(dir, sockp, "s3cret");
+	snprintf(url, sizeof url, "unix://%s", sockp);
+	unsetenv("GRANARY_META_PASSWORD");
+	cr_expect_eq(meta_open(url, NULL, &m), META_EAUTH, "no password");
+	setenv("GRANARY_META_PASSWORD", "wrong", 1);
+	cr_expect_eq(meta_open(url, NULL, &m), META_EAUTH, "wrong password");
+	setenv("GRANARY_META_PASSWORD", "s3cret", 1);
+	cr_expect_eq(meta_open(url, NULL, &m), 0, "password from the env");
+	cr_expect_eq(meta_getattr(m, 1, NULL), ENOENT);
+	meta_close(m);
+	unsetenv("GRANARY_META_PASSWORD");
+	redis_kill(pid);
+
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}

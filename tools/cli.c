@@ -1,0 +1,414 @@
+/*
+ * cli.c - helpers shared by the granary subcommands: messages, usage,
+ * parsing of sizes and durations, uuids, JSON strings, and the mount table.
+ * Everything here prints for a human at a terminal; nothing here is used by
+ * the file system itself.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "../fs/codec.h"
+#include "../fs/objstore.h"
+#include "../meta/meta.h"
+
+/* ---- messages ---------------------------------------------------------- */
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout); /* keep the order of what the user sees */
+	fputs("granary: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_hint(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("hint: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_usage(const char *usage, int status)
+{
+	fputs(usage, status ? stderr : stdout);
+	return status;
+}
+
+int cli_bad_option(int c, char **argv, const char *usage)
+{
+	/* getopt leaves optind just past the offending word. */
+	const char *word = optind > 0 ? argv[optind - 1] : "";
+	int is_long = word[0] == '-' && word[1] == '-';
+
+	if (c == ':')
+		cli_error("option '%s' needs a value",
+			  is_long ? word : (char[]){'-', (char)optopt, 0});
+	else if (is_long && optopt)
+		cli_error("option '%s' takes no value", word);
+	else if (is_long)
+		cli_error("unknown option '%s'", word);
+	else
+		cli_error("unknown option '-%c'", optopt);
+	return cli_usage(usage, CLI_EXIT_USAGE);
+}
+
+const char *cli_strerror(int err)
+{
+	if (err >= 0)
+		return strerror(err);
+	if (err <= -300 && err > -400)
+		return meta_strerror(err);
+	if (err <= -200 && err > -300)
+		return objstore_strerror(err);
+	if (err <= -100 && err > -200)
+		return codec_strerror(err);
+	return "unknown error";
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	unsigned shift = 0;
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (!s || !isdigit((unsigned char)*p))
+		return EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return ERANGE;
+		v = v * 10 + d;
+	}
+	switch (toupper((unsigned char)*p)) {
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	case 'T':
+		shift = 40;
+		break;
+	case 'B':
+	case '\0':
+		break;
+	default:
+		return EINVAL;
+	}
+	if (shift) {
+		p++;
+		if (p[0] == 'i' && p[1] == 'B')
+			p += 2;
+		else if (p[0] == 'B' || p[0] == 'b')
+			p++;
+	} else if (*p) {
+		p++; /* a bare "B" */
+	}
+	if (*p)
+		return EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+int cli_parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+		return EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno || !isfinite(v) || v < 0)
+		return errno == ERANGE ? ERANGE : EINVAL;
+	if (!strcmp(end, "ms"))
+		v /= 1000;
+	else if (*end && strcmp(end, "s"))
+		return EINVAL;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_int(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s || isspace((unsigned char)*s))
+		return EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end)
+		return EINVAL;
+	if (errno || v < min || v > max)
+		return ERANGE;
+	*out = v;
+	return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+int cli_uuid(char out[37])
+{
+	unsigned char b[16];
+
+	if (RAND_bytes(b, sizeof(b)) != 1)
+		return EIO;
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(out, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+	return 0;
+}
+
+void cli_format_size(uint64_t bytes, char *buf, size_t cap)
+{
+	static const char *const unit[] = {"B",	  "KiB", "MiB", "GiB",
+					   "TiB", "PiB", "EiB"};
+	unsigned u = 0;
+	double v = (double)bytes;
+
+	while (v >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+	else if (v == floor(v))
+		snprintf(buf, cap, "%.0f %s", v, unit[u]);
+	else
+		snprintf(buf, cap, "%.1f %s", v, unit[u]);
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
+static size_t utf8_seq_len(const unsigned char *s)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0; /* also stops at the NUL */
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void cli_json_string(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (s && *s) {
+		size_t n = utf8_seq_len(s);
+		if (n == 1 && *s == '"')
+			fputs("\\\"", f);
+		else if (n == 1 && *s == '\\')
+			fputs("\\\\", f);
+		else if (n == 1 && *s == '\n')
+			fputs("\\n", f);
+		else if (n == 1 && *s == '\t')
+			fputs("\\t", f);
+		else if (n == 1 && (*s < 0x20 || *s == 0x7f))
+			fprintf(f, "\\u%04x", *s);
+		else if (n == 0)
+			fprintf(f, "\\u%04x", *s); /* byte as Latin-1 */
+		else
+			fwrite(s, 1, n, f);
+		s += n ? n : 1;
+	}
+	fputc('"', f);
+}
+
+int cli_meta_open(const char *url, const struct meta_opts *opts,
+		  struct meta **out)
+{
+	char shown[1024];
+	int err = meta_open(url, opts, out);
+
+	if (!err)
+		return 0;
+	meta_url_redact(url, shown, sizeof(shown));
+	switch (err) {
+	case META_EURL:
+		cli_error("malformed metadata URL '%s': expected "
+			  "redis://[:PASSWORD@]HOST[:PORT]/DB or "
+			  "unix:///PATH/redis.sock?db=N",
+			  shown);
+		break;
+	case META_EUNREACH:
+		cli_error(
+		    "cannot reach redis at '%s' (is redis-server running, "
+		    "and is the URL right?)",
+		    shown);
+		break;
+	case META_EAUTH:
+		cli_error("redis at '%s' refused the password (give it in the "
+			  "URL or in GRANARY_META_PASSWORD)",
+			  shown);
+		break;
+	default:
+		cli_error("cannot open metadata at '%s': %s", shown,
+			  cli_strerror(err));
+	}
+	return err;
+}
+
+/* ---- paths and the mount table ---------------------------------------- */
+
+int cli_abspath_parent(const char *path, char *out, size_t cap)
+{
+	char *copy, *slash, *name, *dir, *real;
+	int err = 0;
+
+	if (!path || !*path)
+		return ENOENT;
+	copy = strdup(path);
+	if (!copy)
+		return ENOMEM;
+	/* Strip trailing slashes ("mnt/" names "mnt"). */
+	for (size_t n = strlen(copy); n > 1 && copy[n - 1] == '/'; n--)
+		copy[n - 1] = '\0';
+	slash = strrchr(copy, '/');
+	if (!slash) {
+		dir = ".";
+		name = copy;
+	} else if (slash == copy) {
+		dir = "/";
+		name = slash + 1;
+	} else {
+		*slash = '\0';
+		dir = copy;
+		name = slash + 1;
+	}
+	/* "." and ".." must be resolved, and "/" has no name: fall back. */
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
+		real = realpath(path, NULL);
+		name = NULL;
+	} else {
+		real = realpath(dir, NULL);
+	}
+	if (!real) {
+		err = errno;
+		goto free_copy;
+	}
+	if (!name)
+		err = snprintf(out, cap, "%s", real) >= (int)cap ? ENAMETOOLONG
+								 : 0;
+	else
+		err = snprintf(out, cap, "%s%s%s", real,
+			       strcmp(real, "/") ? "/" : "", name) >= (int)cap
+			  ? ENAMETOOLONG
+			  : 0;
+	free(real);
+free_copy:
+	free(copy);
+	return err;
+}
+
+/* Decode mountinfo's octal escapes (\040 for a space...) in place. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' &&
+		    r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 |
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
+		     char *source, size_t source_cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -1;
+	/* Later lines are mounted on top of earlier ones: keep the last. */
+	while (getline(&line, &cap, f) > 0) {
+		char *save, *tok, *point = NULL, *type = NULL, *src = NULL;
+		int field = 0, dash = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		for (tok = strtok_r(line, " ", &save); tok;
+		     tok = strtok_r(NULL, " ", &save), field++) {
+			if (field == 4)
+				point = tok;
+			else if (!dash && field > 5 && !strcmp(tok, "-"))
+				dash = field;
+			else if (dash && field == dash + 1)
+				type = tok;
+			else if (dash && field == dash + 2)
+				src = tok;
+		}
+		if (!point || !type || !src)
+			continue;
+		unescape_octal(point);
+		if (strcmp(point, mp))
+			continue;
+		unescape_octal(src);
+		snprintf(fstype, fstype_cap, "%s", type);
+		snprintf(source, source_cap, "%s", src);
+		found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+int cli_is_granary_mount(const char *fstype, const char *source)
+{
+	return !strcmp(fstype, "fuse.granary") ||
+	       (!strncmp(fstype, "fuse", 4) && !strcmp(source, "granary"));
+}

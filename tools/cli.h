@@ -1,0 +1,102 @@
+/*
+ * cli.h - what the granary subcommands share: the dispatcher's view of a
+ * subcommand, argument parsing (sizes, durations), error and usage
+ * printing with the "granary: " prefix, and small helpers (uuid, JSON
+ * strings, mount table lookups).
+ *
+ * Exit codes of every subcommand: 0 ok, 1 runtime error, 2 usage error.
+ */
+#ifndef GRANARY_CLI_H
+#define GRANARY_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CLI_VERSION "0.1.0"
+
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_FAIL  1
+#define CLI_EXIT_USAGE 2
+
+/* ---- subcommands (one file each: tools/cmd_<name>.c) ------------------ */
+/* argv[0] is the subcommand's name; getopt starts at argv[1]. */
+int cmd_format(int argc, char **argv);
+int cmd_mount(int argc, char **argv);
+int cmd_umount(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+/*
+ * The mount point argument of a `granary mount ...` command line (argv[0]
+ * is "mount"), parsed with mount's own option table; NULL when there is
+ * none. Used by umount to recognise the daemon of a mount. Not reentrant
+ * (getopt); argv may be permuted.
+ */
+const char *mount_cmdline_mountpoint(int argc, char **argv);
+
+/* ---- messages --------------------------------------------------------- */
+/* "granary: <message>\n" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "hint: <message>\n" on stderr: what the user can do next. */
+void cli_hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print usage to stdout (status 0) or stderr; returns status. */
+int cli_usage(const char *usage, int status);
+/*
+ * After getopt_long returned c = '?' or ':' (optstring must start with ':'
+ * so that a missing value is told apart): name the offending option, print
+ * the usage to stderr, return 2.
+ */
+int cli_bad_option(int c, char **argv, const char *usage);
+/* Message for any granary error code: errno, META_E*, OBJSTORE_E*,
+ * CODEC_E*. */
+const char *cli_strerror(int err);
+
+/* ---- parsing ---------------------------------------------------------- */
+/*
+ * A size: digits with an optional suffix K, M, G or T (any case), each
+ * optionally followed by "B" or "iB"; every multiple is a power of 1024
+ * ("4M" = "4MiB" = 4194304). EINVAL if malformed, ERANGE on overflow.
+ */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Seconds, fractional allowed, optional suffix "s" or "ms"; >= 0. */
+int cli_parse_seconds(const char *s, double *out);
+/* A count in [min, max]. */
+int cli_parse_int(const char *s, long min, long max, long *out);
+
+/* ---- helpers ---------------------------------------------------------- */
+/* A random (version 4) UUID, 36 characters + NUL, from OpenSSL RAND_bytes.
+ * EIO if the random generator fails. */
+int cli_uuid(char out[37]);
+/* "4 MiB", "1.5 GiB", "512 B". */
+void cli_format_size(uint64_t bytes, char *buf, size_t cap);
+/* s as a JSON string, quoted, escaped; invalid UTF-8 bytes are written as
+ * \u00XX so the output is always valid JSON. */
+void cli_json_string(FILE *f, const char *s);
+
+struct meta;
+struct meta_opts;
+/*
+ * meta_open() that prints why it failed, naming the URL (password
+ * redacted) and the next step. Returns meta_open()'s result.
+ */
+int cli_meta_open(const char *url, const struct meta_opts *opts,
+		  struct meta **out);
+
+/*
+ * The absolute, canonical form of path without resolving its last
+ * component (realpath of the parent + the name): it never stats what is
+ * mounted there, so a dead or hung FUSE mount cannot block us.
+ */
+int cli_abspath_parent(const char *path, char *out, size_t cap);
+
+/*
+ * Look up the topmost mount at the absolute path mp in /proc/self/mountinfo:
+ * 1 if found (fstype and source copied out, e.g. "fuse.granary" and
+ * "granary"), 0 if nothing is mounted there, or -1 if the table is unreadable.
+ */
+int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
+		     char *source, size_t source_cap);
+/* Is a mount with this fstype/source one of ours? */
+int cli_is_granary_mount(const char *fstype, const char *source);
+
+#endif

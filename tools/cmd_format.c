@@ -1,0 +1,300 @@
+/*
+ * cmd_format.c - `granary format`: create a volume. Every check that can
+ * fail (arguments, redis, an existing volume, the storage round trip) runs
+ * before the one write, so a failed format leaves redis as it was.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../fs/codec.h"
+#include "../fs/objstore.h"
+#include "../meta/meta.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: granary format META_URL NAME --storage URL [options]\n"
+    "\n"
+    "Create volume NAME. The storage is checked first (a marker object is\n"
+    "written, read back and deleted); only then are the settings written\n"
+    "to the redis database at META_URL. Nothing is written if a check "
+    "fails.\n"
+    "\n"
+    "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB or\n"
+    "                       unix:///PATH/redis.sock?db=N (a password may\n"
+    "                       also come from GRANARY_META_PASSWORD)\n"
+    "  NAME                 1 to 255 characters of A-Z a-z 0-9 . _ -\n"
+    "  --storage URL        where the data blocks go:\n"
+    "                         file:///DIR[:/DIR2...]  local directories\n"
+    "                         s3://HOST[:PORT]/BUCKET[/PREFIX]  (HTTPS)\n"
+    "                         s3+http://HOST[:PORT]/BUCKET[/PREFIX]\n"
+    "  --block-size SIZE    largest object file data is cut into: 4K to\n"
+    "                       16M, a multiple of 4K (default 4M)\n"
+    "  --compress ALGO      lz4 or none (default lz4)\n"
+    "  --capacity SIZE      size limit of the volume (default: none)\n"
+    "  --force              replace an existing volume in this database;\n"
+    "                       its data objects are not deleted\n"
+    "  --no-store-keys      do not save the S3 keys in the settings: every\n"
+    "                       mount then needs them in its environment\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "S3 keys come from GRANARY_S3_ACCESS_KEY and GRANARY_S3_SECRET_KEY, or\n"
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; they are never printed.\n"
+    "SIZE is a byte count with an optional K, M, G or T suffix (powers of\n"
+    "1024): 4194304, 4M and 4MiB are the same.\n";
+
+enum {
+	OPT_STORAGE = 256,
+	OPT_BLOCK_SIZE,
+	OPT_COMPRESS,
+	OPT_CAPACITY,
+	OPT_FORCE,
+	OPT_NO_STORE_KEYS
+};
+
+static const struct option options[] = {
+    {"storage", required_argument, NULL, OPT_STORAGE},
+    {"block-size", required_argument, NULL, OPT_BLOCK_SIZE},
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    {"capacity", required_argument, NULL, OPT_CAPACITY},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+#define BLOCK_MIN     (4u << 10)
+#define BLOCK_MAX     (16u << 20)
+#define BLOCK_DEFAULT (4u << 20)
+
+static int name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n >= 1 && n <= META_NAME_MAX &&
+	       strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			    "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+static int is_s3(const char *url)
+{
+	return !strncmp(url, "s3://", 5) || !strncmp(url, "s3+http://", 10);
+}
+
+/* Keys in the URL would end up in the settings and in `ps`: refuse them. */
+static int url_has_userinfo(const char *url)
+{
+	const char *auth = strstr(url, "://");
+
+	if (!auth)
+		return 0;
+	auth += 3;
+	return memchr(auth, '@', strcspn(auth, "/")) != NULL;
+}
+
+/* The S3 key pair from the environment, in objstore's order: both
+ * GRANARY_S3_* set, else both AWS_* set, else none. */
+static void env_keys(struct objstore_creds *c)
+{
+	static const char *const env[][2] = {
+	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY"},
+	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
+	};
+
+	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+		const char *a = getenv(env[i][0]), *s = getenv(env[i][1]);
+		if (a && *a && s && *s) {
+			c->access_key = a;
+			c->secret_key = s;
+			return;
+		}
+	}
+}
+
+int cmd_format(int argc, char **argv)
+{
+	struct meta_volume v = {0}, old = {0};
+	struct objstore_creds creds = {0};
+	const char *meta_url, *storage = NULL;
+	struct objstore *store = NULL;
+	struct meta *m = NULL;
+	char shown[1024];
+	int force = 0, store_keys = 1, exists = 0, ret = CLI_EXIT_FAIL;
+	uint64_t size;
+	int c, err;
+
+	v.block_size = BLOCK_DEFAULT;
+	v.compress = CODEC_LZ4;
+	while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_STORAGE:
+			storage = optarg;
+			break;
+		case OPT_BLOCK_SIZE:
+			if (cli_parse_size(optarg, &size) || size < BLOCK_MIN ||
+			    size > BLOCK_MAX || size % BLOCK_MIN) {
+				cli_error(
+				    "bad block size '%s': want 4K to 16M, "
+				    "a multiple of 4K",
+				    optarg);
+				return CLI_EXIT_USAGE;
+			}
+			v.block_size = (uint32_t)size;
+			break;
+		case OPT_COMPRESS:
+			if (!strcmp(optarg, "lz4")) {
+				v.compress = CODEC_LZ4;
+			} else if (!strcmp(optarg, "none")) {
+				v.compress = CODEC_NONE;
+			} else {
+				cli_error("unknown compression '%s': want lz4 "
+					  "or none",
+					  optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case OPT_CAPACITY:
+			if (cli_parse_size(optarg, &v.capacity)) {
+				cli_error("bad capacity '%s': want a size such "
+					  "as 500G or 2T",
+					  optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case OPT_FORCE:
+			force = 1;
+			break;
+		case OPT_NO_STORE_KEYS:
+			store_keys = 0;
+			break;
+		case 'h':
+			return cli_usage(usage, CLI_EXIT_OK);
+		default:
+			return cli_bad_option(c, argv, usage);
+		}
+	}
+	if (argc - optind != 2) {
+		cli_error(argc - optind < 2 ? "META_URL and NAME are required"
+					    : "too many arguments");
+		return cli_usage(usage, CLI_EXIT_USAGE);
+	}
+	meta_url = argv[optind];
+	if (!name_valid(argv[optind + 1])) {
+		cli_error("bad volume name '%s': want 1 to 255 characters of "
+			  "A-Z a-z 0-9 . _ -",
+			  argv[optind + 1]);
+		return CLI_EXIT_USAGE;
+	}
+	if (!storage) {
+		cli_error("--storage is required");
+		return cli_usage(usage, CLI_EXIT_USAGE);
+	}
+	if (url_has_userinfo(storage)) {
+		cli_error("the storage URL must not contain credentials");
+		cli_hint("put S3 keys in GRANARY_S3_ACCESS_KEY and "
+			 "GRANARY_S3_SECRET_KEY");
+		return CLI_EXIT_FAIL;
+	}
+	if (strlen(storage) >= sizeof(v.storage)) {
+		cli_error("storage URL too long (%zu characters at most)",
+			  sizeof(v.storage) - 1);
+		return CLI_EXIT_FAIL;
+	}
+	snprintf(v.name, sizeof(v.name), "%s", argv[optind + 1]);
+	snprintf(v.storage, sizeof(v.storage), "%s", storage);
+
+	if (cli_meta_open(meta_url, NULL, &m))
+		return CLI_EXIT_FAIL;
+	meta_url_redact(meta_url, shown, sizeof(shown));
+
+	/* Look before touching the storage: a refused format has no side
+	 * effects at all. */
+	err = meta_load_volume(m, &old);
+	if (err == 0 || err == META_EVERSION) {
+		exists = 1;
+		if (!force) {
+			if (err)
+				cli_error(
+				    "redis at '%s' already holds a volume "
+				    "of a newer granary",
+				    shown);
+			else
+				cli_error("redis at '%s' already holds volume "
+					  "'%s' (uuid %s)",
+					  shown, old.name, old.uuid);
+			cli_hint("use --force to replace it (its data objects "
+				 "are not deleted), or pick another database");
+			goto close_meta;
+		}
+	} else if (err != META_ENOVOLUME) {
+		cli_error("cannot read the volume settings at '%s': %s", shown,
+			  cli_strerror(err));
+		goto close_meta;
+	}
+
+	if (is_s3(storage)) {
+		env_keys(&creds);
+		if (store_keys && creds.access_key && creds.secret_key) {
+			if (strlen(creds.access_key) >= sizeof(v.access_key) ||
+			    strlen(creds.secret_key) >= sizeof(v.secret_key)) {
+				cli_error("S3 keys too long to store (%zu "
+					  "characters at most)",
+					  sizeof(v.access_key) - 1);
+				cli_hint("use --no-store-keys");
+				goto close_meta;
+			}
+			snprintf(v.access_key, sizeof(v.access_key), "%s",
+				 creds.access_key);
+			snprintf(v.secret_key, sizeof(v.secret_key), "%s",
+				 creds.secret_key);
+		}
+	}
+	err = objstore_open(
+	    storage, creds.access_key && creds.secret_key ? &creds : NULL,
+	    &store);
+	if (!err)
+		err = objstore_probe(store);
+	if (err) {
+		cli_error("storage '%s' is not usable: %s", storage,
+			  objstore_strerror(err));
+		goto close_store;
+	}
+
+	err = cli_uuid(v.uuid);
+	if (err) {
+		cli_error("cannot generate a uuid: %s", strerror(err));
+		goto close_store;
+	}
+	v.format_version = META_FORMAT_VERSION;
+	v.created = (int64_t)time(NULL);
+	err = meta_format(m, &v, force);
+	if (err == META_EEXIST) {
+		cli_error("redis at '%s' already holds a volume (created "
+			  "meanwhile?)",
+			  shown);
+		cli_hint("use --force to replace it");
+		goto close_store;
+	}
+	if (err) {
+		cli_error("cannot write the volume settings to '%s': %s", shown,
+			  cli_strerror(err));
+		goto close_store;
+	}
+	if (exists && old.name[0])
+		cli_error("replaced volume '%s' (uuid %s); its data objects "
+			  "in '%s' were not deleted",
+			  old.name, old.uuid, old.storage);
+	else if (exists)
+		cli_error("replaced the volume of a newer granary; its data "
+			  "objects were not deleted");
+	printf("granary: formatted volume '%s' (uuid %s) on %s\n", v.name,
+	       v.uuid, v.storage);
+	ret = CLI_EXIT_OK;
+close_store:
+	objstore_close(store);
+close_meta:
+	meta_close(m);
+	return ret;
+}

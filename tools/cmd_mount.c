@@ -1,0 +1,465 @@
+/*
+ * cmd_mount.c - `granary mount`: check the mount point, then serve the
+ * volume with fs_mount(), in the background by default. The command returns
+ * only when the mount is up (0) or has failed (1, with fs_mount's reason),
+ * so scripts can use the mount point on the next line.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../fs/fs.h"
+#include "../fs/log.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: granary mount META_URL MOUNTPOINT [options]\n"
+    "\n"
+    "Mount the volume whose settings are in the redis database at "
+    "META_URL.\n"
+    "The command returns once the mount is ready (exit 0) or has failed\n"
+    "(exit 1); the file system is then served in the background until\n"
+    "'granary umount MOUNTPOINT'.\n"
+    "\n"
+    "  -f, --foreground       stay in the foreground (exit 0 after a clean\n"
+    "                         unmount)\n"
+    "  --read-only            refuse every change (EROFS); caches are kept\n"
+    "                         longer\n"
+    "  --subdir DIR           mount this directory of the volume as the "
+    "root\n"
+    "  --attr-timeout S       seconds the kernel caches attributes\n"
+    "                         (default 1, read-only 3600)\n"
+    "  --entry-timeout S      seconds the kernel caches names (same "
+    "default)\n"
+    "  --max-uploads N        uploader threads (default 8)\n"
+    "  --buffer-size SIZE     memory for buffered writes (default 300M)\n"
+    "  --cache-mem SIZE       memory for cached blocks (default 256M)\n"
+    "  --log FILE|syslog      where the log goes (default: syslog, or\n"
+    "                         stderr with --foreground)\n"
+    "  -d, --debug            log every FUSE request\n"
+    "  --allow-other          let other users in (needs user_allow_other\n"
+    "                         in /etc/fuse.conf unless root)\n"
+    "  -o OPTS                extra FUSE mount options, comma separated\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "S is in seconds (0.5, 10, 200ms); SIZE takes K, M, G suffixes.\n"
+    "A password in META_URL is hidden from ps; GRANARY_META_PASSWORD keeps\n"
+    "it off the command line altogether.\n";
+
+enum {
+	OPT_READ_ONLY = 256,
+	OPT_SUBDIR,
+	OPT_ATTR_TIMEOUT,
+	OPT_ENTRY_TIMEOUT,
+	OPT_MAX_UPLOADS,
+	OPT_BUFFER_SIZE,
+	OPT_CACHE_MEM,
+	OPT_LOG,
+	OPT_ALLOW_OTHER
+};
+
+static const char optstring[] = ":fdo:h";
+static const struct option options[] = {
+    {"foreground", no_argument, NULL, 'f'},
+    {"read-only", no_argument, NULL, OPT_READ_ONLY},
+    {"subdir", required_argument, NULL, OPT_SUBDIR},
+    {"attr-timeout", required_argument, NULL, OPT_ATTR_TIMEOUT},
+    {"entry-timeout", required_argument, NULL, OPT_ENTRY_TIMEOUT},
+    {"max-uploads", required_argument, NULL, OPT_MAX_UPLOADS},
+    {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
+    {"cache-mem", required_argument, NULL, OPT_CACHE_MEM},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"debug", no_argument, NULL, 'd'},
+    {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+const char *mount_cmdline_mountpoint(int argc, char **argv)
+{
+	int saved_opterr = opterr;
+
+	optind = 0; /* full re-initialisation of getopt */
+	opterr = 0;
+	while (getopt_long(argc, argv, optstring, options, NULL) != -1)
+		;
+	opterr = saved_opterr;
+	return argc - optind >= 2 ? argv[optind + 1] : NULL;
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* Overwrite the password of a redis://user:PASSWORD@host URL in place, so
+ * that ps and /proc/PID/cmdline no longer show it (the caller keeps a copy). */
+static void hide_password(char *url)
+{
+	char *auth = strstr(url, "://"), *at, *colon;
+
+	if (!auth)
+		return;
+	auth += 3;
+	at = memchr(auth, '@', strcspn(auth, "/"));
+	if (!at)
+		return;
+	colon = memchr(auth, ':', (size_t)(at - auth));
+	if (colon)
+		memset(colon + 1, '*', (size_t)(at - colon - 1));
+}
+
+/* Append ",opt" to the -o list (malloc'd). */
+static int opts_append(char **list, const char *opt)
+{
+	char *n;
+
+	if (asprintf(&n, "%s%s%s", *list ? *list : "", *list ? "," : "", opt) <
+	    0)
+		return ENOMEM;
+	free(*list);
+	*list = n;
+	return 0;
+}
+
+/*
+ * The daemon's argv names the mount point as the kernel does (absolute,
+ * canonical), so that umount can recognise it in /proc after the daemon
+ * has left its working directory. When the user gave another spelling,
+ * run ourselves again with that one word replaced.
+ */
+static void reexec_canonical(int argc, char **argv, const char *arg,
+			     const char *canon)
+{
+	char **nargv = calloc((size_t)argc + 2, sizeof(*nargv));
+
+	if (!nargv)
+		return; /* umount still works, it just cannot wait */
+	nargv[0] = program_invocation_name;
+	for (int i = 0; i < argc; i++)
+		nargv[i + 1] = argv[i] == arg ? (char *)canon : argv[i];
+	fflush(NULL);
+	execv("/proc/self/exe", nargv);
+	free(nargv); /* exec failed: carry on with the given spelling */
+}
+
+/* ---- the daemon's report to the waiting parent ------------------------ */
+
+struct report {
+	int fd;	  /* write end of the pipe to the parent; -1 once reported */
+	int told; /* ready was called */
+	int up;	  /* ready(0) came: later errors are news, earlier ones told */
+	const char *mountpoint;
+	int foreground;
+};
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* the parent is gone: nobody to tell */
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* fs_mount's ready callback, called exactly once, from any thread. */
+static void on_ready(void *arg, int err, const char *msg)
+{
+	struct report *r = arg;
+	char buf[2048];
+
+	if (!msg || !*msg)
+		msg = cli_strerror(err);
+	r->told = 1;
+	r->up = !err;
+	if (r->foreground) {
+		if (err)
+			cli_error("cannot mount '%s': %s", r->mountpoint, msg);
+		return;
+	}
+	if (r->fd < 0)
+		return;
+	/* One byte of status then the message, in one write (< PIPE_BUF). */
+	buf[0] = err ? 1 : 0;
+	snprintf(buf + 1, sizeof(buf) - 1, "%s", err ? msg : "");
+	write_all(r->fd, buf, 1 + strlen(buf + 1));
+	close(r->fd);
+	r->fd = -1;
+	if (!err) {
+		/* Detached: the terminal may go away; nothing may write to
+		 * it any more. Logs go to the log target. */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+			if (null > STDERR_FILENO)
+				close(null);
+		}
+	}
+}
+
+/* The parent: wait for the daemon's report; the exit code of mount. */
+static int wait_ready(pid_t child, int fd, const char *mp, const char *logto)
+{
+	char buf[2048];
+	size_t got = 0;
+	int status;
+
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (buf[0] == 0)
+			break; /* ready: do not wait for anything else */
+	}
+	close(fd);
+	if (got > 0 && buf[0] == 0)
+		return CLI_EXIT_OK;
+	if (got > 0) {
+		buf[got] = '\0';
+		cli_error("cannot mount '%s': %s", mp, buf + 1);
+		waitpid(child, &status, 0);
+		return CLI_EXIT_FAIL;
+	}
+	/* Closed without a word: the daemon died before it was ready. */
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(status))
+		cli_error("cannot mount '%s': the mount process was killed by "
+			  "signal %d (%s) before the mount was ready",
+			  mp, WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		cli_error("cannot mount '%s': the mount process exited with "
+			  "status %d before the mount was ready",
+			  mp, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	cli_hint("see the log (%s)", logto);
+	return CLI_EXIT_FAIL;
+}
+
+/* Run the file system until unmounted; the exit code of mount. */
+static int serve(const struct fs_opts *o, struct report *rep)
+{
+	int err = fs_mount(o, on_ready, rep);
+
+	if (!rep->told)
+		on_ready(rep, err ? err : EIO, /* fs_mount broke its promise */
+			 "the file system stopped before it was ready");
+	/* Failures before ready were reported by ready itself. */
+	if (err && rep->up)
+		log_err("'%s' stopped serving after an error: %s",
+			o->mountpoint, cli_strerror(err));
+	return err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static int check_mountpoint(const char *arg, char *canon)
+{
+	char fstype[64], source[256];
+	struct stat st;
+	int err = 0;
+
+	if (!realpath(arg, canon) || stat(canon, &st))
+		err = errno;
+	if (err == ENOENT) {
+		cli_error("cannot mount '%s': mount point does not exist", arg);
+		cli_hint("create it first: mkdir -p '%s'", arg);
+		return CLI_EXIT_FAIL;
+	}
+	if (err == ENOTCONN) {
+		/* A daemon died without unmounting: the kernel still has it. */
+		cli_error("cannot mount '%s': a dead mount is still there (%s)",
+			  arg, strerror(err));
+		cli_hint("run 'granary umount %s' first", arg);
+		return CLI_EXIT_FAIL;
+	}
+	if (err) {
+		cli_error("cannot mount '%s': %s", arg, strerror(err));
+		return CLI_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error("cannot mount '%s': not a directory", arg);
+		return CLI_EXIT_FAIL;
+	}
+	if (cli_mount_lookup(canon, fstype, sizeof(fstype), source,
+			     sizeof(source)) == 1 &&
+	    cli_is_granary_mount(fstype, source)) {
+		cli_error("cannot mount '%s': a granary volume is already "
+			  "mounted there",
+			  arg);
+		cli_hint("run 'granary umount %s' first", arg);
+		return CLI_EXIT_FAIL;
+	}
+	return 0;
+}
+
+int cmd_mount(int argc, char **argv)
+{
+	struct fs_opts o = {.attr_timeout = -1, .entry_timeout = -1};
+	struct report rep = {.fd = -1};
+	const char *logto = NULL;
+	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
+	char mp[PATH_MAX];
+	int foreground = 0, ret = CLI_EXIT_USAGE;
+	uint64_t size;
+	long n;
+	int c, err, pipefd[2];
+	pid_t child;
+
+	while ((c = getopt_long(argc, argv, optstring, options, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			foreground = 1;
+			break;
+		case OPT_READ_ONLY:
+			o.read_only = 1;
+			break;
+		case OPT_SUBDIR:
+			o.subdir = optarg;
+			break;
+		case OPT_ATTR_TIMEOUT:
+		case OPT_ENTRY_TIMEOUT:
+			if (cli_parse_seconds(optarg, c == OPT_ATTR_TIMEOUT
+							  ? &o.attr_timeout
+							  : &o.entry_timeout)) {
+				cli_error("bad timeout '%s': want seconds, "
+					  "such as 1, 0.5 or 200ms",
+					  optarg);
+				goto free_opts;
+			}
+			break;
+		case OPT_MAX_UPLOADS:
+			if (cli_parse_int(optarg, 1, 256, &n)) {
+				cli_error("bad --max-uploads '%s': want 1 to "
+					  "256",
+					  optarg);
+				goto free_opts;
+			}
+			o.max_uploads = (int)n;
+			break;
+		case OPT_BUFFER_SIZE:
+		case OPT_CACHE_MEM:
+			if (cli_parse_size(optarg, &size) || size == 0 ||
+			    size > SIZE_MAX) {
+				cli_error("bad size '%s' for %s: want a size "
+					  "such as 512M or 2G",
+					  optarg, argv[optind - 1]);
+				goto free_opts;
+			}
+			if (c == OPT_BUFFER_SIZE)
+				o.buffer_size = (size_t)size;
+			else
+				o.mem_cache_size = (size_t)size;
+			break;
+		case OPT_LOG:
+			logto = optarg;
+			break;
+		case 'd':
+			o.debug = 1;
+			break;
+		case OPT_ALLOW_OTHER:
+			o.allow_other = 1;
+			break;
+		case 'o':
+			if (opts_append(&fuse_opts, optarg)) {
+				ret = CLI_EXIT_FAIL;
+				goto free_opts;
+			}
+			break;
+		case 'h':
+			ret = cli_usage(usage, CLI_EXIT_OK);
+			goto free_opts;
+		default:
+			ret = cli_bad_option(c, argv, usage);
+			goto free_opts;
+		}
+	}
+	if (argc - optind != 2) {
+		cli_error(argc - optind < 2 ? "META_URL and MOUNTPOINT are "
+					      "required"
+					    : "too many arguments");
+		ret = cli_usage(usage, CLI_EXIT_USAGE);
+		goto free_opts;
+	}
+	ret = CLI_EXIT_FAIL;
+	mp_arg = argv[optind + 1];
+	if (check_mountpoint(mp_arg, mp))
+		goto free_opts;
+	if (!foreground && strcmp(mp_arg, mp))
+		reexec_canonical(argc, argv, mp_arg, mp);
+
+	meta_url = strdup(argv[optind]);
+	if (!meta_url) {
+		cli_error("out of memory");
+		goto free_opts;
+	}
+	hide_password(argv[optind]);
+	o.meta_url = meta_url;
+	o.mountpoint = mp;
+	o.fuse_opts = fuse_opts;
+	rep.mountpoint = mp_arg;
+	rep.foreground = foreground;
+
+	if (!logto)
+		logto = foreground ? "-" : "syslog";
+	err = log_open(logto, o.debug ? LOG_DEBUG : LOG_INFO);
+	if (err) {
+		cli_error("cannot open log file '%s': %s", logto,
+			  strerror(err));
+		goto free_url;
+	}
+
+	if (foreground) {
+		ret = serve(&o, &rep);
+		goto close_log;
+	}
+
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		cli_error("cannot create a pipe: %s", strerror(errno));
+		goto close_log;
+	}
+	fflush(NULL);
+	child = fork();
+	if (child < 0) {
+		cli_error("cannot fork: %s", strerror(errno));
+		close(pipefd[0]);
+		close(pipefd[1]);
+		goto close_log;
+	}
+	if (child > 0) {
+		close(pipefd[1]);
+		ret = wait_ready(child, pipefd[0], mp_arg,
+				 strcmp(logto, "-") ? logto : "stderr");
+		goto close_log;
+	}
+
+	/* The daemon: its own session (no terminal signals), out of the
+	 * caller's working directory, and a write to a vanished reader is
+	 * an error code, not a death. */
+	close(pipefd[0]);
+	rep.fd = pipefd[1];
+	setsid();
+	if (chdir("/"))
+		log_warn("cannot change directory to '/': %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+	ret = serve(&o, &rep);
+close_log:
+	log_close();
+free_url:
+	free(meta_url);
+free_opts:
+	free(fuse_opts);
+	return ret;
+}

@@ -1,0 +1,118 @@
+/*
+ * granary.c - the granary command: finds the subcommand in one table and
+ * runs it. What a subcommand needs before it starts (a logger) is said by
+ * its flags here, so that every cmd_*.c begins with its own arguments.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../fs/log.h"
+#include "cli.h"
+
+/* Route library log lines to stderr, warnings and errors only: a one-shot
+ * command wants the reason a call failed, not the chatter. Commands that
+ * run for long (mount) choose their own log target. */
+#define CMD_LOG_STDERR 0x1
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	unsigned flags;
+	const char *help; /* one line for `granary --help` */
+};
+
+static const struct cmd commands[] = {
+    {"format", cmd_format, CMD_LOG_STDERR,
+     "create a volume: check the storage, write the settings to redis"},
+    {"mount", cmd_mount, 0,
+     "mount a volume (in the background until unmounted)"},
+    {"umount", cmd_umount, CMD_LOG_STDERR,
+     "unmount and wait until buffered writes are uploaded"},
+    {"status", cmd_status, CMD_LOG_STDERR,
+     "show a volume's settings, clients and usage"},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct cmd *cmd_find(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+static int main_usage(int status)
+{
+	FILE *f = status ? stderr : stdout;
+
+	fprintf(f, "usage: granary [--version] [--help] COMMAND [ARGS]\n"
+		   "\n"
+		   "commands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "   %-10s %s\n", commands[i].name, commands[i].help);
+	fprintf(f, "\n"
+		   "'granary help COMMAND' or 'granary COMMAND --help' "
+		   "describes one command.\n"
+		   "exit status: 0 success, 1 failure, 2 usage error.\n");
+	return status;
+}
+
+static int run(const struct cmd *c, int argc, char **argv)
+{
+	int ret;
+
+	if (c->flags & CMD_LOG_STDERR)
+		log_open(NULL, LOG_WARNING);
+	ret = c->fn(argc, argv);
+	if (c->flags & CMD_LOG_STDERR)
+		log_close();
+	/* A full disk or closed pipe on stdout is a failure, not silence. */
+	if (fflush(stdout) && ret == CLI_EXIT_OK) {
+		cli_error("cannot write the output: %s", strerror(errno));
+		ret = CLI_EXIT_FAIL;
+	}
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	const struct cmd *c;
+
+	if (argc < 2)
+		return main_usage(CLI_EXIT_USAGE);
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return main_usage(CLI_EXIT_OK);
+	if (!strcmp(argv[1], "--version")) {
+		printf("granary %s\n", CLI_VERSION);
+		return CLI_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "help")) {
+		if (argc == 2)
+			return main_usage(CLI_EXIT_OK);
+		if (argc > 3) {
+			cli_error("'granary help' takes one command name");
+			return CLI_EXIT_USAGE;
+		}
+		if (!(c = cmd_find(argv[2]))) {
+			cli_error("'%s' is not a granary command; see "
+				  "'granary --help'",
+				  argv[2]);
+			return CLI_EXIT_USAGE;
+		}
+		char *help_argv[] = {argv[2], "--help", NULL};
+		return run(c, 2, help_argv);
+	}
+	if (argv[1][0] == '-') {
+		cli_error("unknown option '%s'", argv[1]);
+		return main_usage(CLI_EXIT_USAGE);
+	}
+	c = cmd_find(argv[1]);
+	if (!c) {
+		cli_error("'%s' is not a granary command; see 'granary --help'",
+			  argv[1]);
+		return CLI_EXIT_USAGE;
+	}
+	return run(c, argc - 1, argv + 1);
+}

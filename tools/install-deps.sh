@@ -1,0 +1,43 @@
+#!/bin/sh
+# install-deps.sh - install what granary needs to build, test and run, only
+# when it is missing: Debian packages, and the s3rver S3 test server (npm)
+# under .deps/ in the source tree. Idempotent; quiet when all is there.
+set -e
+cd "$(dirname "$0")/.."
+
+PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev
+liblz4-dev libxxhash-dev libssl-dev libcriterion-dev redis-server
+redis-tools attr procps psmisc"
+
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+# node and npm may come from elsewhere than Debian: want them only if absent
+command -v node >/dev/null || missing="$missing nodejs"
+command -v npm >/dev/null || missing="$missing npm"
+if [ -n "$missing" ]; then
+	echo "granary: installing Debian packages:$missing"
+	SUDO=""
+	if [ "$(id -u)" != 0 ]; then
+		if command -v sudo >/dev/null; then SUDO=sudo; else
+			echo "granary: not root and no sudo; run as root: apt-get install$missing" >&2
+			exit 1
+		fi
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -q >/dev/null || true
+	$SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null ||
+		{ echo "granary: apt-get install$missing failed" >&2; exit 1; }
+fi
+
+# The S3 test server: a pinned s3rver in .deps/ (not needed by `make demo`).
+if [ ! -x .deps/node_modules/.bin/s3rver ]; then
+	echo "granary: installing s3rver 3.7.1 (npm) into .deps/"
+	mkdir -p .deps
+	(cd .deps && [ -f package.json ] || echo '{"private":true}' > package.json)
+	(cd .deps && npm install --no-audit --no-fund --loglevel=error s3rver@3.7.1 >/dev/null) ||
+		{ echo "granary: npm install s3rver failed (needed by the tests only)" >&2; exit 1; }
+fi
+exit 0
