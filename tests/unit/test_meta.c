@@ -229,6 +229,18 @@ Test(meta, unreachable)
 	cr_expect_eq(
 	    meta_open("unix:///nonexistent/granary.sock?db=2", NULL, &m),
 	    META_EUNREACH);
+	/* well-formed: parsed, then refused */
+	static const char *good[] = {
+	    "redis://:pw@127.0.0.1:1/3",
+	    "redis://localhost:1",
+	    "redis://user:p%40ss@127.0.0.1:1/0",
+	    "redis://[::1]:1/0",
+	    "unix:///nonexistent/r.sock",
+	    "unix:///nonexistent/r.sock?db=9",
+	};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+		cr_expect_eq(meta_open(good[i], NULL, &m), META_EUNREACH,
+			     "URL '%s'", good[i]);
 	gettimeofday(&t1, NULL);
 	cr_expect_lt(t1.tv_sec - t0.tv_sec, 8, "unreachable must fail fast");
 }

@@ -1,2 +1,0 @@
-build-asan/fs/objstore.o: fs/objstore.c fs/objstore.h
-fs/objstore.h:

@@ -1,2 +1,0 @@
-build-asan/meta/redis_lua.o: meta/redis_lua.c meta/meta.h
-meta/meta.h:

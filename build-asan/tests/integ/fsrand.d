@@ -1,1 +1,0 @@
-build-asan/tests/integ/fsrand.o: tests/integ/fsrand.c
