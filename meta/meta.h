@@ -73,7 +73,8 @@ struct meta_volume {
 
 struct meta_opts {
 	int pool_size;      /* connections; 0 = 8 */
-	int read_only;      /* refuse every change with EROFS */
+	int read_only;      /* refuse changes to files and the namespace with
+	                       EROFS; sessions and opens are still recorded */
 	int session_ttl;    /* seconds without heartbeat before a session is
 	                       dead; 0 = 60 */
 };

@@ -1206,8 +1206,6 @@ int meta_clean_sessions(struct meta *m, size_t *n)
 	int err, state;
 
 	*n = 0;
-	if (m->opts.read_only)
-		return EROFS;
 	/* rounds of at most 100 dead sessions each; bounded anyway */
 	for (int round = 0; round < 1000; round++) {
 		redisReply *list;
@@ -1388,10 +1386,9 @@ int meta_session_open(struct meta *m, const char *mountpoint)
 
 	if (atomic_load(&m->sid))
 		return EBUSY;
-	/* a read-only handle writes nothing, not even its session: its opens
-	 * are not registered and protect nothing (see SCHEMA.md) */
-	if (m->opts.read_only)
-		return 0;
+	/* a read-only mount registers its session and its opens too: the
+	 * volume is not read-only for other clients, and an unlink there must
+	 * not pull data from under this client's readers */
 	err = session_info_pack(m, mountpoint);
 	if (err)
 		return err;
@@ -2102,8 +2099,6 @@ int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a)
 {
 	struct cmd c;
 
-	if (m->opts.read_only)
-		return meta_getattr(m, ino, a);
 	cmd_script(m, &c, SC_OPEN);
 	cmd_u64(&c, ino);
 	cmd_u64(&c, atomic_load(&m->sid));
@@ -2114,8 +2109,6 @@ int meta_file_close(struct meta *m, uint64_t ino)
 {
 	struct cmd c;
 
-	if (m->opts.read_only)
-		return 0;
 	cmd_script(m, &c, SC_CLOSE);
 	cmd_u64(&c, ino);
 	cmd_u64(&c, atomic_load(&m->sid));
