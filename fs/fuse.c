@@ -103,6 +103,14 @@ struct fs {
 	pthread_mutex_t rc_lock; /* leaf */
 	pthread_cond_t rc_cond;  /* signalled on stop and on new garbage */
 	int stopping;            /* protected by rc_lock */
+
+	/* start-up: ready() is called once, after the kernel's INIT was
+	 * answered and a statfs through the mount succeeded */
+	void (*ready)(void *arg, int err, const char *msg);
+	void *ready_arg;
+	pthread_mutex_t ready_lock; /* leaf */
+	pthread_cond_t ready_cond;
+	int inited, loop_done, ready_done; /* protected by ready_lock */
 };
 
 struct fh {
@@ -484,7 +492,10 @@ static int rcb_chunk(void *arg, uint64_t ino, uint32_t idx,
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
-	(void)fs;
+	pthread_mutex_lock(&fs->ready_lock);
+	fs->inited = 1;
+	pthread_cond_broadcast(&fs->ready_cond);
+	pthread_mutex_unlock(&fs->ready_lock);
 	conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
@@ -574,70 +585,86 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	reply_attr(req, fs, m_ino(fs, ino), &a);
 }
 
+/* Translate FUSE's to_set into META_SET_* and the values in `in`. */
+static int setattr_fields(const struct stat *st, int to_set,
+                          struct meta_attr *in)
+{
+	int set = 0;
+	memset(in, 0, sizeof(*in));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		set |= META_SET_MODE;
+		in->mode = st->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		set |= META_SET_UID;
+		in->uid = st->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		set |= META_SET_GID;
+		in->gid = st->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		set |= META_SET_ATIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME) {
+		set |= META_SET_ATIME;
+		in->atime = st->st_atim.tv_sec;
+		in->atimens = st->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		set |= META_SET_MTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME) {
+		set |= META_SET_MTIME;
+		in->mtime = st->st_mtim.tv_sec;
+		in->mtimens = st->st_mtim.tv_nsec;
+	}
+	if (!set && (to_set & FUSE_SET_ATTR_CTIME))
+		set |= META_SET_CTIME;
+	return set;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
                        int to_set, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	uint64_t ino = m_ino(fs, fino);
 	struct meta_attr in, out;
-	int err = 0, set = 0;
+	int set = setattr_fields(st, to_set, &in), err = 0, have = 0;
 	(void)fi;
 
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		struct node *n = node_get(fs, ino, 1);
-		if (!n)
-			return reply_err(req, "setattr", ENOMEM);
+	/*
+	 * Buffered writes are committed first: their commit sets mtime, and
+	 * must not overwrite times set after them (cp -p: write, futimens,
+	 * close), nor survive a truncate that came after them.
+	 */
+	struct node *n = node_get(fs, ino, (to_set & FUSE_SET_ATTR_SIZE) != 0);
+	if (n) {
 		pthread_mutex_lock(&n->lock);
 		err = node_flush(n);
-		if (!err)
-			err = meta_truncate(fs->meta, ino, st->st_size, &out);
+	}
+	if (!err && (to_set & FUSE_SET_ATTR_SIZE)) {
+		err = meta_truncate(fs->meta, ino, st->st_size, &out);
 		if (!err) {
 			chunk_cache_clear(n);
 			node_note_attr(n, &out);
+			have = 1;
 		}
+	}
+	if (!err && set) {
+		err = meta_setattr(fs->meta, ino, set, &in, &out);
+		have = !err;
+	}
+	if (!err && !have)
+		err = meta_getattr(fs->meta, ino, &out);
+	if (!err && n)
+		node_note_attr(n, &out);
+	if (n) {
 		pthread_mutex_unlock(&n->lock);
 		node_unpin(fs, n);
-		if (err)
-			return reply_err(req, "truncate", err);
+	} else if (to_set & FUSE_SET_ATTR_SIZE) {
+		err = ENOMEM;
 	}
-	memset(&in, 0, sizeof(in));
-	if (to_set & FUSE_SET_ATTR_MODE) {
-		set |= META_SET_MODE;
-		in.mode = st->st_mode & 07777;
-	}
-	if (to_set & FUSE_SET_ATTR_UID) {
-		set |= META_SET_UID;
-		in.uid = st->st_uid;
-	}
-	if (to_set & FUSE_SET_ATTR_GID) {
-		set |= META_SET_GID;
-		in.gid = st->st_gid;
-	}
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-		set |= META_SET_ATIME_NOW;
-	else if (to_set & FUSE_SET_ATTR_ATIME) {
-		set |= META_SET_ATIME;
-		in.atime = st->st_atim.tv_sec;
-		in.atimens = st->st_atim.tv_nsec;
-	}
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		set |= META_SET_MTIME_NOW;
-	else if (to_set & FUSE_SET_ATTR_MTIME) {
-		set |= META_SET_MTIME;
-		in.mtime = st->st_mtim.tv_sec;
-		in.mtimens = st->st_mtim.tv_nsec;
-	}
-	if (!set && (to_set & FUSE_SET_ATTR_CTIME))
-		set |= META_SET_CTIME;
-	if (set) {
-		err = meta_setattr(fs->meta, ino, set, &in, &out);
-		if (err)
-			return reply_err(req, "setattr", err);
-	} else if (!(to_set & FUSE_SET_ATTR_SIZE)) {
-		err = meta_getattr(fs->meta, ino, &out);
-		if (err)
-			return reply_err(req, "setattr", err);
-	}
+	if (err)
+		return reply_err(req, "setattr", err);
 	reply_attr(req, fs, ino, &out);
 }
 
@@ -1138,6 +1165,18 @@ static int acl_name(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
+/* size 0 asks for the length; a buffer too small is ERANGE */
+static void reply_xattr_value(fuse_req_t req, size_t size, const void *v,
+                              size_t n)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if (size < n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, n);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags)
 {
@@ -1160,12 +1199,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
 	if (err)
 		return reply_err(req, "getxattr", err);
-	if (size == 0)
-		fuse_reply_xattr(req, n);
-	else if (size < n)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, v, n);
+	reply_xattr_value(req, size, v, n);
 	free(v);
 }
 
@@ -1177,12 +1211,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	int err = meta_listxattr(fs->meta, m_ino(fs, ino), &names, &n);
 	if (err)
 		return reply_err(req, "listxattr", err);
-	if (size == 0)
-		fuse_reply_xattr(req, n);
-	else if (size < n)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, names, n);
+	reply_xattr_value(req, size, names, n);
 	free(names);
 }
 
@@ -1309,6 +1338,55 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
 	return err ? err : EIO;
 }
 
+/* Report start-up once: whoever comes first of the watcher and the end of
+ * the session loop. */
+static void report_ready(struct fs *fs, int err, const char *msg)
+{
+	pthread_mutex_lock(&fs->ready_lock);
+	int first = !fs->ready_done;
+	fs->ready_done = 1;
+	pthread_mutex_unlock(&fs->ready_lock);
+	if (!first)
+		return;
+	if (err)
+		log_err("%s", msg);
+	if (fs->ready)
+		fs->ready(fs->ready_arg, err, msg);
+}
+
+/* Waits for the kernel's INIT, then checks the mount answers a statfs. */
+static void *ready_watcher(void *arg)
+{
+	struct fs *fs = arg;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&fs->ready_lock);
+	while (!fs->inited && !fs->loop_done)
+		if (pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock,
+		                           &ts) == ETIMEDOUT)
+			break;
+	int inited = fs->inited, done = fs->loop_done;
+	pthread_mutex_unlock(&fs->ready_lock);
+	if (done)
+		return NULL; /* the loop ended: fs_mount reports */
+	if (!inited) {
+		report_ready(fs, ETIMEDOUT,
+		             "the kernel did not start the mount within 30 s");
+		return NULL;
+	}
+	struct statvfs sv;
+	if (statvfs(fs->o->mountpoint, &sv) != 0) {
+		char msg[1200];
+		snprintf(msg, sizeof(msg), "mount on '%s' does not answer: %s",
+		         fs->o->mountpoint, strerror(errno));
+		report_ready(fs, errno, msg);
+		return NULL;
+	}
+	report_ready(fs, 0, NULL);
+	return NULL;
+}
+
 int fs_mount(const struct fs_opts *o,
              void (*ready)(void *arg, int err, const char *msg), void *arg)
 {
@@ -1329,6 +1407,10 @@ int fs_mount(const struct fs_opts *o,
 	pthread_mutex_init(&fs->table_lock, NULL);
 	pthread_mutex_init(&fs->rc_lock, NULL);
 	pthread_cond_init(&fs->rc_cond, NULL);
+	pthread_mutex_init(&fs->ready_lock, NULL);
+	pthread_cond_init(&fs->ready_cond, NULL);
+	fs->ready = ready;
+	fs->ready_arg = arg;
 	fs->nbuckets = 1 << 12;
 	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
 	if (!fs->buckets) {
@@ -1428,8 +1510,10 @@ int fs_mount(const struct fs_opts *o,
 
 	log_info("mounted volume '%s' (%s) on %s", fs->vol.name,
 	         fs->vol.storage, o->mountpoint);
-	if (ready)
-		ready(arg, 0, NULL);
+	pthread_t watcher;
+	int watching = pthread_create(&watcher, NULL, ready_watcher, fs) == 0;
+	if (!watching)
+		report_ready(fs, 0, NULL);
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(lc, 32);
@@ -1440,6 +1524,20 @@ int fs_mount(const struct fs_opts *o,
 		err = -err;
 	else
 		err = 0; /* a signal or an unmount: a clean stop */
+
+	pthread_mutex_lock(&fs->ready_lock);
+	fs->loop_done = 1;
+	pthread_cond_broadcast(&fs->ready_cond);
+	pthread_mutex_unlock(&fs->ready_lock);
+	if (watching)
+		pthread_join(watcher, NULL);
+	{
+		char msg[1200];
+		snprintf(msg, sizeof(msg),
+		         "the mount on '%s' stopped while starting: %s",
+		         o->mountpoint, strerror(err ? err : EPROTO));
+		report_ready(fs, err ? err : EPROTO, msg);
+	}
 
 	fuse_session_unmount(fs->se);
 	flush_all(fs); /* destroy flushed already unless the kernel died */
@@ -1481,6 +1579,8 @@ free_fs:
 	pthread_mutex_destroy(&fs->table_lock);
 	pthread_mutex_destroy(&fs->rc_lock);
 	pthread_cond_destroy(&fs->rc_cond);
+	pthread_mutex_destroy(&fs->ready_lock);
+	pthread_cond_destroy(&fs->ready_cond);
 	free(fs);
 	return err;
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - shared helpers for the integration tests (tests/integ/t*.sh).
 # Source it first thing: it finds the build, starts Redis (and s3rver when
 # needed) unless run.sh already did, and registers a cleanup that unmounts
@@ -5,7 +6,8 @@
 #
 # Env: GRANARY_BUILD (default: <repo>/build), GRANARY_STORAGE (file | s3,
 # default file), GRANARY_TEST_REDIS/_SOCK and GRANARY_TEST_S3 (from run.sh),
-# GRANARY_KEEP_TMP=1 keeps the test's temporary directory.
+# GRANARY_KEEP_TMP=1 keeps the test's temporary directory,
+# GRANARY_MOUNT_ARGS adds options to every mount (e.g. -d).
 
 set -eEu -o pipefail
 
@@ -20,6 +22,10 @@ TEST_NAME=$(basename "$0" .sh)
 . "$TOPDIR/tests/lib/services.sh"
 
 TMP=$(mktemp -d "${GRANARY_INTEG_ROOT:-/tmp}/$TEST_NAME.XXXXXX")
+# sanitizer builds (make SAN=1): reports of daemonized clients go to files,
+# and any report fails the test
+export ASAN_OPTIONS=${ASAN_OPTIONS:-log_path=$TMP/asan}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$TMP/asan}
 MOUNTS=""    # mount points to unmount at exit
 BG_PIDS=""   # background helpers to stop at exit
 OK_COUNT=0
@@ -86,6 +92,24 @@ random_file() {
 
 bg_track() {
 	BG_PIDS="$BG_PIDS $1"
+}
+
+# tree_attrs DIR: one sorted line per entry: path, type, mode, size (not
+# for directories, whose size is file-system specific), nlink, owner, link
+# target. tree_mtimes DIR: path and mtime in whole seconds.
+tree_attrs() {
+	(cd "$1" && find . -printf '%P\t%y\t%m\t%s\t%n\t%U:%G\t%l\n' |
+		awk -F '\t' -v OFS='\t' '$2 == "d" { $4 = "-" } { print }' | sort)
+}
+tree_mtimes() {
+	(cd "$1" && find . -printf '%P %T@\n' | sed 's/\.[0-9]*$//' | sort)
+}
+# diff_mtimes LIST1 LIST2 (from tree_mtimes): print up to 5 entries whose
+# mtimes differ as "path: X vs Y"; fail status when any differ.
+diff_mtimes() {
+	awk 'NR == FNR { t[$1] = $2; next }
+	     t[$1] != $2 { if (n++ < 5) printf "%s: %s vs %s; ", $1, t[$1], $2 }
+	     END { exit n > 0 }' "$1" "$2"
 }
 
 # ------------------------------------------------------------------------
@@ -169,7 +193,7 @@ mount_vol() {
 	mkdir -p "$mp"
 	MOUNTS="$MOUNTS $mp"
 	timeout 60 "$GRANARY" mount "$meta" "$mp" \
-		--log "$TMP/log-$(basename "$mp").log" "$@" \
+		--log "$TMP/log-$(basename "$mp").log" ${GRANARY_MOUNT_ARGS:-} "$@" \
 		>"$TMP/mount.out" 2>&1 ||
 		fail "granary mount $mp failed: $(cat "$TMP/mount.out")"
 	is_mounted "$mp" ||
@@ -236,6 +260,12 @@ cleanup() {
 		done
 	done
 	svc_stop_all
+	for log in "$TMP"/asan.*; do
+		[ -s "$log" ] || continue
+		echo "FAIL: $TEST_NAME [$GRANARY_STORAGE]: sanitizer report $(basename "$log"):" >&2
+		head -n 40 "$log" >&2
+		[ "$rc" != 0 ] || rc=1
+	done
 	if [ "${GRANARY_KEEP_TMP:-0}" = 1 ]; then
 		echo "(kept $TMP)" >&2
 	else

@@ -63,7 +63,7 @@ for t in "${tests[@]}"; do
 			echo "ok   $name [$st] (${secs}s)"
 		else
 			failed=$((failed + 1))
-			failures="$failures $name[$st]"
+			failures="$failures ${name}[$st]"
 			[ $rc = 124 ] && echo "  (timed out after 600 s)" >>"$log"
 			echo "FAIL $name [$st] (exit $rc, ${secs}s)"
 			sed 's/^/    | /' "$log" | tail -n 60

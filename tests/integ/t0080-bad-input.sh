@@ -72,7 +72,7 @@ is_mounted "$TMP/mp-unreach" && fail "a failed mount left a mount behind"
 ok "missing mount point: exit 1; unknown flags, stray args: exit 2"
 
 # --- a corrupted block object is an EIO, and the mount stays alive
-GRANARY_STORAGE=file
+GRANARY_STORAGE="file"
 new_volume corrupt --compress none
 M=$TMP/mnt
 mount_vol "$META" "$M"
