@@ -506,6 +506,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* page cache is kept across opens only when we say so (keep_cache) */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* the kernel clears setuid/setgid on write, truncate and chown with
+	 * a mode change (a setattr) when we do not claim to handle it */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* symlink targets never change: let the kernel cache them */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->max_write = 1 << 20;
 	conn->max_readahead = 1 << 20;
 	conn->max_background = 64;
@@ -999,24 +1005,69 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* Cover [off, off+len) with hole slices (id 0): reads give zeros. The
+ * range is cut at `limit` (the length, for modes that keep the size). */
+static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+                       uint64_t limit, struct meta_attr *a)
+{
+	uint64_t end = off + len < limit ? off + len : limit;
+	struct meta_chunk_slice s[64];
+	size_t n = 0;
+	int err = 0;
+	while (off < end && !err) {
+		uint32_t idx = off / META_CHUNK_SIZE;
+		uint32_t pos = off % META_CHUNK_SIZE;
+		uint64_t take = META_CHUNK_SIZE - pos;
+		if (take > end - off)
+			take = end - off;
+		s[n].idx = idx;
+		s[n].s = (struct meta_slice){.id = 0, .size = take, .off = 0,
+		                             .len = take, .pos = pos};
+		n++;
+		off += take;
+		if (n == 64 || off >= end) {
+			err = meta_write(fs->meta, ino, s, n, a);
+			n = 0;
+		}
+	}
+	return err;
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
                          off_t len, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
 	struct meta_attr a;
+	int err;
 	(void)ino;
-	if (mode & ~FALLOC_FL_KEEP_SIZE)
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+	             FALLOC_FL_ZERO_RANGE))
 		return reply_err(req, "fallocate", EOPNOTSUPP);
+	if ((mode & FALLOC_FL_PUNCH_HOLE) &&
+	    (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
+		return reply_err(req, "fallocate", EINVAL);
 	if (off < 0 || len <= 0)
 		return reply_err(req, "fallocate", EINVAL);
-	pthread_mutex_lock(&h->node->lock);
-	int err = node_flush(h->node);
+	pthread_mutex_lock(&n->lock);
+	err = node_flush(n);
+	if (!err && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
+		err = meta_getattr(fs->meta, n->ino, &a);
+		if (!err)
+			err = write_holes(fs, n->ino, off, len,
+			                  (mode & FALLOC_FL_KEEP_SIZE)
+			                      ? a.length
+			                      : (uint64_t)off + len,
+			                  &a);
+		chunk_cache_clear(n);
+	} else if (!err) {
+		err = meta_fallocate(fs->meta, n->ino, mode & FALLOC_FL_KEEP_SIZE,
+		                     off, len, &a);
+	}
 	if (!err)
-		err = meta_fallocate(fs->meta, h->node->ino, mode, off, len, &a);
-	if (!err)
-		node_note_attr(h->node, &a);
-	pthread_mutex_unlock(&h->node->lock);
+		node_note_attr(n, &a);
+	pthread_mutex_unlock(&n->lock);
 	reply_err(req, "fallocate", err);
 }
 

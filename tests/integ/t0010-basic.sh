@@ -172,5 +172,20 @@ diff_mtimes "$TMP/s.mt" "$TMP/m.mt" >"$TMP/mt.diff" ||
 	fail "cp -a tree: mtimes not preserved (source vs mount): $(cat "$TMP/mt.diff")"
 ok "cp -a of a tree"
 
+# --- fallocate: reserve, keep size, punch hole, zero range
+random_file "$L/fa" 300000
+cp "$L/fa" "$M/fa"
+fallocate -p -o 5000 -l 70000 "$M/fa" || fail "punch hole failed"
+fallocate -p -o 5000 -l 70000 "$L/fa"
+cmp "$L/fa" "$M/fa" || fail "punch hole: bytes differ from the local copy"
+check_eq "$(stat -c %s "$M/fa")" 300000 "size after punch hole"
+fallocate -z -o 290000 -l 20000 "$M/fa" && fallocate -z -o 290000 -l 20000 "$L/fa"
+cmp "$L/fa" "$M/fa" || fail "zero range past the end: bytes differ"
+fallocate -n -l 4M "$M/fa"
+check_eq "$(stat -c %s "$M/fa")" 310000 "size after fallocate --keep-size"
+fallocate -l 1M "$M/fb"
+check_eq "$(stat -c %s "$M/fb")" 1048576 "size after fallocate"
+ok "fallocate modes"
+
 umount_vol "$M"
 ok "umount"
