@@ -16,9 +16,9 @@
 #include "objstore.h"
 
 struct chunkstore_opts {
-	uint32_t block_size;          /* raw bytes per block, 64 KiB..16 MiB */
+	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */
 	enum codec_compress compress;
-	size_t mem_cache_bytes;       /* 0 = no memory cache */
+	size_t mem_cache_bytes; /* 0 = no memory cache */
 };
 
 struct chunkstore_stats {
@@ -30,21 +30,21 @@ struct chunkstore;
 
 /* The store is borrowed: it must outlive the chunkstore. */
 int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
-                    struct chunkstore **out);
+		    struct chunkstore **out);
 void chunkstore_close(struct chunkstore *cs); /* NULL-safe */
 uint32_t chunkstore_block_size(const struct chunkstore *cs);
 
 /* Object key of block idx (raw length len) of slice id. */
 void chunkstore_key(uint64_t id, uint32_t idx, uint32_t len, char *buf,
-                    size_t cap);
+		    size_t cap);
 /* Encode and put one block; durable on return. */
 int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
-                         const void *raw, uint32_t len);
+			 const void *raw, uint32_t len);
 /* Copy bytes [off, off+len) of slice (id, size) into buf, fetching the
  * blocks needed. A block that fails its checksum gives EIO (and a log
  * line); a missing block gives EIO too. */
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
-                    uint32_t off, uint32_t len, void *buf);
+		    uint32_t off, uint32_t len, void *buf);
 /* Delete every block of a slice (missing blocks are fine). */
 int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size);
 void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st);

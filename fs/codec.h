@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #define CODEC_HDR_SIZE 24
-#define CODEC_VERSION 1
-#define CODEC_F_LZ4 0x01 /* payload is an LZ4 block */
+#define CODEC_VERSION  1
+#define CODEC_F_LZ4    0x01 /* payload is an LZ4 block */
 
 /* Project-specific errors (negative); positive values are errno. */
 #define CODEC_ECORRUPT (-101) /* bad magic, length, or checksum */
@@ -35,7 +35,7 @@ size_t codec_bound(size_t raw_len);
  * raw_len must be <= 64 MiB. Returns 0 and sets *out_len, or an error.
  */
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
-                 void *out, size_t *out_len);
+		 void *out, size_t *out_len);
 
 /* Raw length declared by a block's header, after checking magic and sizes. */
 int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len);
@@ -47,7 +47,7 @@ int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len);
  * too small. Thread-safe, no allocation.
  */
 int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
-                 size_t *raw_len);
+		 size_t *raw_len);
 
 const char *codec_strerror(int err);
 

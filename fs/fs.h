@@ -15,25 +15,26 @@
 struct fs_opts {
 	const char *meta_url;
 	const char *mountpoint;
-	const char *subdir;      /* mount this directory of the volume as root */
-	const char *fuse_opts;   /* extra -o options, comma separated, or NULL */
+	const char *subdir;    /* mount this directory of the volume as root */
+	const char *fuse_opts; /* extra -o options, comma separated, or NULL */
 	int read_only;
 	int allow_other;
-	double attr_timeout;     /* seconds; < 0: default (1, read-only 3600) */
-	double entry_timeout;    /* seconds; < 0: default (1, read-only 3600) */
-	int max_uploads;         /* uploader threads; 0 = 8 */
-	size_t buffer_size;      /* write buffer budget; 0 = 300 MiB */
-	size_t mem_cache_size;   /* memory block cache; 0 = 256 MiB */
-	int debug;               /* log FUSE requests */
+	double attr_timeout;   /* seconds; < 0: default (1, read-only 3600) */
+	double entry_timeout;  /* seconds; < 0: default (1, read-only 3600) */
+	int max_uploads;       /* uploader threads; 0 = 8 */
+	size_t buffer_size;    /* write buffer budget; 0 = 300 MiB */
+	size_t mem_cache_size; /* memory block cache; 0 = 256 MiB */
+	int debug;	       /* log FUSE requests */
 };
 
 /*
  * ready(arg, err, msg) is called exactly once: err 0 when the mount is up
  * (the caller may then detach from the terminal), or the error and a
  * message (already without secrets) when mounting failed. Returns 0 after a
- * clean unmount, or an error code (positive errno, or a META_E* or OBJSTORE_E* code).
+ * clean unmount, or an error code (positive errno, or a META_E* or OBJSTORE_E*
+ * code).
  */
 int fs_mount(const struct fs_opts *o,
-             void (*ready)(void *arg, int err, const char *msg), void *arg);
+	     void (*ready)(void *arg, int err, const char *msg), void *arg);
 
 #endif

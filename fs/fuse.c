@@ -44,7 +44,7 @@
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
-#define RECLAIM_BATCH 64
+#define RECLAIM_BATCH	64
 
 /* ---- state ---------------------------------------------------------- */
 
@@ -62,24 +62,24 @@ struct wctx {
 };
 
 struct node {
-	uint64_t ino;        /* volume inode number */
-	struct node *next;   /* hash chain; protected by fs->table_lock */
-	uint64_t nlookup;    /* kernel lookups; protected by fs->table_lock */
-	int opens;           /* open handles; protected by fs->table_lock */
-	int pins;            /* in-flight users; protected by fs->table_lock */
-	int meta_open;       /* registered with meta_file_open; protected by
-	                        fs->table_lock */
+	uint64_t ino;	   /* volume inode number */
+	struct node *next; /* hash chain; protected by fs->table_lock */
+	uint64_t nlookup;  /* kernel lookups; protected by fs->table_lock */
+	int opens;	   /* open handles; protected by fs->table_lock */
+	int pins;	   /* in-flight users; protected by fs->table_lock */
+	int meta_open;	   /* registered with meta_file_open; protected by
+			      fs->table_lock */
 
-	pthread_mutex_t lock;   /* after table_lock's release, before writer */
-	struct writer *writer;  /* protected by lock; NULL until first write */
-	struct wctx wctx;       /* the writer's callback argument */
-	uint64_t length;        /* protected by lock: last length we know */
-	int64_t mtime;          /* protected by lock: for keep_cache */
-	uint32_t mtimens;       /* protected by lock */
-	int seen;               /* protected by lock: mtime/length are valid */
-	uint64_t gen;           /* protected by lock: bumped on invalidation */
+	pthread_mutex_t lock;  /* after table_lock's release, before writer */
+	struct writer *writer; /* protected by lock; NULL until first write */
+	struct wctx wctx;      /* the writer's callback argument */
+	uint64_t length;       /* protected by lock: last length we know */
+	int64_t mtime;	       /* protected by lock: for keep_cache */
+	uint32_t mtimens;      /* protected by lock */
+	int seen;	       /* protected by lock: mtime/length are valid */
+	uint64_t gen;	       /* protected by lock: bumped on invalidation */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
-	size_t ncc;                            /* protected by lock */
+	size_t ncc;			       /* protected by lock */
 };
 
 struct fs {
@@ -95,14 +95,14 @@ struct fs {
 	struct fuse_session *se;
 
 	pthread_mutex_t table_lock;
-	struct node **buckets; /* protected by table_lock */
+	struct node **buckets;	 /* protected by table_lock */
 	size_t nbuckets, nnodes; /* protected by table_lock */
 
 	pthread_t reclaimer;
 	int reclaimer_running;
 	pthread_mutex_t rc_lock; /* leaf */
-	pthread_cond_t rc_cond;  /* signalled on stop and on new garbage */
-	int stopping;            /* protected by rc_lock */
+	pthread_cond_t rc_cond;	 /* signalled on stop and on new garbage */
+	int stopping;		 /* protected by rc_lock */
 
 	/* start-up: ready() is called once, after the kernel's INIT was
 	 * answered and a statfs through the mount succeeded */
@@ -180,7 +180,8 @@ static void table_grow(struct fs *fs)
 		struct node *n = fs->buckets[i], *next;
 		for (; n; n = next) {
 			next = n->next;
-			size_t h = (n->ino * 0x9E3779B97F4A7C15ull) >> 40 & (nb - 1);
+			size_t h =
+			    (n->ino * 0x9E3779B97F4A7C15ull) >> 40 & (nb - 1);
 			n->next = b[h];
 			b[h] = n;
 		}
@@ -296,31 +297,45 @@ static void node_note_attr(struct node *n, const struct meta_attr *a)
 static mode_t type_bits(uint8_t type)
 {
 	switch (type) {
-	case META_DIR: return S_IFDIR;
-	case META_SYMLINK: return S_IFLNK;
-	case META_FIFO: return S_IFIFO;
-	case META_BLK: return S_IFBLK;
-	case META_CHR: return S_IFCHR;
-	case META_SOCK: return S_IFSOCK;
-	default: return S_IFREG;
+	case META_DIR:
+		return S_IFDIR;
+	case META_SYMLINK:
+		return S_IFLNK;
+	case META_FIFO:
+		return S_IFIFO;
+	case META_BLK:
+		return S_IFBLK;
+	case META_CHR:
+		return S_IFCHR;
+	case META_SOCK:
+		return S_IFSOCK;
+	default:
+		return S_IFREG;
 	}
 }
 
 static uint8_t meta_type_of(mode_t mode)
 {
 	switch (mode & S_IFMT) {
-	case S_IFDIR: return META_DIR;
-	case S_IFLNK: return META_SYMLINK;
-	case S_IFIFO: return META_FIFO;
-	case S_IFBLK: return META_BLK;
-	case S_IFCHR: return META_CHR;
-	case S_IFSOCK: return META_SOCK;
-	default: return META_FILE;
+	case S_IFDIR:
+		return META_DIR;
+	case S_IFLNK:
+		return META_SYMLINK;
+	case S_IFIFO:
+		return META_FIFO;
+	case S_IFBLK:
+		return META_BLK;
+	case S_IFCHR:
+		return META_CHR;
+	case S_IFSOCK:
+		return META_SOCK;
+	default:
+		return META_FILE;
 	}
 }
 
 static void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
-                         uint64_t length, struct stat *st)
+			 uint64_t length, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = f_ino(fs, ino);
@@ -342,7 +357,7 @@ static void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 
 /* Length as this client sees it: buffered writes count. */
 static uint64_t visible_length(struct fs *fs, uint64_t ino,
-                               const struct meta_attr *a)
+			       const struct meta_attr *a)
 {
 	uint64_t len = a->length;
 	struct node *n = node_get(fs, ino, 0);
@@ -360,7 +375,7 @@ static uint64_t visible_length(struct fs *fs, uint64_t ino,
 }
 
 static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
-                        const struct meta_attr *a)
+			const struct meta_attr *a)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
@@ -371,11 +386,12 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &e.attr);
 	node_lookup_ref(fs, ino);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
-		node_forget(fs, ino, 1); /* interrupted: the kernel never saw it */
+		node_forget(fs, ino,
+			    1); /* interrupted: the kernel never saw it */
 }
 
 static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t ino,
-                       const struct meta_attr *a)
+		       const struct meta_attr *a)
 {
 	struct stat st;
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &st);
@@ -392,7 +408,7 @@ static int wcb_new_id(void *arg, uint64_t *id)
 
 /* Called with node->lock held (from writer_flush / writer_write). */
 static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
-                      size_t n)
+		      size_t n)
 {
 	struct wctx *c = arg;
 	struct meta_attr a;
@@ -411,8 +427,8 @@ static int node_writer(struct fs *fs, struct node *n, struct writer **out)
 		n->wctx.fs = fs;
 		n->wctx.node = n;
 		struct writer_cbs cbs = {.arg = &n->wctx,
-		                         .new_id = wcb_new_id,
-		                         .commit = wcb_commit};
+					 .new_id = wcb_new_id,
+					 .commit = wcb_commit};
 		int err = writer_open(fs->pool, n->ino, &cbs, &n->writer);
 		if (err)
 			return err;
@@ -444,7 +460,7 @@ struct rctx {
 };
 
 static int rcb_chunk(void *arg, uint64_t ino, uint32_t idx,
-                     struct meta_slice **s, size_t *n)
+		     struct meta_slice **s, size_t *n)
 {
 	struct rctx *c = arg;
 	struct node *nd = c->node;
@@ -538,7 +554,8 @@ static void flush_all(struct fs *fs)
 		int err = node_flush(victim);
 		if (err)
 			log_err("flush of inode %llu at unmount failed: %s",
-			        (unsigned long long)victim->ino, gr_strerror(err));
+				(unsigned long long)victim->ino,
+				gr_strerror(err));
 		node_writer_close(victim);
 		pthread_mutex_unlock(&victim->lock);
 		node_unpin(fs, victim);
@@ -571,7 +588,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
-                            struct fuse_forget_data *forgets)
+			    struct fuse_forget_data *forgets)
 {
 	struct fs *fs = fs_of(req);
 	for (size_t i = 0; i < count; i++)
@@ -580,7 +597,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
-                       struct fuse_file_info *fi)
+		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
@@ -593,7 +610,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 /* Translate FUSE's to_set into META_SET_* and the values in `in`. */
 static int setattr_fields(const struct stat *st, int to_set,
-                          struct meta_attr *in)
+			  struct meta_attr *in)
 {
 	int set = 0;
 	memset(in, 0, sizeof(*in));
@@ -629,7 +646,7 @@ static int setattr_fields(const struct stat *st, int to_set,
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
-                       int to_set, struct fuse_file_info *fi)
+		       int to_set, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	uint64_t ino = m_ino(fs, fino);
@@ -686,34 +703,34 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
-                      mode_t mode, dev_t rdev, const char *link)
+		      mode_t mode, dev_t rdev, const char *link)
 {
 	struct fs *fs = fs_of(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
-	int err = meta_mknod(fs->meta, m_ino(fs, parent), name,
-	                     meta_type_of(mode), mode & 07777, ctx->uid,
-	                     ctx->gid, rdev, link, &ino, &a);
+	int err =
+	    meta_mknod(fs->meta, m_ino(fs, parent), name, meta_type_of(mode),
+		       mode & 07777, ctx->uid, ctx->gid, rdev, link, &ino, &a);
 	if (err)
 		return reply_err(req, "create", err);
 	reply_entry(req, fs, ino, &a);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-                     mode_t mode, dev_t rdev)
+		     mode_t mode, dev_t rdev)
 {
 	make_node(req, parent, name, mode, rdev, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-                     mode_t mode)
+		     mode_t mode)
 {
 	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-                       const char *name)
+		       const char *name)
 {
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
@@ -737,24 +754,24 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                      fuse_ino_t newparent, const char *newname,
-                      unsigned int flags)
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
 {
 	struct fs *fs = fs_of(req);
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return reply_err(req, "rename", EINVAL);
 	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
-	                      m_ino(fs, newparent), newname, flags);
+			      m_ino(fs, newparent), newname, flags);
 	reply_err(req, "rename", err);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-                    const char *newname)
+		    const char *newname)
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
 	int err = meta_link(fs->meta, m_ino(fs, ino), m_ino(fs, newparent),
-	                    newname, &a);
+			    newname, &a);
 	if (err)
 		return reply_err(req, "link", err);
 	reply_entry(req, fs, m_ino(fs, ino), &a);
@@ -796,7 +813,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 /* Register an open of n (first local open registers with the volume, so
  * an unlink elsewhere keeps the inode) and fill fi. */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
-                     struct meta_attr *a)
+		     struct meta_attr *a)
 {
 	int first, err;
 	pthread_mutex_lock(&fs->table_lock);
@@ -820,7 +837,7 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 
 	pthread_mutex_lock(&n->lock);
 	int unchanged = n->seen && n->length == a->length &&
-	                n->mtime == a->mtime && n->mtimens == a->mtimens;
+			n->mtime == a->mtime && n->mtimens == a->mtimens;
 	/* close-to-open: forget slice lists another client may have changed */
 	if (!unchanged || !n->writer)
 		chunk_cache_clear(n);
@@ -858,15 +875,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-                      mode_t mode, struct fuse_file_info *fi)
+		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
-	int err = meta_mknod(fs->meta, m_ino(fs, parent), name, META_FILE,
-	                     mode & 07777, ctx->uid, ctx->gid, 0, NULL, &ino,
-	                     &a);
+	int err =
+	    meta_mknod(fs->meta, m_ino(fs, parent), name, META_FILE,
+		       mode & 07777, ctx->uid, ctx->gid, 0, NULL, &ino, &a);
 	if (err)
 		return reply_err(req, "create", err);
 	struct node *n = node_get(fs, ino, 1);
@@ -892,7 +909,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+		    struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
@@ -914,7 +931,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0;
 	struct rctx rc = {fs, n};
 	err = reader_read(fs->cs, n->ino, length, off, size, buf, &got,
-	                  rcb_chunk, &rc);
+			  rcb_chunk, &rc);
 	if (err)
 		reply_err(req, "read", err);
 	else
@@ -923,7 +940,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-                     size_t size, off_t off, struct fuse_file_info *fi)
+		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
@@ -954,14 +971,14 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-                     struct fuse_file_info *fi)
+		     struct fuse_file_info *fi)
 {
 	(void)datasync;
 	op_flush(req, ino, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
-                       struct fuse_file_info *fi)
+		       struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
@@ -980,7 +997,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		 * could not be uploaded is dropped, as the error said */
 		if (err)
 			log_err("write-back of inode %llu at close failed: %s",
-			        (unsigned long long)n->ino, gr_strerror(err));
+				(unsigned long long)n->ino, gr_strerror(err));
 		node_writer_close(n);
 		pthread_mutex_unlock(&n->lock);
 
@@ -993,8 +1010,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 			err = meta_file_close(fs->meta, n->ino);
 			if (err)
 				log_err("close of inode %llu: %s",
-				        (unsigned long long)n->ino,
-				        gr_strerror(err));
+					(unsigned long long)n->ino,
+					gr_strerror(err));
 			pthread_mutex_lock(&fs->rc_lock);
 			pthread_cond_signal(&fs->rc_cond);
 			pthread_mutex_unlock(&fs->rc_lock);
@@ -1008,7 +1025,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 /* Cover [off, off+len) with hole slices (id 0): reads give zeros. The
  * range is cut at `limit` (the length, for modes that keep the size). */
 static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
-                       uint64_t limit, struct meta_attr *a)
+		       uint64_t limit, struct meta_attr *a)
 {
 	uint64_t end = off + len < limit ? off + len : limit;
 	struct meta_chunk_slice s[64];
@@ -1021,8 +1038,8 @@ static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		if (take > end - off)
 			take = end - off;
 		s[n].idx = idx;
-		s[n].s = (struct meta_slice){.id = 0, .size = take, .off = 0,
-		                             .len = take, .pos = pos};
+		s[n].s = (struct meta_slice){
+		    .id = 0, .size = take, .off = 0, .len = take, .pos = pos};
 		n++;
 		off += take;
 		if (n == 64 || off >= end) {
@@ -1034,7 +1051,7 @@ static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
-                         off_t len, struct fuse_file_info *fi)
+			 off_t len, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
@@ -1043,7 +1060,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	int err;
 	(void)ino;
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
-	             FALLOC_FL_ZERO_RANGE))
+		     FALLOC_FL_ZERO_RANGE))
 		return reply_err(req, "fallocate", EOPNOTSUPP);
 	if ((mode & FALLOC_FL_PUNCH_HOLE) &&
 	    (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
@@ -1056,14 +1073,14 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		err = meta_getattr(fs->meta, n->ino, &a);
 		if (!err)
 			err = write_holes(fs, n->ino, off, len,
-			                  (mode & FALLOC_FL_KEEP_SIZE)
-			                      ? a.length
-			                      : (uint64_t)off + len,
-			                  &a);
+					  (mode & FALLOC_FL_KEEP_SIZE)
+					      ? a.length
+					      : (uint64_t)off + len,
+					  &a);
 		chunk_cache_clear(n);
 	} else if (!err) {
-		err = meta_fallocate(fs->meta, n->ino, mode & FALLOC_FL_KEEP_SIZE,
-		                     off, len, &a);
+		err = meta_fallocate(fs->meta, n->ino,
+				     mode & FALLOC_FL_KEEP_SIZE, off, len, &a);
 	}
 	if (!err)
 		node_note_attr(n, &a);
@@ -1074,7 +1091,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 /* ---- directories ---------------------------------------------------- */
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
-                       struct fuse_file_info *fi)
+		       struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct dirh *d = calloc(1, sizeof(*d));
@@ -1089,7 +1106,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi, int plus)
+		       struct fuse_file_info *fi, int plus)
 {
 	struct fs *fs = fs_of(req);
 	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
@@ -1103,7 +1120,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		d->n = 0;
 		d->loaded = 0;
 		err = meta_readdir(fs->meta, m_ino(fs, ino), plus, &d->ents,
-		                   &d->n);
+				   &d->n);
 		if (err)
 			goto out;
 		d->loaded = 1;
@@ -1147,21 +1164,20 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				ep.attr_timeout = fs->attr_timeout;
 				ep.entry_timeout = fs->entry_timeout;
 				attr_to_stat(fs, eino, &e->attr,
-				             visible_length(fs, eino, &e->attr),
-				             &ep.attr);
+					     visible_length(fs, eino, &e->attr),
+					     &ep.attr);
 			} else {
 				ep.attr = st;
 			}
-			need = fuse_add_direntry_plus(req, buf + pos,
-			                              size - pos, name, &ep,
-			                              i + 1);
+			need = fuse_add_direntry_plus(
+			    req, buf + pos, size - pos, name, &ep, i + 1);
 			if (need > size - pos)
 				break;
 			if (e)
 				node_lookup_ref(fs, eino);
 		} else {
 			need = fuse_add_direntry(req, buf + pos, size - pos,
-			                         name, &st, i + 1);
+						 name, &st, i + 1);
 			if (need > size - pos)
 				break;
 		}
@@ -1177,19 +1193,19 @@ out:
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+		       struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-                           off_t off, struct fuse_file_info *fi)
+			   off_t off, struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
-                          struct fuse_file_info *fi)
+			  struct fuse_file_info *fi)
 {
 	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
 	(void)ino;
@@ -1200,7 +1216,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
-                        struct fuse_file_info *fi)
+			struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)datasync;
@@ -1218,7 +1234,7 @@ static int acl_name(const char *name)
 
 /* size 0 asks for the length; a buffer too small is ERANGE */
 static void reply_xattr_value(fuse_req_t req, size_t size, const void *v,
-                              size_t n)
+			      size_t n)
 {
 	if (size == 0)
 		fuse_reply_xattr(req, n);
@@ -1229,18 +1245,18 @@ static void reply_xattr_value(fuse_req_t req, size_t size, const void *v,
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-                        const char *value, size_t size, int flags)
+			const char *value, size_t size, int flags)
 {
 	struct fs *fs = fs_of(req);
 	if (acl_name(name))
 		return reply_err(req, "setxattr", EOPNOTSUPP);
-	reply_err(req, "setxattr",
-	          meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size,
-	                        flags));
+	reply_err(
+	    req, "setxattr",
+	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-                        size_t size)
+			size_t size)
 {
 	struct fs *fs = fs_of(req);
 	void *v;
@@ -1270,44 +1286,44 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	reply_err(req, "removexattr",
-	          meta_removexattr(fs->meta, m_ino(fs, ino), name));
+		  meta_removexattr(fs->meta, m_ino(fs, ino), name));
 }
 
 static const struct fuse_lowlevel_ops granary_ops = {
-	.init = op_init,
-	.destroy = op_destroy,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.setattr = op_setattr,
-	.readlink = op_readlink,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.symlink = op_symlink,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.rename = op_rename,
-	.link = op_link,
-	.open = op_open,
-	.create = op_create,
-	.read = op_read,
-	.write = op_write,
-	.flush = op_flush,
-	.fsync = op_fsync,
-	.release = op_release,
-	.fallocate = op_fallocate,
-	.opendir = op_opendir,
-	.readdir = op_readdir,
-	.readdirplus = op_readdirplus,
-	.releasedir = op_releasedir,
-	.fsyncdir = op_fsyncdir,
-	.statfs = op_statfs,
-	.access = op_access,
-	.setxattr = op_setxattr,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
+    .init = op_init,
+    .destroy = op_destroy,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .create = op_create,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
+    .release = op_release,
+    .fallocate = op_fallocate,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .fsyncdir = op_fsyncdir,
+    .statfs = op_statfs,
+    .access = op_access,
+    .setxattr = op_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = op_removexattr,
 };
 
 /* ---- background reclamation ----------------------------------------- */
@@ -1324,13 +1340,13 @@ static void *reclaimer_main(void *arg)
 		if (err)
 			log_warn("reclaim: %s", gr_strerror(err));
 		for (size_t i = 0; i < n; i++) {
-			int e = chunkstore_delete(fs->cs, dead[i].id,
-			                          dead[i].size);
+			int e =
+			    chunkstore_delete(fs->cs, dead[i].id, dead[i].size);
 			if (e)
 				log_warn("reclaim: cannot delete slice %llu: "
-				         "%s (gc will find it)",
-				         (unsigned long long)dead[i].id,
-				         gr_strerror(e));
+					 "%s (gc will find it)",
+					 (unsigned long long)dead[i].id,
+					 gr_strerror(e));
 		}
 		pthread_mutex_lock(&fs->rc_lock);
 		if (!fs->stopping && (n == 0 || err)) {
@@ -1372,11 +1388,11 @@ static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
 }
 
 static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
-                      int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+		      int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
-                      int err, const char *fmt, ...)
+		      int err, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -1415,7 +1431,7 @@ static void *ready_watcher(void *arg)
 	pthread_mutex_lock(&fs->ready_lock);
 	while (!fs->inited && !fs->loop_done)
 		if (pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock,
-		                           &ts) == ETIMEDOUT)
+					   &ts) == ETIMEDOUT)
 			break;
 	int inited = fs->inited, done = fs->loop_done;
 	pthread_mutex_unlock(&fs->ready_lock);
@@ -1423,14 +1439,14 @@ static void *ready_watcher(void *arg)
 		return NULL; /* the loop ended: fs_mount reports */
 	if (!inited) {
 		report_ready(fs, ETIMEDOUT,
-		             "the kernel did not start the mount within 30 s");
+			     "the kernel did not start the mount within 30 s");
 		return NULL;
 	}
 	struct statvfs sv;
 	if (statvfs(fs->o->mountpoint, &sv) != 0) {
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "mount on '%s' does not answer: %s",
-		         fs->o->mountpoint, strerror(errno));
+			 fs->o->mountpoint, strerror(errno));
 		report_ready(fs, errno, msg);
 		return NULL;
 	}
@@ -1439,7 +1455,7 @@ static void *ready_watcher(void *arg)
 }
 
 int fs_mount(const struct fs_opts *o,
-             void (*ready)(void *arg, int err, const char *msg), void *arg)
+	     void (*ready)(void *arg, int err, const char *msg), void *arg)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	char url[1024], mopts[2048];
@@ -1450,11 +1466,11 @@ int fs_mount(const struct fs_opts *o,
 	fs->o = o;
 	fs->read_only = o->read_only;
 	fs->attr_timeout = o->attr_timeout >= 0 ? o->attr_timeout
-	                   : o->read_only       ? 3600
-	                                        : 1;
+			   : o->read_only	? 3600
+						: 1;
 	fs->entry_timeout = o->entry_timeout >= 0 ? o->entry_timeout
-	                    : o->read_only        ? 3600
-	                                          : 1;
+			    : o->read_only	  ? 3600
+						  : 1;
 	pthread_mutex_init(&fs->table_lock, NULL);
 	pthread_mutex_init(&fs->rc_lock, NULL);
 	pthread_cond_init(&fs->rc_cond, NULL);
@@ -1473,44 +1489,48 @@ int fs_mount(const struct fs_opts *o,
 	struct meta_opts mo = {.read_only = o->read_only};
 	err = meta_open(o->meta_url, &mo, &fs->meta);
 	if (err) {
-		err = mount_fail(ready, arg, err, "cannot open metadata '%s': %s",
-		                 url, gr_strerror(err));
+		err =
+		    mount_fail(ready, arg, err, "cannot open metadata '%s': %s",
+			       url, gr_strerror(err));
 		goto free_fs;
 	}
 	err = meta_load_volume(fs->meta, &fs->vol);
 	if (err) {
-		err = mount_fail(ready, arg, err, "cannot load volume from '%s': %s",
-		                 url, gr_strerror(err));
+		err = mount_fail(ready, arg, err,
+				 "cannot load volume from '%s': %s", url,
+				 gr_strerror(err));
 		goto close_meta;
 	}
 	struct objstore_creds creds = {
-		.access_key = fs->vol.access_key[0] ? fs->vol.access_key : NULL,
-		.secret_key = fs->vol.secret_key[0] ? fs->vol.secret_key : NULL,
+	    .access_key = fs->vol.access_key[0] ? fs->vol.access_key : NULL,
+	    .secret_key = fs->vol.secret_key[0] ? fs->vol.secret_key : NULL,
 	};
 	err = objstore_open(fs->vol.storage, &creds, &fs->store);
 	if (err) {
-		err = mount_fail(ready, arg, err, "cannot open storage '%s': %s",
-		                 fs->vol.storage, gr_strerror(err));
+		err =
+		    mount_fail(ready, arg, err, "cannot open storage '%s': %s",
+			       fs->vol.storage, gr_strerror(err));
 		goto close_meta;
 	}
 	struct chunkstore_opts co = {
-		.block_size = fs->vol.block_size,
-		.compress = fs->vol.compress,
-		.mem_cache_bytes = o->mem_cache_size ? o->mem_cache_size
-		                                     : 256u << 20,
+	    .block_size = fs->vol.block_size,
+	    .compress = fs->vol.compress,
+	    .mem_cache_bytes =
+		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
 	};
 	err = chunkstore_open(fs->store, &co, &fs->cs);
 	if (err) {
-		err = mount_fail(ready, arg, err, "cannot set up block store: %s",
-		                 gr_strerror(err));
+		err =
+		    mount_fail(ready, arg, err, "cannot set up block store: %s",
+			       gr_strerror(err));
 		goto close_store;
 	}
-	err = wpool_open(fs->cs, o->max_uploads ? o->max_uploads : 8,
-	                 o->buffer_size ? o->buffer_size : 300u << 20,
-	                 &fs->pool);
+	err =
+	    wpool_open(fs->cs, o->max_uploads ? o->max_uploads : 8,
+		       o->buffer_size ? o->buffer_size : 300u << 20, &fs->pool);
 	if (err) {
 		err = mount_fail(ready, arg, err, "cannot start uploaders: %s",
-		                 gr_strerror(err));
+				 gr_strerror(err));
 		goto close_cs;
 	}
 	fs->root = META_ROOT_INO;
@@ -1518,32 +1538,33 @@ int fs_mount(const struct fs_opts *o,
 		err = resolve_subdir(fs, o->subdir, &fs->root);
 		if (err) {
 			err = mount_fail(ready, arg, err,
-			                 "cannot mount subdirectory '%s': %s",
-			                 o->subdir, gr_strerror(err));
+					 "cannot mount subdirectory '%s': %s",
+					 o->subdir, gr_strerror(err));
 			goto close_pool;
 		}
 	}
 	err = meta_session_open(fs->meta, o->mountpoint);
 	if (err) {
 		err = mount_fail(ready, arg, err, "cannot register session: %s",
-		                 gr_strerror(err));
+				 gr_strerror(err));
 		goto close_pool;
 	}
 
-	snprintf(mopts, sizeof(mopts),
-	         "fsname=granary:%s,subtype=granary,default_permissions%s%s%s%s",
-	         fs->vol.name, o->allow_other ? ",allow_other" : "",
-	         o->read_only ? ",ro" : "",
-	         o->fuse_opts && *o->fuse_opts ? "," : "",
-	         o->fuse_opts ? o->fuse_opts : "");
+	snprintf(
+	    mopts, sizeof(mopts),
+	    "fsname=granary:%s,subtype=granary,default_permissions%s%s%s%s",
+	    fs->vol.name, o->allow_other ? ",allow_other" : "",
+	    o->read_only ? ",ro" : "", o->fuse_opts && *o->fuse_opts ? "," : "",
+	    o->fuse_opts ? o->fuse_opts : "");
 	char *argv[] = {"granary", "-o", mopts, "-d", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
 	fs->se = fuse_session_new(&args, &granary_ops, sizeof(granary_ops), fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {
-		err = mount_fail(ready, arg, EINVAL,
-		                 "cannot start FUSE session (bad -o options '%s'?)",
-		                 o->fuse_opts ? o->fuse_opts : "");
+		err = mount_fail(
+		    ready, arg, EINVAL,
+		    "cannot start FUSE session (bad -o options '%s'?)",
+		    o->fuse_opts ? o->fuse_opts : "");
 		goto close_session;
 	}
 	if (fuse_set_signal_handlers(fs->se) != 0) {
@@ -1552,7 +1573,7 @@ int fs_mount(const struct fs_opts *o,
 	}
 	if (fuse_session_mount(fs->se, o->mountpoint) != 0) {
 		err = mount_fail(ready, arg, EIO, "cannot mount on '%s'",
-		                 o->mountpoint);
+				 o->mountpoint);
 		goto remove_handlers;
 	}
 	if (!o->read_only &&
@@ -1560,7 +1581,7 @@ int fs_mount(const struct fs_opts *o,
 		fs->reclaimer_running = 1;
 
 	log_info("mounted volume '%s' (%s) on %s", fs->vol.name,
-	         fs->vol.storage, o->mountpoint);
+		 fs->vol.storage, o->mountpoint);
 	pthread_t watcher;
 	int watching = pthread_create(&watcher, NULL, ready_watcher, fs) == 0;
 	if (!watching)
@@ -1585,8 +1606,8 @@ int fs_mount(const struct fs_opts *o,
 	{
 		char msg[1200];
 		snprintf(msg, sizeof(msg),
-		         "the mount on '%s' stopped while starting: %s",
-		         o->mountpoint, strerror(err ? err : EPROTO));
+			 "the mount on '%s' stopped while starting: %s",
+			 o->mountpoint, strerror(err ? err : EPROTO));
 		report_ready(fs, err ? err : EPROTO, msg);
 	}
 

@@ -20,12 +20,12 @@
 #include <stdint.h>
 
 /* Project-specific errors (negative); positive values are errno. */
-#define OBJSTORE_EURL (-201)        /* malformed or unsupported URL */
-#define OBJSTORE_ENOBUCKET (-202)   /* bucket does not exist */
-#define OBJSTORE_EAUTH (-203)       /* access key or signature refused */
-#define OBJSTORE_EUNREACH (-204)    /* cannot connect / resolve / timed out */
-#define OBJSTORE_ESERVER (-205)     /* server error after all retries */
-#define OBJSTORE_ENOCREDS (-206)    /* s3 URL but no access key/secret */
+#define OBJSTORE_EURL	   (-201) /* malformed or unsupported URL */
+#define OBJSTORE_ENOBUCKET (-202) /* bucket does not exist */
+#define OBJSTORE_EAUTH	   (-203) /* access key or signature refused */
+#define OBJSTORE_EUNREACH  (-204) /* cannot connect / resolve / timed out */
+#define OBJSTORE_ESERVER   (-205) /* server error after all retries */
+#define OBJSTORE_ENOCREDS  (-206) /* s3 URL but no access key/secret */
 
 struct objstore;
 
@@ -39,13 +39,13 @@ typedef int (*objstore_list_fn)(void *arg, const char *key, uint64_t size);
 struct objstore_ops {
 	const char *scheme;
 	int (*get)(struct objstore *s, const char *key, uint64_t off,
-	           size_t len, void **data, size_t *got);
+		   size_t len, void **data, size_t *got);
 	int (*put)(struct objstore *s, const char *key, const void *data,
-	           size_t len);
+		   size_t len);
 	int (*del)(struct objstore *s, const char *key);
 	int (*head)(struct objstore *s, const char *key, uint64_t *size);
 	int (*list)(struct objstore *s, const char *prefix, objstore_list_fn fn,
-	            void *arg);
+		    void *arg);
 	void (*close)(struct objstore *s);
 };
 
@@ -63,7 +63,7 @@ struct objstore {
  * network; use objstore_probe() to check reachability and permissions.
  */
 int objstore_open(const char *url, const struct objstore_creds *creds,
-                  struct objstore **out);
+		  struct objstore **out);
 void objstore_close(struct objstore *s); /* NULL-safe */
 
 /*
@@ -75,11 +75,11 @@ void objstore_close(struct objstore *s); /* NULL-safe */
  * the object; an off at or past the end gives 0 with *got = 0). ENOENT: no
  * such object.
  */
-int objstore_get(struct objstore *s, const char *key, uint64_t off,
-                 size_t len, void **data, size_t *got);
+int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
+		 void **data, size_t *got);
 /* Store the object whole; on return it is durable (fsync'd / acknowledged). */
 int objstore_put(struct objstore *s, const char *key, const void *data,
-                 size_t len);
+		 size_t len);
 /* Delete; a missing object is not an error. */
 int objstore_del(struct objstore *s, const char *key);
 /* Size of the object; ENOENT if missing. */
@@ -87,7 +87,7 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size);
 /* Call fn for each object whose key starts with prefix (any order); a
  * non-zero return from fn stops the listing and is returned. */
 int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
-                  void *arg);
+		  void *arg);
 
 /*
  * Check that the store is reachable and writable: put, head, get and

@@ -13,7 +13,7 @@
 /* Return the (unresolved, oldest first) slice list of chunk idx of ino;
  * *s is malloc'd and freed by the reader. */
 typedef int (*reader_chunk_fn)(void *arg, uint64_t ino, uint32_t idx,
-                               struct meta_slice **s, size_t *n);
+			       struct meta_slice **s, size_t *n);
 
 /*
  * Read up to len bytes at off of a file of `length` bytes into buf; *got is
@@ -21,7 +21,7 @@ typedef int (*reader_chunk_fn)(void *arg, uint64_t ino, uint32_t idx,
  * block, or what fn returns.
  */
 int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
-                uint64_t off, size_t len, void *buf, size_t *got,
-                reader_chunk_fn fn, void *arg);
+		uint64_t off, size_t len, void *buf, size_t *got,
+		reader_chunk_fn fn, void *arg);
 
 #endif

@@ -15,6 +15,6 @@
  * are left out: the reader fills them with zeros. Returns 0 or ENOMEM.
  */
 int slice_resolve(const struct meta_slice *in, size_t n,
-                  struct meta_slice **out, size_t *nout);
+		  struct meta_slice **out, size_t *nout);
 
 #endif

@@ -29,17 +29,17 @@ struct writer_cbs {
 	int (*new_id)(void *arg, uint64_t *id);
 	/* Commit slices of ino in order; called from writer_flush. */
 	int (*commit)(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
-	              size_t n);
+		      size_t n);
 };
 
 /* uploaders: threads (1..64); buffer_size: bytes shared by all writers. */
 int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
-               struct wpool **out);
+	       struct wpool **out);
 void wpool_close(struct wpool *p); /* NULL-safe; all writers closed first */
 size_t wpool_buffered(struct wpool *p); /* bytes held now */
 
 int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,
-                struct writer **out);
+		struct writer **out);
 /* Buffer len bytes at file offset off. May block on the shared budget.
  * Returns the sticky error of an earlier failed upload, if any. */
 int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len);

@@ -15,31 +15,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define META_ROOT_INO 1
-#define META_CHUNK_SIZE (64u << 20) /* a file is cut into chunks by offset */
+#define META_ROOT_INO	    1
+#define META_CHUNK_SIZE	    (64u << 20) /* a file is cut into chunks by offset */
 #define META_FORMAT_VERSION 1
-#define META_NAME_MAX 255
+#define META_NAME_MAX	    255
 
 #define META_ENOVOLUME (-301) /* the database holds no granary volume */
-#define META_EEXIST (-302)    /* a volume already exists (format w/o force) */
-#define META_EUNREACH (-303)  /* cannot reach the metadata server */
-#define META_EURL (-304)      /* malformed metadata URL */
-#define META_EVERSION (-305)  /* volume written by a newer granary */
-#define META_EAUTH (-306)     /* password refused */
-#define META_EPROTO (-307)    /* unexpected reply (corrupt record, bug) */
+#define META_EEXIST    (-302) /* a volume already exists (format w/o force) */
+#define META_EUNREACH  (-303) /* cannot reach the metadata server */
+#define META_EURL      (-304) /* malformed metadata URL */
+#define META_EVERSION  (-305) /* volume written by a newer granary */
+#define META_EAUTH     (-306) /* password refused */
+#define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
 
 enum meta_type {
-	META_FILE = 1, META_DIR, META_SYMLINK, META_FIFO, META_BLK, META_CHR,
+	META_FILE = 1,
+	META_DIR,
+	META_SYMLINK,
+	META_FIFO,
+	META_BLK,
+	META_CHR,
 	META_SOCK
 };
 
 struct meta_attr {
-	uint8_t type;   /* enum meta_type */
-	uint16_t mode;  /* permission bits incl. setuid/setgid/sticky (07777) */
+	uint8_t type;  /* enum meta_type */
+	uint16_t mode; /* permission bits incl. setuid/setgid/sticky (07777) */
 	uint32_t uid, gid, nlink, rdev;
 	uint64_t length;
-	uint64_t parent; /* directories: their parent; others: 0 */
-	int64_t atime, mtime, ctime;       /* seconds */
+	uint64_t parent;	     /* directories: their parent; others: 0 */
+	int64_t atime, mtime, ctime; /* seconds */
 	uint32_t atimens, mtimens, ctimens; /* nanoseconds */
 };
 
@@ -64,19 +69,19 @@ struct meta_volume {
 	char storage[1024];   /* storage URL, without credentials */
 	char access_key[256]; /* may be empty: taken from the environment */
 	char secret_key[256];
-	uint32_t block_size;  /* bytes, <= 16 MiB */
-	uint32_t compress;    /* enum codec_compress */
+	uint32_t block_size; /* bytes, <= 16 MiB */
+	uint32_t compress;   /* enum codec_compress */
 	uint32_t format_version;
-	uint64_t capacity;    /* bytes, 0 = unlimited */
-	int64_t created;      /* unix seconds */
+	uint64_t capacity; /* bytes, 0 = unlimited */
+	int64_t created;   /* unix seconds */
 };
 
 struct meta_opts {
-	int pool_size;      /* connections; 0 = 8 */
-	int read_only;      /* refuse changes to files and the namespace with
-	                       EROFS; sessions and opens are still recorded */
-	int session_ttl;    /* seconds without heartbeat before a session is
-	                       dead; 0 = 60 */
+	int pool_size;	 /* connections; 0 = 8 */
+	int read_only;	 /* refuse changes to files and the namespace with
+			    EROFS; sessions and opens are still recorded */
+	int session_ttl; /* seconds without heartbeat before a session is
+			    dead; 0 = 60 */
 };
 
 struct meta;
@@ -92,7 +97,9 @@ void meta_url_redact(const char *url, char *buf, size_t cap);
  * wipes every granary key in the database first). */
 int meta_format(struct meta *m, const struct meta_volume *v, int force);
 int meta_load_volume(struct meta *m, struct meta_volume *v);
-struct meta_usage { uint64_t used_bytes, inodes; };
+struct meta_usage {
+	uint64_t used_bytes, inodes;
+};
 int meta_usage(struct meta *m, struct meta_usage *u);
 
 /* ---- sessions -------------------------------------------------------- */
@@ -113,36 +120,35 @@ int meta_clean_sessions(struct meta *m, size_t *n);
 /* ---- namespace ------------------------------------------------------- */
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name,
-                uint64_t *ino, struct meta_attr *a);
+		uint64_t *ino, struct meta_attr *a);
 
-#define META_SET_MODE 0x01
-#define META_SET_UID 0x02
-#define META_SET_GID 0x04
-#define META_SET_ATIME 0x08
-#define META_SET_MTIME 0x10
+#define META_SET_MODE	   0x01
+#define META_SET_UID	   0x02
+#define META_SET_GID	   0x04
+#define META_SET_ATIME	   0x08
+#define META_SET_MTIME	   0x10
 #define META_SET_ATIME_NOW 0x20
 #define META_SET_MTIME_NOW 0x40
-#define META_SET_CTIME 0x80 /* touch ctime only */
+#define META_SET_CTIME	   0x80 /* touch ctime only */
 /* Change the fields named in `set` (values from in); ctime is updated.
  * chown clears setuid/setgid on non-directories as the kernel expects. */
 int meta_setattr(struct meta *m, uint64_t ino, int set,
-                 const struct meta_attr *in, struct meta_attr *out);
+		 const struct meta_attr *in, struct meta_attr *out);
 /* Set the length; data past a shorter length is released, and reads of a
  * later extension return zeros. */
 int meta_truncate(struct meta *m, uint64_t ino, uint64_t length,
-                  struct meta_attr *out);
+		  struct meta_attr *out);
 /* mode 0 or FALLOC_FL_KEEP_SIZE (others EOPNOTSUPP); extends the length to
  * off+len unless KEEP_SIZE. */
 int meta_fallocate(struct meta *m, uint64_t ino, int mode, uint64_t off,
-                   uint64_t len, struct meta_attr *out);
+		   uint64_t len, struct meta_attr *out);
 
 /* Create a node of `type` (symlink: target). mode has the umask applied.
  * The new inode inherits the parent's gid (and dirs its setgid bit) when
  * the parent is setgid. EEXIST, ENOENT, ENOTDIR, ENAMETOOLONG. */
-int meta_mknod(struct meta *m, uint64_t parent, const char *name,
-               uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
-               uint32_t rdev, const char *symlink, uint64_t *ino,
-               struct meta_attr *a);
+int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
+	       uint16_t mode, uint32_t uid, uint32_t gid, uint32_t rdev,
+	       const char *symlink, uint64_t *ino, struct meta_attr *a);
 /* Remove a non-directory entry. If that was the last link and the file is
  * open by any live session, the inode stays (nlink 0) until the last
  * meta_file_close; otherwise its data is queued for reclamation. */
@@ -150,9 +156,9 @@ int meta_unlink(struct meta *m, uint64_t parent, const char *name);
 int meta_rmdir(struct meta *m, uint64_t parent, const char *name);
 /* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (linux/fs.h values). */
 int meta_rename(struct meta *m, uint64_t parent, const char *name,
-                uint64_t newparent, const char *newname, unsigned flags);
+		uint64_t newparent, const char *newname, unsigned flags);
 int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
-              const char *newname, struct meta_attr *a);
+	      const char *newname, struct meta_attr *a);
 int meta_readlink(struct meta *m, uint64_t ino, char **target); /* malloc */
 
 struct meta_dirent {
@@ -163,7 +169,7 @@ struct meta_dirent {
 };
 /* All entries of a directory ("." and ".." not included). */
 int meta_readdir(struct meta *m, uint64_t ino, int plus,
-                 struct meta_dirent **ents, size_t *n);
+		 struct meta_dirent **ents, size_t *n);
 void meta_dirents_free(struct meta_dirent *ents, size_t n);
 
 /* ---- files ----------------------------------------------------------- */
@@ -174,20 +180,20 @@ int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a);
 int meta_file_close(struct meta *m, uint64_t ino);
 /* The slice list of one chunk, oldest first (caller frees *s). */
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
-                    struct meta_slice **s, size_t *n);
+		    struct meta_slice **s, size_t *n);
 /* A new globally unique slice id (handed out in batches). */
 int meta_new_slice_id(struct meta *m, uint64_t *id);
 /* Append slices (in order) and raise the length to cover them; sets mtime
  * and ctime. *a receives the new attributes if a is not NULL. */
 int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
-               size_t n, struct meta_attr *a);
+	       size_t n, struct meta_attr *a);
 
 /* ---- xattrs ---------------------------------------------------------- */
 /* flags: XATTR_CREATE / XATTR_REPLACE. ENODATA when missing. */
 int meta_setxattr(struct meta *m, uint64_t ino, const char *name,
-                  const void *value, size_t size, int flags);
-int meta_getxattr(struct meta *m, uint64_t ino, const char *name,
-                  void **value, size_t *size);
+		  const void *value, size_t size, int flags);
+int meta_getxattr(struct meta *m, uint64_t ino, const char *name, void **value,
+		  size_t *size);
 /* Names, each NUL-terminated, concatenated (malloc'd). */
 int meta_listxattr(struct meta *m, uint64_t ino, char **names, size_t *size);
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
@@ -199,6 +205,6 @@ int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
  * deletes their objects. *n = 0 when there is nothing left to do.
  */
 int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap,
-                 size_t *n);
+		 size_t *n);
 
 #endif

@@ -366,8 +366,9 @@ Test(meta, read_only)
 	cr_expect_eq(meta_file_open(m, ino, &a), 0);
 	cr_expect_eq(a.type, META_FILE);
 	cr_expect_eq(meta_unlink(w, 1, "f"), 0);
-	cr_expect_eq(meta_getattr(m, ino, &a), 0, "unlinked inode open on a "
-	             "read-only client must survive");
+	cr_expect_eq(meta_getattr(m, ino, &a), 0,
+		     "unlinked inode open on a "
+		     "read-only client must survive");
 	cr_expect_eq(meta_file_close(m, ino), 0);
 	cr_expect_eq(meta_getattr(m, ino, &a), ENOENT);
 	meta_close(m);
