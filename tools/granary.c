@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../fs/log.h"
@@ -63,8 +64,13 @@ static int run(const struct cmd *c, int argc, char **argv)
 {
 	int ret;
 
-	if (c->flags & CMD_LOG_STDERR)
-		log_open(NULL, LOG_WARNING);
+	/* the commands print their own one-line errors; the library's log
+	 * lines (with timestamps) are details, shown with GRANARY_DEBUG=1 */
+	if (c->flags & CMD_LOG_STDERR) {
+		const char *dbg = getenv("GRANARY_DEBUG");
+		log_open(NULL, dbg && *dbg && strcmp(dbg, "0") ? LOG_DEBUG
+		                                                : LOG_CRIT);
+	}
 	ret = c->fn(argc, argv);
 	if (c->flags & CMD_LOG_STDERR)
 		log_close();
