@@ -1,18 +1,17 @@
 /*
  * objstore_s3.c - the s3:// and s3+http:// backends: S3 (or MinIO, Ceph
  * RGW, s3rver) through libs3 2.0, path-style URIs, V2 signatures, one
- * synchronous request per call. Transient failures are retried here with
- * exponential backoff so callers see one verdict per operation.
+ * request at a time per calling thread. Transient failures are retried here
+ * with exponential backoff so callers see one verdict per operation.
  *
- * Request time bound: libs3 2.0 has no per-request timeout (no timeout in
- * S3BucketContext nor a request-context timeout setter; only
- * S3_get_request_context_timeout, which reports curl's next timer). What
- * bounds a request today is what libs3 sets on its curl handles: a transfer
- * slower than 1 KiB/s for 15 s is aborted (CURLOPT_LOW_SPEED_*), which
- * covers a server that accepts and then hangs. The gap is the connect phase
- * to a black-holed address, which waits for curl's default connect timeout
- * (300 s) per try. Closing it would mean running each request in a private
- * S3RequestContext and destroying the context at a deadline.
+ * Request time bound: libs3 2.0 has no per-request timeout, and a
+ * synchronous call to a black-holed address waits for curl's default
+ * connect timeout (300 s) per try. So every request runs in the calling
+ * thread's own S3RequestContext, driven by s3_drive() (runonce + select)
+ * until it completes or its deadline passes: GRANARY_S3_TIMEOUT seconds
+ * (default 10) plus 1 s per MiB of body. At the deadline the context is
+ * destroyed, which aborts the transfer; a timeout is retried at most
+ * S3_TIMEOUT_TRIES times and then reported as OBJSTORE_EUNREACH.
  */
 #include "objstore.h"
 #include "log.h"
@@ -23,12 +22,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
 
-#define S3_TRIES      5
-#define S3_BACKOFF_MS 100
-#define S3_LIST_PAGE  1000
+#define S3_TRIES	 5
+#define S3_TIMEOUT_TRIES 3 /* of the S3_TRIES: each one costs a deadline */
+#define S3_BACKOFF_MS	 100
+#define S3_LIST_PAGE	 1000
+#define S3_TIMEOUT_MS	 10000 /* connect + first byte; GRANARY_S3_TIMEOUT */
+#define S3_MS_PER_MIB	 1000  /* on top of it: at least 1 MiB/s */
+#define S3_POLL_MS	 1000  /* longest select(): re-check the deadline */
+#define S3_NOFD_POLL_MS	 100   /* curl busy with no fd to watch (resolver) */
 
 struct s3_store {
 	struct objstore base; /* first */
@@ -38,8 +43,9 @@ struct s3_store {
 	char *prefix; /* "" or "some/prefix/": prepended to every key */
 	size_t prefix_len;
 	char *access_key, *secret_key; /* wiped on close */
-	/* No lock: all of it is read-only after open; libs3 is thread-safe
-	 * for synchronous calls once initialised. */
+	long timeout_ms;	       /* base deadline of each request */
+	/* No lock: all of it is read-only after open; each thread drives its
+	 * requests in its own S3RequestContext (see s3_ctx_get). */
 };
 
 /* ---- libs3 initialisation ---- */
@@ -50,13 +56,22 @@ struct s3_store {
 static char s3_default_host[S3_MAX_HOSTNAME_SIZE + 1];
 static pthread_mutex_t s3_host_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t s3_once = PTHREAD_ONCE_INIT;
-static S3Status s3_init_status; /* written once under s3_once */
+static S3Status s3_init_status;	 /* written once under s3_once */
+static pthread_key_t s3_ctx_key; /* each thread's idle S3RequestContext */
+
+static void s3_ctx_free(void *c)
+{
+	S3_destroy_request_context(c); /* at thread exit: no request in it */
+}
 
 static void s3_init(void)
 {
 	pthread_mutex_lock(&s3_host_lock);
 	s3_init_status = S3_initialize("granary", S3_INIT_ALL, s3_default_host);
 	pthread_mutex_unlock(&s3_host_lock);
+	if (s3_init_status == S3StatusOK &&
+	    pthread_key_create(&s3_ctx_key, s3_ctx_free))
+		s3_init_status = S3StatusOutOfMemory;
 }
 
 static int s3_init_once(const char *host)
@@ -74,11 +89,136 @@ static int s3_init_once(const char *host)
 	return 0;
 }
 
+/* ---- driving one request to completion or its deadline ---- */
+
+/*
+ * The calling thread's request context. It is kept between requests so
+ * that the connections curl caches in it are reused; it only ever holds the
+ * one request its thread is waiting for, so nothing is shared and no lock
+ * is held while waiting. Callbacks never start requests, so no nesting.
+ */
+static S3Status s3_ctx_get(S3RequestContext **out)
+{
+	S3RequestContext *c = pthread_getspecific(s3_ctx_key);
+
+	if (!c) {
+		S3Status st = S3_create_request_context(&c);
+		if (st != S3StatusOK)
+			return st;
+		if (pthread_setspecific(s3_ctx_key, c)) {
+			S3_destroy_request_context(c);
+			return S3StatusOutOfMemory;
+		}
+	}
+	*out = c;
+	return S3StatusOK;
+}
+
+/* Abort whatever runs in the thread's context (and close its cached
+ * connections, among them the one that hung); the next request gets a new
+ * context. libs3 runs the completion callback with S3StatusInterrupted
+ * before this returns. */
+static void s3_ctx_drop(S3RequestContext *c)
+{
+	pthread_setspecific(s3_ctx_key, NULL);
+	S3_destroy_request_context(c);
+}
+
+struct s3_wait {
+	int done;	/* the completion callback has run */
+	int timed_out;	/* aborted at the deadline */
+	uint64_t bytes; /* body size expected, for the deadline */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How long a request moving `bytes` of body may take in all. */
+static int64_t s3_budget_ms(const struct s3_store *s, uint64_t bytes)
+{
+	return s->timeout_ms +
+	       (int64_t)((double)bytes / (1 << 20) * S3_MS_PER_MIB);
+}
+
+/*
+ * Run the request just started in c until its completion callback has run
+ * or the deadline passes, then abort it if it has not completed. Either
+ * way the callbacks are over when this returns, and their data lives in
+ * the caller's frame, so nothing touches freed memory after an abort.
+ * w->bytes is re-read on every turn: a whole-object GET learns its size
+ * from the response headers. Returns a libs3 status for a failure of the
+ * loop itself (curl or select), else S3StatusOK.
+ */
+static S3Status s3_drive(const struct s3_store *s, S3RequestContext *c,
+			 struct s3_wait *w)
+{
+	int64_t start = now_ms();
+	S3Status st = S3StatusOK;
+
+	while (!w->done) {
+		int left = 0;
+		st = S3_runonce_request_context(c, &left);
+		if (st != S3StatusOK || w->done)
+			break;
+		if (!left) { /* gone without a completion callback */
+			st = S3StatusInternalError;
+			break;
+		}
+		int64_t wait = start + s3_budget_ms(s, w->bytes) - now_ms();
+		if (wait <= 0) {
+			w->timed_out = 1;
+			break;
+		}
+
+		fd_set rd, wr, ex;
+		int maxfd = -1;
+		FD_ZERO(&rd);
+		FD_ZERO(&wr);
+		FD_ZERO(&ex);
+		st = S3_get_request_context_fdsets(c, &rd, &wr, &ex, &maxfd);
+		if (st != S3StatusOK)
+			break;
+		/* curl leaves out fds >= FD_SETSIZE: then maxfd is -1 and
+		 * the short poll below still gets the request done. */
+		int64_t t = S3_get_request_context_timeout(c);
+		int64_t cap = maxfd < 0 ? S3_NOFD_POLL_MS : S3_POLL_MS;
+		if (t < 0 || t > cap)
+			t = cap; /* -1: curl has no timer running */
+		if (t > wait)
+			t = wait;
+		if (t == 0)
+			continue;
+		struct timeval tv = {(time_t)(t / 1000),
+				     (suseconds_t)(t % 1000) * 1000};
+		if (select(maxfd + 1, &rd, &wr, &ex, &tv) < 0 &&
+		    errno != EINTR) {
+			st = S3StatusInternalError;
+			break;
+		}
+	}
+	if (!w->done)
+		s3_ctx_drop(c);
+	if (!w->done) {
+		/* libs3 lost the request (curl_multi_remove_handle failed):
+		 * with its context gone no callback can come any more. */
+		w->done = 1;
+		st = S3StatusInternalError;
+	}
+	return st;
+}
+
 /* ---- one request, with retries ---- */
 
 struct s3_req {
 	S3Status status;
 	char detail[256]; /* the server's error message, if any */
+	struct s3_wait w;
+	int size_from_props; /* whole-object GET: deadline from the length */
 	uint64_t content_length;
 	int have_props;
 	int cb_err; /* errno from one of our own callbacks */
@@ -99,6 +239,8 @@ static S3Status on_props(const S3ResponseProperties *p, void *arg)
 
 	r->content_length = p->contentLength;
 	r->have_props = 1;
+	if (r->size_from_props)
+		r->w.bytes = p->contentLength;
 	return S3StatusOK;
 }
 
@@ -107,6 +249,7 @@ static void on_complete(S3Status status, const S3ErrorDetails *e, void *arg)
 	struct s3_req *r = arg;
 
 	r->status = status;
+	r->w.done = 1;
 	r->detail[0] = '\0';
 	if (e && e->message)
 		snprintf(r->detail, sizeof(r->detail), "%s", e->message);
@@ -275,6 +418,9 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 	S3PutObjectHandler ph = {rh, on_put_data};
 	S3GetObjectHandler gh = {rh, on_get_data};
 	char fk[S3_MAX_KEY_SIZE + 1];
+	S3RequestContext *c;
+	S3Status st;
+	int timeouts = 0;
 	int err = full_key(s, key, fk);
 
 	if (err)
@@ -282,6 +428,11 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 	for (int attempt = 0;; attempt++) {
 		r->status = S3StatusInternalError;
 		r->detail[0] = '\0';
+		memset(&r->w, 0, sizeof(r->w));
+		r->w.bytes = op == OP_PUT   ? r->put_len
+			     : op == OP_GET ? r->want
+					    : 0;
+		r->size_from_props = op == OP_GET && !r->want;
 		r->have_props = 0;
 		r->content_length = 0;
 		r->cb_err = 0;
@@ -289,21 +440,35 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 		r->got = 0;
 		r->recv = 0;
 
+		if ((st = s3_ctx_get(&c)) != S3StatusOK) {
+			r->status = st;
+			break;
+		}
 		switch (op) {
 		case OP_PUT:
-			S3_put_object(&s->ctx, fk, r->put_len, NULL, NULL, &ph,
-				      r);
+			S3_put_object(&s->ctx, fk, r->put_len, NULL, c, &ph, r);
 			break;
 		case OP_GET:
-			S3_get_object(&s->ctx, fk, NULL, off, r->want, NULL,
-				      &gh, r);
+			S3_get_object(&s->ctx, fk, NULL, off, r->want, c, &gh,
+				      r);
 			break;
 		case OP_DEL:
-			S3_delete_object(&s->ctx, fk, NULL, &rh, r);
+			S3_delete_object(&s->ctx, fk, c, &rh, r);
 			break;
 		case OP_HEAD:
-			S3_head_object(&s->ctx, fk, NULL, &rh, r);
+			S3_head_object(&s->ctx, fk, c, &rh, r);
 			break;
+		}
+		if ((st = s3_drive(s, c, &r->w)) != S3StatusOK)
+			r->status = st;
+		if (r->w.timed_out) {
+			if (++timeouts >= S3_TIMEOUT_TRIES ||
+			    attempt + 1 >= S3_TRIES)
+				break;
+			log_debug("s3 %s of '%s' timed out, retrying",
+				  op_name(op), fk);
+			backoff(attempt);
+			continue;
 		}
 
 		if (r->status == S3StatusAbortedByCallback && r->cb_err) {
@@ -327,6 +492,13 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 		backoff(attempt);
 	}
 
+	if (r->w.timed_out) {
+		log_warn("s3 %s of '%s' in bucket '%s' at '%s' timed out: no "
+			 "answer within %.1f s, %d times",
+			 op_name(op), fk, s->bucket, s->host,
+			 s3_budget_ms(s, r->w.bytes) / 1000.0, timeouts);
+		return OBJSTORE_EUNREACH;
+	}
 	err = map_status(r->status);
 	if (err != ENOENT && r->status != S3StatusErrorInvalidRange)
 		log_warn("s3 %s of '%s' in bucket '%s' at '%s' failed: %s%s%s",
@@ -409,6 +581,7 @@ static int s3_head(struct objstore *os, const char *key, uint64_t *size)
 struct s3_page {
 	S3Status status;
 	char detail[256];
+	struct s3_wait w;
 	int truncated;
 	char *next_marker;
 	char **keys;
@@ -434,6 +607,7 @@ static void on_page_complete(S3Status status, const S3ErrorDetails *e,
 	struct s3_page *p = arg;
 
 	p->status = status;
+	p->w.done = 1;
 	p->detail[0] = '\0';
 	if (e && e->message)
 		snprintf(p->detail, sizeof(p->detail), "%s", e->message);
@@ -499,21 +673,45 @@ static int s3_list(struct objstore *os, const char *prefix, objstore_list_fn fn,
 	char fp[S3_MAX_KEY_SIZE + 1];
 	char *marker = NULL;
 	struct s3_page p;
+	S3RequestContext *c;
+	S3Status st;
 	int err = full_key(s, prefix, fp);
 
 	if (err)
 		return err;
 	memset(&p, 0, sizeof(p));
 	for (;;) {
+		int timeouts = 0;
 		for (int attempt = 0;; attempt++) {
 			page_reset(&p);
 			p.status = S3StatusInternalError;
-			S3_list_bucket(&s->ctx, fp, marker, NULL, S3_LIST_PAGE,
-				       NULL, &lh, &p);
-			if (p.status == S3StatusOK || p.cb_err ||
-			    !is_transient(p.status) || attempt + 1 >= S3_TRIES)
+			memset(&p.w, 0, sizeof(p.w));
+			if ((st = s3_ctx_get(&c)) != S3StatusOK) {
+				p.status = st;
 				break;
+			}
+			S3_list_bucket(&s->ctx, fp, marker, NULL, S3_LIST_PAGE,
+				       c, &lh, &p);
+			if ((st = s3_drive(s, c, &p.w)) != S3StatusOK)
+				p.status = st;
+			if (p.w.timed_out) {
+				if (++timeouts >= S3_TIMEOUT_TRIES ||
+				    attempt + 1 >= S3_TRIES)
+					break;
+			} else if (p.status == S3StatusOK || p.cb_err ||
+				   !is_transient(p.status) ||
+				   attempt + 1 >= S3_TRIES) {
+				break;
+			}
 			backoff(attempt);
+		}
+		if (p.w.timed_out) {
+			err = OBJSTORE_EUNREACH;
+			log_warn("s3 list of '%s' in bucket '%s' at '%s' timed "
+				 "out: no answer within %.1f s, %d times",
+				 fp, s->bucket, s->host,
+				 s3_budget_ms(s, 0) / 1000.0, timeouts);
+			break;
 		}
 		if (p.cb_err) {
 			err = p.cb_err;
@@ -657,6 +855,24 @@ static int pick_creds(const struct objstore_creds *creds, const char **ak,
 	return OBJSTORE_ENOCREDS;
 }
 
+/* GRANARY_S3_TIMEOUT: seconds (fractions allowed) for the base deadline. */
+static long s3_timeout_from_env(void)
+{
+	const char *env = getenv("GRANARY_S3_TIMEOUT");
+	char *end;
+
+	if (!env || !*env)
+		return S3_TIMEOUT_MS;
+	double secs = strtod(env, &end);
+	if (*end || !(secs >= 0.001 && secs <= 86400)) {
+		log_warn("ignoring GRANARY_S3_TIMEOUT '%s': not a number of "
+			 "seconds between 0.001 and 86400; using %d",
+			 env, S3_TIMEOUT_MS / 1000);
+		return S3_TIMEOUT_MS;
+	}
+	return (long)(secs * 1000);
+}
+
 int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		     struct objstore **out)
 {
@@ -730,6 +946,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 	}
 	if ((err = s3_init_once(s->host)))
 		goto close_store;
+	s->timeout_ms = s3_timeout_from_env();
 
 	s->ctx.hostName = s->host;
 	s->ctx.bucketName = s->bucket;

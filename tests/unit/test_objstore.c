@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,7 @@ static void cleanup_tmp(void)
 
 static char mounted_dir[PATH_MAX]; /* a tmpfs to unmount after the test */
 static pid_t lenient_pid;	   /* a private s3rver to kill */
+static void mute_stop(void);	   /* a silent listener to stop */
 
 /* Runs after every test, passed or failed: nothing outlives a test. */
 static void test_fini(void)
@@ -80,6 +82,7 @@ static void test_fini(void)
 		waitpid(lenient_pid, NULL, 0);
 		lenient_pid = 0;
 	}
+	mute_stop();
 	if (mounted_dir[0])
 		umount2(mounted_dir, MNT_DETACH);
 	mounted_dir[0] = '\0';
@@ -1044,6 +1047,176 @@ Test(objstore, s3_prefix_is_prepended)
 	cr_assert_eq(objstore_del(a, "k"), 0);
 	objstore_close(a);
 	objstore_close(b);
+}
+
+/*
+ * A server that accepts connections and never answers: every s3 request to
+ * it must end at its deadline (GRANARY_S3_TIMEOUT) with OBJSTORE_EUNREACH,
+ * however long curl itself would wait.
+ */
+#define MUTE_MAX_CONNS 64
+
+static struct {
+	int lfd, port;
+	int conns[MUTE_MAX_CONNS]; /* held open, never read */
+	int nconns;		   /* protected by: only the thread writes */
+	int stop;		   /* atomic: set by mute_stop */
+	int running;
+	pthread_t thr;
+} mute = {.lfd = -1};
+
+static void *mute_main(void *arg)
+{
+	struct pollfd pfd = {.fd = mute.lfd, .events = POLLIN};
+
+	(void)arg;
+	while (!__atomic_load_n(&mute.stop, __ATOMIC_ACQUIRE)) {
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		int fd = accept(mute.lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		if (mute.nconns < MUTE_MAX_CONNS)
+			mute.conns[mute.nconns++] = fd;
+		else
+			close(fd); /* more than any test makes */
+	}
+	return NULL;
+}
+
+static int mute_start(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+
+	mute.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(mute.lfd, 0);
+	cr_assert_eq(bind(mute.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(mute.lfd, 16), 0);
+	cr_assert_eq(getsockname(mute.lfd, (struct sockaddr *)&a, &alen), 0);
+	mute.port = ntohs(a.sin_port);
+	cr_assert_eq(pthread_create(&mute.thr, NULL, mute_main, NULL), 0);
+	mute.running = 1;
+	return mute.port;
+}
+
+static void mute_stop(void)
+{
+	if (mute.running) {
+		__atomic_store_n(&mute.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(mute.thr, NULL);
+		mute.running = 0;
+	}
+	for (int i = 0; i < mute.nconns; i++)
+		close(mute.conns[i]);
+	mute.nconns = 0;
+	if (mute.lfd >= 0)
+		close(mute.lfd);
+	mute.lfd = -1;
+}
+
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static struct objstore *open_mute(const char *timeout)
+{
+	struct objstore_creds creds = {"S3RVER", "S3RVER"};
+	struct objstore *s = NULL;
+	char url[128];
+
+	snprintf(url, sizeof(url), "s3+http://127.0.0.1:%d/granary-test",
+		 mute_start());
+	cr_assert_eq(setenv("GRANARY_S3_TIMEOUT", timeout, 1), 0);
+	cr_assert_eq(objstore_open(url, &creds, &s), 0);
+	unsetenv("GRANARY_S3_TIMEOUT"); /* read at open only */
+	return s;
+}
+
+/* Each failing call retries its timeouts (3 tries of ~1 s here): it must
+ * neither give up at once nor wait for curl's own limits. */
+static void expect_timeout(const char *what, int err, double secs)
+{
+	cr_assert_eq(err, OBJSTORE_EUNREACH, "%s: got %d (%s)", what, err,
+		     objstore_strerror(err));
+	cr_assert_geq(secs, 2.5, "%s gave up after %.1f s: no retries?", what,
+		      secs);
+	cr_assert_lt(secs, 6.0, "%s took %.1f s: deadline not kept", what,
+		     secs);
+}
+
+Test(objstore, s3_silent_server_times_out, .timeout = 60)
+{
+	struct objstore *s = open_mute("1");
+	struct timespec t0, t;
+	void *data = NULL;
+	size_t got = 0;
+	char *buf = malloc(64 * 1024);
+
+	cr_assert_not_null(buf);
+	fill(buf, 64 * 1024, 7);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	int err = objstore_get(s, "k", 0, 0, &data, &got);
+	expect_timeout("get", err, secs_since(&t));
+	cr_assert_null(data);
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	err = objstore_put(s, "k", buf, 64 * 1024);
+	expect_timeout("put", err, secs_since(&t));
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	err = objstore_probe(s);
+	expect_timeout("probe", err, secs_since(&t));
+
+	double total = secs_since(&t0);
+	cr_assert_lt(total, 20.0, "took %.1f s in all", total);
+	objstore_close(s);
+	free(buf);
+	mute_stop();
+}
+
+/* A timed-out request throws away its thread's request context; the next
+ * requests on the same thread, to a healthy store, must work. */
+Test(objstore, s3_works_after_a_timeout, .timeout = 60)
+{
+	const char *base = s3_base();
+	struct objstore *mute_s = open_mute("0.3"), *s;
+	char url[512];
+	uint64_t size = 0;
+	void *data = NULL;
+	size_t got = 0, len = 3 * 1024 * 1024 + 17;
+	unsigned char *buf = malloc(len);
+
+	cr_assert_not_null(buf);
+	fill(buf, len, 11);
+	cr_assert_eq(objstore_head(mute_s, "k", &size), OBJSTORE_EUNREACH);
+	objstore_close(mute_s);
+	mute_stop();
+
+	snprintf(url, sizeof(url), "%s/granary-test/unit-%d/after", base,
+		 (int)getpid());
+	/* 1 s + 1 s per MiB: a 3 MiB body gets 4 s, plenty on loopback */
+	cr_assert_eq(setenv("GRANARY_S3_TIMEOUT", "1", 1), 0);
+	cr_assert_eq(objstore_open(url, NULL, &s), 0);
+	unsetenv("GRANARY_S3_TIMEOUT");
+	cr_assert_eq(objstore_put(s, "big", buf, len), 0);
+	expect_get(s, "big", 0, 0, buf, len);
+	expect_get(s, "big", 1000, 5000, buf + 1000, 5000);
+	cr_assert_eq(objstore_head(s, "big", &size), 0);
+	cr_assert_eq(size, len);
+	cr_assert_eq(objstore_del(s, "big"), 0);
+	expect_missing(s, "big");
+	cr_assert_eq(objstore_get(s, "big", 0, 0, &data, &got), ENOENT);
+	objstore_close(s);
+	free(buf);
 }
 
 /*
