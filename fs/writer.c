@@ -133,9 +133,12 @@ static void *uploader_main(void *arg)
 		p->buffered -= cap;
 		p->inflight--;
 		w->inflight--;
-		/* chunkstore logged the cause; the application gets EIO. */
+		/* chunkstore logged the cause; the application gets EIO,
+		 * unless the store is full: that it can act on */
 		if (err && !w->err)
-			w->err = err == ENOMEM ? ENOMEM : EIO;
+			w->err = err == ENOMEM || err == ENOSPC || err == EDQUOT
+			             ? err
+			             : EIO;
 		pthread_cond_broadcast(&p->freed);
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -13,12 +13,16 @@ svc_free_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
-# svc_start_redis DIR: redis-server on DIR/redis.sock, no persistence.
+# svc_start_redis DIR: redis-server on DIR/redis.sock, no persistence
+# (SVC_REDIS_PERSIST=1: an fsync'd append-only file in DIR, so a restart on
+# the same DIR keeps the data).
 svc_start_redis() {
 	local dir=$1
+	local persist=(--save '' --appendonly no)
+	[ "${SVC_REDIS_PERSIST:-0}" = 1 ] && persist=(--appendonly yes --appendfsync always)
 	mkdir -p "$dir"
 	redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
-		--dir "$dir" --save '' --appendonly no --databases 64 \
+		--dir "$dir" "${persist[@]}" --databases 64 \
 		--daemonize no --logfile "$dir/redis.log" &
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"

@@ -1,0 +1,99 @@
+#!/bin/bash
+# t0090-failures.sh - what a user sees when a part fails under a live
+# mount: Redis restarted (calls fail with EIO while it is down, the mount
+# recovers, nothing closed is lost), the store down (reads and close fail
+# with EIO, the mount recovers), and a full disk under a file:// pool
+# (close reports ENOSPC, files already written stay intact).
+. "$(dirname "$0")/lib.sh"
+
+# Our own Redis with an fsync'd AOF, so that it can be restarted.
+SVC_REDIS_PERSIST=1 svc_start_redis "$TMP/own-redis" || fail "cannot start redis"
+REDIS_PID=$GRANARY_TEST_REDIS_PID
+restart_redis() {
+	kill "$REDIS_PID"
+	wait "$REDIS_PID" 2>/dev/null || true
+	# fd 7 (a file open on the mount) must not leak into redis-server
+	SVC_REDIS_PERSIST=1 svc_start_redis "$TMP/own-redis" 7>&- || fail "cannot restart redis"
+	REDIS_PID=$GRANARY_TEST_REDIS_PID
+}
+META="unix://$TMP/own-redis/redis.sock?db=1"
+
+case $GRANARY_STORAGE in
+file)
+	mkdir -p "$TMP/data"
+	STORAGE="file://$TMP/data"
+	;;
+s3)
+	# our own s3rver too, so that it can be stopped and started again
+	svc_start_s3rver "$TMP/own-s3" granary-test || fail "cannot start s3rver"
+	S3_PID=$GRANARY_TEST_S3_PID
+	S3_PORT=$GRANARY_TEST_S3_PORT
+	STORAGE="s3+http://127.0.0.1:$S3_PORT/granary-test/t0090"
+	;;
+esac
+"$GRANARY" format "$META" fail --storage "$STORAGE" >/dev/null ||
+	fail "format failed"
+M=$TMP/mnt
+mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0
+random_file "$TMP/keep" 3000000
+cp "$TMP/keep" "$M/keep"
+ok "volume on a restartable redis"
+
+# --- Redis down and back
+kill "$REDIS_PID"
+wait "$REDIS_PID" 2>/dev/null || true
+expect_errno "Input/output error" stat "$M/keep"
+expect_errno "Input/output error" touch "$M/new-while-down"
+SVC_REDIS_PERSIST=1 svc_start_redis "$TMP/own-redis" || fail "cannot restart redis"
+REDIS_PID=$GRANARY_TEST_REDIS_PID
+wait_until 15 stat "$M/keep" || fail "the mount did not recover after redis came back"
+cmp "$TMP/keep" "$M/keep" || fail "file written before the redis restart differs"
+echo after >"$M/after" && check_eq "$(cat "$M/after")" after "write after restart"
+ok "redis down: EIO, then the mount recovers with nothing lost"
+
+# --- Redis restarted while a file is open for writing
+exec 7>"$M/open-across"
+echo first >&7
+restart_redis
+echo second >&7
+exec 7>&-
+check_eq "$(tr '\n' ' ' <"$M/open-across")" "first second " "file written across a redis restart"
+ok "a file open across a redis restart"
+
+# --- the store down
+if [ "$GRANARY_STORAGE" = s3 ]; then
+	umount_vol "$M"
+	mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0 # cold memory cache
+	kill "$S3_PID"
+	wait "$S3_PID" 2>/dev/null || true
+	expect_errno "Input/output error" cat "$M/keep"
+	# (a shell's "echo > file" ignores close's error: dd checks fsync's)
+	expect_errno "Input/output error" dd if="$TMP/keep" of="$M/store-down" bs=64k conv=fsync status=none
+	ls "$M" >/dev/null || fail "the mount died while the store was down"
+	"$TOPDIR/.deps/node_modules/.bin/s3rver" -d "$TMP/own-s3/data" -a 127.0.0.1 \
+		-p "$S3_PORT" --silent --configure-bucket granary-test >"$TMP/own-s3/s3rver2.log" 2>&1 &
+	S3_PID=$!
+	SVC_PIDS="$SVC_PIDS $S3_PID"
+	wait_until 20 cmp -s "$TMP/keep" "$M/keep" || fail "reads did not recover after the store came back"
+	echo data >"$M/store-back" || fail "write after the store came back"
+	ok "store down: EIO, then the mount recovers"
+fi
+
+# --- a full disk under a file:// pool
+if [ "$GRANARY_STORAGE" = file ]; then
+	umount_vol "$M"
+	mkdir -p "$TMP/small"
+	mount -t tmpfs -o size=6m granary-test "$TMP/small" || fail "cannot mount a tmpfs"
+	SMALL=$TMP/small
+	"$GRANARY" format "unix://$TMP/own-redis/redis.sock?db=2" full \
+		--storage "file://$SMALL" --compress none >/dev/null || fail "format on tmpfs"
+	mount_vol "unix://$TMP/own-redis/redis.sock?db=2" "$M"
+	random_file "$TMP/small1" 1000000
+	cp "$TMP/small1" "$M/small1"
+	expect_errno "No space left on device" dd if=/dev/urandom of="$M/huge" bs=1M count=12 conv=fsync status=none
+	cmp "$TMP/small1" "$M/small1" || fail "a file written before the disk filled differs"
+	ls "$M" >/dev/null || fail "the mount died on a full disk"
+	umount_vol "$M"
+	umount "$SMALL"
+	ok "full disk: ENOSPC, earlier files intact"
+fi
