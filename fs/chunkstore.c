@@ -264,9 +264,29 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 
 /* ---- fetch ---- */
 
-/* Get and decode one block into a malloc'd buffer of exactly len bytes. */
+static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		      uint32_t len, void **out);
+
+/*
+ * Get and decode one block into a malloc'd buffer of exactly len bytes. A
+ * block that fails its check may be a bad local copy (a disk cache entry):
+ * the copy is evicted and the block fetched once more from the store.
+ */
 static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 		 void **out)
+{
+	int err = fetch_once(cs, id, idx, len, out);
+	if (err == CODEC_ECORRUPT) {
+		char key[KEY_CAP];
+		chunkstore_key(id, idx, len, key, sizeof(key));
+		if (objstore_evict(cs->store, key) == 0)
+			err = fetch_once(cs, id, idx, len, out);
+	}
+	return err == CODEC_ECORRUPT ? EIO : err;
+}
+
+static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		      uint32_t len, void **out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
@@ -306,7 +326,8 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 			log_err("cannot decode block '%s': %s", key,
 				codec_strerror(err));
 		}
-		err = err == ENOMEM ? ENOMEM : EIO;
+		/* corruption is told apart: fetch() may retry it */
+		err = err == ENOMEM || err == CODEC_ECORRUPT ? err : EIO;
 		goto free_raw;
 	}
 	free(blk);

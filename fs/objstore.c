@@ -22,6 +22,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		     struct objstore **out);
 
 #define KEY_MAX 1024
+#define STAT_ADD(s, f, n) __atomic_add_fetch(&(s)->st.f, (n), __ATOMIC_RELAXED)
 
 /* ---- open / close ---- */
 
@@ -55,6 +56,7 @@ int objstore_open(const char *url, const struct objstore_creds *creds,
 	}
 	s->fail_next = 0;
 	s->fail_err = 0;
+	memset(&s->st, 0, sizeof(s->st));
 	*out = s;
 	return 0;
 }
@@ -137,7 +139,13 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		return EINVAL;
 	if ((err = injected_fault(s)))
 		return err;
-	return s->ops->get(s, key, off, len, data, got);
+	err = s->ops->get(s, key, off, len, data, got);
+	STAT_ADD(s, gets, 1);
+	if (err)
+		STAT_ADD(s, errors, 1);
+	else
+		STAT_ADD(s, get_bytes, *got);
+	return err;
 }
 
 int objstore_put(struct objstore *s, const char *key, const void *data,
@@ -149,7 +157,13 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
 		return EINVAL;
 	if ((err = injected_fault(s)))
 		return err;
-	return s->ops->put(s, key, data ? data : "", len);
+	err = s->ops->put(s, key, data ? data : "", len);
+	STAT_ADD(s, puts, 1);
+	if (err)
+		STAT_ADD(s, errors, 1);
+	else
+		STAT_ADD(s, put_bytes, len);
+	return err;
 }
 
 int objstore_del(struct objstore *s, const char *key)
@@ -161,6 +175,7 @@ int objstore_del(struct objstore *s, const char *key)
 	if ((err = injected_fault(s)))
 		return err;
 	err = s->ops->del(s, key);
+	STAT_ADD(s, dels, 1);
 	return err == ENOENT ? 0 : err;
 }
 
@@ -173,7 +188,26 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size)
 		return EINVAL;
 	if ((err = injected_fault(s)))
 		return err;
+	STAT_ADD(s, heads, 1);
 	return s->ops->head(s, key, size ? size : &dummy);
+}
+
+int objstore_evict(struct objstore *s, const char *key)
+{
+	if (!s || !key_valid(key))
+		return EINVAL;
+	return s->ops->evict ? s->ops->evict(s, key) : ENOENT;
+}
+
+void objstore_get_stats(struct objstore *s, struct objstore_stats *st)
+{
+	st->gets = __atomic_load_n(&s->st.gets, __ATOMIC_RELAXED);
+	st->get_bytes = __atomic_load_n(&s->st.get_bytes, __ATOMIC_RELAXED);
+	st->puts = __atomic_load_n(&s->st.puts, __ATOMIC_RELAXED);
+	st->put_bytes = __atomic_load_n(&s->st.put_bytes, __ATOMIC_RELAXED);
+	st->dels = __atomic_load_n(&s->st.dels, __ATOMIC_RELAXED);
+	st->heads = __atomic_load_n(&s->st.heads, __ATOMIC_RELAXED);
+	st->errors = __atomic_load_n(&s->st.errors, __ATOMIC_RELAXED);
 }
 
 int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,

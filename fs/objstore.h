@@ -46,12 +46,20 @@ struct objstore_ops {
 	int (*head)(struct objstore *s, const char *key, uint64_t *size);
 	int (*list)(struct objstore *s, const char *prefix, objstore_list_fn fn,
 		    void *arg);
+	/* optional (caches): forget a local copy of key; NULL = nothing */
+	int (*evict)(struct objstore *s, const char *key);
 	void (*close)(struct objstore *s);
+};
+
+/* Calls that reached the backend, counted by the wrappers. */
+struct objstore_stats {
+	uint64_t gets, get_bytes, puts, put_bytes, dels, heads, errors;
 };
 
 struct objstore {
 	const struct objstore_ops *ops;
 	char *url; /* as opened, without credentials */
+	struct objstore_stats st; /* updated atomically by the wrappers */
 	/* fault injection for tests: fail the next N calls with this error */
 	int fail_next, fail_err;
 };
@@ -88,6 +96,13 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size);
  * non-zero return from fn stops the listing and is returned. */
 int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 		  void *arg);
+
+/* Drop a local copy of key (a cache's), so the next get fetches it from
+ * the store again: 0 when a copy was dropped, ENOENT when there was none
+ * (always, for stores that keep no copies). */
+int objstore_evict(struct objstore *s, const char *key);
+/* A snapshot of the counters. */
+void objstore_get_stats(struct objstore *s, struct objstore_stats *st);
 
 /*
  * Check that the store is reachable and writable: put, head, get and
