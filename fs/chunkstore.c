@@ -2,7 +2,10 @@
  * chunkstore.c - slices as blocks in an object store, behind a bounded
  * in-memory cache of decoded blocks. The cache also coalesces misses: the
  * first reader of a cold block fetches it, later readers of the same block
- * wait for that fetch instead of issuing their own.
+ * wait for that fetch instead of issuing their own. A small pool of
+ * prefetch threads runs the same fetch path from a bounded queue, so a
+ * reader that arrives while a prefetch of its block is in flight waits for
+ * it too.
  */
 #include "chunkstore.h"
 
@@ -15,9 +18,11 @@
 
 #include "log.h"
 
-#define BLOCK_MIN (64u << 10)
-#define BLOCK_MAX (16u << 20)
-#define KEY_CAP	  96
+#define BLOCK_MIN      (64u << 10)
+#define BLOCK_MAX      (16u << 20)
+#define KEY_CAP	       96
+#define PF_THREADS_MAX 64
+#define PF_QUEUE_MIN   64 /* entries; at least 4 per thread */
 
 enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
 
@@ -38,6 +43,7 @@ struct centry {
 	int state; /* enum centry_state */
 	int err;   /* CE_FAILED: what waiters return */
 	int hashed, on_lru;
+	int by_prefetch;     /* loaded by a prefetch thread */
 	pthread_cond_t done; /* broadcast when state leaves CE_LOADING */
 };
 
@@ -53,7 +59,22 @@ struct chunkstore {
 	struct centry *lru_head, *lru_tail; /* protected by lock */
 	size_t cached_bytes; /* ready hashed entries; protected by lock */
 
+	/* Prefetch queue: a ring of blocks to fetch. Leaf lock too: never
+	 * held together with lock. */
+	pthread_mutex_t pf_lock;
+	pthread_cond_t pf_cond;	      /* signalled on new entries and stop */
+	struct pf_req *pf_q;	      /* protected by pf_lock */
+	size_t pf_cap, pf_head, pf_n; /* protected by pf_lock */
+	int pf_stop;		      /* protected by pf_lock */
+	pthread_t *pf_threads;	      /* set at open, joined at close */
+	int pf_nthreads;	      /* written only by open and close */
+
 	struct chunkstore_stats st; /* updated with __atomic builtins */
+};
+
+struct pf_req {
+	uint64_t id;
+	uint32_t idx, len;
 };
 
 #define STAT_ADD(cs, f, v)                                                     \
@@ -83,32 +104,68 @@ static uint32_t block_len(const struct chunkstore *cs, uint32_t size,
 
 /* ---- open / close ---- */
 
+static void *pf_worker(void *arg);
+static void pf_stop_all(struct chunkstore *cs);
+
 int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 		    struct chunkstore **out)
 {
 	struct chunkstore *cs;
+	int err = ENOMEM;
 
 	if (!out)
 		return EINVAL;
 	*out = NULL;
 	if (!store || !o || o->block_size < BLOCK_MIN ||
 	    o->block_size > BLOCK_MAX ||
-	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4))
+	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4) ||
+	    o->prefetch_threads < 0 || o->prefetch_threads > PF_THREADS_MAX)
 		return EINVAL;
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return ENOMEM;
 	cs->nbuckets = 256;
 	cs->buckets = calloc(cs->nbuckets, sizeof(*cs->buckets));
-	if (!cs->buckets) {
-		free(cs);
-		return ENOMEM;
-	}
+	if (!cs->buckets)
+		goto free_cs;
 	cs->store = store;
 	cs->o = *o;
 	pthread_mutex_init(&cs->lock, NULL);
+	pthread_mutex_init(&cs->pf_lock, NULL);
+	pthread_cond_init(&cs->pf_cond, NULL);
+	if (o->prefetch_threads > 0) {
+		size_t n = (size_t)o->prefetch_threads;
+		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
+		cs->pf_q = calloc(cs->pf_cap, sizeof(*cs->pf_q));
+		cs->pf_threads = calloc(n, sizeof(*cs->pf_threads));
+		if (!cs->pf_q || !cs->pf_threads)
+			goto free_pf;
+		for (; cs->pf_nthreads < o->prefetch_threads;
+		     cs->pf_nthreads++) {
+			err = pthread_create(&cs->pf_threads[cs->pf_nthreads],
+					     NULL, pf_worker, cs);
+			if (err) {
+				log_err("cannot start prefetch thread: %s",
+					strerror(err));
+				goto stop_threads;
+			}
+		}
+	}
 	*out = cs;
 	return 0;
+
+stop_threads:
+	pf_stop_all(cs);
+free_pf:
+	free(cs->pf_threads);
+	free(cs->pf_q);
+	pthread_cond_destroy(&cs->pf_cond);
+	pthread_mutex_destroy(&cs->pf_lock);
+	pthread_mutex_destroy(&cs->lock);
+	free(cs->buckets);
+free_cs:
+	free(cs);
+	return err;
 }
 
 static void centry_free(struct centry *e)
@@ -122,6 +179,12 @@ void chunkstore_close(struct chunkstore *cs)
 {
 	if (!cs)
 		return;
+	/* First: the workers are the only other holders of entries. */
+	pf_stop_all(cs);
+	free(cs->pf_threads);
+	free(cs->pf_q);
+	pthread_cond_destroy(&cs->pf_cond);
+	pthread_mutex_destroy(&cs->pf_lock);
 	for (size_t i = 0; i < cs->nbuckets; i++) {
 		struct centry *e = cs->buckets[i], *next;
 		for (; e; e = next) {
@@ -151,6 +214,9 @@ void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
 	st->cache_misses =
 	    __atomic_load_n(&cs->st.cache_misses, __ATOMIC_RELAXED);
 	st->corrupt = __atomic_load_n(&cs->st.corrupt, __ATOMIC_RELAXED);
+	st->prefetched = __atomic_load_n(&cs->st.prefetched, __ATOMIC_RELAXED);
+	st->prefetch_drops =
+	    __atomic_load_n(&cs->st.prefetch_drops, __ATOMIC_RELAXED);
 }
 
 /* ---- cache table and LRU (all under cs->lock) ---- */
@@ -265,28 +331,30 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 /* ---- fetch ---- */
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		      uint32_t len, void **out);
+		      uint32_t len, int quiet, void **out);
 
 /*
  * Get and decode one block into a malloc'd buffer of exactly len bytes. A
  * block that fails its check may be a bad local copy (a disk cache entry):
  * the copy is evicted and the block fetched once more from the store.
+ * quiet: a missing block is no news (a prefetch of a file deleted meanwhile;
+ * a reader that needs the block fetches it again and says so).
  */
 static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
-		 void **out)
+		 int quiet, void **out)
 {
-	int err = fetch_once(cs, id, idx, len, out);
+	int err = fetch_once(cs, id, idx, len, quiet, out);
 	if (err == CODEC_ECORRUPT) {
 		char key[KEY_CAP];
 		chunkstore_key(id, idx, len, key, sizeof(key));
 		if (objstore_evict(cs->store, key) == 0)
-			err = fetch_once(cs, id, idx, len, out);
+			err = fetch_once(cs, id, idx, len, quiet, out);
 	}
 	return err == CODEC_ECORRUPT ? EIO : err;
 }
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		      uint32_t len, void **out)
+		      uint32_t len, int quiet, void **out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
@@ -298,7 +366,8 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	STAT_ADD(cs, gets, 1);
 	if (err) {
 		if (err == ENOENT)
-			log_err("block '%s' is missing from the object store",
+			log_msg(quiet ? LOG_DEBUG : LOG_ERR,
+				"block '%s' is missing from the object store",
 				key);
 		else
 			log_err("cannot read block '%s': %s", key,
@@ -341,58 +410,41 @@ free_blk:
 	return err;
 }
 
-/* A referenced, ready entry for block idx of slice id, fetching it (once,
- * whoever asks concurrently) on a miss. */
-static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		     uint32_t len, struct centry **out)
+/* A new loading entry for the block, hashed, referenced once by the caller,
+ * who must then call entry_load(). Under cs->lock. */
+static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
+				uint32_t idx, uint32_t len, int by_prefetch)
 {
-	struct centry *e;
-	void *data = NULL;
-	int err;
+	struct centry *e = calloc(1, sizeof(*e));
 
-	pthread_mutex_lock(&cs->lock);
-	e = *find(cs, id, idx);
-	if (e) {
-		e->refs++;
-		lru_remove(cs, e);
-		while (e->state == CE_LOADING)
-			pthread_cond_wait(&e->done, &cs->lock);
-		if (e->state == CE_READY) {
-			STAT_ADD(cs, cache_hits, 1);
-			pthread_mutex_unlock(&cs->lock);
-			*out = e;
-			return 0;
-		}
-		err = e->err;
-		if (--e->refs == 0 && !e->hashed)
-			centry_free(e);
-		pthread_mutex_unlock(&cs->lock);
-		return err;
-	}
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		pthread_mutex_unlock(&cs->lock);
-		return ENOMEM;
-	}
+	if (!e)
+		return NULL;
 	e->id = id;
 	e->idx = idx;
 	e->len = len;
 	e->refs = 1;
 	e->state = CE_LOADING;
 	e->hashed = 1;
+	e->by_prefetch = by_prefetch;
 	pthread_cond_init(&e->done, NULL);
 	struct centry **p = find(cs, id, idx);
+	gr_assert(*p == NULL);
 	*p = e;
 	cs->count++;
 	maybe_grow(cs);
-	STAT_ADD(cs, cache_misses, 1);
-	pthread_mutex_unlock(&cs->lock);
+	return e;
+}
 
-	err = fetch(cs, id, idx, len, &data);
+/* Fetch the block of a new entry and wake its waiters. On success the
+ * caller keeps its reference; on failure it is dropped and the entry leaves
+ * the table, so that the next reader tries the store again. */
+static int entry_load(struct chunkstore *cs, struct centry *e)
+{
+	void *data = NULL;
+	int err = fetch(cs, e->id, e->idx, e->len, e->by_prefetch, &data);
 
 	pthread_mutex_lock(&cs->lock);
 	if (err) {
-		/* Not cached: the next reader tries the store again. */
 		e->state = CE_FAILED;
 		e->err = err;
 		if (e->hashed)
@@ -406,9 +458,55 @@ static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	e->data = data;
 	e->state = CE_READY;
 	if (e->hashed)
-		cs->cached_bytes += len;
+		cs->cached_bytes += e->len;
 	pthread_cond_broadcast(&e->done);
 	pthread_mutex_unlock(&cs->lock);
+	return 0;
+}
+
+/* A referenced, ready entry for block idx of slice id, fetching it (once,
+ * whoever asks concurrently, prefetch threads included) on a miss. */
+static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		     uint32_t len, struct centry **out)
+{
+	struct centry *e;
+	int err;
+
+	pthread_mutex_lock(&cs->lock);
+	while ((e = *find(cs, id, idx))) {
+		e->refs++;
+		lru_remove(cs, e);
+		while (e->state == CE_LOADING)
+			pthread_cond_wait(&e->done, &cs->lock);
+		if (e->state == CE_READY) {
+			STAT_ADD(cs, cache_hits, 1);
+			pthread_mutex_unlock(&cs->lock);
+			*out = e;
+			return 0;
+		}
+		err = e->err;
+		int retry = e->by_prefetch;
+		if (--e->refs == 0 && !e->hashed)
+			centry_free(e);
+		/* A failed prefetch is not this reader's answer: it fetches
+		 * (and reports) for itself. The failed entry is unhashed, so
+		 * the loop finds a newer one or none. */
+		if (!retry) {
+			pthread_mutex_unlock(&cs->lock);
+			return err;
+		}
+	}
+	e = entry_new(cs, id, idx, len, 0);
+	if (!e) {
+		pthread_mutex_unlock(&cs->lock);
+		return ENOMEM;
+	}
+	STAT_ADD(cs, cache_misses, 1);
+	pthread_mutex_unlock(&cs->lock);
+
+	err = entry_load(cs, e);
+	if (err)
+		return err;
 	*out = e;
 	return 0;
 }
@@ -426,6 +524,109 @@ static void block_put(struct chunkstore *cs, struct centry *e)
 		}
 	}
 	pthread_mutex_unlock(&cs->lock);
+}
+
+/* ---- prefetch ---- */
+
+/* Fetch one queued block unless it got cached or in flight meanwhile. */
+static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
+{
+	struct centry *e = NULL;
+
+	pthread_mutex_lock(&cs->lock);
+	if (!*find(cs, r->id, r->idx))
+		e = entry_new(cs, r->id, r->idx, r->len, 1);
+	pthread_mutex_unlock(&cs->lock);
+	if (e && entry_load(cs, e) == 0)
+		block_put(cs, e); /* onto the LRU like any block read */
+}
+
+static void *pf_worker(void *arg)
+{
+	struct chunkstore *cs = arg;
+
+	for (;;) {
+		pthread_mutex_lock(&cs->pf_lock);
+		while (!cs->pf_stop && cs->pf_n == 0)
+			pthread_cond_wait(&cs->pf_cond, &cs->pf_lock);
+		if (cs->pf_stop) {
+			pthread_mutex_unlock(&cs->pf_lock);
+			return NULL;
+		}
+		struct pf_req r = cs->pf_q[cs->pf_head];
+		cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
+		cs->pf_n--;
+		pthread_mutex_unlock(&cs->pf_lock);
+		prefetch_one(cs, &r);
+	}
+}
+
+/* Drop what is queued, let each worker finish the block it is on, join. */
+static void pf_stop_all(struct chunkstore *cs)
+{
+	pthread_mutex_lock(&cs->pf_lock);
+	cs->pf_stop = 1;
+	cs->pf_n = 0;
+	pthread_cond_broadcast(&cs->pf_cond);
+	pthread_mutex_unlock(&cs->pf_lock);
+	for (int i = 0; i < cs->pf_nthreads; i++)
+		pthread_join(cs->pf_threads[i], NULL);
+	cs->pf_nthreads = 0;
+}
+
+/* Under pf_lock: is the block waiting in the queue already? */
+static int pf_queued(const struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	for (size_t i = 0; i < cs->pf_n; i++) {
+		const struct pf_req *q =
+		    &cs->pf_q[(cs->pf_head + i) % cs->pf_cap];
+		if (q->id == id && q->idx == idx)
+			return 1;
+	}
+	return 0;
+}
+
+void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
+			 uint32_t off, uint32_t len)
+{
+	uint32_t bs, first, last;
+
+	if (!cs || cs->pf_nthreads == 0 || len == 0 || off >= size)
+		return;
+	if (len > size - off)
+		len = size - off;
+	bs = cs->o.block_size;
+	first = off / bs;
+	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
+	for (uint32_t i = first; i <= last; i++) {
+		/* The two locks are never held together; a block that starts
+		 * loading between the checks is skipped by the worker. */
+		pthread_mutex_lock(&cs->lock);
+		int known = *find(cs, id, i) != NULL;
+		pthread_mutex_unlock(&cs->lock);
+		if (known)
+			continue;
+
+		pthread_mutex_lock(&cs->pf_lock);
+		if (pf_queued(cs, id, i)) {
+			pthread_mutex_unlock(&cs->pf_lock);
+			continue;
+		}
+		if (cs->pf_n == cs->pf_cap) {
+			pthread_mutex_unlock(&cs->pf_lock);
+			STAT_ADD(cs, prefetch_drops, last - i + 1);
+			return;
+		}
+		struct pf_req *q =
+		    &cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap];
+		q->id = id;
+		q->idx = i;
+		q->len = block_len(cs, size, i);
+		cs->pf_n++;
+		pthread_cond_signal(&cs->pf_cond);
+		pthread_mutex_unlock(&cs->pf_lock);
+		STAT_ADD(cs, prefetched, 1);
+	}
 }
 
 /* ---- public ---- */

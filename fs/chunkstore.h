@@ -19,11 +19,13 @@ struct chunkstore_opts {
 	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */
 	enum codec_compress compress;
 	size_t mem_cache_bytes; /* 0 = no memory cache */
+	int prefetch_threads;   /* background fetchers; 0 = no prefetch */
 };
 
 struct chunkstore_stats {
 	uint64_t gets, get_bytes, puts, put_bytes, dels;
 	uint64_t cache_hits, cache_misses, corrupt;
+	uint64_t prefetched, prefetch_drops; /* queued / dropped (queue full) */
 };
 
 struct chunkstore;
@@ -45,6 +47,15 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
  * line); a missing block gives EIO too. */
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 		    uint32_t off, uint32_t len, void *buf);
+/*
+ * Ask for the blocks covering [off, off+len) of slice (id, size) to be
+ * fetched in the background into the memory cache (and through the store,
+ * so a disk cache fills too). Never blocks: a block already cached or in
+ * flight is skipped, and when the bounded queue is full the rest is
+ * dropped (counted in prefetch_drops).
+ */
+void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
+                         uint32_t off, uint32_t len);
 /* Delete every block of a slice (missing blocks are fine). */
 int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size);
 void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st);

@@ -11,6 +11,7 @@
 #define GRANARY_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct fs_opts {
 	const char *meta_url;
@@ -25,6 +26,14 @@ struct fs_opts {
 	size_t buffer_size;    /* write buffer budget; 0 = 300 MiB */
 	size_t mem_cache_size; /* memory block cache; 0 = 256 MiB */
 	int debug;	       /* log FUSE requests */
+	const char *cache_dir; /* disk cache dirs "DIR[:DIR...]"; NULL: the
+				  default (/var/cache/granary, or
+				  ~/.cache/granary when not root) */
+	uint64_t cache_size;   /* disk cache bytes; 0 = no disk cache;
+				  UINT64_MAX: the default (10 GiB) */
+	double free_ratio;     /* keep this fraction of the cache disk
+				  free; < 0: the default (0.1) */
+	int prefetch;	       /* prefetch threads; < 0: default 4; 0 off */
 };
 
 /*

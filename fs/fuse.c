@@ -37,10 +37,13 @@
 #include "../meta/meta.h"
 #include "chunkstore.h"
 #include "codec.h"
+#include "diskcache.h"
 #include "fs.h"
 #include "log.h"
 #include "objstore.h"
+#include "readahead.h"
 #include "reader.h"
+#include "slice.h"
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
@@ -85,7 +88,9 @@ struct node {
 struct fs {
 	const struct fs_opts *o;
 	struct meta *meta;
-	struct objstore *store;
+	struct objstore *store; /* the disk cache over the store, if any */
+	int disk_cache;         /* store is a diskcache */
+	uint64_t ra_max;        /* readahead window cap, bytes */
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct meta_volume vol;
@@ -116,6 +121,8 @@ struct fs {
 struct fh {
 	struct node *node;
 	int flags;
+	pthread_mutex_t ra_lock; /* leaf; protects ra */
+	struct readahead ra;
 };
 
 struct dirh {
@@ -810,6 +817,12 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- files ---------------------------------------------------------- */
 
+static void fh_free(struct fh *h)
+{
+	pthread_mutex_destroy(&h->ra_lock);
+	free(h);
+}
+
 /* Register an open of n (first local open registers with the volume, so
  * an unlink elsewhere keeps the inode) and fill fi. */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
@@ -850,6 +863,8 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		return ENOMEM; /* the open stays counted; release never comes */
 	h->node = n;
 	h->flags = fi->flags;
+	pthread_mutex_init(&h->ra_lock, NULL);
+	readahead_init(&h->ra);
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = unchanged;
 	return 0;
@@ -870,7 +885,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return reply_err(req, "open", err);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* interrupted: the kernel will not release it */
-		free((struct fh *)(uintptr_t)fi->fh);
+		fh_free((struct fh *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -904,7 +919,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	node_lookup_ref(fs, ino);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_forget(fs, ino, 1);
-		free((struct fh *)(uintptr_t)fi->fh);
+		fh_free((struct fh *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -930,6 +945,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return reply_err(req, "read", ENOMEM);
 	size_t got = 0;
 	struct rctx rc = {fs, n};
+	uint64_t pf_off, pf_len;
+	pthread_mutex_lock(&h->ra_lock);
+	readahead_update(&h->ra, off, size, length,
+			 chunkstore_block_size(fs->cs), fs->ra_max, &pf_off,
+			 &pf_len);
+	pthread_mutex_unlock(&h->ra_lock);
+	if (pf_len)
+		reader_prefetch(fs->cs, n->ino, length, pf_off, pf_len,
+				rcb_chunk, &rc);
 	err = reader_read(fs->cs, n->ino, length, off, size, buf, &got,
 			  rcb_chunk, &rc);
 	if (err)
@@ -1018,7 +1042,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		}
 	}
 	node_unpin(fs, n);
-	free(h);
+	fh_free(h);
 	fuse_reply_err(req, 0);
 }
 
@@ -1226,12 +1250,6 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- xattrs --------------------------------------------------------- */
 
-static int acl_name(const char *name)
-{
-	return !strcmp(name, "system.posix_acl_access") ||
-	       !strcmp(name, "system.posix_acl_default");
-}
-
 /* size 0 asks for the length; a buffer too small is ERANGE */
 static void reply_xattr_value(fuse_req_t req, size_t size, const void *v,
 			      size_t n)
@@ -1244,12 +1262,174 @@ static void reply_xattr_value(fuse_req_t req, size_t size, const void *v,
 		fuse_reply_buf(req, v, n);
 }
 
+/*
+ * Virtual xattrs for `granary warmup`: "granary.cache" reads as "CACHED
+ * TOTAL" (bytes of the file this node has in its disk cache; holes count
+ * as cached), setting "granary.evict" drops the file's blocks from it.
+ */
+#define XATTR_CACHE "granary.cache"
+#define XATTR_EVICT "granary.evict"
+
+typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
+			 void *arg);
+
+/* Call fn for every stored block of the file, with the bytes of the file
+ * that block holds. */
+static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
+			  block_fn fn, void *arg)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	struct rctx rc = {fs, n};
+	uint32_t last = length ? (length - 1) / META_CHUNK_SIZE : 0;
+	for (uint32_t idx = 0; length && idx <= last; idx++) {
+		struct meta_slice *raw, *vis;
+		size_t nraw, nvis;
+		int err = rcb_chunk(&rc, n->ino, idx, &raw, &nraw);
+		if (err)
+			return err;
+		err = slice_resolve(raw, nraw, &vis, &nvis);
+		free(raw);
+		if (err)
+			return err;
+		for (size_t i = 0; i < nvis; i++) {
+			const struct meta_slice *e = &vis[i];
+			uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
+			if (end >= length)
+				continue;
+			uint32_t len = e->len;
+			if (end + len > length)
+				len = length - end;
+			for (uint32_t b = e->off / bs; len && b <= (e->off + len - 1) / bs;
+			     b++) {
+				uint32_t bstart = b * bs;
+				uint32_t blen = e->size - bstart < bs ? e->size - bstart : bs;
+				uint32_t lo = e->off > bstart ? e->off : bstart;
+				uint32_t hi = e->off + len < bstart + blen
+						  ? e->off + len
+						  : bstart + blen;
+				char key[256];
+				chunkstore_key(e->id, b, blen, key, sizeof(key));
+				fn(fs, key, hi - lo, arg);
+			}
+		}
+		free(vis);
+	}
+	return 0;
+}
+
+static void count_uncached(struct fs *fs, const char *key, uint64_t bytes,
+			   void *arg)
+{
+	if (!diskcache_contains(fs->store, key))
+		*(uint64_t *)arg += bytes;
+}
+
+static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
+			void *arg)
+{
+	(void)bytes;
+	(void)arg;
+	objstore_evict(fs->store, key);
+}
+
+#define XATTR_STATS "granary.stats"
+
+/* "granary.stats" on any inode: this client's counters, as JSON. */
+static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
+{
+	struct objstore_stats st;
+	struct chunkstore_stats cs;
+	struct diskcache_stats dc = {0};
+	char buf[1024];
+
+	objstore_get_stats(fs->disk_cache ? diskcache_backend(fs->store)
+					  : fs->store,
+			   &st);
+	chunkstore_get_stats(fs->cs, &cs);
+	if (fs->disk_cache)
+		diskcache_get_stats(fs->store, &dc);
+	int len = snprintf(
+	    buf, sizeof(buf),
+	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
+	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu}, "
+	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
+	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
+	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
+	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"evictions\": "
+	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
+	    "%llu}}\n",
+	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
+	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
+	    (unsigned long long)st.dels, (unsigned long long)st.errors,
+	    (unsigned long long)cs.cache_hits,
+	    (unsigned long long)cs.cache_misses,
+	    (unsigned long long)cs.corrupt, (unsigned long long)cs.prefetched,
+	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
+	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
+	    (unsigned long long)dc.fill_skips,
+	    (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.bad_entries,
+	    (unsigned long long)dc.entries, (unsigned long long)dc.bytes);
+	reply_xattr_value(req, size, buf, len);
+}
+
+/* Handles a virtual xattr; returns 1 if name was one (reply sent). */
+static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			 const char *name, size_t size, int set)
+{
+	if (!set && !strcmp(name, XATTR_STATS)) {
+		reply_stats(req, fs, size);
+		return 1;
+	}
+	int get = !set && !strcmp(name, XATTR_CACHE);
+	if (!get && !(set && !strcmp(name, XATTR_EVICT)))
+		return 0;
+	struct meta_attr a;
+	int err = meta_getattr(fs->meta, m_ino(fs, ino), &a);
+	if (!err && a.type != META_FILE)
+		err = EISDIR;
+	if (!err && !fs->disk_cache)
+		err = ENOTSUP;
+	struct node *n = err ? NULL : node_get(fs, m_ino(fs, ino), 1);
+	if (!err && !n)
+		err = ENOMEM;
+	if (err) {
+		reply_err(req, name, err);
+		return 1;
+	}
+	uint64_t uncached = 0;
+	err = for_each_block(fs, n, a.length, get ? count_uncached : evict_block,
+			     &uncached);
+	node_unpin(fs, n);
+	if (err) {
+		reply_err(req, name, err);
+	} else if (get) {
+		char val[64];
+		int len = snprintf(val, sizeof(val), "%llu %llu",
+				   (unsigned long long)(a.length - uncached),
+				   (unsigned long long)a.length);
+		reply_xattr_value(req, size, val, len);
+	} else {
+		fuse_reply_err(req, 0);
+	}
+	return 1;
+}
+
+
+static int acl_name(const char *name)
+{
+	return !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
 	struct fs *fs = fs_of(req);
 	if (acl_name(name))
 		return reply_err(req, "setxattr", EOPNOTSUPP);
+	if (virtual_xattr(req, fs, ino, name, 0, 1))
+		return;
 	reply_err(
 	    req, "setxattr",
 	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
@@ -1263,6 +1443,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	size_t n;
 	if (acl_name(name))
 		return reply_err(req, "getxattr", ENODATA);
+	if (virtual_xattr(req, fs, ino, name, size, 0))
+		return;
 	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
 	if (err)
 		return reply_err(req, "getxattr", err);
@@ -1363,6 +1545,50 @@ static void *reclaimer_main(void *arg)
 }
 
 /* ---- mount ---------------------------------------------------------- */
+
+/*
+ * Put the node's disk cache in front of the store. An explicit --cache-dir
+ * that cannot be used fails the mount; the default directory only logs a
+ * warning (a mount without a cache still works).
+ */
+static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
+{
+	uint64_t size = o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
+	char def[PATH_MAX];
+	const char *dirs = o->cache_dir;
+	if (size == 0)
+		return 0;
+	if (!dirs) {
+		const char *home = getenv("HOME");
+		if (geteuid() == 0 || !home)
+			snprintf(def, sizeof(def), "/var/cache/granary");
+		else
+			snprintf(def, sizeof(def), "%s/.cache/granary", home);
+		dirs = def;
+	}
+	struct diskcache_opts dco = {
+	    .dirs = dirs,
+	    .ns = fs->vol.uuid,
+	    .size = size,
+	    .free_ratio = o->free_ratio < 0 ? 0.1 : o->free_ratio,
+	    .min_age = 600,
+	    .cache_writes = 0,
+	};
+	struct objstore *cached;
+	int err = diskcache_open(fs->store, &dco, &cached);
+	if (err) {
+		if (o->cache_dir)
+			return err;
+		log_warn("no disk cache: cannot use '%s': %s", dirs,
+			 gr_strerror(err));
+		return 0;
+	}
+	fs->store = cached; /* it owns the backend now */
+	fs->disk_cache = 1;
+	log_info("disk cache in %s (%llu MiB)", dirs,
+		 (unsigned long long)(size >> 20));
+	return 0;
+}
 
 static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
 {
@@ -1512,12 +1738,24 @@ int fs_mount(const struct fs_opts *o,
 			       fs->vol.storage, gr_strerror(err));
 		goto close_meta;
 	}
+	err = open_disk_cache(fs, o);
+	if (err) {
+		err = mount_fail(ready, arg, err,
+				 "cannot use cache directory '%s': %s",
+				 o->cache_dir, gr_strerror(err));
+		goto close_store;
+	}
 	struct chunkstore_opts co = {
 	    .block_size = fs->vol.block_size,
 	    .compress = fs->vol.compress,
 	    .mem_cache_bytes =
 		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
+	    .prefetch_threads = o->prefetch < 0 ? 4 : o->prefetch,
 	};
+	/* readahead stays well inside the memory cache it fills */
+	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
+			 ? co.mem_cache_bytes / 4
+			 : (64u << 20);
 	err = chunkstore_open(fs->store, &co, &fs->cs);
 	if (err) {
 		err =

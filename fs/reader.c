@@ -1,8 +1,8 @@
 /*
  * reader.c - read a byte range of a file: for each chunk it touches, fetch
  * the slice list, resolve the visible extents and copy them out of the
- * chunk store, zero-filling the holes. One chunk at a time through
- * read_chunk(), the place where readahead will hook in.
+ * chunk store, zero-filling the holes. Prefetch walks the same extents and
+ * asks the chunk store to fetch them in the background instead.
  */
 #include "reader.h"
 
@@ -12,13 +12,23 @@
 
 #include "slice.h"
 
-/* Fill dst with bytes [pos, pos+len) of chunk idx (len inside the chunk). */
-static int read_chunk(struct chunkstore *cs, uint64_t ino, uint32_t idx,
-		      uint32_t pos, uint32_t len, char *dst, reader_chunk_fn fn,
-		      void *arg)
+/* ---- walking a range ---- */
+
+/*
+ * Called for each piece of the range in order: bytes [at, at+n) of the file
+ * are bytes [soff, soff+n) of slice e, or a hole when e is NULL (soff 0).
+ * A non-zero return stops the walk and is returned.
+ */
+typedef int (*piece_fn)(void *ctx, const struct meta_slice *e, uint32_t soff,
+			uint64_t at, uint64_t n);
+
+/* Walk bytes [pos, pos+len) of chunk idx (len inside the chunk). */
+static int walk_chunk(uint64_t ino, uint32_t idx, uint32_t pos, uint32_t len,
+		      reader_chunk_fn fn, void *arg, piece_fn piece, void *ctx)
 {
 	struct meta_slice *list = NULL, *ext = NULL;
 	size_t n = 0, next = 0;
+	uint64_t base = (uint64_t)idx * META_CHUNK_SIZE;
 	uint64_t end = (uint64_t)pos + len;
 	int err;
 
@@ -30,7 +40,7 @@ static int read_chunk(struct chunkstore *cs, uint64_t ino, uint32_t idx,
 	if (err)
 		return err;
 
-	/* Extents are sorted and disjoint: zero the gaps as we go. */
+	/* Extents are sorted and disjoint: the gaps are the holes. */
 	uint64_t at = pos;
 	for (size_t i = 0; i < next && at < end; i++) {
 		const struct meta_slice *e = &ext[i];
@@ -40,31 +50,72 @@ static int read_chunk(struct chunkstore *cs, uint64_t ino, uint32_t idx,
 		if (es >= end)
 			break;
 		if (es > at) {
-			memset(dst + (at - pos), 0, es - at);
+			err = piece(ctx, NULL, 0, base + at, es - at);
+			if (err)
+				goto free_ext;
 			at = es;
 		}
 		uint64_t stop = ee < end ? ee : end;
-		err = chunkstore_read(cs, e->id, e->size,
-				      e->off + (uint32_t)(at - es),
-				      (uint32_t)(stop - at), dst + (at - pos));
-		if (err == EINVAL)
-			err = EIO; /* the slice record points past its slice */
+		err = piece(ctx, e, e->off + (uint32_t)(at - es), base + at,
+			    stop - at);
 		if (err)
 			goto free_ext;
 		at = stop;
 	}
 	if (at < end)
-		memset(dst + (at - pos), 0, end - at);
+		err = piece(ctx, NULL, 0, base + at, end - at);
 free_ext:
 	free(ext);
 	return err;
+}
+
+/* Walk [off, end) of the file, chunk by chunk. */
+static int walk(uint64_t ino, uint64_t off, uint64_t end, reader_chunk_fn fn,
+		void *arg, piece_fn piece, void *ctx)
+{
+	for (uint64_t at = off; at < end;) {
+		uint32_t idx = (uint32_t)(at / META_CHUNK_SIZE);
+		uint32_t pos = (uint32_t)(at % META_CHUNK_SIZE);
+		uint64_t n = META_CHUNK_SIZE - pos;
+		if (n > end - at)
+			n = end - at;
+		int err =
+		    walk_chunk(ino, idx, pos, (uint32_t)n, fn, arg, piece, ctx);
+		if (err)
+			return err;
+		at += n;
+	}
+	return 0;
+}
+
+/* ---- read ---- */
+
+struct read_ctx {
+	struct chunkstore *cs;
+	char *buf; /* holds the file's bytes from off */
+	uint64_t off;
+};
+
+static int read_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
+		      uint64_t at, uint64_t n)
+{
+	struct read_ctx *r = ctx;
+	char *dst = r->buf + (at - r->off);
+
+	if (!e) {
+		memset(dst, 0, n);
+		return 0;
+	}
+	int err =
+	    chunkstore_read(r->cs, e->id, e->size, soff, (uint32_t)n, dst);
+	return err == EINVAL ? EIO : err; /* the record points past its slice */
 }
 
 int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
 		uint64_t off, size_t len, void *buf, size_t *got,
 		reader_chunk_fn fn, void *arg)
 {
-	char *dst = buf;
+	struct read_ctx r = {cs, buf, off};
 	uint64_t end;
 	int err;
 
@@ -76,19 +127,31 @@ int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
 	if (off >= length || len == 0)
 		return 0;
 	end = length - off < len ? length : off + len;
-
-	for (uint64_t at = off; at < end;) {
-		uint32_t idx = (uint32_t)(at / META_CHUNK_SIZE);
-		uint32_t pos = (uint32_t)(at % META_CHUNK_SIZE);
-		uint64_t n = META_CHUNK_SIZE - pos;
-		if (n > end - at)
-			n = end - at;
-		err = read_chunk(cs, ino, idx, pos, (uint32_t)n, dst, fn, arg);
-		if (err)
-			return err;
-		dst += n;
-		at += n;
-	}
+	err = walk(ino, off, end, fn, arg, read_piece, &r);
+	if (err)
+		return err;
 	*got = (size_t)(end - off);
 	return 0;
+}
+
+/* ---- prefetch ---- */
+
+static int prefetch_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
+			  uint64_t at, uint64_t n)
+{
+	(void)at;
+	if (e)
+		chunkstore_prefetch(ctx, e->id, e->size, soff, (uint32_t)n);
+	return 0;
+}
+
+int reader_prefetch(struct chunkstore *cs, uint64_t ino, uint64_t length,
+		    uint64_t off, uint64_t len, reader_chunk_fn fn, void *arg)
+{
+	if (!cs || !fn)
+		return EINVAL;
+	if (off >= length || len == 0)
+		return 0;
+	uint64_t end = length - off < len ? length : off + len;
+	return walk(ino, off, end, fn, arg, prefetch_piece, cs);
 }

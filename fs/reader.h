@@ -24,4 +24,10 @@ int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
 		uint64_t off, size_t len, void *buf, size_t *got,
 		reader_chunk_fn fn, void *arg);
 
+/* Start background fetches of the blocks holding [off, off+len) of the
+ * file (see chunkstore_prefetch); holes and bytes past length are skipped.
+ * Returns what fn returns, or 0. */
+int reader_prefetch(struct chunkstore *cs, uint64_t ino, uint64_t length,
+                    uint64_t off, uint64_t len, reader_chunk_fn fn, void *arg);
+
 #endif

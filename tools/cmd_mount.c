@@ -41,6 +41,14 @@ static const char usage[] =
     "  --max-uploads N        uploader threads (default 8)\n"
     "  --buffer-size SIZE     memory for buffered writes (default 300M)\n"
     "  --cache-mem SIZE       memory for cached blocks (default 256M)\n"
+    "  --cache-dir DIR[:DIR]  disk cache directories (default\n"
+    "                         /var/cache/granary; ~/.cache/granary if not\n"
+    "                         root); fast local disks (NVMe)\n"
+    "  --cache-size SIZE      disk cache limit (default 10G; 0 disables)\n"
+    "  --free-space-ratio R   keep this fraction of the cache disk free\n"
+    "                         (default 0.1)\n"
+    "  --prefetch N           background block fetchers for readahead\n"
+    "                         (default 4; 0 disables)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground)\n"
     "  -d, --debug            log every FUSE request\n"
@@ -62,7 +70,11 @@ enum {
 	OPT_BUFFER_SIZE,
 	OPT_CACHE_MEM,
 	OPT_LOG,
-	OPT_ALLOW_OTHER
+	OPT_ALLOW_OTHER,
+	OPT_CACHE_DIR,
+	OPT_CACHE_SIZE,
+	OPT_FREE_RATIO,
+	OPT_PREFETCH
 };
 
 static const char optstring[] = ":fdo:h";
@@ -76,6 +88,10 @@ static const struct option options[] = {
     {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
     {"cache-mem", required_argument, NULL, OPT_CACHE_MEM},
     {"log", required_argument, NULL, OPT_LOG},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"free-space-ratio", required_argument, NULL, OPT_FREE_RATIO},
+    {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -111,6 +127,29 @@ static void hide_password(char *url)
 	colon = memchr(auth, ':', (size_t)(at - auth));
 	if (colon)
 		memset(colon + 1, '*', (size_t)(at - colon - 1));
+}
+
+/* "a:/b" -> "/cwd/a:/b" into out; ENAMETOOLONG if it does not fit. */
+static int absolute_dirs(const char *dirs, char *out, size_t cap)
+{
+	char cwd[PATH_MAX];
+	size_t len = 0;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		return errno;
+	for (const char *d = dirs; *d;) {
+		size_t n = strcspn(d, ":");
+		int w = snprintf(out + len, cap - len, "%s%s%s%.*s",
+				 len ? ":" : "", d[0] == '/' ? "" : cwd,
+				 d[0] == '/' ? "" : "/", (int)n, d);
+		if (w < 0 || (size_t)w >= cap - len)
+			return ENAMETOOLONG;
+		len += (size_t)w;
+		d += n;
+		if (*d == ':')
+			d++;
+	}
+	return 0;
 }
 
 /* Append ",opt" to the -o list (malloc'd). */
@@ -307,7 +346,11 @@ static int check_mountpoint(const char *arg, char *canon)
 
 int cmd_mount(int argc, char **argv)
 {
-	struct fs_opts o = {.attr_timeout = -1, .entry_timeout = -1};
+	struct fs_opts o = {.attr_timeout = -1,
+			    .entry_timeout = -1,
+			    .cache_size = UINT64_MAX,
+			    .free_ratio = -1,
+			    .prefetch = -1};
 	struct report rep = {.fd = -1};
 	const char *logto = NULL;
 	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
@@ -366,6 +409,43 @@ int cmd_mount(int argc, char **argv)
 		case OPT_LOG:
 			logto = optarg;
 			break;
+		case OPT_CACHE_DIR:
+			if (!*optarg) {
+				cli_error("--cache-dir needs a directory");
+				goto free_opts;
+			}
+			o.cache_dir = optarg;
+			break;
+		case OPT_CACHE_SIZE:
+			if (cli_parse_size(optarg, &size)) {
+				cli_error("bad size '%s' for --cache-size: want a "
+					  "size such as 100G, or 0 to disable",
+					  optarg);
+				goto free_opts;
+			}
+			o.cache_size = size;
+			break;
+		case OPT_FREE_RATIO: {
+			char *end;
+			double r = strtod(optarg, &end);
+			if (end == optarg || *end || r < 0 || r >= 1) {
+				cli_error("bad ratio '%s' for --free-space-ratio: "
+					  "want a number from 0 to 0.99",
+					  optarg);
+				goto free_opts;
+			}
+			o.free_ratio = r;
+			break;
+		}
+		case OPT_PREFETCH:
+			if (cli_parse_int(optarg, 0, 64, &n)) {
+				cli_error("bad count '%s' for --prefetch: want 0 "
+					  "to 64",
+					  optarg);
+				goto free_opts;
+			}
+			o.prefetch = (int)n;
+			break;
 		case 'd':
 			o.debug = 1;
 			break;
@@ -412,6 +492,17 @@ int cmd_mount(int argc, char **argv)
 	rep.mountpoint = mp_arg;
 	rep.foreground = foreground;
 
+	/* the daemon leaves for "/": relative cache directories would move */
+	char cache_abs[8192];
+	if (o.cache_dir) {
+		if (absolute_dirs(o.cache_dir, cache_abs, sizeof(cache_abs))) {
+			cli_error("cache directories '%s' are too long",
+				  o.cache_dir);
+			ret = CLI_EXIT_FAIL;
+			goto free_opts;
+		}
+		o.cache_dir = cache_abs;
+	}
 	if (!logto)
 		logto = foreground ? "-" : "syslog";
 	err = log_open(logto, o.debug ? LOG_DEBUG : LOG_INFO);

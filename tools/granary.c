@@ -32,6 +32,8 @@ static const struct cmd commands[] = {
      "unmount and wait until buffered writes are uploaded"},
     {"status", cmd_status, CMD_LOG_STDERR,
      "show a volume's settings, clients and usage"},
+    {"warmup", cmd_warmup, CMD_LOG_STDERR,
+     "fill this node's cache with files a job will read"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -192,8 +192,12 @@ mount_vol() {
 	local meta=$1 mp=$2; shift 2
 	mkdir -p "$mp"
 	MOUNTS="$MOUNTS $mp"
+	# each mount point is a node of its own: its own disk cache, kept
+	# across remounts of the same mount point
 	timeout 60 "$GRANARY" mount "$meta" "$mp" \
-		--log "$TMP/log-$(basename "$mp").log" ${GRANARY_MOUNT_ARGS:-} "$@" \
+		--log "$TMP/log-$(basename "$mp").log" \
+		--cache-dir "$TMP/cache-$(basename "$mp")" --cache-size 1G \
+		${GRANARY_MOUNT_ARGS:-} "$@" \
 		>"$TMP/mount.out" 2>&1 ||
 		fail "granary mount $mp failed: $(cat "$TMP/mount.out")"
 	is_mounted "$mp" ||

@@ -63,7 +63,8 @@ ok "a file open across a redis restart"
 # --- the store down
 if [ "$GRANARY_STORAGE" = s3 ]; then
 	umount_vol "$M"
-	mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0 # cold memory cache
+	# cold memory cache, and no disk cache (it holds "keep" by now)
+	mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0 --cache-size 0
 	kill "$S3_PID"
 	wait "$S3_PID" 2>/dev/null || true
 	expect_errno "Input/output error" cat "$M/keep"

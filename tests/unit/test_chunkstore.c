@@ -1,13 +1,16 @@
 /*
  * test_chunkstore.c - blocks of slices in a mem:// store: ranges across
  * block boundaries, compression, the memory cache (hits, bound), single
- * flight of concurrent misses, corrupt and missing blocks, delete.
+ * flight of concurrent misses, corrupt and missing blocks, delete, and
+ * background prefetch (no double fetch, bounded queue, clean close).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../fs/chunkstore.h"
@@ -77,16 +80,23 @@ static struct objstore *mem;
 static struct slow_store slow;
 static struct chunkstore *cs;
 
-static void setup_cs(enum codec_compress c, size_t cache)
+static void setup_cs_pf(enum codec_compress c, size_t cache, int threads)
 {
-	struct chunkstore_opts o = {
-	    .block_size = BS, .compress = c, .mem_cache_bytes = cache};
+	struct chunkstore_opts o = {.block_size = BS,
+				    .compress = c,
+				    .mem_cache_bytes = cache,
+				    .prefetch_threads = threads};
 
 	cr_assert_eq(objstore_open("mem://", NULL, &mem), 0);
 	memset(&slow, 0, sizeof(slow));
 	slow.base.ops = &slow_ops;
 	slow.inner = mem;
 	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
+}
+
+static void setup_cs(enum codec_compress c, size_t cache)
+{
+	setup_cs_pf(c, cache, 0);
 }
 
 static void teardown_cs(void)
@@ -469,4 +479,252 @@ Test(chunkstore, delete_all_blocks)
 	cr_assert_eq(chunkstore_delete(cs, 9, size), 0);
 	free(data);
 	teardown_cs();
+}
+
+/* ---- prefetch ---- */
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Wait (bounded) until the store has seen n gets and they are done. */
+static void wait_gets(uint64_t n)
+{
+	for (int i = 0; i < 2000 && stats().gets < n; i++)
+		usleep(1000);
+	cr_assert_eq(stats().gets, n, "%llu gets, expected %llu",
+		     (unsigned long long)stats().gets, (unsigned long long)n);
+}
+
+static void prefetch_then_read(int threads, int settle_us)
+{
+	const uint32_t size = 8 * BS;
+	unsigned char *data = malloc(size), *buf = malloc(size);
+
+	setup_cs_pf(CODEC_LZ4, 16 * BS, threads);
+	fill_random(data, size, 11);
+	put_slice(11, data, size);
+	slow.delay_us = 20 * 1000;
+	chunkstore_prefetch(cs, 11, size, 0, size);
+	cr_assert_eq(stats().prefetched, 8);
+	if (settle_us)
+		usleep((useconds_t)settle_us);
+	/* Reads arrive while the prefetches are queued or in flight. */
+	for (uint32_t i = 0; i < 8; i++)
+		cr_assert_eq(
+		    chunkstore_read(cs, 11, size, i * BS, BS, buf + i * BS), 0);
+	cr_assert_eq(memcmp(buf, data, size), 0);
+	wait_gets(8);
+	cr_assert_eq(slow.gets, 8, "%d gets for 8 blocks", slow.gets);
+	if (settle_us)
+		cr_assert_geq(stats().cache_hits, 6,
+			      "only %llu of 8 reads found the prefetch",
+			      (unsigned long long)stats().cache_hits);
+	/* All cached now. */
+	uint64_t hits = stats().cache_hits;
+	cr_assert_eq(chunkstore_read(cs, 11, size, 0, size, buf), 0);
+	cr_assert_eq(stats().cache_hits, hits + 8);
+	cr_assert_eq(slow.gets, 8);
+	cr_assert_eq(stats().prefetch_drops, 0);
+	free(data);
+	free(buf);
+	teardown_cs();
+}
+
+Test(chunkstore, prefetch_in_flight_is_waited_for)
+{
+	/* every block in flight when the reads come */
+	prefetch_then_read(8, 5000);
+}
+
+Test(chunkstore, prefetch_races_reads)
+{
+	/* reads overtake a queue that two threads work through */
+	prefetch_then_read(2, 0);
+}
+
+Test(chunkstore, prefetch_skips_cached_and_queued)
+{
+	const uint32_t size = 4 * BS + 100;
+	unsigned char *data = malloc(size), buf[10];
+
+	setup_cs_pf(CODEC_NONE, 16 * BS, 1);
+	fill_random(data, size, 12);
+	put_slice(12, data, size);
+	cr_assert_eq(chunkstore_read(cs, 12, size, BS + 5, 10, buf), 0);
+	slow.delay_us = 20 * 1000;
+	/* Block 1 is cached; the same range twice queues each block once;
+	 * a range past the slice is clipped. */
+	chunkstore_prefetch(cs, 12, size, 0, size);
+	chunkstore_prefetch(cs, 12, size, 10, size);
+	chunkstore_prefetch(cs, 12, size, size - 1, 1000);
+	cr_assert_eq(stats().prefetched, 4);
+	wait_gets(5);
+	usleep(50 * 1000);
+	cr_assert_eq(slow.gets, 5);
+	for (uint32_t off = 0; off < size; off += BS / 2)
+		expect_range(12, data, size, off, size - off < 10 ? 1 : 10);
+	cr_assert_eq(slow.gets, 5, "a prefetched block was fetched again");
+	/* All cached: prefetch queues nothing. */
+	chunkstore_prefetch(cs, 12, size, 0, size);
+	cr_assert_eq(stats().prefetched, 4);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, prefetch_queue_full_drops_without_blocking)
+{
+	const uint32_t nblk = 200, size = nblk * BS;
+	unsigned char *data = malloc(size);
+
+	setup_cs_pf(CODEC_NONE, 4 * BS, 1);
+	fill_random(data, size, 13);
+	put_slice(13, data, size);
+	slow.delay_us = 20 * 1000;
+
+	double t0 = now_ms();
+	chunkstore_prefetch(cs, 13, size, 0, size);
+	double t1 = now_ms();
+	cr_assert_lt(t1 - t0, 5.0, "prefetch blocked for %.1f ms", t1 - t0);
+	struct chunkstore_stats st = stats();
+	cr_assert_gt(st.prefetch_drops, 0);
+	cr_assert_eq(st.prefetched + st.prefetch_drops, nblk);
+	cr_assert_leq(st.prefetched, 65, "queue holds %llu",
+		      (unsigned long long)st.prefetched);
+
+	/* Still full: a second call drops again, at once. */
+	t0 = now_ms();
+	chunkstore_prefetch(cs, 13, size, 100 * BS, 50 * BS);
+	t1 = now_ms();
+	cr_assert_lt(t1 - t0, 5.0, "prefetch blocked for %.1f ms", t1 - t0);
+	cr_assert_eq(stats().prefetch_drops, st.prefetch_drops + 50);
+
+	/* Close drops the queue: it waits for one fetch, not sixty. */
+	t0 = now_ms();
+	teardown_cs();
+	t1 = now_ms();
+	cr_assert_lt(t1 - t0, 500.0, "close took %.1f ms", t1 - t0);
+	cr_assert_leq(slow.gets, 3, "%d gets after close", slow.gets);
+	free(data);
+}
+
+Test(chunkstore, prefetch_off_without_threads)
+{
+	unsigned char data[BS];
+
+	setup_cs_pf(CODEC_NONE, 16 * BS, 0);
+	fill_random(data, BS, 14);
+	put_slice(14, data, BS);
+	chunkstore_prefetch(cs, 14, BS, 0, BS);
+	usleep(30 * 1000);
+	cr_assert_eq(slow.gets, 0);
+	cr_assert_eq(stats().prefetched, 0);
+	cr_assert_eq(stats().prefetch_drops, 0);
+	teardown_cs();
+}
+
+Test(chunkstore, prefetch_failure_is_not_the_readers)
+{
+	unsigned char data[BS], buf[BS];
+
+	setup_cs_pf(CODEC_NONE, 16 * BS, 1);
+	fill_random(data, BS, 15);
+	put_slice(15, data, BS);
+	/* The prefetch's get fails; a reader waiting on it fetches anew. */
+	slow.delay_us = 20 * 1000;
+	mem->fail_err = ETIMEDOUT;
+	mem->fail_next = 1;
+	chunkstore_prefetch(cs, 15, BS, 0, BS);
+	usleep(5000);
+	cr_assert_eq(chunkstore_read(cs, 15, BS, 0, BS, buf), 0);
+	cr_assert_eq(memcmp(buf, data, BS), 0);
+	cr_assert_eq(slow.gets, 2);
+
+	/* A missing block: prefetch fails quietly, the read says EIO. */
+	chunkstore_prefetch(cs, 99, BS, 0, BS);
+	usleep(5000);
+	cr_assert_eq(chunkstore_read(cs, 99, BS, 0, 10, buf), EIO);
+	teardown_cs();
+}
+
+/* Readers and prefetches of random ranges over several slices with a cache
+ * that holds a few blocks: every byte read matches the slice written. */
+#define PF_SLICES  4
+#define PF_READERS 3
+
+struct pf_mix {
+	unsigned char *data[PF_SLICES];
+	uint32_t size[PF_SLICES];
+	int bad; /* __atomic */
+};
+
+struct pf_thread {
+	struct pf_mix *m;
+	uint64_t seed;
+};
+
+static void *pf_mixer(void *arg)
+{
+	struct pf_mix *m = ((struct pf_thread *)arg)->m;
+	uint64_t x = ((struct pf_thread *)arg)->seed | 1;
+	unsigned char *buf = malloc(2 * BS);
+
+	for (int i = 0; i < 300 && buf; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int sl = (int)(x % PF_SLICES);
+		uint32_t size = m->size[sl];
+		uint32_t off = (uint32_t)((x >> 8) % size);
+		uint32_t len = (uint32_t)((x >> 32) % (2 * BS));
+		if (len > size - off)
+			len = size - off;
+		if ((x >> 60) & 1) {
+			chunkstore_prefetch(cs, 100 + sl, size, off, 4 * BS);
+		} else if (chunkstore_read(cs, 100 + sl, size, off, len, buf) ||
+			   memcmp(buf, m->data[sl] + off, len)) {
+			__atomic_fetch_add(&m->bad, 1, __ATOMIC_RELAXED);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+Test(chunkstore, prefetch_random_integrity)
+{
+	struct pf_mix m = {.bad = 0};
+	const char *env = getenv("GRANARY_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 0) : 20240611;
+	pthread_t t[PF_READERS];
+	struct pf_thread ta[PF_READERS];
+
+	fprintf(stderr, "prefetch_random_integrity: seed %llu\n",
+		(unsigned long long)seed);
+	setup_cs_pf(CODEC_LZ4, 4 * BS, 2);
+	for (int i = 0; i < PF_SLICES; i++) {
+		m.size[i] = (uint32_t)(3 * BS + (seed >> i) % (5 * BS) + 1);
+		m.data[i] = malloc(m.size[i]);
+		cr_assert(m.data[i]);
+		fill_random(m.data[i], m.size[i], seed + (uint64_t)i);
+		if (i % 2) /* half compressible */
+			memset(m.data[i], 'q', m.size[i] / 3);
+		put_slice(100 + (uint64_t)i, m.data[i], m.size[i]);
+	}
+	slow.delay_us = 300;
+	for (int i = 0; i < PF_READERS; i++) {
+		ta[i].m = &m;
+		ta[i].seed = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+		cr_assert_eq(pthread_create(&t[i], NULL, pf_mixer, &ta[i]), 0);
+	}
+	for (int i = 0; i < PF_READERS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(m.bad, 0, "%d reads failed or differed (seed %llu)", m.bad,
+		     (unsigned long long)seed);
+	cr_assert_gt(stats().prefetched, 0);
+	teardown_cs();
+	for (int i = 0; i < PF_SLICES; i++)
+		free(m.data[i]);
 }

@@ -1,0 +1,1136 @@
+/*
+ * diskcache.c - the local disk cache: an object store decorator that keeps
+ * whole objects as files under DIR/<ns>/<key> (the directory picked by
+ * XXH3(key) mod the number of directories), with an in-memory index (hash
+ * table + LRU list) rebuilt from the directories at open. Files are written
+ * to a temp name and renamed, never fsync'd: a torn entry fails the chunk
+ * store's checksum and is evicted.
+ */
+#include "diskcache.h"
+#include "log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define KEY_MAX 1024
+/* Temp files: TMP_PREFIX + pid + counter, in the directory of their key.
+ * The index scan skips and removes them; keys with a component starting
+ * with the prefix pass through uncached. */
+#define TMP_PREFIX	 ".tmp."
+#define TMP_PREFIX_LEN	 (sizeof(TMP_PREFIX) - 1)
+#define ENOSPC_PAUSE_MS	 10000 /* no fills for this long after ENOSPC */
+#define STATVFS_EVERY_MS 1000  /* free space is asked at most this often */
+#define ADMIT_ROUNDS	 4     /* evict-and-retry rounds before giving up */
+#define SCAN_MAX	 4096  /* LRU entries looked at per admission */
+
+#define STAT_ADD(dc, f, n)                                                     \
+	__atomic_add_fetch(&(dc)->st.f, (n), __ATOMIC_RELAXED)
+
+enum dc_state {
+	DC_FILLING,  /* being written; not served, not on the LRU */
+	DC_READY,    /* served; on the LRU; counted in entries/bytes */
+	DC_DROPPING, /* file being unlinked; hashed so nobody refills it */
+};
+
+/* Kept small: there is one per cached object (a few hundred bytes of
+ * memory for millions of entries would be too much). */
+struct dc_entry {
+	struct dc_entry *hnext;	      /* hash chain */
+	struct dc_entry *prev, *next; /* LRU (READY), or a list to reap */
+	uint64_t size;
+	int64_t last_use; /* CLOCK_REALTIME seconds (file mtime at open) */
+	uint16_t dir;
+	uint8_t state; /* enum dc_state */
+	uint8_t stale; /* FILLING: deleted/put/evicted meanwhile, roll back */
+	char key[];
+};
+
+/* Free space of one file system (dirs on the same device share one):
+ * fstatvfs at most every STATVFS_EVERY_MS (by the thread that wins the CAS
+ * on stat_ms), adjusted in between by what fills reserve and evictions
+ * retire, so that parallel fills see each other. */
+struct dc_space {
+	int fd;		   /* a dir on it (not owned) */
+	int64_t stat_ms;   /* atomic */
+	int64_t avail;	   /* bytes; protected by lock */
+	uint64_t total;	   /* bytes, 0 = unknown; protected by lock */
+	uint64_t frsize;   /* block size, set at open */
+	uint64_t inflight; /* reserved, not yet committed; protected by lock */
+};
+
+struct dc_dir {
+	char *path; /* DIR/<ns> */
+	int fd;	    /* O_DIRECTORY on path; entries are *at() relative */
+	dev_t dev;
+	struct dc_space *sp; /* own, or an earlier dir's on the same device */
+	struct dc_space own;
+};
+
+struct diskcache {
+	struct objstore base;	  /* first: objstore_* see only this */
+	struct objstore *backend; /* owned */
+	struct diskcache_opts o;  /* dirs, ns point at nothing after open */
+	struct dc_dir *dirs;
+	size_t ndirs;
+
+	/*
+	 * Lock order: lock is a leaf. It is never held during file I/O or a
+	 * backend call: a fill reserves space under it, writes without it and
+	 * commits or rolls back under it again.
+	 */
+	pthread_mutex_t lock;
+	struct dc_entry **buckets; /* protected by lock */
+	size_t nbuckets, nhashed;  /* protected by lock */
+	struct dc_entry *lru_head; /* most recent; protected by lock */
+	struct dc_entry *lru_tail; /* protected by lock */
+	uint64_t reserved;	   /* FILLING bytes; protected by lock */
+	uint64_t dropping;	   /* DROPPING bytes; protected by lock */
+	int64_t nofill_until_ms;   /* after ENOSPC; protected by lock */
+	struct diskcache_stats st; /* counters atomic; entries/bytes
+				      protected by lock */
+};
+
+static const struct objstore_ops dc_ops;
+
+/* ---- small helpers ---- */
+
+static int64_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t round_up(uint64_t n, uint64_t unit)
+{
+	return unit ? (n + unit - 1) / unit * unit : n;
+}
+
+static uint64_t key_hash(const char *key)
+{
+	return XXH3_64bits(key, strlen(key));
+}
+
+/* A key whose component looks like our temp files cannot be cached: the
+ * scan would take its file for a leftover. */
+static int key_cacheable(const char *key)
+{
+	for (const char *c = key; c; c = strchr(c, '/')) {
+		if (*c == '/')
+			c++;
+		if (!strncmp(c, TMP_PREFIX, TMP_PREFIX_LEN))
+			return 0;
+	}
+	return 1;
+}
+
+static struct diskcache *dc_of(struct objstore *s)
+{
+	return (struct diskcache *)s;
+}
+
+/* ---- index: hash table and LRU (caller holds lock) ---- */
+
+static struct dc_entry **find(struct diskcache *dc, uint64_t h, const char *key)
+{
+	struct dc_entry **p = &dc->buckets[h & (dc->nbuckets - 1)];
+
+	while (*p && strcmp((*p)->key, key))
+		p = &(*p)->hnext;
+	return p;
+}
+
+/* Double the buckets past a load of 1; failing just keeps chains longer. */
+static void maybe_grow(struct diskcache *dc)
+{
+	if (dc->nhashed <= dc->nbuckets)
+		return;
+	size_t n = dc->nbuckets * 2;
+	struct dc_entry **nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (size_t i = 0; i < dc->nbuckets; i++) {
+		struct dc_entry *e = dc->buckets[i], *next;
+		for (; e; e = next) {
+			next = e->hnext;
+			size_t b = key_hash(e->key) & (n - 1);
+			e->hnext = nb[b];
+			nb[b] = e;
+		}
+	}
+	free(dc->buckets);
+	dc->buckets = nb;
+	dc->nbuckets = n;
+}
+
+static void hash_add(struct diskcache *dc, struct dc_entry **link,
+		     struct dc_entry *e)
+{
+	e->hnext = *link;
+	*link = e;
+	dc->nhashed++;
+	maybe_grow(dc);
+}
+
+static void hash_remove(struct diskcache *dc, struct dc_entry *e)
+{
+	struct dc_entry **p = find(dc, key_hash(e->key), e->key);
+
+	gr_assert(*p == e);
+	*p = e->hnext;
+	dc->nhashed--;
+}
+
+static void lru_remove(struct diskcache *dc, struct dc_entry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		dc->lru_head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		dc->lru_tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_push(struct diskcache *dc, struct dc_entry *e)
+{
+	e->prev = NULL;
+	e->next = dc->lru_head;
+	if (dc->lru_head)
+		dc->lru_head->prev = e;
+	else
+		dc->lru_tail = e;
+	dc->lru_head = e;
+}
+
+static struct dc_entry *entry_new(const char *key, size_t klen)
+{
+	struct dc_entry *e = calloc(1, sizeof(*e) + klen + 1);
+
+	if (e)
+		memcpy(e->key, key, klen);
+	return e;
+}
+
+/* Take a READY entry out of service: off the LRU and the totals, but kept
+ * hashed (DROPPING) until its file is gone, so that no fill of the same key
+ * races with the unlink. Its disk space counts as free from now on: a
+ * statvfs before the unlink then underestimates, which is the safe side. */
+static void retire(struct diskcache *dc, struct dc_entry *e)
+{
+	struct dc_space *sp = dc->dirs[e->dir].sp;
+
+	gr_assert(e->state == DC_READY);
+	lru_remove(dc, e);
+	e->state = DC_DROPPING;
+	dc->st.entries--;
+	dc->st.bytes -= e->size;
+	dc->dropping += e->size;
+	if (sp->total)
+		sp->avail += (int64_t)round_up(e->size, sp->frsize);
+}
+
+/* Unlink the files of a list of DROPPING entries (lock not held), then
+ * forget them. */
+static void reap(struct diskcache *dc, struct dc_entry *list)
+{
+	struct dc_entry *e, *next;
+
+	if (!list)
+		return;
+	for (e = list; e; e = e->next)
+		unlinkat(dc->dirs[e->dir].fd, e->key, 0);
+	pthread_mutex_lock(&dc->lock);
+	for (e = list; e; e = next) {
+		next = e->next;
+		dc->dropping -= e->size;
+		hash_remove(dc, e);
+		free(e);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* ---- admission (caller holds lock) ---- */
+
+enum { ADMIT, EVICT, SKIP };
+
+/*
+ * Walk the LRU from its old end for entries to evict so that `need` bytes
+ * come free over all directories and `need_disk` on file system sp. An
+ * entry used within min_age stops the walk: everything after it is younger.
+ * With out NULL only tell whether it can be done; else retire the entries
+ * and chain them on *out.
+ */
+static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
+		int64_t need, int64_t need_disk, struct dc_entry **out)
+{
+	struct dc_entry *e = dc->lru_tail, *prev;
+	size_t scanned = 0;
+
+	for (; e && (need > 0 || need_disk > 0); e = prev) {
+		prev = e->prev;
+		if (++scanned > SCAN_MAX)
+			break;
+		if (dc->o.min_age && now - e->last_use < (int64_t)dc->o.min_age)
+			break;
+		int here = dc->dirs[e->dir].sp == sp;
+		if (need <= 0 && !here)
+			continue;
+		need -= (int64_t)e->size;
+		if (here)
+			need_disk -= (int64_t)round_up(e->size, sp->frsize);
+		if (out) {
+			retire(dc, e);
+			STAT_ADD(dc, evictions, 1);
+			e->next = *out;
+			*out = e;
+		}
+	}
+	return need <= 0 && need_disk <= 0 ? 0 : -1;
+}
+
+/* Reserve len bytes for ph (ADMIT), or choose entries to evict first
+ * (EVICT: reap *victims, then ask again), or refuse (SKIP). */
+static int admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
+		 int may_evict, struct dc_entry **victims)
+{
+	struct dc_space *sp = dc->dirs[ph->dir].sp;
+	uint64_t rlen = round_up(len, sp->frsize);
+	int64_t need, need_disk = 0;
+
+	if (ph->stale || mono_ms() < dc->nofill_until_ms || len > dc->o.size)
+		return SKIP;
+	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
+	       (int64_t)dc->o.size;
+	if (dc->o.free_ratio > 0 && sp->total)
+		need_disk = (int64_t)(dc->o.free_ratio * (double)sp->total) -
+			    (sp->avail - (int64_t)rlen);
+	if (need <= 0 && need_disk <= 0) {
+		ph->size = len;
+		dc->reserved += len;
+		sp->inflight += rlen;
+		if (sp->total)
+			sp->avail -= (int64_t)rlen;
+		return ADMIT;
+	}
+	/* Both passes see the same clock, so they walk alike. */
+	int64_t now = now_s();
+	if (!may_evict || pick(dc, sp, now, need, need_disk, NULL))
+		return SKIP;
+	pick(dc, sp, now, need, need_disk, victims);
+	return EVICT;
+}
+
+/* Ask the disk how much room it has, at most every STATVFS_EVERY_MS. What
+ * fills have reserved but not committed is taken off: their files are not
+ * (fully) written yet. */
+static void refresh_space(struct diskcache *dc, struct dc_space *sp)
+{
+	int64_t now = mono_ms();
+	int64_t last = __atomic_load_n(&sp->stat_ms, __ATOMIC_RELAXED);
+	struct statvfs sv;
+
+	if (dc->o.free_ratio <= 0 || now - last < STATVFS_EVERY_MS)
+		return;
+	if (!__atomic_compare_exchange_n(&sp->stat_ms, &last, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return; /* another thread asks */
+	if (fstatvfs(sp->fd, &sv))
+		return; /* keep the estimate */
+	pthread_mutex_lock(&dc->lock);
+	sp->total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	sp->avail = (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize) -
+		    (int64_t)sp->inflight;
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* ---- entry files ---- */
+
+static int make_parents(int root, const char *key)
+{
+	char path[KEY_MAX + 1];
+	size_t len = strlen(key);
+
+	if (len >= sizeof(path))
+		return ENAMETOOLONG;
+	memcpy(path, key, len + 1);
+	for (char *slash = strchr(path, '/'); slash;
+	     slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		if (mkdirat(root, path, 0700) && errno != EEXIST)
+			return errno;
+		*slash = '/';
+	}
+	return 0;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Write key's file through a temp file in its directory; *renamed says
+ * whether the final name now exists (to be removed on a roll back). */
+static int write_entry(struct dc_dir *d, const char *key, const void *data,
+		       size_t len, int *renamed)
+{
+	static uint64_t tmp_seq; /* atomic */
+	const char *slash = strrchr(key, '/');
+	size_t plen = slash ? (size_t)(slash - key) + 1 : 0;
+	char tmp[KEY_MAX + 64];
+	int fd = -1, err = 0;
+
+	*renamed = 0;
+	memcpy(tmp, key, plen);
+	for (int tries = 0; tries < 4 && fd < 0; tries++) {
+		uint64_t seq =
+		    __atomic_add_fetch(&tmp_seq, 1, __ATOMIC_RELAXED);
+		snprintf(tmp + plen, sizeof(tmp) - plen,
+			 TMP_PREFIX "%x.%" PRIx64, (unsigned)getpid(), seq);
+		fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			    0600);
+		if (fd >= 0)
+			break;
+		err = errno;
+		if (err == ENOENT && slash) {
+			if ((err = make_parents(d->fd, key)))
+				return err;
+		} else if (err != EEXIST) {
+			return err;
+		}
+	}
+	if (fd < 0)
+		return err;
+	err = write_all(fd, data, len);
+	if (close(fd) && !err)
+		err = errno;
+	if (!err && renameat(d->fd, tmp, d->fd, key))
+		err = errno;
+	if (err)
+		unlinkat(d->fd, tmp, 0);
+	else
+		*renamed = 1;
+	return err;
+}
+
+#define DC_ESIZE (-1) /* internal: the file is not of the indexed size */
+
+/* Read [off, off+len) (len 0: to the end) of an entry of `size` bytes. A
+ * file that is gone or not of the indexed size is an error: the caller
+ * drops the entry and asks the backend. */
+static int read_entry(struct dc_dir *d, const char *key, uint64_t size,
+		      uint64_t off, size_t len, void **data, size_t *got)
+{
+	struct stat st;
+	int fd, err = 0;
+
+	fd = openat(d->fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno;
+	if (fstat(fd, &st)) {
+		err = errno;
+		goto close_fd;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		err = DC_ESIZE;
+		goto close_fd;
+	}
+	size_t n = 0;
+	if (off < size) {
+		n = (size_t)(size - off);
+		if (len && len < n)
+			n = len;
+	}
+	unsigned char *buf = malloc(n ? n : 1);
+	if (!buf) {
+		err = ENOMEM;
+		goto close_fd;
+	}
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r =
+		    pread(fd, buf + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			err = r < 0 ? errno : DC_ESIZE; /* truncated */
+			free(buf);
+			goto close_fd;
+		}
+		done += (size_t)r;
+	}
+	*data = buf;
+	*got = done;
+close_fd:
+	close(fd);
+	return err;
+}
+
+/* ---- fill ---- */
+
+/* Hash a FILLING placeholder for key unless the key is already there (then
+ * someone else fills it, or it is cached or being dropped). NULL: do not
+ * fill. */
+static struct dc_entry *placeholder(struct diskcache *dc, const char *key)
+{
+	uint64_t h = key_hash(key);
+	size_t klen = strlen(key);
+	struct dc_entry *e = NULL;
+
+	if (!key_cacheable(key)) {
+		STAT_ADD(dc, fill_skips, 1);
+		return NULL;
+	}
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry **link = find(dc, h, key);
+	if (!*link && (e = entry_new(key, klen))) {
+		e->dir = (uint16_t)(h % dc->ndirs);
+		e->state = DC_FILLING;
+		hash_add(dc, link, e);
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return e;
+}
+
+/* Forget a placeholder that never got a file. */
+static void unplace(struct diskcache *dc, struct dc_entry *ph)
+{
+	pthread_mutex_lock(&dc->lock);
+	hash_remove(dc, ph);
+	pthread_mutex_unlock(&dc->lock);
+	free(ph);
+}
+
+/*
+ * Store data as ph's entry if admission allows: reserve (evicting LRU
+ * entries older than min_age as needed), write outside the lock, commit.
+ * Any failure only means the object is not cached.
+ */
+static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
+		 size_t len)
+{
+	struct dc_dir *d = &dc->dirs[ph->dir];
+	struct dc_space *sp = d->sp;
+	int verdict = SKIP, stale = 0, renamed, err, pause = 0;
+
+	for (int round = 0; round < ADMIT_ROUNDS; round++) {
+		struct dc_entry *victims = NULL;
+		refresh_space(dc, sp);
+		pthread_mutex_lock(&dc->lock);
+		stale = ph->stale;
+		verdict =
+		    admit(dc, ph, len, round < ADMIT_ROUNDS - 1, &victims);
+		pthread_mutex_unlock(&dc->lock);
+		reap(dc, victims);
+		if (verdict != EVICT)
+			break;
+	}
+	if (verdict != ADMIT) {
+		if (!stale) /* a stale fill is not refused, just moot */
+			STAT_ADD(dc, fill_skips, 1);
+		unplace(dc, ph);
+		return;
+	}
+
+	err = write_entry(d, ph->key, data, len, &renamed);
+
+	uint64_t rlen = round_up(len, sp->frsize);
+	pthread_mutex_lock(&dc->lock);
+	dc->reserved -= len;
+	sp->inflight -= rlen;
+	if (!err && !ph->stale) {
+		ph->state = DC_READY;
+		ph->last_use = now_s();
+		lru_push(dc, ph);
+		dc->st.entries++;
+		dc->st.bytes += len;
+		pthread_mutex_unlock(&dc->lock);
+		STAT_ADD(dc, fills, 1);
+		return;
+	}
+	if (err == ENOSPC || err == EDQUOT) {
+		int64_t now = mono_ms();
+		pause = now >= dc->nofill_until_ms; /* log once per pause */
+		dc->nofill_until_ms = now + ENOSPC_PAUSE_MS;
+		__atomic_store_n(&sp->stat_ms, 0, __ATOMIC_RELAXED);
+	}
+	if (sp->total)
+		sp->avail += (int64_t)rlen;
+	if (renamed) {
+		/* stale: the key was deleted or replaced while we wrote */
+		ph->state = DC_DROPPING;
+		dc->dropping += len;
+		ph->next = NULL;
+		pthread_mutex_unlock(&dc->lock);
+		reap(dc, ph);
+	} else {
+		hash_remove(dc, ph);
+		pthread_mutex_unlock(&dc->lock);
+	}
+	if (err) {
+		STAT_ADD(dc, fill_skips, 1);
+		if (pause)
+			log_warn("disk cache '%s' is full: not caching for "
+				 "%d s",
+				 d->path, ENOSPC_PAUSE_MS / 1000);
+		else if (err != ENOSPC && err != EDQUOT)
+			log_debug("cannot cache '%s' in '%s': %s", ph->key,
+				  d->path, strerror(err));
+	}
+	if (!renamed)
+		free(ph);
+}
+
+/*
+ * Drop key's entry: a cached one is retired and its file removed, one being
+ * filled is marked stale so its filler rolls back. only_if: drop only that
+ * very entry (a read of it just failed). Returns 1 if an entry was dropped.
+ */
+static int drop(struct diskcache *dc, const char *key,
+		const struct dc_entry *only_if)
+{
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *e = *find(dc, key_hash(key), key);
+	if (!e || (only_if && e != only_if) || e->state == DC_DROPPING) {
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	if (e->state == DC_FILLING) {
+		e->stale = 1;
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	retire(dc, e);
+	e->next = NULL;
+	pthread_mutex_unlock(&dc->lock);
+	reap(dc, e);
+	return 1;
+}
+
+/* ---- ops ---- */
+
+static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
+		  void **data, size_t *got)
+{
+	struct diskcache *dc = dc_of(s);
+	struct dc_entry *e, *ph = NULL;
+	int err;
+
+	pthread_mutex_lock(&dc->lock);
+	e = *find(dc, key_hash(key), key);
+	if (e && e->state == DC_READY) {
+		uint16_t dir = e->dir;
+		uint64_t size = e->size;
+		e->last_use = now_s();
+		lru_remove(dc, e);
+		lru_push(dc, e);
+		pthread_mutex_unlock(&dc->lock);
+		err =
+		    read_entry(&dc->dirs[dir], key, size, off, len, data, got);
+		if (!err) {
+			STAT_ADD(dc, hits, 1);
+			STAT_ADD(dc, hit_bytes, *got);
+			return 0;
+		}
+		if (err == ENOMEM)
+			return err;
+		/* Not dropped: evicted or deleted since we looked. */
+		if (drop(dc, key, e)) {
+			STAT_ADD(dc, bad_entries, 1);
+			log_warn("dropped disk cache entry '%s' in '%s': %s",
+				 key, dc->dirs[dir].path,
+				 err == DC_ESIZE ? "size differs from the index"
+						 : strerror(err));
+		}
+	} else {
+		pthread_mutex_unlock(&dc->lock);
+	}
+
+	STAT_ADD(dc, misses, 1);
+	if (off == 0 && len == 0)
+		ph = placeholder(dc, key);
+	err = objstore_get(dc->backend, key, off, len, data, got);
+	if (ph) {
+		if (err)
+			unplace(dc, ph);
+		else
+			fill(dc, ph, *data, *got);
+	}
+	return err;
+}
+
+static int dc_put(struct objstore *s, const char *key, const void *data,
+		  size_t len)
+{
+	struct diskcache *dc = dc_of(s);
+	int err = objstore_put(dc->backend, key, data, len);
+
+	/* After the put, so a fill that read the old object rolls back. */
+	drop(dc, key, NULL);
+	if (!err && dc->o.cache_writes) {
+		struct dc_entry *ph = placeholder(dc, key);
+		if (ph)
+			fill(dc, ph, data, len);
+	}
+	return err;
+}
+
+static int dc_del(struct objstore *s, const char *key)
+{
+	struct diskcache *dc = dc_of(s);
+	int err = objstore_del(dc->backend, key);
+
+	drop(dc, key, NULL);
+	return err;
+}
+
+static int dc_head(struct objstore *s, const char *key, uint64_t *size)
+{
+	struct diskcache *dc = dc_of(s);
+
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *e = *find(dc, key_hash(key), key);
+	if (e && e->state == DC_READY) {
+		*size = e->size;
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return objstore_head(dc->backend, key, size);
+}
+
+static int dc_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
+		   void *arg)
+{
+	return objstore_list(dc_of(s)->backend, prefix, fn, arg);
+}
+
+/* The chunk store calls this on a checksum failure: the entry is bad. */
+static int dc_evict(struct objstore *s, const char *key)
+{
+	struct diskcache *dc = dc_of(s);
+
+	if (drop(dc, key, NULL))
+		STAT_ADD(dc, bad_entries, 1);
+	return 0;
+}
+
+static void dc_free(struct diskcache *dc)
+{
+	if (dc->buckets) {
+		for (size_t i = 0; i < dc->nbuckets; i++) {
+			struct dc_entry *e = dc->buckets[i], *next;
+			for (; e; e = next) {
+				next = e->hnext;
+				free(e);
+			}
+		}
+		free(dc->buckets);
+	}
+	for (size_t i = 0; i < dc->ndirs; i++) {
+		if (dc->dirs[i].fd >= 0)
+			close(dc->dirs[i].fd);
+		free(dc->dirs[i].path);
+	}
+	free(dc->dirs);
+	pthread_mutex_destroy(&dc->lock);
+	free(dc);
+}
+
+static void dc_close(struct objstore *s)
+{
+	struct diskcache *dc = dc_of(s);
+
+	objstore_close(dc->backend);
+	dc_free(dc);
+}
+
+static const struct objstore_ops dc_ops = {
+    .scheme = "diskcache",
+    .get = dc_get,
+    .put = dc_put,
+    .del = dc_del,
+    .head = dc_head,
+    .list = dc_list,
+    .evict = dc_evict,
+    .close = dc_close,
+};
+
+/* ---- index rebuild at open ---- */
+
+struct scan {
+	struct diskcache *dc;
+	uint16_t dir;
+	struct dc_entry **all; /* for sorting by last use */
+	size_t n, cap;
+	size_t temps; /* leftover temp files removed */
+	char key[KEY_MAX + 2];
+};
+
+static int name_ok(const char *name)
+{
+	for (const char *c = name; *c; c++) {
+		unsigned char ch = (unsigned char)*c;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("-_.~+=,@:", ch)))
+			return 0;
+	}
+	return 1;
+}
+
+static int scan_add(struct scan *sc, size_t klen, const struct stat *st)
+{
+	struct diskcache *dc = sc->dc;
+	uint64_t h = key_hash(sc->key);
+	struct dc_entry **link = find(dc, h, sc->key);
+
+	if (*link) /* also in another directory (the list changed) */
+		return 0;
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 1024;
+		struct dc_entry **all = realloc(sc->all, cap * sizeof(*all));
+		if (!all)
+			return ENOMEM;
+		sc->all = all;
+		sc->cap = cap;
+	}
+	struct dc_entry *e = entry_new(sc->key, klen);
+	if (!e)
+		return ENOMEM;
+	e->size = (uint64_t)st->st_size;
+	e->last_use = (int64_t)st->st_mtim.tv_sec;
+	e->dir = sc->dir;
+	e->state = DC_READY;
+	hash_add(dc, link, e);
+	sc->all[sc->n++] = e;
+	dc->st.entries++;
+	dc->st.bytes += e->size;
+	return 0;
+}
+
+/* Index directory dfd (consumed), whose key prefix is sc->key[0..klen). */
+static int scan_dir(struct scan *sc, int dfd, size_t klen)
+{
+	DIR *dir = fdopendir(dfd);
+	struct dirent *de;
+	int err = 0;
+
+	if (!dir) {
+		err = errno;
+		close(dfd);
+		return err;
+	}
+	while (!err) {
+		errno = 0;
+		if (!(de = readdir(dir))) {
+			err = errno;
+			break;
+		}
+		const char *name = de->d_name;
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		unsigned type = de->d_type;
+		struct stat st;
+		int have_st = 0;
+		if (type == DT_UNKNOWN) {
+			if (fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW))
+				continue;
+			have_st = 1;
+			type = S_ISDIR(st.st_mode)   ? DT_DIR
+			       : S_ISREG(st.st_mode) ? DT_REG
+						     : DT_UNKNOWN;
+		}
+		if (!strncmp(name, TMP_PREFIX, TMP_PREFIX_LEN)) {
+			if (type == DT_REG && !unlinkat(dirfd(dir), name, 0))
+				sc->temps++;
+			continue;
+		}
+		size_t nlen = strlen(name);
+		if (klen + nlen > KEY_MAX || !name_ok(name))
+			continue; /* not ours: no key maps to it */
+		memcpy(sc->key + klen, name, nlen + 1);
+		if (type == DT_DIR) {
+			int sub = openat(dirfd(dir), name,
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (sub < 0)
+				continue;
+			sc->key[klen + nlen] = '/';
+			sc->key[klen + nlen + 1] = '\0';
+			err = scan_dir(sc, sub, klen + nlen + 1);
+		} else if (type == DT_REG) {
+			if (!have_st &&
+			    fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW))
+				continue;
+			if (S_ISREG(st.st_mode))
+				err = scan_add(sc, klen + nlen, &st);
+		}
+	}
+	closedir(dir);
+	return err;
+}
+
+static int by_last_use(const void *a, const void *b)
+{
+	const struct dc_entry *x = *(struct dc_entry *const *)a;
+	const struct dc_entry *y = *(struct dc_entry *const *)b;
+
+	return (x->last_use > y->last_use) - (x->last_use < y->last_use);
+}
+
+/* Walk every directory into the index; LRU order by mtime; trim to the
+ * size limit (the limit may have been lowered since the last mount). */
+static int rebuild(struct diskcache *dc)
+{
+	struct timespec t0, t1;
+	struct scan *sc = calloc(1, sizeof(*sc));
+	struct dc_entry *victims = NULL;
+	int err = 0;
+
+	if (!sc)
+		return ENOMEM;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sc->dc = dc;
+	for (size_t i = 0; i < dc->ndirs && !err; i++) {
+		int dfd = openat(dc->dirs[i].fd, ".",
+				 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0) {
+			err = errno;
+			log_err("cannot read cache directory '%s': %s",
+				dc->dirs[i].path, strerror(err));
+			break;
+		}
+		sc->dir = (uint16_t)i;
+		sc->key[0] = '\0';
+		if ((err = scan_dir(sc, dfd, 0)))
+			log_err("cannot index cache directory '%s': %s",
+				dc->dirs[i].path, strerror(err));
+	}
+	if (err)
+		goto free_sc;
+	if (sc->n)
+		qsort(sc->all, sc->n, sizeof(*sc->all), by_last_use);
+	for (size_t i = 0; i < sc->n; i++)
+		lru_push(dc, sc->all[i]);
+	while (dc->st.bytes > dc->o.size) {
+		struct dc_entry *e = dc->lru_tail;
+		retire(dc, e);
+		STAT_ADD(dc, evictions, 1);
+		e->next = victims;
+		victims = e;
+	}
+	reap(dc, victims);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	log_info("disk cache: indexed %" PRIu64 " entries, %" PRIu64
+		 " bytes in %zu director%s in %.3f s (%zu temp files removed)",
+		 dc->st.entries, dc->st.bytes, dc->ndirs,
+		 dc->ndirs == 1 ? "y" : "ies",
+		 (double)(t1.tv_sec - t0.tv_sec) +
+		     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+		 sc->temps);
+free_sc:
+	free(sc->all);
+	free(sc);
+	return err;
+}
+
+/* ---- open ---- */
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+static int ns_valid(const char *ns)
+{
+	return ns && *ns && strcmp(ns, ".") && strcmp(ns, "..") &&
+	       !strchr(ns, '/');
+}
+
+static int open_dirs(struct diskcache *dc, const char *dirs, const char *ns)
+{
+	size_t n = 1;
+
+	for (const char *c = dirs; *c; c++)
+		n += *c == ':';
+	if (n > UINT16_MAX)
+		return EINVAL;
+	dc->dirs = calloc(n, sizeof(*dc->dirs));
+	if (!dc->dirs)
+		return ENOMEM;
+	for (const char *c = dirs; dc->ndirs < n;) {
+		const char *end = strchr(c, ':');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+		struct dc_dir *d = &dc->dirs[dc->ndirs];
+		int err;
+
+		d->fd = -1;
+		if (len == 0)
+			return EINVAL;
+		if (asprintf(&d->path, "%.*s/%s", (int)len, c, ns) < 0) {
+			d->path = NULL;
+			return ENOMEM;
+		}
+		dc->ndirs++;
+		if ((err = mkdir_p(d->path, 0700))) {
+			log_err("cannot create cache directory '%s': %s",
+				d->path, strerror(err));
+			return err;
+		}
+		d->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d->fd < 0) {
+			err = errno;
+			log_err("cannot open cache directory '%s': %s", d->path,
+				strerror(err));
+			return err;
+		}
+		struct stat st;
+		if (fstat(d->fd, &st))
+			return errno;
+		d->dev = st.st_dev;
+		d->sp = &d->own;
+		for (size_t i = 0; i + 1 < dc->ndirs; i++)
+			if (dc->dirs[i].dev == d->dev)
+				d->sp = dc->dirs[i].sp;
+		if (d->sp == &d->own) {
+			/* Fixed for the cache's life: reservations are
+			 * rounded to it and given back in the same units. */
+			struct statvfs sv;
+			d->own.fd = d->fd;
+			d->own.frsize = !fstatvfs(d->fd, &sv) && sv.f_frsize
+					    ? sv.f_frsize
+					    : 4096;
+		}
+		c += len + (end ? 1 : 0);
+	}
+	return 0;
+}
+
+int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
+		   struct objstore **out)
+{
+	struct diskcache *dc;
+	int err;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!backend || !o || !o->dirs || !*o->dirs || !ns_valid(o->ns) ||
+	    !o->size || !(o->free_ratio >= 0 && o->free_ratio < 1))
+		return EINVAL;
+	dc = calloc(1, sizeof(*dc));
+	if (!dc)
+		return ENOMEM;
+	pthread_mutex_init(&dc->lock, NULL);
+	dc->backend = backend;
+	dc->o = *o;
+	dc->o.dirs = dc->o.ns = NULL;
+	dc->nbuckets = 1024;
+	dc->buckets = calloc(dc->nbuckets, sizeof(*dc->buckets));
+	if (!dc->buckets) {
+		err = ENOMEM;
+		goto free_dc;
+	}
+	if ((err = open_dirs(dc, o->dirs, o->ns)))
+		goto free_dc;
+	if ((err = rebuild(dc)))
+		goto free_dc;
+	if (backend->url && !(dc->base.url = strdup(backend->url))) {
+		err = ENOMEM;
+		goto free_dc;
+	}
+	dc->base.ops = &dc_ops;
+	*out = &dc->base;
+	return 0;
+
+free_dc:
+	dc_free(dc); /* the backend stays the caller's */
+	return err;
+}
+
+/* ---- introspection ---- */
+
+struct objstore *diskcache_backend(struct objstore *cache)
+{
+	return cache && cache->ops == &dc_ops ? dc_of(cache)->backend : NULL;
+}
+
+void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!cache || cache->ops != &dc_ops)
+		return;
+	struct diskcache *dc = dc_of(cache);
+	st->hits = __atomic_load_n(&dc->st.hits, __ATOMIC_RELAXED);
+	st->misses = __atomic_load_n(&dc->st.misses, __ATOMIC_RELAXED);
+	st->hit_bytes = __atomic_load_n(&dc->st.hit_bytes, __ATOMIC_RELAXED);
+	st->fills = __atomic_load_n(&dc->st.fills, __ATOMIC_RELAXED);
+	st->fill_skips = __atomic_load_n(&dc->st.fill_skips, __ATOMIC_RELAXED);
+	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
+	st->bad_entries =
+	    __atomic_load_n(&dc->st.bad_entries, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&dc->lock);
+	st->entries = dc->st.entries;
+	st->bytes = dc->st.bytes;
+	pthread_mutex_unlock(&dc->lock);
+}
+
+int diskcache_contains(struct objstore *cache, const char *key)
+{
+	if (!cache || cache->ops != &dc_ops || !key)
+		return 0;
+	struct diskcache *dc = dc_of(cache);
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *e = *find(dc, key_hash(key), key);
+	int yes = e && e->state == DC_READY;
+	pthread_mutex_unlock(&dc->lock);
+	return yes;
+}

@@ -1,0 +1,61 @@
+/*
+ * diskcache.h - a read cache of objects on the node's local disks (NVMe),
+ * as a decorator over an object store: diskcache_open() wraps a store and
+ * hands out a struct objstore that serves gets from local files when it
+ * can, and fills them from the store when it cannot.
+ *
+ * Entries are whole objects (encoded blocks: their XXH3 is checked by the
+ * chunk store on every read; a bad entry is dropped through
+ * objstore_evict() and fetched again). The index is rebuilt from the
+ * directories at open, so a remount or a crash keeps the warm cache. The
+ * size limit holds also under parallel fills (never more than one object
+ * over); a full disk, or a fill that fails, means no caching, never a failed
+ * read.
+ *
+ * Eviction: least recently used, with an admission guard for training
+ * epochs. A dataset larger than the cache read once per epoch in shuffled
+ * order would make plain LRU churn (each block evicted just before its next
+ * use, hit rate about (C/N)^2 / 2 for cache C and data N); so an entry used
+ * within the last `min_age` seconds is never evicted to admit a new one: the
+ * cache then keeps a stable subset and hits C/N, and writes nothing new. An
+ * entry unused for min_age is evicted as usual, so a new dataset replaces
+ * an old one.
+ */
+#ifndef GRANARY_DISKCACHE_H
+#define GRANARY_DISKCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "objstore.h"
+
+struct diskcache_opts {
+	const char *dirs;    /* "DIR[:DIR...]"; entries spread by key hash */
+	const char *ns;      /* subdirectory per volume (its uuid) */
+	uint64_t size;       /* byte limit over all dirs; must be > 0 */
+	double free_ratio;   /* keep this fraction of each disk free (0.1) */
+	unsigned min_age;    /* seconds; see the eviction rule above (600) */
+	int cache_writes;    /* also keep what is put through the cache */
+};
+
+struct diskcache_stats {
+	uint64_t hits, misses, hit_bytes;
+	uint64_t fills, fill_skips; /* skipped: full, guarded, disk error */
+	uint64_t evictions, bad_entries;
+	uint64_t entries, bytes; /* now */
+};
+
+/*
+ * Wrap backend (ownership passes to the cache: objstore_close() of *out
+ * closes both; on error the backend is left to the caller). Creates the
+ * directories if needed and indexes what they hold. ns must be one path
+ * component. Errors: a directory that cannot be created or read.
+ */
+int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
+                   struct objstore **out);
+/* The wrapped store (for counting the gets that reached it). */
+struct objstore *diskcache_backend(struct objstore *cache);
+void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st);
+/* 1 if key is cached whole, 0 if not. */
+int diskcache_contains(struct objstore *cache, const char *key);
+
+#endif

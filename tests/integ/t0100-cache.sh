@@ -1,0 +1,74 @@
+#!/bin/bash
+# t0100-cache.sh - the node's disk cache: warmup fills it (progress,
+# --check, --evict), a remount keeps it warm (the second epoch asks the
+# store for nothing), a corrupt cache file is repaired transparently, and a
+# full cache disk never fails a read.
+. "$(dirname "$0")/lib.sh"
+
+# stat FIELD: a counter from the client's "granary.stats" xattr
+stat_of() {
+	getfattr --absolute-names --only-values -n granary.stats "$M" 2>/dev/null |
+		tr -d ' \n' | sed -n "s/.*\"$1\":{[^}]*\"$2\":\([0-9]*\).*/\1/p"
+}
+
+new_volume cache
+M=$TMP/mnt
+mount_vol "$META" "$M"
+mkdir -p "$TMP/src/a" "$TMP/src/b"
+for i in $(seq 1 40); do
+	random_file "$TMP/src/$([ $((i % 2)) = 0 ] && echo a || echo b)/f$i" $((20000 + i * 7919))
+done
+mkdir -p "$M/ds" && cp -r "$TMP/src/." "$M/ds/"
+umount_vol "$M"
+mount_vol "$META" "$M"
+ok "dataset of 40 files written"
+
+out=$("$GRANARY" warmup --check "$M/ds")
+case $out in *"0 B of"*"(0.0%)"*) ;; *) fail "check before warmup: $out" ;; esac
+out=$("$GRANARY" warmup --threads 4 "$M/ds") || fail "warmup failed: $out"
+case $out in "warmup: 40 files"*) ;; *) fail "warmup summary: $out" ;; esac
+out=$("$GRANARY" warmup --check "$M/ds")
+case $out in *"(100.0%)"*) ;; *) fail "check after warmup: $out" ;; esac
+(cd "$M/ds/a" && "$GRANARY" warmup --check . >/dev/null) || fail "warmup from inside the mount"
+ok "warmup fills the cache; --check reports it"
+
+umount_vol "$M"
+mount_vol "$META" "$M"
+g0=$(stat_of store gets)
+diff -r "$TMP/src" "$M/ds" || fail "epoch after remount: contents differ"
+g1=$(stat_of store gets)
+check_eq "$((g1 - g0))" 0 "store GETs during an epoch on a warm cache after remount"
+ok "remount keeps the cache warm: no GETs"
+
+# corrupt one cache entry: the read must still give the right bytes
+entry=$(find "$TMP/cache-mnt" -type f -path '*blocks*' -print -quit)
+[ -n "$entry" ] || fail "no cache entries found under $TMP/cache-mnt"
+printf 'garbage' | dd of="$entry" bs=1 seek=30 conv=notrunc status=none
+umount_vol "$M"
+mount_vol "$META" "$M"
+diff -r "$TMP/src" "$M/ds" || fail "reads after corrupting a cache entry differ"
+[ "$(stat_of memory_cache corrupt)" -ge 1 ] || fail "the corrupt entry was not noticed"
+ok "a corrupt cache entry is repaired transparently"
+
+out=$("$GRANARY" warmup --evict "$M/ds") || fail "evict: $out"
+out=$("$GRANARY" warmup --check "$M/ds")
+case $out in *"0 B of"*) ;; *) fail "check after evict: $out" ;; esac
+ok "--evict drops the files from the cache"
+
+# a cache on a tiny disk: reads never fail
+umount_vol "$M"
+mkdir -p "$TMP/tiny"
+mount -t tmpfs -o size=1m granary-test "$TMP/tiny" || fail "cannot mount a tmpfs"
+mkdir -p "$M"
+MOUNTS="$MOUNTS $M"
+"$GRANARY" mount "$META" "$M" --log "$TMP/log-tiny.log" --cache-dir "$TMP/tiny" \
+	--cache-size 100M --free-space-ratio 0 >/dev/null || fail "mount with a tiny cache"
+diff -r "$TMP/src" "$M/ds" || fail "reads with a full cache disk differ"
+diff -r "$TMP/src" "$M/ds" || fail "second reads with a full cache disk differ"
+umount_vol "$M"
+umount "$TMP/tiny"
+ok "a full cache disk never fails a read"
+
+"$GRANARY" warmup /etc >/dev/null 2>"$TMP/err" && fail "warmup outside a mount succeeded"
+grep -q "not on a granary mount" "$TMP/err" || fail "warmup outside a mount: $(cat "$TMP/err")"
+ok "warmup refuses paths outside a mount"
