@@ -84,7 +84,8 @@ start() {
 		say "already mounted on $mnt"
 	else
 		mkdir -p "$mnt"
-		"$bin" mount "$meta" "$mnt" --log "$state/granary.log"
+		"$bin" mount "$meta" "$mnt" --log "$state/granary.log" \
+			--cache-dir "$state/cache" --cache-size 1G
 		sleep 0.2
 		is_mounted || {
 			tail -n 5 "$state/granary.log" >&2
