@@ -77,9 +77,9 @@ struct node {
 	struct writer *writer; /* protected by lock; NULL until first write */
 	struct wctx wctx;      /* the writer's callback argument */
 	uint64_t length;       /* protected by lock: last length we know */
-	int64_t mtime;	       /* protected by lock: for keep_cache */
-	uint32_t mtimens;      /* protected by lock */
 	int seen;	       /* protected by lock: mtime/length are valid */
+	struct meta_attr attr; /* protected by lock: as last fetched */
+	int64_t attr_ns;       /* protected by lock: when (monotonic) */
 	uint64_t gen;	       /* protected by lock: bumped on invalidation */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
@@ -266,16 +266,26 @@ static void node_unpin(struct fs *fs, struct node *n)
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
-/* The kernel now holds one more lookup of ino. */
-static void node_lookup_ref(struct fs *fs, uint64_t ino)
+static void node_note_attr(struct node *n, const struct meta_attr *a);
+
+/* The kernel now holds one more lookup of ino, whose attributes were a.
+ * A read-only client keeps them for the next open (see file_open). */
+static void node_lookup_ref(struct fs *fs, uint64_t ino,
+			    const struct meta_attr *a)
 {
 	pthread_mutex_lock(&fs->table_lock);
 	struct node *n = node_get_locked(fs, ino, 1);
-	if (n) {
+	if (n)
 		n->nlookup++;
-		n->pins--;
-	}
 	pthread_mutex_unlock(&fs->table_lock);
+	if (!n)
+		return;
+	if (fs->read_only && a) {
+		pthread_mutex_lock(&n->lock);
+		node_note_attr(n, a);
+		pthread_mutex_unlock(&n->lock);
+	}
+	node_unpin(fs, n);
 }
 
 static void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
@@ -291,12 +301,29 @@ static void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
 }
 
 /* Remember what an attribute reply said, for length and keep_cache. */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Remember attributes fresh from the volume; node->lock held. */
 static void node_note_attr(struct node *n, const struct meta_attr *a)
 {
 	n->length = a->length;
-	n->mtime = a->mtime;
-	n->mtimens = a->mtimens;
+	n->attr = *a;
+	n->attr_ns = mono_ns();
 	n->seen = 1;
+}
+
+/* Did the file's data change since node_note_attr? ctime catches what a
+ * restored mtime would hide. node->lock held. */
+static int node_unchanged(const struct node *n, const struct meta_attr *a)
+{
+	return n->seen && n->attr.length == a->length &&
+	       n->attr.mtime == a->mtime && n->attr.mtimens == a->mtimens &&
+	       n->attr.ctime == a->ctime && n->attr.ctimens == a->ctimens;
 }
 
 /* ---- attributes ----------------------------------------------------- */
@@ -391,7 +418,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
 	e.attr_timeout = fs->attr_timeout;
 	e.entry_timeout = fs->entry_timeout;
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &e.attr);
-	node_lookup_ref(fs, ino);
+	node_lookup_ref(fs, ino, a);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		node_forget(fs, ino,
 			    1); /* interrupted: the kernel never saw it */
@@ -825,20 +852,38 @@ static void fh_free(struct fh *h)
 
 /* Register an open of n (first local open registers with the volume, so
  * an unlink elsewhere keeps the inode) and fill fi. */
+/*
+ * Register an open of n and fill fi. A read-write client registers its
+ * first local open with the volume (an unlink elsewhere then keeps the
+ * inode) and fetches fresh attributes (close-to-open). A read-only client
+ * serves dataset epochs: it reuses attributes younger than the attribute
+ * timeout and registers nothing, so a warm epoch costs no round trip.
+ */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		     struct meta_attr *a)
 {
-	int first, err;
-	pthread_mutex_lock(&fs->table_lock);
-	first = !n->meta_open;
-	n->opens++;
-	n->meta_open = 1;
-	pthread_mutex_unlock(&fs->table_lock);
+	int first = 0, fresh = 0, err;
 
-	if (first)
-		err = meta_file_open(fs->meta, n->ino, a);
-	else
-		err = meta_getattr(fs->meta, n->ino, a);
+	if (fs->read_only) {
+		pthread_mutex_lock(&n->lock);
+		fresh = n->seen && mono_ns() - n->attr_ns <
+				       (int64_t)(fs->attr_timeout * 1e9);
+		if (fresh)
+			*a = n->attr;
+		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_lock(&fs->table_lock);
+		n->opens++;
+		pthread_mutex_unlock(&fs->table_lock);
+		err = fresh ? 0 : meta_getattr(fs->meta, n->ino, a);
+	} else {
+		pthread_mutex_lock(&fs->table_lock);
+		first = !n->meta_open;
+		n->opens++;
+		n->meta_open = 1;
+		pthread_mutex_unlock(&fs->table_lock);
+		err = first ? meta_file_open(fs->meta, n->ino, a)
+			    : meta_getattr(fs->meta, n->ino, a);
+	}
 	if (err) {
 		pthread_mutex_lock(&fs->table_lock);
 		n->opens--;
@@ -849,12 +894,11 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	}
 
 	pthread_mutex_lock(&n->lock);
-	int unchanged = n->seen && n->length == a->length &&
-			n->mtime == a->mtime && n->mtimens == a->mtimens;
+	int unchanged = node_unchanged(n, a);
 	/* close-to-open: forget slice lists another client may have changed */
-	if (!unchanged || !n->writer)
+	if (!unchanged)
 		chunk_cache_clear(n);
-	if (!(n->writer && writer_dirty(n->writer)))
+	if (!fresh && !(n->writer && writer_dirty(n->writer)))
 		node_note_attr(n, a);
 	pthread_mutex_unlock(&n->lock);
 
@@ -916,7 +960,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr_timeout = fs->attr_timeout;
 	e.entry_timeout = fs->entry_timeout;
 	attr_to_stat(fs, ino, &a, a.length, &e.attr);
-	node_lookup_ref(fs, ino);
+	node_lookup_ref(fs, ino, &a);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_forget(fs, ino, 1);
 		fh_free((struct fh *)(uintptr_t)fi->fh);
@@ -1123,6 +1167,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		return reply_err(req, "opendir", ENOMEM);
 	pthread_mutex_init(&d->lock, NULL);
 	fi->fh = (uintptr_t)d;
+	/* a read-only client lets the kernel keep listings for the entry
+	 * timeout: a DataLoader's walk of a dataset is then free after the
+	 * first epoch */
+	if (fs_of(req)->read_only) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
+	}
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		pthread_mutex_destroy(&d->lock);
 		free(d);
@@ -1198,7 +1249,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (need > size - pos)
 				break;
 			if (e)
-				node_lookup_ref(fs, eino);
+				node_lookup_ref(fs, eino, &e->attr);
 		} else {
 			need = fuse_add_direntry(req, buf + pos, size - pos,
 						 name, &st, i + 1);

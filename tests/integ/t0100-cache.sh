@@ -69,6 +69,23 @@ umount_vol "$M"
 umount "$TMP/tiny"
 ok "a full cache disk never fails a read"
 
+# a read-only dataset mount: after the first epoch, opens, lookups and
+# reads cost no metadata round trip (redis counts the commands it serves)
+redis_cmds() {
+	redis-cli -s "$GRANARY_TEST_REDIS_SOCK" info stats |
+		sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p'
+}
+mount_vol "$META" "$M" --read-only
+find "$M/ds" -type f -exec cat {} + >/dev/null
+c0=$(redis_cmds)
+for e in 1 2; do find "$M/ds" -type f -exec cat {} + >/dev/null; done
+c1=$(redis_cmds)
+# the info calls themselves and at most a heartbeat may come between
+[ $((c1 - c0)) -le 4 ] ||
+	fail "read-only epochs after the first made $((c1 - c0)) redis calls for 40 files"
+umount_vol "$M"
+ok "read-only mount: later epochs cost no metadata round trips"
+
 "$GRANARY" warmup /etc >/dev/null 2>"$TMP/err" && fail "warmup outside a mount succeeded"
 grep -q "not on a granary mount" "$TMP/err" || fail "warmup outside a mount: $(cat "$TMP/err")"
 ok "warmup refuses paths outside a mount"
