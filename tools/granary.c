@@ -32,6 +32,8 @@ static const struct cmd commands[] = {
      "unmount and wait until buffered writes are uploaded"},
     {"status", cmd_status, CMD_LOG_STDERR,
      "show a volume's settings, clients and usage"},
+    {"stats", cmd_stats, CMD_LOG_STDERR,
+     "show the counters of the client serving a mount"},
     {"warmup", cmd_warmup, CMD_LOG_STDERR,
      "fill this node's cache with files a job will read"},
 };
