@@ -24,7 +24,7 @@ svc_start_redis "$TMP/redis" >/dev/null
 META="$GRANARY_TEST_REDIS?db=1"
 "$G" format "$META" bench --storage "file://$TMP/data" >/dev/null
 mkdir -p "$MP" "$TMP/local"
-"$G" mount "$META" "$MP" --log "$TMP/granary.log"
+"$G" mount "$META" "$MP" --log "$TMP/granary.log" --cache-dir "$TMP/cache"
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 now() { date +%s.%N; }

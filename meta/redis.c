@@ -38,7 +38,8 @@ const char *meta_redis_lua(const char *name);
 #define INO_BATCH	  100  /* inode numbers taken from nextinode at once */
 #define SLICE_BATCH	  1000 /* slice ids taken from nextslice at once */
 #define ATTR_LEN	  59   /* packed inode record, see SCHEMA.md */
-#define REC_LEN		  25   /* packed slice record */
+#define REC_LEN		  25   /* packed slice record, full form */
+#define REC_SHORT_LEN	  17   /* short form: a whole slice */
 #define DENT_LEN	  9    /* packed directory entry value */
 #define SCAN_COUNT	  1000 /* HSCAN page of a large directory */
 #define MGET_BATCH	  512  /* attributes per MGET in readdirplus */
@@ -369,12 +370,14 @@ static void st64(uint8_t *p, uint64_t v)
 	st32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* Decodes the attributes at the head of an inode record; chunk 0's slice
+ * records may follow them (a whole value from MGET). */
 static int attr_unpack(const char *s, size_t n, struct meta_attr *a)
 {
 	const uint8_t *p = (const uint8_t *)s;
 	uint64_t pr;
 
-	if (n != ATTR_LEN || p[0] != 1)
+	if (n < ATTR_LEN || p[0] != 1)
 		return META_EPROTO;
 	memset(a, 0, sizeof *a);
 	a->type = p[1];
@@ -405,27 +408,45 @@ static int reply_attr(const redisReply *r, struct meta_attr *a)
 	return attr_unpack(r->str, (size_t)r->len, a ? a : &tmp);
 }
 
-static void rec_pack(uint8_t *p, const struct meta_slice *s)
+/* Packs s at p (room for REC_LEN); returns the bytes used. A whole slice
+ * (what the writer commits) takes the short form: it keeps a small file's
+ * inode record, with chunk 0 behind the attributes, in 76 bytes. */
+static size_t rec_pack(uint8_t *p, const struct meta_slice *s)
 {
-	p[0] = 1;
+	int whole = s->off == 0 && s->len == s->size;
+
+	p[0] = whole ? 2 : 1;
 	st32(p + 1, s->pos);
 	st64(p + 5, s->id);
 	st32(p + 13, s->size);
+	if (whole)
+		return REC_SHORT_LEN;
 	st32(p + 17, s->off);
 	st32(p + 21, s->len);
+	return REC_LEN;
 }
 
-static int rec_unpack(const char *s, struct meta_slice *out)
+/* Unpacks the record at s (n bytes left); returns its length, 0 if it is
+ * corrupt or cut short. */
+static size_t rec_unpack(const char *s, size_t n, struct meta_slice *out)
 {
 	const uint8_t *p = (const uint8_t *)s;
-	if (p[0] != 1)
-		return META_EPROTO;
+
+	if (n >= REC_SHORT_LEN && p[0] == 2) {
+		out->pos = ld32(p + 1);
+		out->id = ld64(p + 5);
+		out->size = out->len = ld32(p + 13);
+		out->off = 0;
+		return REC_SHORT_LEN;
+	}
+	if (n < REC_LEN || p[0] != 1)
+		return 0;
 	out->pos = ld32(p + 1);
 	out->id = ld64(p + 5);
 	out->size = ld32(p + 13);
 	out->off = ld32(p + 17);
 	out->len = ld32(p + 21);
-	return 0;
+	return REC_LEN;
 }
 
 /* ---- connections ----------------------------------------------------- */
@@ -1590,12 +1611,16 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a)
 	redisReply *r;
 	int err;
 
-	cmd_init(&c, "GET");
+	/* the attributes only, not chunk 0's records behind them */
+	cmd_init(&c, "GETRANGE");
 	cmd_key(&c, "i", ino);
+	cmd_str(&c, "0");
+	cmd_u64(&c, ATTR_LEN - 1);
 	err = run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	err = r->type == REDIS_REPLY_NIL ? ENOENT : reply_attr(r, a);
+	err = r->type == REDIS_REPLY_STRING && r->len == 0 ? ENOENT
+							   : reply_attr(r, a);
 	freeReplyObject(r);
 	return err;
 }
@@ -1951,7 +1976,11 @@ static int scan_page(struct dirlist *l, const redisReply *r, char *cursor,
 }
 
 /* Fill the attributes (MGET, PIPE_DEPTH batches per round trip); entries
- * whose inode vanished meanwhile are left out. */
+ * whose inode vanished meanwhile are left out. MGET brings whole inode
+ * records, chunk 0's slice records included: 17 bytes more for a small file
+ * written once, 17-25 bytes a slice for files written in many pieces (there
+ * is no multi-key GETRANGE; a script could trim them, but would run on the
+ * server, which is single-threaded). */
 static int dirlist_attrs(struct meta *m, struct dirlist *l)
 {
 	const size_t per_trip = (size_t)MGET_BATCH * PIPE_DEPTH;
@@ -2037,7 +2066,7 @@ int meta_readdir(struct meta *m, uint64_t ino, int plus,
 	*ents = NULL;
 	*n = 0;
 	/* the directory's attributes and the first page in one trip */
-	cmd_init(&c1, "GET");
+	cmd_init(&c1, "GET"); /* a directory's record has no slice records */
 	cmd_key(&c1, "i", ino);
 	cmd_init(&c2, "HSCAN");
 	cmd_key(&c2, "d", ino);
@@ -2120,30 +2149,44 @@ int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 {
 	struct cmd c;
 	redisReply *r;
-	size_t cnt;
+	size_t cnt = 0;
 	int err;
 
 	*s = NULL;
 	*n = 0;
-	cmd_init(&c, "GET");
-	cmd_fmt(&c, "c%" PRIu64 "_%" PRIu32, ino, idx);
+	if (idx == 0) {
+		/* behind the attributes in the inode record; a missing inode
+		 * reads as an empty chunk, like a missing chunk key */
+		cmd_init(&c, "GETRANGE");
+		cmd_key(&c, "i", ino);
+		cmd_u64(&c, ATTR_LEN);
+		cmd_str(&c, "-1");
+	} else {
+		cmd_init(&c, "GET");
+		cmd_fmt(&c, "c%" PRIu64 "_%" PRIu32, ino, idx);
+	}
 	err = run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	if (r->type == REDIS_REPLY_NIL)
+	if (r->type == REDIS_REPLY_NIL ||
+	    (r->type == REDIS_REPLY_STRING && !r->len))
 		goto free_r;
-	if (r->type != REDIS_REPLY_STRING || r->len % REC_LEN) {
+	if (r->type != REDIS_REPLY_STRING) {
 		err = META_EPROTO;
 		goto free_r;
 	}
-	cnt = (size_t)r->len / REC_LEN;
-	*s = malloc(cnt * sizeof **s);
+	*s = malloc(((size_t)r->len / REC_SHORT_LEN + 1) * sizeof **s);
 	if (!*s) {
 		err = ENOMEM;
 		goto free_r;
 	}
-	for (size_t i = 0; i < cnt && !err; i++)
-		err = rec_unpack(r->str + i * REC_LEN, &(*s)[i]);
+	for (size_t o = 0, k; o < (size_t)r->len; o += k) {
+		k = rec_unpack(r->str + o, (size_t)r->len - o, &(*s)[cnt++]);
+		if (!k) {
+			err = META_EPROTO;
+			break;
+		}
+	}
 	if (err) {
 		free(*s);
 		*s = NULL;
@@ -2159,6 +2202,7 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 {
 	struct cmd c;
 	uint8_t *buf;
+	size_t len = 0;
 	int err;
 
 	if (m->opts.read_only)
@@ -2177,12 +2221,12 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	if (!buf)
 		return ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		st32(buf + i * (REC_LEN + 4), s[i].idx);
-		rec_pack(buf + i * (REC_LEN + 4) + 4, &s[i].s);
+		st32(buf + len, s[i].idx);
+		len += 4 + rec_pack(buf + len + 4, &s[i].s);
 	}
 	cmd_script(m, &c, SC_WRITE);
 	cmd_u64(&c, ino);
-	cmd_bin(&c, buf, n * (REC_LEN + 4));
+	cmd_bin(&c, buf, len);
 	err = run_script_attr(m, &c, a);
 	free(buf);
 	return err;
@@ -2335,7 +2379,8 @@ int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
 			const redisReply *e = list->element[i];
 			struct meta_slice x;
 			if (e->type != REDIS_REPLY_STRING ||
-			    e->len != REC_LEN || rec_unpack(e->str, &x)) {
+			    rec_unpack(e->str, (size_t)e->len, &x) !=
+				(size_t)e->len) {
 				/* out of the list now: gc finds its objects */
 				log_err("dropping a corrupt entry of "
 					"'delslices'");

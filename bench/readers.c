@@ -1,0 +1,422 @@
+/*
+ * readers.c - the timed loop of bench/epoch.sh: T threads take the files of
+ * a list in order (shuffled by a seed: one epoch of a data loader) and read
+ * each whole, or copy them in (ingest). The same loop drives a directory
+ * (local disk or any mount) and, with -s, the object store itself through
+ * libgranary's objstore, so every target is measured by the same code.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../fs/objstore.h"
+
+static const char usage[] =
+    "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] LIST TARGET\n"
+    "\n"
+    "Read every file named in LIST (paths relative to TARGET, one a line)\n"
+    "whole, with THREADS threads (default 4) taking the files in list\n"
+    "order; -S shuffles the list first with SEED.\n"
+    "  -c SRCDIR  copy SRCDIR/PATH to TARGET/PATH instead (ingest),\n"
+    "             creating directories; the time includes a final syncfs\n"
+    "  -s         TARGET is an object store URL (s3+http://..., file://...):\n"
+    "             get (or with -c put) the object named PATH\n"
+    "Prints one line: files= bytes= secs= files_per_s= mib_per_s= errors=\n"
+    "(and store_gets= store_puts= with -s). Exit 1 if any file failed.\n";
+
+#define MAX_THREADS 256
+#define READ_BUF    (1 << 20)
+#define MAX_ERRORS  5 /* printed; the rest are only counted */
+
+struct job {
+	char **paths;
+	size_t n;
+	const char *target, *src;
+	struct objstore *store; /* -s only */
+	atomic_size_t next;	/* index of the next file to take */
+	atomic_ullong bytes;
+	atomic_uint errors;
+};
+
+static void job_error(struct job *j, const char *what, const char *path,
+		      const char *why)
+{
+	if (atomic_fetch_add(&j->errors, 1) < MAX_ERRORS)
+		fprintf(stderr, "readers: cannot %s '%s': %s\n", what, path,
+			why);
+}
+
+/* ------------------------------------------------------------------------
+ * whole-file helpers
+ */
+
+/* Read all of fd into *buf (grown as needed); sets *len. */
+static int slurp(int fd, char **buf, size_t *cap, size_t *len)
+{
+	*len = 0;
+	for (;;) {
+		if (*len == *cap) {
+			size_t ncap = *cap ? *cap * 2 : READ_BUF;
+			char *nb = realloc(*buf, ncap);
+			if (!nb)
+				return ENOMEM;
+			*buf = nb;
+			*cap = ncap;
+		}
+		ssize_t n = read(fd, *buf + *len, *cap - *len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			return 0;
+		*len += (size_t)n;
+	}
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* mkdir -p of the directories above path (path itself excluded). */
+static int make_parents(char *path)
+{
+	for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		int rc = mkdir(path, 0755);
+		int err = errno;
+		*p = '/';
+		if (rc && err != EEXIST)
+			return err;
+	}
+	return 0;
+}
+
+static int read_src(struct job *j, const char *rel, char *path, size_t psz,
+		    char **buf, size_t *cap, size_t *len)
+{
+	snprintf(path, psz, "%s/%s", j->src, rel);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return errno;
+	int err = slurp(fd, buf, cap, len);
+	close(fd);
+	return err;
+}
+
+/* ------------------------------------------------------------------------
+ * one file, per mode
+ */
+
+static void do_read(struct job *j, const char *rel, char *path, size_t psz,
+		    char *buf)
+{
+	struct stat st;
+	unsigned long long got = 0;
+
+	snprintf(path, psz, "%s/%s", j->target, rel);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st)) {
+		job_error(j, "open", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf, READ_BUF);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			job_error(j, "read", path, strerror(errno));
+			close(fd);
+			return;
+		}
+		if (n == 0)
+			break;
+		got += (unsigned long long)n;
+	}
+	close(fd);
+	if (got != (unsigned long long)st.st_size)
+		job_error(j, "read", path, "short read");
+	atomic_fetch_add(&j->bytes, got);
+}
+
+static void do_copy(struct job *j, const char *rel, char *path, size_t psz,
+		    char **buf, size_t *cap)
+{
+	size_t len;
+	int err = read_src(j, rel, path, psz, buf, cap, &len);
+
+	if (err) {
+		job_error(j, "read", path, strerror(err));
+		return;
+	}
+	snprintf(path, psz, "%s/%s", j->target, rel);
+	/* directories are made on the first miss only, as cp -r would */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 && errno == ENOENT) {
+		err = make_parents(path);
+		if (err) {
+			job_error(j, "create parents of", path, strerror(err));
+			return;
+		}
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	}
+	if (fd < 0) {
+		job_error(j, "create", path, strerror(errno));
+		return;
+	}
+	err = write_all(fd, *buf, len);
+	/* close() reports what a durable-on-close file system failed to store
+	 */
+	if (close(fd) && !err)
+		err = errno;
+	if (err) {
+		job_error(j, "write", path, strerror(err));
+		return;
+	}
+	atomic_fetch_add(&j->bytes, len);
+}
+
+static void do_store(struct job *j, const char *rel, char *path, size_t psz,
+		     char **buf, size_t *cap)
+{
+	size_t len;
+	int err;
+
+	if (j->src) {
+		err = read_src(j, rel, path, psz, buf, cap, &len);
+		if (err) {
+			job_error(j, "read", path, strerror(err));
+			return;
+		}
+		err = objstore_put(j->store, rel, *buf, len);
+		if (err) {
+			job_error(j, "put", rel, objstore_strerror(err));
+			return;
+		}
+	} else {
+		void *data = NULL;
+		err = objstore_get(j->store, rel, 0, 0, &data, &len);
+		free(data);
+		if (err) {
+			job_error(j, "get", rel, objstore_strerror(err));
+			return;
+		}
+	}
+	atomic_fetch_add(&j->bytes, len);
+}
+
+static void *worker(void *arg)
+{
+	struct job *j = arg;
+	char path[8192];
+	size_t cap = READ_BUF;
+	char *buf = malloc(cap);
+
+	if (!buf) {
+		job_error(j, "allocate", "buffer", strerror(ENOMEM));
+		return NULL;
+	}
+	for (;;) {
+		size_t i = atomic_fetch_add(&j->next, 1);
+		if (i >= j->n)
+			break;
+		if (j->store)
+			do_store(j, j->paths[i], path, sizeof(path), &buf,
+				 &cap);
+		else if (j->src)
+			do_copy(j, j->paths[i], path, sizeof(path), &buf, &cap);
+		else
+			do_read(j, j->paths[i], path, sizeof(path), buf);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * list, shuffle, main
+ */
+
+static int load_list(const char *file, char ***out, size_t *n)
+{
+	FILE *f = fopen(file, "r");
+	char *line = NULL, **v = NULL;
+	size_t lcap = 0, cnt = 0, vcap = 0;
+	ssize_t len;
+
+	if (!f)
+		return errno;
+	while ((len = getline(&line, &lcap, f)) > 0) {
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (!len)
+			continue;
+		if (cnt == vcap) {
+			vcap = vcap ? vcap * 2 : 1024;
+			char **nv = realloc(v, vcap * sizeof(*v));
+			if (!nv)
+				goto fail_nomem;
+			v = nv;
+		}
+		if (!(v[cnt] = strdup(line)))
+			goto fail_nomem;
+		cnt++;
+	}
+	free(line);
+	fclose(f);
+	*out = v;
+	*n = cnt;
+	return 0;
+
+fail_nomem:
+	while (cnt)
+		free(v[--cnt]);
+	free(v);
+	free(line);
+	fclose(f);
+	return ENOMEM;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void shuffle(char **v, size_t n, uint64_t seed)
+{
+	for (size_t i = n; i > 1; i--) {
+		size_t k = splitmix(&seed) % i;
+		char *t = v[i - 1];
+		v[i - 1] = v[k];
+		v[k] = t;
+	}
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	struct job j = {0};
+	pthread_t tids[MAX_THREADS];
+	long threads = 4;
+	int c, use_store = 0, shuffled = 0, err, started = 0;
+	uint64_t seed = 0;
+
+	while ((c = getopt(argc, argv, "t:S:c:sh")) != -1) {
+		switch (c) {
+		case 't':
+			threads = atol(optarg);
+			break;
+		case 'S':
+			seed = strtoull(optarg, NULL, 0);
+			shuffled = 1;
+			break;
+		case 'c':
+			j.src = optarg;
+			break;
+		case 's':
+			use_store = 1;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2 || threads < 1 || threads > MAX_THREADS) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	j.target = argv[optind + 1];
+	err = load_list(argv[optind], &j.paths, &j.n);
+	if (err) {
+		fprintf(stderr, "readers: cannot read list '%s': %s\n",
+			argv[optind], strerror(err));
+		return 1;
+	}
+	if (shuffled)
+		shuffle(j.paths, j.n, seed);
+	if (use_store) {
+		err = objstore_open(j.target, NULL, &j.store);
+		if (err) {
+			fprintf(stderr, "readers: cannot open store '%s': %s\n",
+				j.target, objstore_strerror(err));
+			return 1;
+		}
+	}
+
+	double t0 = now();
+	for (; started < threads; started++) {
+		err = pthread_create(&tids[started], NULL, worker, &j);
+		if (err) {
+			fprintf(stderr, "readers: cannot start thread: %s\n",
+				strerror(err));
+			/* the threads already running finish the list */
+			break;
+		}
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	if (j.src && !use_store) {
+		/* what the copy left in a page cache is part of the ingest */
+		int dfd = open(j.target, O_RDONLY | O_DIRECTORY);
+		if (dfd < 0 || syncfs(dfd))
+			job_error(&j, "sync", j.target, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+	}
+	double secs = now() - t0;
+
+	unsigned long long bytes = atomic_load(&j.bytes);
+	printf("files=%zu bytes=%llu secs=%.3f files_per_s=%.1f "
+	       "mib_per_s=%.1f errors=%u",
+	       j.n, bytes, secs, secs > 0 ? j.n / secs : 0.0,
+	       secs > 0 ? bytes / 1048576.0 / secs : 0.0,
+	       atomic_load(&j.errors));
+	if (j.store) {
+		struct objstore_stats st;
+		objstore_get_stats(j.store, &st);
+		printf(" store_gets=%llu store_puts=%llu",
+		       (unsigned long long)st.gets,
+		       (unsigned long long)st.puts);
+	}
+	printf("\n");
+	objstore_close(j.store);
+	for (size_t i = 0; i < j.n; i++)
+		free(j.paths[i]);
+	free(j.paths);
+	return atomic_load(&j.errors) || !started ? 1 : 0;
+}
