@@ -7,6 +7,7 @@
  * store's checksum and is evicted.
  */
 #include "diskcache.h"
+#include "fsutil.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -387,21 +388,6 @@ static int make_parents(int root, const char *key)
 	return 0;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Write key's file through a temp file in its directory; *renamed says
  * whether the final name now exists (to be removed on a roll back). */
 static int write_entry(struct dc_dir *d, const char *key, const void *data,
@@ -434,7 +420,7 @@ static int write_entry(struct dc_dir *d, const char *key, const void *data,
 	}
 	if (fd < 0)
 		return err;
-	err = write_all(fd, data, len);
+	err = fsutil_write_all(fd, data, len);
 	if (close(fd) && !err)
 		err = errno;
 	if (!err && renameat(d->fd, tmp, d->fd, key))

@@ -13,6 +13,7 @@
  * they are reused by later writes and removing them would race with puts.
  */
 #include "objstore.h"
+#include "fsutil.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -106,21 +107,6 @@ static int make_parents(int root, const char *key)
 	return 0;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Open the directory that will hold key (creating it) and a fresh temp file
  * in it. A racing mkdir/rmdir by someone else is retried a few times. */
 static int open_tmp(int root, const char *key, int *dfd_out, int *fd_out,
@@ -180,7 +166,7 @@ static int file_put(struct objstore *s, const char *key, const void *data,
 	err = open_tmp(d->fd, key, &dfd, &fd, tmp, sizeof(tmp));
 	if (err)
 		return err;
-	err = write_all(fd, data, len);
+	err = fsutil_write_all(fd, data, len);
 	if (!err && fsync(fd))
 		err = errno;
 	if (close(fd) && !err)
