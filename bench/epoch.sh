@@ -1,9 +1,9 @@
 #!/bin/bash
 # epoch.sh [BUILD_DIR] - the training-read benchmark: one image-like dataset
 # ingested and read for two shuffled epochs on every target side by side
-# (local disk, the raw object store, granary on s3rver and on file://,
-# s3fs and rclone on the same s3rver), as a markdown table with ratios and a
-# chart in bench/results/. See bench/README.md for the columns and knobs.
+# (local disk, a plain FUSE passthrough over a copy on that disk, the raw
+# object store, granary on s3rver and on file://, s3fs and rclone on the same
+# s3rver), as a markdown table with ratios and a chart in bench/results/. See bench/README.md for the columns and knobs.
 set -u -o pipefail
 O=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +14,7 @@ DIRS=${BENCH_DIRS:-100}
 T=${BENCH_THREADS:-4}
 W=${BENCH_WRITERS:-4}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-300}
-TARGETS=${BENCH_TARGETS:-local raw granary-s3 granary-file s3fs rclone}
+TARGETS=${BENCH_TARGETS:-local passthrough raw granary-s3 granary-file s3fs rclone}
 STAMP=$(date +%Y-%m-%d-%H%M)
 OUT=${BENCH_OUT:-$ROOT/bench/results}
 COLD_SEED=1001
@@ -175,8 +175,27 @@ epoch() { # ID cold|warm DIR BUCKET|-
 
 t_local() {
 	ingest_into "$1" "$TMP/local"
+	touch "$TMP/local.done"
 	epoch "$1" cold "$TMP/local" -
 	epoch "$1" warm "$TMP/local" -
+}
+
+# The FUSE baseline: bench/passthrough (the capabilities, timeouts and
+# thread pool of granary's mount) over the local disk's copy of the
+# dataset, made here when the local target did not run before it.
+t_passthrough() {
+	local mp=$TMP/mnt-passthrough
+	[ -x "$PT" ] || { echo "$O/bench/passthrough missing: run 'make all'" >"$TMP/why"; return 1; }
+	if [ ! -f "$TMP/local.done" ]; then
+		warm_source
+		readers -t "$W" -c "$SRC" "$LIST" "$TMP/local" >/dev/null
+		touch "$TMP/local.done"
+	fi
+	mkdir -p "$mp"
+	"$PT" -f "$TMP/local" "$mp" </dev/null >>"$TMP/mnt-passthrough.log" 2>&1 &
+	echo "passthrough $mp $!" >>"$REG"
+	wait_mounted "$mp" $!
+	peer_epochs "$1" "$mp" -
 }
 
 t_raw() {
@@ -318,7 +337,7 @@ run_target() { # ID
 	local id=$1 fn rc t0
 	fn=t_$(echo "$id" | tr - _)
 	if ! declare -F "$fn" >/dev/null; then
-		say "unknown target '$id' (known: local raw granary-s3 granary-file s3fs rclone)"
+		say "unknown target '$id' (known: local passthrough raw granary-s3 granary-file s3fs rclone)"
 		return
 	fi
 	say "== $id"
@@ -351,7 +370,9 @@ done
 # private copies, so that a rebuild during the run changes nothing
 mkdir -p "$TMP/bin"
 cp "$O/granary" "$O/bench/readers" "$O/bench/gen_dataset" "$TMP/bin/"
-G=$TMP/bin/granary RD=$TMP/bin/readers
+G=$TMP/bin/granary RD=$TMP/bin/readers PT=$TMP/bin/passthrough
+# optional: its target is n/a without it
+[ -x "$O/bench/passthrough" ] && cp "$O/bench/passthrough" "$TMP/bin/"
 T_START=$(date +%s)
 
 say "generating $NF files (mean $MEAN_KIB KiB) in $DIRS directories ..."
@@ -392,6 +413,7 @@ get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 name() {
 	case $1 in
 	local) echo "local disk" ;;
+	passthrough) echo "FUSE passthrough (local copy)" ;;
 	raw) echo "raw store (s3rver, objstore GET/PUT)" ;;
 	granary-s3) echo "granary on s3rver" ;;
 	granary-file) echo "granary on file://" ;;
@@ -426,7 +448,7 @@ ratio() { # A B
 footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
 
 report() {
-	local id na n warm warmup gets wgets ri ru
+	local id na n ingest warm warmup gets wgets ri ru
 	echo "# granary epoch benchmark, $STAMP"
 	echo
 	echo "$NF files in $DIRS directories, $(awk -v b="$BYTES" 'BEGIN { printf "%.1f MiB", b / 1048576 }') of random bytes" \
@@ -446,6 +468,9 @@ report() {
 		fi
 		warm=$(fmt "$(val "$id" warm)" "—")
 		[ "$id" = raw ] && warm="— $(footnote "raw store: no cache, a second epoch is the same GETs again")"
+		ingest=$(fmt "$(val "$id" ingest)")
+		[ "$id" = passthrough ] &&
+			ingest="— $(footnote "$(name "$id"): build/bench/passthrough, read-only, over the files the local disk row wrote (granary's FUSE capabilities, 3600 s timeouts, 32 threads): no ingest")"
 		warmup="—"
 		case $id in granary-*)
 			if [ -n "$(get "$id" warmup_na)" ]; then
@@ -457,26 +482,35 @@ report() {
 			fi ;;
 		esac
 		gets=$(get "$id" cold_gets); wgets=$(get "$id" warm_gets)
-		case $id in local|granary-file) gets="n/a"; wgets="n/a" ;; esac
+		case $id in local|passthrough|granary-file) gets="n/a"; wgets="n/a" ;; esac
 		ri=$(get "$id" redis_info); ru=$(get "$id" redis_usage)
-		echo "| $(name "$id") | $(fmt "$(val "$id" ingest)") | $(fmt "$(val "$id" cold)") | $(fmt "$(val "$id" cold_mib)") |" \
+		echo "| $(name "$id") | $ingest | $(fmt "$(val "$id" cold)") | $(fmt "$(val "$id" cold_mib)") |" \
 			"${gets:-—} | $warm | ${wgets:-—} | $warmup | ${ri:-—} | ${ru:-—} |"
 	done
 	echo
 	echo "Ratios (files/s of the target over files/s of the reference; higher is better):"
 	echo
-	echo "| target | ingest vs local | ingest vs raw | cold vs local | cold vs raw | warm vs local | warm vs raw |"
-	echo "|---|---|---|---|---|---|---|"
-	local li lc lw ri_ rc_
+	echo "| target | ingest vs local | ingest vs raw | cold vs local | cold vs raw | warm vs local | warm vs raw | warm vs passthrough warm |"
+	echo "|---|---|---|---|---|---|---|---|"
+	local li lc lw ri_ rc_ pw tgt=""
 	li=$(val local ingest); lc=$(val local cold); lw=$(val local warm)
-	ri_=$(val raw ingest); rc_=$(val raw cold)
+	ri_=$(val raw ingest); rc_=$(val raw cold); pw=$(val passthrough warm)
 	for id in $TARGETS; do
 		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] || continue
 		echo "| $(name "$id") | $(ratio "$(val "$id" ingest)" "$li") | $(ratio "$(val "$id" ingest)" "$ri_") |" \
 			"$(ratio "$(val "$id" cold)" "$lc") | $(ratio "$(val "$id" cold)" "$rc_") |" \
-			"$(ratio "$(val "$id" warm)" "$lw") | $(ratio "$(val "$id" warm)" "$rc_") |"
+			"$(ratio "$(val "$id" warm)" "$lw") | $(ratio "$(val "$id" warm)" "$rc_") |" \
+			"$(ratio "$(val "$id" warm)" "$pw") |"
+		case $id in granary-*)
+			[ -n "$pw" ] && [ -n "$(val "$id" warm)" ] &&
+				tgt="$tgt${tgt:+, }$(name "$id") $(ratio "$(val "$id" warm)" "$pw")" ;;
+		esac
 	done
 	echo
+	if [ -n "$tgt" ]; then
+		echo "Target: granary's warm epoch (from its disk cache) at least 0.90x the FUSE passthrough's warm epoch: $tgt."
+		echo
+	fi
 	for id in s3fs rclone; do
 		[ -n "$(get "$id" upload_wait)" ] && footnote "$(name "$id"): ingest includes $(get "$id" upload_wait) s waiting, after the copy, until every object was in the store" >/dev/null
 	done
