@@ -90,8 +90,8 @@ struct fs {
 	const struct fs_opts *o;
 	struct meta *meta;
 	struct objstore *store; /* the disk cache over the store, if any */
-	int disk_cache;         /* store is a diskcache */
-	uint64_t ra_max;        /* readahead window cap, bytes */
+	int disk_cache;		/* store is a diskcache */
+	uint64_t ra_max;	/* readahead window cap, bytes */
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct meta_volume vol;
@@ -538,6 +538,36 @@ static int rcb_chunk(void *arg, uint64_t ino, uint32_t idx,
 	return 0;
 }
 
+/* Keep chunk 0's slice list, fresh from a lookup, in the node's cache. */
+static void node_cache_chunk0(struct fs *fs, uint64_t ino,
+			      const struct meta_slice *s, size_t n)
+{
+	struct node *nd = node_get(fs, ino, 1);
+	if (!nd)
+		return;
+	struct meta_slice *copy = malloc(n ? n * sizeof(*s) : 1);
+	if (copy) {
+		memcpy(copy, s, n * sizeof(*s));
+		pthread_mutex_lock(&nd->lock);
+		size_t i = 0;
+		while (i < nd->ncc && nd->cc[i].idx != 0)
+			i++;
+		if (i < nd->ncc)
+			free(nd->cc[i].s);
+		else if (nd->ncc < CHUNK_CACHE_MAX)
+			nd->ncc++;
+		else
+			i = CHUNK_CACHE_MAX; /* full: do without */
+		if (i < CHUNK_CACHE_MAX) {
+			nd->cc[i] = (struct chunk_list){0, copy, n};
+			copy = NULL;
+		}
+		pthread_mutex_unlock(&nd->lock);
+		free(copy);
+	}
+	node_unpin(fs, nd);
+}
+
 /* ---- lifecycle ops -------------------------------------------------- */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -609,7 +639,21 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs *fs = fs_of(req);
 	uint64_t ino;
 	struct meta_attr a;
-	int err = meta_lookup(fs->meta, m_ino(fs, parent), name, &ino, &a);
+	int err;
+	if (fs->read_only) {
+		/* a small file's slices ride along: open and read then need
+		 * no round trip of their own */
+		struct meta_slice *s;
+		size_t n;
+		err = meta_lookup_chunk0(fs->meta, m_ino(fs, parent), name,
+					 &ino, &a, &s, &n);
+		if (!err && a.type == META_FILE)
+			node_cache_chunk0(fs, ino, s, n);
+		if (!err)
+			free(s);
+	} else {
+		err = meta_lookup(fs->meta, m_ino(fs, parent), name, &ino, &a);
+	}
 	if (err)
 		return reply_err(req, "lookup", err);
 	reply_entry(req, fs, ino, &a);
@@ -1249,8 +1293,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			    req, buf + pos, size - pos, name, &ep, i + 1);
 			if (need > size - pos)
 				break;
-			if (e)
+			if (e) {
 				node_lookup_ref(fs, eino, &e->attr);
+				if (fs->read_only && e->type == META_FILE)
+					node_cache_chunk0(fs, eino, e->chunk0,
+							  e->nchunk0);
+			}
 		} else {
 			need = fuse_add_direntry(req, buf + pos, size - pos,
 						 name, &st, i + 1);
@@ -1351,16 +1399,19 @@ static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
 			uint32_t len = e->len;
 			if (end + len > length)
 				len = length - end;
-			for (uint32_t b = e->off / bs; len && b <= (e->off + len - 1) / bs;
-			     b++) {
+			for (uint32_t b = e->off / bs;
+			     len && b <= (e->off + len - 1) / bs; b++) {
 				uint32_t bstart = b * bs;
-				uint32_t blen = e->size - bstart < bs ? e->size - bstart : bs;
+				uint32_t blen = e->size - bstart < bs
+						    ? e->size - bstart
+						    : bs;
 				uint32_t lo = e->off > bstart ? e->off : bstart;
 				uint32_t hi = e->off + len < bstart + blen
 						  ? e->off + len
 						  : bstart + blen;
 				char key[256];
-				chunkstore_key(e->id, b, blen, key, sizeof(key));
+				chunkstore_key(e->id, b, blen, key,
+					       sizeof(key));
 				fn(fs, key, hi - lo, arg);
 			}
 		}
@@ -1394,9 +1445,8 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	struct diskcache_stats dc = {0};
 	char buf[1024];
 
-	objstore_get_stats(fs->disk_cache ? diskcache_backend(fs->store)
-					  : fs->store,
-			   &st);
+	objstore_get_stats(
+	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
 	chunkstore_get_stats(fs->cs, &cs);
 	if (fs->disk_cache)
 		diskcache_get_stats(fs->store, &dc);
@@ -1414,14 +1464,13 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
 	    (unsigned long long)cs.cache_hits,
-	    (unsigned long long)cs.cache_misses,
-	    (unsigned long long)cs.corrupt, (unsigned long long)cs.prefetched,
+	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
+	    (unsigned long long)cs.prefetched,
 	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
-	    (unsigned long long)dc.fill_skips,
-	    (unsigned long long)dc.evictions,
-	    (unsigned long long)dc.bad_entries,
-	    (unsigned long long)dc.entries, (unsigned long long)dc.bytes);
+	    (unsigned long long)dc.fill_skips, (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
+	    (unsigned long long)dc.bytes);
 	reply_xattr_value(req, size, buf, len);
 }
 
@@ -1450,8 +1499,8 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		return 1;
 	}
 	uint64_t uncached = 0;
-	err = for_each_block(fs, n, a.length, get ? count_uncached : evict_block,
-			     &uncached);
+	err = for_each_block(fs, n, a.length,
+			     get ? count_uncached : evict_block, &uncached);
 	node_unpin(fs, n);
 	if (err) {
 		reply_err(req, name, err);
@@ -1466,7 +1515,6 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	}
 	return 1;
 }
-
 
 static int acl_name(const char *name)
 {
@@ -1605,7 +1653,8 @@ static void *reclaimer_main(void *arg)
  */
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
-	uint64_t size = o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
+	uint64_t size =
+	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
 	char def[PATH_MAX];
 	const char *dirs = o->cache_dir;
 	if (size == 0)

@@ -121,6 +121,12 @@ int meta_clean_sessions(struct meta *m, size_t *n);
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 		uint64_t *ino, struct meta_attr *a);
+/* meta_lookup that also hands out the slice list of chunk 0 (oldest first,
+ * malloc'd, NULL with *n 0 when empty) in the same round trip: for
+ * read-only clients, a small file is then one lookup away from its data. */
+int meta_lookup_chunk0(struct meta *m, uint64_t parent, const char *name,
+		       uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
+		       size_t *n);
 
 #define META_SET_MODE	   0x01
 #define META_SET_UID	   0x02
@@ -166,6 +172,8 @@ struct meta_dirent {
 	uint8_t type;
 	char *name;
 	struct meta_attr attr; /* filled only with plus */
+	struct meta_slice *chunk0; /* plus, files: chunk 0's slices (or NULL) */
+	size_t nchunk0;
 };
 /* All entries of a directory ("." and ".." not included). */
 int meta_readdir(struct meta *m, uint64_t ino, int plus,

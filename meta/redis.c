@@ -1625,8 +1625,31 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a)
 	return err;
 }
 
+static int lookup(struct meta *m, uint64_t parent, const char *name,
+		  uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
+		  size_t *n);
+static int recs_unpack(const char *p, size_t len, struct meta_slice **s,
+		       size_t *n);
+
 int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 		uint64_t *ino, struct meta_attr *a)
+{
+	return lookup(m, parent, name, ino, a, NULL, NULL);
+}
+
+int meta_lookup_chunk0(struct meta *m, uint64_t parent, const char *name,
+		       uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
+		       size_t *n)
+{
+	*s = NULL;
+	*n = 0;
+	return lookup(m, parent, name, ino, a, s, n);
+}
+
+/* s NULL: attributes only; else also chunk 0's slices. */
+static int lookup(struct meta *m, uint64_t parent, const char *name,
+		  uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
+		  size_t *n)
 {
 	struct meta_attr pa;
 	struct cmd c;
@@ -1654,6 +1677,7 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 	cmd_script(m, &c, SC_LOOKUP);
 	cmd_u64(&c, parent);
 	cmd_str(&c, name);
+	cmd_str(&c, s ? "1" : "0");
 	err = run_script(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
@@ -1663,6 +1687,10 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 		if (ino)
 			*ino = (uint64_t)r->element[1]->integer;
 		err = reply_attr(r->element[2], a);
+		if (!err && s && (size_t)r->element[2]->len > ATTR_LEN)
+			err = recs_unpack(r->element[2]->str + ATTR_LEN,
+					  (size_t)r->element[2]->len - ATTR_LEN,
+					  s, n);
 	}
 	freeReplyObject(r);
 	return err;
@@ -2032,16 +2060,25 @@ static int dirlist_attrs(struct meta *m, struct dirlist *l)
 					continue;
 				}
 				err = reply_attr(r[q]->element[j], &e->attr);
+				/* chunk 0 came along in the inode record */
+				const redisReply *v = r[q]->element[j];
+				if (!err && e->attr.type == META_FILE &&
+				    (size_t)v->len > ATTR_LEN)
+					err = recs_unpack(v->str + ATTR_LEN,
+							  (size_t)v->len - ATTR_LEN,
+							  &e->chunk0, &e->nchunk0);
 			}
 			freeReplyObject(r[q]);
 		}
 	}
 	/* drop the vanished */
 	for (size_t i = 0; !err && i < l->n; i++) {
-		if (l->e[i].ino)
+		if (l->e[i].ino) {
 			l->e[o++] = l->e[i];
-		else
+		} else {
 			free(l->e[i].name);
+			free(l->e[i].chunk0);
+		}
 	}
 	if (!err)
 		l->n = o;
@@ -2117,8 +2154,10 @@ void meta_dirents_free(struct meta_dirent *ents, size_t n)
 {
 	if (!ents)
 		return;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(ents[i].name);
+		free(ents[i].chunk0);
+	}
 	free(ents);
 }
 
@@ -2144,12 +2183,36 @@ int meta_file_close(struct meta *m, uint64_t ino)
 	return run_script_void(m, &c);
 }
 
+/* Decode a run of slice records into a malloc'd array (NULL when empty). */
+static int recs_unpack(const char *p, size_t len, struct meta_slice **s,
+		       size_t *n)
+{
+	size_t cnt = 0;
+
+	*s = NULL;
+	*n = 0;
+	if (!len)
+		return 0;
+	*s = malloc((len / REC_SHORT_LEN + 1) * sizeof **s);
+	if (!*s)
+		return ENOMEM;
+	for (size_t o = 0, k; o < len; o += k) {
+		k = rec_unpack(p + o, len - o, &(*s)[cnt++]);
+		if (!k) {
+			free(*s);
+			*s = NULL;
+			return META_EPROTO;
+		}
+	}
+	*n = cnt;
+	return 0;
+}
+
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		    struct meta_slice **s, size_t *n)
 {
 	struct cmd c;
 	redisReply *r;
-	size_t cnt = 0;
 	int err;
 
 	*s = NULL;
@@ -2175,23 +2238,7 @@ int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		err = META_EPROTO;
 		goto free_r;
 	}
-	*s = malloc(((size_t)r->len / REC_SHORT_LEN + 1) * sizeof **s);
-	if (!*s) {
-		err = ENOMEM;
-		goto free_r;
-	}
-	for (size_t o = 0, k; o < (size_t)r->len; o += k) {
-		k = rec_unpack(r->str + o, (size_t)r->len - o, &(*s)[cnt++]);
-		if (!k) {
-			err = META_EPROTO;
-			break;
-		}
-	}
-	if (err) {
-		free(*s);
-		*s = NULL;
-	} else
-		*n = cnt;
+	err = recs_unpack(r->str, (size_t)r->len, s, n);
 free_r:
 	freeReplyObject(r);
 	return err;

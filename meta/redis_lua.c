@@ -250,7 +250,8 @@ static const char s_format[] =
     "return {0}\n";
 
 static const char s_lookup[] =
-    "-- ARGV: parent, name. Returns {0, ino, packed attr}.\n"
+    "-- ARGV: parent, name, whole (1: the whole inode record, with chunk\n"
+    "-- 0 behind the attributes). Returns {0, ino, packed attr[+chunk 0]}.\n"
     "local parent, name = tonumber(ARGV[1]), ARGV[2]\n"
     "local e = redis.call('HGET', key('d', parent), name)\n"
     "if not e then\n"
@@ -258,7 +259,12 @@ static const char s_lookup[] =
     "	return {err or ENOENT}\n"
     "end\n"
     "local ino = dent_unpack(e)\n"
-    "local s = redis.call('GETRANGE', key('i', ino), 0, ALEN - 1)\n"
+    "local s\n"
+    "if ARGV[3] == '1' then\n"
+    "	s = redis.call('GET', key('i', ino)) or ''\n"
+    "else\n"
+    "	s = redis.call('GETRANGE', key('i', ino), 0, ALEN - 1)\n"
+    "end\n"
     "if #s == 0 then\n"
     "	return {ENOENT}\n"
     "end\n"

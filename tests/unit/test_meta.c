@@ -1897,3 +1897,52 @@ Test(meta, password)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	cr_expect_eq(system(cmd), 0);
 }
+
+/* Read-only clients take chunk 0 along with a lookup or a readdirplus
+ * entry: the slices must be the ones meta_read_chunk gives. */
+Test(meta, lookup_and_readdir_carry_chunk0)
+{
+	struct meta *m = fresh(58);
+	uint64_t f = mkfile(m, 1, "f"), e = mkfile(m, 1, "empty"), ino;
+	uint64_t id1 = put(m, f, 0, 1000), id2 = put(m, f, 500, 10);
+	put(m, f, (uint64_t)CS + 7, 5); /* chunk 1: not carried */
+	struct meta_slice *s, *r;
+	struct meta_attr a;
+	size_t n, nr;
+
+	cr_assert_eq(meta_lookup_chunk0(m, 1, "f", &ino, &a, &s, &n), 0);
+	cr_expect_eq(ino, f);
+	cr_expect_eq(a.length, (uint64_t)CS + 12);
+	cr_assert_eq(n, 2);
+	cr_expect_eq(s[0].id, id1);
+	cr_expect_eq(s[1].id, id2);
+	cr_expect_eq(s[1].pos, 500);
+	cr_assert_eq(meta_read_chunk(m, f, 0, &r, &nr), 0);
+	cr_assert_eq(nr, n);
+	cr_expect_eq(memcmp(r, s, n * sizeof(*s)), 0);
+	free(r);
+	free(s);
+
+	cr_assert_eq(meta_lookup_chunk0(m, 1, "empty", &ino, &a, &s, &n), 0);
+	cr_expect_eq(ino, e);
+	cr_expect_eq(n, 0);
+	cr_expect_null(s);
+	cr_expect_eq(meta_lookup_chunk0(m, 1, "nope", &ino, &a, &s, &n),
+		     ENOENT);
+
+	struct meta_dirent *d;
+	size_t nd;
+	cr_assert_eq(meta_readdir(m, 1, 1, &d, &nd), 0);
+	cr_assert_eq(nd, 2);
+	for (size_t i = 0; i < nd; i++) {
+		if (d[i].ino == f) {
+			cr_assert_eq(d[i].nchunk0, 2);
+			cr_expect_eq(d[i].chunk0[0].id, id1);
+			cr_expect_eq(d[i].chunk0[1].id, id2);
+		} else {
+			cr_expect_eq(d[i].nchunk0, 0);
+		}
+	}
+	meta_dirents_free(d, nd);
+	meta_close(m);
+}
