@@ -38,6 +38,7 @@ struct centry {
 	struct centry *prev, *next; /* LRU, most recently used at head */
 	uint64_t id;
 	uint32_t idx, len;
+	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
 	void *data;
 	int refs;
 	int state; /* enum centry_state */
@@ -75,6 +76,7 @@ struct chunkstore {
 struct pf_req {
 	uint64_t id;
 	uint32_t idx, len;
+	struct chunkstore_frame fr;
 };
 
 #define STAT_ADD(cs, f, v)                                                     \
@@ -92,6 +94,14 @@ void chunkstore_key(uint64_t id, uint32_t idx, uint32_t len, char *buf,
 		 "_%" PRIu32,
 		 id / 1000000, (id / 1000) % 1000, id, idx, len);
 }
+
+void chunkstore_pack_key(uint64_t pack, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "packs/%" PRIu64 "/%" PRIu64 "/%" PRIu64,
+		 pack / 1000000, (pack / 1000) % 1000, pack);
+}
+
+static const struct chunkstore_frame no_frame;
 
 static uint32_t block_len(const struct chunkstore *cs, uint32_t size,
 			  uint32_t idx)
@@ -331,7 +341,25 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 /* ---- fetch ---- */
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		      uint32_t len, int quiet, void **out);
+		      uint32_t len, const struct chunkstore_frame *fr,
+		      int quiet, void **out);
+
+/* The object holding a block or frame, and the byte range of it to get
+ * (len 0: all of it). */
+static void object_of(uint64_t id, uint32_t idx, uint32_t len,
+		      const struct chunkstore_frame *fr, char *key,
+		      uint64_t *off, size_t *n)
+{
+	if (fr->pack) {
+		chunkstore_pack_key(fr->pack, key, KEY_CAP);
+		*off = fr->off;
+		*n = fr->len;
+	} else {
+		chunkstore_key(id, idx, len, key, KEY_CAP);
+		*off = 0;
+		*n = 0;
+	}
+}
 
 /*
  * Get and decode one block into a malloc'd buffer of exactly len bytes. A
@@ -341,31 +369,45 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
  * a reader that needs the block fetches it again and says so).
  */
 static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
-		 int quiet, void **out)
+		 const struct chunkstore_frame *fr, int quiet, void **out)
 {
-	int err = fetch_once(cs, id, idx, len, quiet, out);
+	int err = fetch_once(cs, id, idx, len, fr, quiet, out);
 	if (err == CODEC_ECORRUPT) {
 		char key[KEY_CAP];
-		chunkstore_key(id, idx, len, key, sizeof(key));
+		uint64_t off;
+		size_t n;
+		object_of(id, idx, len, fr, key, &off, &n);
 		if (objstore_evict(cs->store, key) == 0)
-			err = fetch_once(cs, id, idx, len, quiet, out);
+			err = fetch_once(cs, id, idx, len, fr, quiet, out);
 	}
 	return err == CODEC_ECORRUPT ? EIO : err;
 }
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		      uint32_t len, int quiet, void **out)
+		      uint32_t len, const struct chunkstore_frame *fr,
+		      int quiet, void **out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
-	size_t got = 0, raw_len = 0;
+	size_t got = 0, raw_len = 0, want;
+	uint64_t off;
 	int err;
 
-	chunkstore_key(id, idx, len, key, sizeof(key));
-	err = objstore_get(cs->store, key, 0, 0, &blk, &got);
+	object_of(id, idx, len, fr, key, &off, &want);
+	err = objstore_get(cs->store, key, off, want, &blk, &got);
 	STAT_ADD(cs, gets, 1);
+	if (!err && want && got != want) {
+		free(blk);
+		blk = NULL;
+		err = ENOENT; /* the pack ends before the frame does */
+	}
 	if (err) {
-		if (err == ENOENT)
+		if (err == ENOENT && fr->pack)
+			log_msg(quiet ? LOG_DEBUG : LOG_ERR,
+				"slice %" PRIu64 " is missing from pack '%s' "
+				"(bytes %" PRIu32 "+%" PRIu32 ")",
+				id, key, fr->off, fr->len);
+		else if (err == ENOENT)
 			log_msg(quiet ? LOG_DEBUG : LOG_ERR,
 				"block '%s' is missing from the object store",
 				key);
@@ -388,9 +430,15 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	if (err) {
 		if (err == CODEC_ECORRUPT) {
 			STAT_ADD(cs, corrupt, 1);
-			log_err("corrupt block '%s' (%zu bytes stored, %" PRIu32
-				" raw expected): %s",
-				key, got, len, codec_strerror(err));
+			if (fr->pack)
+				log_err("corrupt slice %" PRIu64 " in pack '%s' "
+					"(bytes %" PRIu32 "+%" PRIu32 "): %s",
+					id, key, fr->off, fr->len,
+					codec_strerror(err));
+			else
+				log_err("corrupt block '%s' (%zu bytes stored, "
+					"%" PRIu32 " raw expected): %s",
+					key, got, len, codec_strerror(err));
 		} else {
 			log_err("cannot decode block '%s': %s", key,
 				codec_strerror(err));
@@ -413,7 +461,8 @@ free_blk:
 /* A new loading entry for the block, hashed, referenced once by the caller,
  * who must then call entry_load(). Under cs->lock. */
 static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
-				uint32_t idx, uint32_t len, int by_prefetch)
+				uint32_t idx, uint32_t len,
+				const struct chunkstore_frame *fr, int by_prefetch)
 {
 	struct centry *e = calloc(1, sizeof(*e));
 
@@ -422,6 +471,7 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
 	e->id = id;
 	e->idx = idx;
 	e->len = len;
+	e->fr = *fr;
 	e->refs = 1;
 	e->state = CE_LOADING;
 	e->hashed = 1;
@@ -441,7 +491,7 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
 static int entry_load(struct chunkstore *cs, struct centry *e)
 {
 	void *data = NULL;
-	int err = fetch(cs, e->id, e->idx, e->len, e->by_prefetch, &data);
+	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &data);
 
 	pthread_mutex_lock(&cs->lock);
 	if (err) {
@@ -467,7 +517,8 @@ static int entry_load(struct chunkstore *cs, struct centry *e)
 /* A referenced, ready entry for block idx of slice id, fetching it (once,
  * whoever asks concurrently, prefetch threads included) on a miss. */
 static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		     uint32_t len, struct centry **out)
+		     uint32_t len, const struct chunkstore_frame *fr,
+		     struct centry **out)
 {
 	struct centry *e;
 	int err;
@@ -496,7 +547,7 @@ static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			return err;
 		}
 	}
-	e = entry_new(cs, id, idx, len, 0);
+	e = entry_new(cs, id, idx, len, fr, 0);
 	if (!e) {
 		pthread_mutex_unlock(&cs->lock);
 		return ENOMEM;
@@ -535,7 +586,7 @@ static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
 
 	pthread_mutex_lock(&cs->lock);
 	if (!*find(cs, r->id, r->idx))
-		e = entry_new(cs, r->id, r->idx, r->len, 1);
+		e = entry_new(cs, r->id, r->idx, r->len, &r->fr, 1);
 	pthread_mutex_unlock(&cs->lock);
 	if (e && entry_load(cs, e) == 0)
 		block_put(cs, e); /* onto the LRU like any block read */
@@ -622,6 +673,7 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 		q->id = id;
 		q->idx = i;
 		q->len = block_len(cs, size, i);
+		q->fr = no_frame;
 		cs->pf_n++;
 		pthread_cond_signal(&cs->pf_cond);
 		pthread_mutex_unlock(&cs->pf_lock);
@@ -690,7 +742,8 @@ int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 
 		if (to > bstart + bs)
 			to = bstart + bs;
-		err = block_get(cs, id, i, block_len(cs, size, i), &e);
+		err = block_get(cs, id, i, block_len(cs, size, i), &no_frame,
+				&e);
 		if (err)
 			return err;
 		memcpy(dst, (char *)e->data + (from - bstart), to - from);
@@ -726,4 +779,74 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 		STAT_ADD(cs, dels, 1);
 	}
 	return first_err;
+}
+
+/* ---- packed slices ---- */
+
+int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
+			  const struct chunkstore_frame *f, uint32_t off,
+			  uint32_t len, void *buf)
+{
+	struct centry *e = NULL;
+	int err;
+
+	if (!cs || !f || !f->pack || (!buf && len) ||
+	    (uint64_t)off + len > size)
+		return EINVAL;
+	if (len == 0)
+		return 0;
+	/* A frame is cached as block 0 of its slice: slice ids are unique,
+	 * and a slice is either packed or in blocks, never both. */
+	err = block_get(cs, id, 0, size, f, &e);
+	if (err)
+		return err;
+	memcpy(buf, (char *)e->data + off, len);
+	block_put(cs, e);
+	return 0;
+}
+
+void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,
+			       uint32_t size, const struct chunkstore_frame *f)
+{
+	if (!cs || cs->pf_nthreads == 0 || !f || !f->pack)
+		return;
+	pthread_mutex_lock(&cs->lock);
+	int known = *find(cs, id, 0) != NULL;
+	pthread_mutex_unlock(&cs->lock);
+	if (known)
+		return;
+	pthread_mutex_lock(&cs->pf_lock);
+	if (pf_queued(cs, id, 0)) {
+		pthread_mutex_unlock(&cs->pf_lock);
+		return;
+	}
+	if (cs->pf_n == cs->pf_cap) {
+		pthread_mutex_unlock(&cs->pf_lock);
+		STAT_ADD(cs, prefetch_drops, 1);
+		return;
+	}
+	struct pf_req *q = &cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap];
+	*q = (struct pf_req){.id = id, .idx = 0, .len = size, .fr = *f};
+	cs->pf_n++;
+	pthread_cond_signal(&cs->pf_cond);
+	pthread_mutex_unlock(&cs->pf_lock);
+	STAT_ADD(cs, prefetched, 1);
+}
+
+int chunkstore_delete_pack(struct chunkstore *cs, uint64_t pack)
+{
+	char key[KEY_CAP];
+	int err;
+
+	if (!cs || !pack)
+		return EINVAL;
+	chunkstore_pack_key(pack, key, sizeof(key));
+	err = objstore_del(cs->store, key);
+	if (err) {
+		log_err("cannot delete pack '%s': %s", key,
+			objstore_strerror(err));
+		return err;
+	}
+	STAT_ADD(cs, dels, 1);
+	return 0;
 }

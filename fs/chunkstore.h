@@ -6,6 +6,11 @@
  *   blocks/<id/1000000>/<id/1000%1000>/<id>_<idx>_<len>
  * Reads go through a bounded in-memory block cache shared by all files;
  * concurrent misses of the same block are fetched once.
+ *
+ * A small slice may instead be one encoded frame inside a pack object
+ * shared with other slices (fs/packer.h writes them):
+ *   packs/<pack/1000000>/<pack/1000%1000>/<pack>
+ * It is read with one ranged GET of its frame and cached like a block.
  */
 #ifndef GRANARY_CHUNKSTORE_H
 #define GRANARY_CHUNKSTORE_H
@@ -39,6 +44,14 @@ uint32_t chunkstore_block_size(const struct chunkstore *cs);
 /* Object key of block idx (raw length len) of slice id. */
 void chunkstore_key(uint64_t id, uint32_t idx, uint32_t len, char *buf,
 		    size_t cap);
+/* Object key of a pack. */
+void chunkstore_pack_key(uint64_t pack, char *buf, size_t cap);
+
+/* Where a packed slice's frame sits: bytes [off, off+len) of the pack. */
+struct chunkstore_frame {
+	uint64_t pack;
+	uint32_t off, len;
+};
 /* Encode and put one block; durable on return. */
 int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			 const void *raw, uint32_t len);
@@ -56,8 +69,16 @@ int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
  */
 void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
                          uint32_t off, uint32_t len);
+/* chunkstore_read and chunkstore_prefetch for a slice stored as frame f. */
+int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
+			  const struct chunkstore_frame *f, uint32_t off,
+			  uint32_t len, void *buf);
+void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,
+			       uint32_t size, const struct chunkstore_frame *f);
 /* Delete every block of a slice (missing blocks are fine). */
 int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size);
+/* Delete a pack object (every frame in it must be dead). */
+int chunkstore_delete_pack(struct chunkstore *cs, uint64_t pack);
 void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st);
 
 #endif

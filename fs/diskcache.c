@@ -83,6 +83,7 @@ struct diskcache {
 	struct objstore base;	  /* first: objstore_* see only this */
 	struct objstore *backend; /* owned */
 	struct diskcache_opts o;  /* dirs, ns point at nothing after open */
+	char *whole_prefix;	  /* o.whole_prefix (a copy) */
 	struct dc_dir *dirs;
 	size_t ndirs;
 
@@ -628,6 +629,9 @@ static int drop(struct diskcache *dc, const char *key,
 
 /* ---- ops ---- */
 
+static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
+		     size_t len, void **data, size_t *got, int *err);
+
 static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		  void **data, size_t *got)
 {
@@ -666,6 +670,8 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	}
 
 	STAT_ADD(dc, misses, 1);
+	if (len && get_whole(dc, key, off, len, data, got, &err))
+		return err;
 	if (off == 0 && len == 0)
 		ph = placeholder(dc, key);
 	err = objstore_get(dc->backend, key, off, len, data, got);
@@ -676,6 +682,69 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 			fill(dc, ph, *data, *got);
 	}
 	return err;
+}
+
+/* Would an entry of len bytes be admitted now (evicting what may go)? */
+static int would_admit(struct diskcache *dc, const char *key, uint64_t len)
+{
+	struct dc_space *sp = dc->dirs[key_hash(key) % dc->ndirs].sp;
+	int64_t need, need_disk = 0;
+	int ok;
+
+	refresh_space(dc, sp);
+	pthread_mutex_lock(&dc->lock);
+	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
+	       (int64_t)dc->o.size;
+	if (dc->o.free_ratio > 0 && sp->total)
+		need_disk = (int64_t)(dc->o.free_ratio * (double)sp->total) -
+			    (sp->avail - (int64_t)round_up(len, sp->frsize));
+	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
+	     ((need <= 0 && need_disk <= 0) ||
+	      pick(dc, sp, now_s(), need, need_disk, NULL) == 0);
+	pthread_mutex_unlock(&dc->lock);
+	return ok;
+}
+
+/*
+ * A ranged get that missed, of a key cached whole by policy: get the whole
+ * object, cache it, hand out the range. Returns 1 when it answered (err in
+ * *err), 0 when the caller should pass the ranged get through.
+ */
+static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
+		     size_t len, void **data, size_t *got, int *err)
+{
+	struct dc_entry *ph;
+	void *all = NULL;
+	size_t n = 0;
+
+	if (!dc->o.whole_prefix ||
+	    strncmp(key, dc->o.whole_prefix, strlen(dc->o.whole_prefix)) ||
+	    !would_admit(dc, key,
+			 dc->o.whole_est > off + len ? dc->o.whole_est
+						     : off + len))
+		return 0;
+	ph = placeholder(dc, key); /* NULL: being filled by someone else */
+	if (!ph)
+		return 0;
+	*err = objstore_get(dc->backend, key, 0, 0, &all, &n);
+	if (*err) {
+		unplace(dc, ph);
+		return 1;
+	}
+	fill(dc, ph, all, n);
+	if (off >= n) {
+		*data = NULL;
+		*got = 0;
+	} else {
+		*got = n - off < len ? n - off : len;
+		*data = malloc(*got ? *got : 1);
+		if (!*data)
+			*err = ENOMEM;
+		else
+			memcpy(*data, (char *)all + off, *got);
+	}
+	free(all);
+	return 1;
 }
 
 static int dc_put(struct objstore *s, const char *key, const void *data,
@@ -736,6 +805,7 @@ static int dc_evict(struct objstore *s, const char *key)
 
 static void dc_free(struct diskcache *dc)
 {
+	free(dc->whole_prefix);
 	if (dc->buckets) {
 		for (size_t i = 0; i < dc->nbuckets; i++) {
 			struct dc_entry *e = dc->buckets[i], *next;
@@ -1059,6 +1129,12 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 	dc->backend = backend;
 	dc->o = *o;
 	dc->o.dirs = dc->o.ns = NULL;
+	dc->o.whole_prefix = NULL;
+	if (o->whole_prefix && !(dc->whole_prefix = strdup(o->whole_prefix))) {
+		err = ENOMEM;
+		goto free_dc;
+	}
+	dc->o.whole_prefix = dc->whole_prefix;
 	dc->nbuckets = 1024;
 	dc->buckets = calloc(dc->nbuckets, sizeof(*dc->buckets));
 	if (!dc->buckets) {

@@ -35,6 +35,12 @@ struct diskcache_opts {
 	double free_ratio;   /* keep this fraction of each disk free (0.1) */
 	unsigned min_age;    /* seconds; see the eviction rule above (600) */
 	int cache_writes;    /* also keep what is put through the cache */
+	/* A ranged get of a key under this prefix (NULL: none) that misses
+	 * fetches and caches the whole object when the cache would admit
+	 * whole_est bytes: for packs, whose other frames the same epoch will
+	 * read. Other ranged gets pass through uncached. */
+	const char *whole_prefix;
+	uint64_t whole_est;
 };
 
 struct diskcache_stats {

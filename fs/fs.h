@@ -34,6 +34,10 @@ struct fs_opts {
 	double free_ratio;     /* keep this fraction of the cache disk
 				  free; < 0: the default (0.1) */
 	int prefetch;	       /* prefetch threads; < 0: default 4; 0 off */
+	uint32_t pack_max;     /* pack slices up to this size; 0: no packing */
+	uint32_t pack_size;    /* seal packs at this size; 0: 4 MiB */
+	unsigned pack_window_ms; /* seal a pack this long after its first
+				    frame */
 };
 
 /*

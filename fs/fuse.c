@@ -94,6 +94,7 @@ struct fs {
 	uint64_t ra_max;	/* readahead window cap, bytes */
 	struct chunkstore *cs;
 	struct wpool *pool;
+	struct packer *packer; /* NULL: packing off */
 	struct meta_volume vol;
 	uint64_t root; /* volume inode served as FUSE_ROOT_ID */
 	double attr_timeout, entry_timeout;
@@ -446,6 +447,18 @@ static int wcb_new_id(void *arg, uint64_t *id)
 {
 	struct wctx *c = arg;
 	return meta_new_slice_id(c->fs->meta, id);
+}
+
+static int pcb_new_id(void *arg, uint64_t *id)
+{
+	struct fs *fs = arg;
+	return meta_new_slice_id(fs->meta, id);
+}
+
+static int pcb_total(void *arg, uint64_t pack, uint64_t total)
+{
+	struct fs *fs = arg;
+	return meta_pack_total(fs->meta, pack, total, NULL);
 }
 
 /* Called with node->lock held (from writer_flush / writer_write). */
@@ -1530,6 +1543,13 @@ static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
 			uint32_t len = e->len;
 			if (end + len > length)
 				len = length - end;
+			if (e->pack) {
+				/* the pack is cached, or evicted, whole */
+				char key[256];
+				chunkstore_pack_key(e->pack, key, sizeof(key));
+				fn(fs, key, len, arg);
+				continue;
+			}
 			for (uint32_t b = e->off / bs;
 			     len && b <= (e->off + len - 1) / bs; b++) {
 				uint32_t bstart = b * bs;
@@ -1753,12 +1773,16 @@ static void *reclaimer_main(void *arg)
 		if (err)
 			log_warn("reclaim: %s", gr_strerror(err));
 		for (size_t i = 0; i < n; i++) {
-			int e =
-			    chunkstore_delete(fs->cs, dead[i].id, dead[i].size);
+			const struct meta_slice *d = &dead[i];
+			int e = d->pack ? chunkstore_delete_pack(fs->cs, d->pack)
+					: chunkstore_delete(fs->cs, d->id,
+							    d->size);
 			if (e)
-				log_warn("reclaim: cannot delete slice %llu: "
+				log_warn("reclaim: cannot delete %s %llu: "
 					 "%s (gc will find it)",
-					 (unsigned long long)dead[i].id,
+					 d->pack ? "pack" : "slice",
+					 (unsigned long long)(d->pack ? d->pack
+								      : d->id),
 					 gr_strerror(e));
 		}
 		pthread_mutex_lock(&fs->rc_lock);
@@ -1805,6 +1829,8 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	    .free_ratio = o->free_ratio < 0 ? 0.1 : o->free_ratio,
 	    .min_age = 600,
 	    .cache_writes = 0,
+	    .whole_prefix = "packs/",
+	    .whole_est = o->pack_size ? o->pack_size : 4u << 20,
 	};
 	struct objstore *cached;
 	int err = diskcache_open(fs->store, &dco, &cached);
@@ -2023,6 +2049,23 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_cs;
 	}
+	if (o->pack_max && !o->read_only) {
+		struct packer_opts po = {
+		    .pack_size = o->pack_size ? o->pack_size : 4u << 20,
+		    .window_ms = o->pack_window_ms,
+		    .compress = fs->vol.compress,
+		};
+		struct packer_cbs pc = {fs, pcb_new_id, pcb_total};
+		err = packer_open(fs->store, &po, &pc,
+				  &fs->packer);
+		if (err) {
+			err = mount_fail(ready, arg, err,
+					 "cannot set up packing: %s",
+					 gr_strerror(err));
+			goto close_pool;
+		}
+		wpool_set_packer(fs->pool, fs->packer, o->pack_max);
+	}
 	fs->root = META_ROOT_INO;
 	if (o->subdir && *o->subdir) {
 		err = resolve_subdir(fs, o->subdir, &fs->root);
@@ -2119,6 +2162,7 @@ close_session:
 	meta_session_close(fs->meta);
 close_pool:
 	wpool_close(fs->pool);
+	packer_close(fs->packer);
 close_cs:
 	chunkstore_close(fs->cs);
 close_store:

@@ -106,8 +106,15 @@ static int read_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
 		memset(dst, 0, n);
 		return 0;
 	}
-	int err =
-	    chunkstore_read(r->cs, e->id, e->size, soff, (uint32_t)n, dst);
+	int err;
+	if (e->pack) {
+		struct chunkstore_frame f = {e->pack, e->poff, e->plen};
+		err = chunkstore_read_frame(r->cs, e->id, e->size, &f, soff,
+					    (uint32_t)n, dst);
+	} else {
+		err = chunkstore_read(r->cs, e->id, e->size, soff, (uint32_t)n,
+				      dst);
+	}
 	return err == EINVAL ? EIO : err; /* the record points past its slice */
 }
 
@@ -140,8 +147,12 @@ static int prefetch_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
 			  uint64_t at, uint64_t n)
 {
 	(void)at;
-	if (e)
+	if (e && e->pack) {
+		struct chunkstore_frame f = {e->pack, e->poff, e->plen};
+		chunkstore_prefetch_frame(ctx, e->id, e->size, &f);
+	} else if (e) {
 		chunkstore_prefetch(ctx, e->id, e->size, soff, (uint32_t)n);
+	}
 	return 0;
 }
 

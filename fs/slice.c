@@ -144,6 +144,9 @@ int slice_resolve(const struct meta_slice *in, size_t n,
 		    .off = s->off + (uint32_t)(x - s->pos),
 		    .len = (uint32_t)(end - x),
 		    .pos = (uint32_t)x,
+		    .pack = s->pack,
+		    .poff = s->poff,
+		    .plen = s->plen,
 		};
 	}
 	err = 0;

@@ -68,10 +68,13 @@ struct wslice {
 	uint32_t chunk, pos, size;
 	uint64_t id;
 	struct wblock *cur; /* the partial block (index size / bs), or NULL */
+	struct chunkstore_frame at; /* packed: where (at.pack 0: blocks) */
 };
 
 struct wpool {
 	struct chunkstore *cs;
+	struct packer *pk; /* NULL: no packing */
+	uint32_t pack_max; /* slices up to this many bytes are packed */
 	uint32_t bs;
 	size_t budget;
 	int nthreads;
@@ -100,6 +103,7 @@ struct writer {
 	size_t nslices, cap;	      /* protected by lock */
 	size_t held; /* bytes charged for partial blocks; protected by lock */
 
+	int holding;  /* counted in packer_hold; protected by lock */
 	int inflight; /* blocks queued or uploading; protected by pool->lock */
 	int err;      /* sticky upload error; protected by pool->lock */
 };
@@ -209,6 +213,12 @@ void wpool_close(struct wpool *p)
 	free(p);
 }
 
+void wpool_set_packer(struct wpool *p, struct packer *pk, uint32_t pack_max)
+{
+	p->pk = pk;
+	p->pack_max = pk ? pack_max : 0;
+}
+
 size_t wpool_buffered(struct wpool *p)
 {
 	pthread_mutex_lock(&p->lock);
@@ -253,6 +263,60 @@ static void drop_block(struct writer *w, struct wblock *b)
 	free(b);
 }
 
+/* Tell the packer whether this writer may soon bring it a small slice. */
+static void hold(struct writer *w, int on)
+{
+	if (w->p->pk && on != w->holding) {
+		w->holding = on;
+		packer_hold(w->p->pk, on ? 1 : -1);
+	}
+}
+
+/* A slice small enough to pack, whose bytes are all in its partial block
+ * (none uploaded yet). */
+static int packable(const struct writer *w, const struct wslice *s)
+{
+	return w->p->pk && s->cur && s->cur->idx == 0 && s->cur->len &&
+	       s->size == s->cur->len && s->size <= w->p->pack_max;
+}
+
+/* Hand the packable slices to the packer; their partial blocks are freed
+ * once the packs holding them are in the store. */
+static int pack_slices(struct writer *w)
+{
+	struct packer_item *items;
+	size_t n = 0, k = 0;
+	int err;
+
+	for (size_t i = 0; i < w->nslices; i++)
+		n += packable(w, &w->slices[i]);
+	if (!n)
+		return 0;
+	items = calloc(n, sizeof(*items));
+	if (!items)
+		return ENOMEM;
+	for (size_t i = 0; i < w->nslices; i++) {
+		const struct wslice *s = &w->slices[i];
+		if (packable(w, s))
+			items[k++] = (struct packer_item){.raw = s->cur->data,
+							  .len = s->size};
+	}
+	err = packer_put(w->p->pk, items, n);
+	k = 0;
+	for (size_t i = 0; i < w->nslices; i++) {
+		struct wslice *s = &w->slices[i];
+		if (!packable(w, s))
+			continue;
+		if (!err)
+			s->at = items[k].at;
+		k++;
+		drop_block(w, s->cur);
+		s->cur = NULL;
+	}
+	free(items);
+	return err;
+}
+
 /*
  * Upload every partial block, wait for all of this writer's uploads and
  * commit the slices. On an upload or commit error the pending slices are
@@ -265,22 +329,26 @@ static int flush_locked(struct writer *w, int clear)
 {
 	struct wpool *p = w->p;
 	size_t n = 0;
-	int err;
+	int err, pack_err;
 
 	for (size_t i = 0; i < w->nslices; i++) {
 		struct wblock *b = w->slices[i].cur;
-		w->slices[i].cur = NULL;
-		if (!b)
+		if (!b || packable(w, &w->slices[i]))
 			continue;
+		w->slices[i].cur = NULL;
 		if (b->len)
 			enqueue(w, b);
 		else
 			drop_block(w, b);
 	}
+	/* while the blocks above upload */
+	pack_err = pack_slices(w);
 
 	pthread_mutex_lock(&p->lock);
 	while (w->inflight)
 		pthread_cond_wait(&p->freed, &p->lock);
+	if (pack_err && !w->err)
+		w->err = pack_err;
 	err = w->err;
 	if (clear)
 		w->err = 0;
@@ -297,7 +365,10 @@ static int flush_locked(struct writer *w, int clear)
 				  .size = s->size,
 				  .off = 0,
 				  .len = s->size,
-				  .pos = s->pos},
+				  .pos = s->pos,
+				  .pack = s->at.pack,
+				  .poff = s->at.off,
+				  .plen = s->at.len},
 			};
 		}
 		if (n)
@@ -315,6 +386,7 @@ static int flush_locked(struct writer *w, int clear)
 			w->nslices, (unsigned long long)w->ino,
 			err > 0 ? strerror(err) : "metadata commit failed");
 	w->nslices = 0;
+	hold(w, 0);
 	gr_assert(w->held == 0);
 	return err;
 }
@@ -399,6 +471,7 @@ static int new_slice(struct writer *w, uint32_t chunk, uint32_t pos,
 	struct wslice *s = &w->slices[w->nslices++];
 	*s = (struct wslice){.chunk = chunk, .pos = pos, .id = id};
 	*out = s;
+	hold(w, 1);
 	return 0;
 }
 
@@ -505,6 +578,8 @@ int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len)
 		memcpy(b->data + boff, src, take);
 		b->len = boff + (uint32_t)take;
 		s->size += (uint32_t)take;
+		if (w->holding && w->nslices == 1 && s->size > w->p->pack_max)
+			hold(w, 0); /* a big file: nothing for the packer */
 		if (b->len == bs) {
 			s->cur = NULL;
 			enqueue(w, b);
@@ -564,6 +639,7 @@ void writer_close(struct writer *w)
 			drop_block(w, w->slices[i].cur);
 	}
 	w->nslices = 0;
+	hold(w, 0);
 
 	/* Take this writer's blocks off the queue; wait for the ones being
 	 * uploaded, which still point at w. */

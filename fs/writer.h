@@ -11,7 +11,8 @@
  * data nobody else can drain.
  *
  * Locks: writer->lock may be held while taking pool->lock, never the other
- * way round. Callbacks are called with writer->lock held.
+ * way round; packer_put is called with writer->lock held (not pool->lock).
+ * Callbacks are called with writer->lock held.
  */
 #ifndef GRANARY_WRITER_H
 #define GRANARY_WRITER_H
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include "../meta/meta.h"
 #include "chunkstore.h"
+#include "packer.h"
 
 struct wpool;
 struct writer;
@@ -36,6 +38,10 @@ struct writer_cbs {
 int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
 	       struct wpool **out);
 void wpool_close(struct wpool *p); /* NULL-safe; all writers closed first */
+/* Pack slices of up to pack_max bytes that a flush finds whole in memory
+ * (small files written at once) through pk; NULL turns packing off. Set
+ * before any writer opens. pk must outlive the pool. */
+void wpool_set_packer(struct wpool *p, struct packer *pk, uint32_t pack_max);
 size_t wpool_buffered(struct wpool *p); /* bytes held now */
 
 int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,

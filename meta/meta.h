@@ -52,10 +52,16 @@ struct meta_attr {
  * A slice reference in a chunk: bytes [pos, pos+len) of the chunk are bytes
  * [off, off+len) of slice `id`, whose stored length is `size`. id 0 is a
  * hole (reads as zeros). Newer entries of a chunk cover older ones.
+ *
+ * A slice is stored either as blocks of its own (pack 0) or, when small, as
+ * one encoded frame inside a pack object shared with other slices: bytes
+ * [poff, poff+plen) of pack `pack`.
  */
 struct meta_slice {
 	uint64_t id;
 	uint32_t size, off, len, pos;
+	uint64_t pack;
+	uint32_t poff, plen;
 };
 
 struct meta_chunk_slice {
@@ -206,11 +212,33 @@ int meta_getxattr(struct meta *m, uint64_t ino, const char *name, void **value,
 int meta_listxattr(struct meta *m, uint64_t ino, char **names, size_t *size);
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
 
+/* ---- packs ----------------------------------------------------------- */
+/* Packs get their ids from the slice id sequence (meta_new_slice_id). */
+#define META_PACK_OPEN (UINT64_C(1) << 52) /* total of a pack still filling */
+/*
+ * Record the total bytes of pack `pack` (the sum of its frames). Before a
+ * pack's first slice is committed, its total must be recorded: a pack still
+ * being filled gets META_PACK_OPEN, then its real total when sealed. The
+ * dead bytes of a pack (frames whose slice lost its last reference) are
+ * counted by meta_reclaim; *dead is set to 1 when they already cover the
+ * total: the pack is forgotten and its object must be deleted (or never
+ * uploaded). dead may be NULL.
+ */
+int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead);
+/* Total and dead bytes of a pack; ENOENT when the volume does not know it
+ * (never recorded, or already reclaimed). */
+int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
+		    uint64_t *dead);
+
 /* ---- reclamation ----------------------------------------------------- */
 /*
  * Advance background reclamation (deleted inodes, truncated chunks) and
- * hand out up to cap slices that no longer have any reference: the caller
- * deletes their objects. *n = 0 when there is nothing left to do.
+ * hand out up to cap objects that no longer have any reference: the caller
+ * deletes them. An entry with pack == 0 is a slice (delete its blocks); one
+ * with id == 0 and pack != 0 is a whole pack whose every frame is dead
+ * (delete the pack object). A dead frame of a pack that still has live
+ * frames only adds to the pack's dead bytes. *n = 0 when there is nothing
+ * left to do.
  */
 int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap,
 		 size_t *n);

@@ -40,6 +40,8 @@ const char *meta_redis_lua(const char *name);
 #define ATTR_LEN	  59   /* packed inode record, see SCHEMA.md */
 #define REC_LEN		  25   /* packed slice record, full form */
 #define REC_SHORT_LEN	  17   /* short form: a whole slice */
+#define REC_PACK_EXTRA	  16   /* forms 3 and 4 add pack, poff, plen */
+#define REC_MAX		  (REC_LEN + REC_PACK_EXTRA)
 #define DENT_LEN	  9    /* packed directory entry value */
 #define SCAN_COUNT	  1000 /* HSCAN page of a large directory */
 #define MGET_BATCH	  512  /* attributes per MGET in readdirplus */
@@ -73,6 +75,7 @@ enum script {
 	SC_SESSION_DEAD,
 	SC_SESSION_CLEAN,
 	SC_RECLAIM,
+	SC_PACK_TOTAL,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
@@ -80,6 +83,7 @@ static const char *const script_names[SC_N] = {
     "rmdir",	   "rename",	"setattr",	"truncate",	 "fallocate",
     "write",	   "open",	"close",	"setxattr",	 "removexattr",
     "session_new", "heartbeat", "session_dead", "session_clean", "reclaim",
+    "pack_total",
 };
 
 struct addr {
@@ -408,22 +412,33 @@ static int reply_attr(const redisReply *r, struct meta_attr *a)
 	return attr_unpack(r->str, (size_t)r->len, a ? a : &tmp);
 }
 
-/* Packs s at p (room for REC_LEN); returns the bytes used. A whole slice
- * (what the writer commits) takes the short form: it keeps a small file's
- * inode record, with chunk 0 behind the attributes, in 76 bytes. */
+/* Packs s at p (room for REC_MAX); returns the bytes used. A whole slice
+ * (what the writer commits) takes a short form: it keeps a small file's
+ * inode record, with chunk 0 behind the attributes, in 76 bytes (92 when
+ * the slice sits in a pack). Forms: 1 full, 2 short, 3 short in a pack,
+ * 4 full in a pack. */
 static size_t rec_pack(uint8_t *p, const struct meta_slice *s)
 {
 	int whole = s->off == 0 && s->len == s->size;
+	size_t n;
 
-	p[0] = whole ? 2 : 1;
+	p[0] = s->pack ? (whole ? 3 : 4) : (whole ? 2 : 1);
 	st32(p + 1, s->pos);
 	st64(p + 5, s->id);
 	st32(p + 13, s->size);
-	if (whole)
-		return REC_SHORT_LEN;
-	st32(p + 17, s->off);
-	st32(p + 21, s->len);
-	return REC_LEN;
+	n = REC_SHORT_LEN;
+	if (!whole) {
+		st32(p + 17, s->off);
+		st32(p + 21, s->len);
+		n = REC_LEN;
+	}
+	if (s->pack) {
+		st64(p + n, s->pack);
+		st32(p + n + 8, s->poff);
+		st32(p + n + 12, s->plen);
+		n += REC_PACK_EXTRA;
+	}
+	return n;
 }
 
 /* Unpacks the record at s (n bytes left); returns its length, 0 if it is
@@ -431,22 +446,35 @@ static size_t rec_pack(uint8_t *p, const struct meta_slice *s)
 static size_t rec_unpack(const char *s, size_t n, struct meta_slice *out)
 {
 	const uint8_t *p = (const uint8_t *)s;
+	size_t want;
+	int whole, packed;
 
-	if (n >= REC_SHORT_LEN && p[0] == 2) {
-		out->pos = ld32(p + 1);
-		out->id = ld64(p + 5);
-		out->size = out->len = ld32(p + 13);
-		out->off = 0;
-		return REC_SHORT_LEN;
-	}
-	if (n < REC_LEN || p[0] != 1)
+	if (n < REC_SHORT_LEN || p[0] < 1 || p[0] > 4)
 		return 0;
+	whole = p[0] == 2 || p[0] == 3;
+	packed = p[0] >= 3;
+	want = (whole ? REC_SHORT_LEN : REC_LEN) + (packed ? REC_PACK_EXTRA : 0);
+	if (n < want)
+		return 0;
+	*out = (struct meta_slice){0};
 	out->pos = ld32(p + 1);
 	out->id = ld64(p + 5);
 	out->size = ld32(p + 13);
-	out->off = ld32(p + 17);
-	out->len = ld32(p + 21);
-	return REC_LEN;
+	if (whole) {
+		out->len = out->size;
+	} else {
+		out->off = ld32(p + 17);
+		out->len = ld32(p + 21);
+	}
+	if (packed) {
+		const uint8_t *q = p + want - REC_PACK_EXTRA;
+		out->pack = ld64(q);
+		out->poff = ld32(q + 8);
+		out->plen = ld32(q + 12);
+		if (!out->pack || !out->plen)
+			return 0;
+	}
+	return want;
 }
 
 /* ---- connections ----------------------------------------------------- */
@@ -2258,13 +2286,14 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 		const struct meta_slice *x = &s[i].s;
 		if (x->len == 0 || x->pos > META_CHUNK_SIZE ||
 		    x->len > META_CHUNK_SIZE - x->pos ||
-		    (x->id && (x->off > x->size || x->len > x->size - x->off)))
+		    (x->id && (x->off > x->size || x->len > x->size - x->off)) ||
+		    (x->pack && (!x->id || !x->plen)))
 			return EINVAL;
 		if ((uint64_t)s[i].idx * META_CHUNK_SIZE + x->pos + x->len >=
 		    MAX_LENGTH)
 			return EFBIG;
 	}
-	buf = malloc(n * (REC_LEN + 4) + 1);
+	buf = malloc(n * (REC_MAX + 4) + 1);
 	if (!buf)
 		return ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -2424,10 +2453,19 @@ int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
 		left = reply_u64(r->element[1]);
 		for (size_t i = 0; i < list->elements; i++) {
 			const redisReply *e = list->element[i];
+			const uint8_t *p = (const uint8_t *)e->str;
 			struct meta_slice x;
+			if (e->type == REDIS_REPLY_STRING && e->len == 17 &&
+			    p[0] == 5) {
+				/* a pack with every frame dead */
+				dead[(*n)++] = (struct meta_slice){
+				    .pack = ld64(p + 1), .plen = 0};
+				continue;
+			}
 			if (e->type != REDIS_REPLY_STRING ||
 			    rec_unpack(e->str, (size_t)e->len, &x) !=
-				(size_t)e->len) {
+				(size_t)e->len ||
+			    x.pack) {
 				/* out of the list now: gc finds its objects */
 				log_err("dropping a corrupt entry of "
 					"'delslices'");
@@ -2443,6 +2481,61 @@ int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
 		if (*n || !left || !cap)
 			return 0;
 	}
+}
+
+/* ---- packs ----------------------------------------------------------- */
+
+int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	if (dead)
+		*dead = 0;
+	if (m->opts.read_only)
+		return EROFS;
+	if (!pack || !total || total > META_PACK_OPEN)
+		return EINVAL;
+	cmd_script(m, &c, SC_PACK_TOTAL);
+	cmd_u64(&c, pack);
+	cmd_u64(&c, total);
+	err = run_script(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->elements != 2)
+		err = META_EPROTO;
+	else if (dead)
+		*dead = reply_u64(r->element[1]) > 0;
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
+		    uint64_t *dead)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	cmd_init(&c, "EVAL");
+	cmd_str(&c, "return {redis.call('HGET', 'packs', ARGV[1]), "
+		    "redis.call('HGET', 'packdead', ARGV[1])}");
+	cmd_str(&c, "0");
+	cmd_u64(&c, pack);
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY)
+		err = META_EPROTO;
+	else if (r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING)
+		err = ENOENT;
+	else {
+		*total = reply_u64(r->element[0]);
+		*dead = r->elements > 1 ? reply_u64(r->element[1]) : 0;
+	}
+	freeReplyObject(r);
+	return err;
 }
 
 /* ---- test hooks ------------------------------------------------------ */

@@ -49,6 +49,11 @@ static const char usage[] =
     "                         (default 0.1)\n"
     "  --prefetch N           background block fetchers for readahead\n"
     "                         (default 4; 0 disables)\n"
+    "  --pack-max SIZE        pack files written whole up to this size,\n"
+    "                         many to one object (default 1M, at most 16M)\n"
+    "  --no-pack              do not pack: one object per file and block\n"
+    "  --pack-window S        longest a close waits for other files to\n"
+    "                         share its pack (default 10ms)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground)\n"
     "  -d, --debug            log every FUSE request\n"
@@ -74,7 +79,10 @@ enum {
 	OPT_CACHE_DIR,
 	OPT_CACHE_SIZE,
 	OPT_FREE_RATIO,
-	OPT_PREFETCH
+	OPT_PREFETCH,
+	OPT_PACK_MAX,
+	OPT_NO_PACK,
+	OPT_PACK_WINDOW
 };
 
 static const char optstring[] = ":fdo:h";
@@ -92,6 +100,9 @@ static const struct option options[] = {
     {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
     {"free-space-ratio", required_argument, NULL, OPT_FREE_RATIO},
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"pack-max", required_argument, NULL, OPT_PACK_MAX},
+    {"no-pack", no_argument, NULL, OPT_NO_PACK},
+    {"pack-window", required_argument, NULL, OPT_PACK_WINDOW},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -350,7 +361,9 @@ int cmd_mount(int argc, char **argv)
 			    .entry_timeout = -1,
 			    .cache_size = UINT64_MAX,
 			    .free_ratio = -1,
-			    .prefetch = -1};
+			    .prefetch = -1,
+			    .pack_max = 1u << 20,
+			    .pack_window_ms = 10};
 	struct report rep = {.fd = -1};
 	const char *logto = NULL;
 	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
@@ -446,6 +459,29 @@ int cmd_mount(int argc, char **argv)
 			}
 			o.prefetch = (int)n;
 			break;
+		case OPT_PACK_MAX:
+			if (cli_parse_size(optarg, &size) || size > (16u << 20)) {
+				cli_error("bad size '%s' for --pack-max: want a "
+					  "size up to 16M, or 0 not to pack",
+					  optarg);
+				goto free_opts;
+			}
+			o.pack_max = (uint32_t)size;
+			break;
+		case OPT_NO_PACK:
+			o.pack_max = 0;
+			break;
+		case OPT_PACK_WINDOW: {
+			double w;
+			if (cli_parse_seconds(optarg, &w) || w > 10) {
+				cli_error("bad --pack-window '%s': want up to 10 "
+					  "seconds, such as 10ms",
+					  optarg);
+				goto free_opts;
+			}
+			o.pack_window_ms = (unsigned)(w * 1000 + 0.5);
+			break;
+		}
 		case 'd':
 			o.debug = 1;
 			break;

@@ -16,6 +16,7 @@ BUILD=${GRANARY_BUILD:-$TOPDIR/build}
 case $BUILD in /*) ;; *) BUILD=$TOPDIR/$BUILD ;; esac
 GRANARY=$BUILD/granary
 FSRAND=$BUILD/tests/fsrand
+CLOSEALL=$BUILD/tests/closeall
 GRANARY_STORAGE=${GRANARY_STORAGE:-file}
 TEST_NAME=$(basename "$0" .sh)
 
@@ -169,21 +170,24 @@ new_volume() {
 		fail "granary format $name failed: $(cat "$TMP/format-$name.out")"
 }
 
-# count_blocks: number of block objects the volume last made by new_volume
-# holds in its store (s3rver keeps each object as a file + 2 sidecars).
-count_blocks() {
-	local d n=0
+# count_objects [blocks|packs]: number of data objects (block and pack
+# objects, or one kind) the volume last made by new_volume holds in its
+# store (s3rver keeps each object as a file + 2 sidecars).
+count_objects() {
+	local d n=0 kinds=${1:-blocks packs} k
 	for d in $DATA_DIRS; do
 		[ -d "$d" ] || continue
-		n=$((n + $(find "$d" -type f -path '*/blocks/*' \
-			! -name '*._S3rver_metadata.json' ! -name '*._S3rver_object.md5' \
-			! -name '*.tmp*' | wc -l)))
+		for k in $kinds; do
+			n=$((n + $(find "$d" -type f -path "*/$k/*" \
+				! -name '*._S3rver_metadata.json' ! -name '*._S3rver_object.md5' \
+				! -name '*.tmp*' | wc -l)))
+		done
 	done
 	echo "$n"
 }
 
-blocks_equal() {
-	[ "$(count_blocks)" = "$1" ]
+objects_equal() {
+	[ "$(count_objects)" = "$1" ]
 }
 
 # mount_vol META MP [ARGS...]: mount and remember MP for the cleanup. The

@@ -35,24 +35,24 @@ release() {
 	[ $rc = 0 ] || fail "reader $1 failed (exit $rc)"
 }
 
-blocks0=$(count_blocks)
+blocks0=$(count_objects)
 
 # --- unlink on the same client
 random_file "$TMP/v1" $size
 cp "$TMP/v1" "$A/v1"
-blocks1=$(count_blocks)
+blocks1=$(count_objects)
 [ -z "$DATA_DIRS" ] || [ "$blocks1" -gt "$blocks0" ] ||
-	fail "no block objects found under '$DATA_DIRS' after writing v1"
+	fail "no data objects found under '$DATA_DIRS' after writing v1"
 hold_open "$A/v1" "$TMP/v1.out" same
 rm "$A/v1"
 [ ! -e "$A/v1" ] || fail "v1 still visible after unlink"
 sleep 1
-check_eq "$(count_blocks)" "$blocks1" "block objects of an open unlinked file"
+check_eq "$(count_objects)" "$blocks1" "block objects of an open unlinked file"
 release same
 cmp "$TMP/v1" "$TMP/v1.out" || fail "read through a fd held across unlink differs"
 ok "unlink on the same client: full content through the open fd"
-wait_until 30 blocks_equal "$blocks0" ||
-	fail "objects not reclaimed 30 s after the last close: $(count_blocks) block objects, expected $blocks0"
+wait_until 30 objects_equal "$blocks0" ||
+	fail "objects not reclaimed 30 s after the last close: $(count_objects) data objects, expected $blocks0"
 ok "objects of the unlinked file reclaimed after the last close"
 
 # --- unlink on another client; the reader's client never read the file
@@ -60,18 +60,18 @@ ok "objects of the unlinked file reclaimed after the last close"
 random_file "$TMP/v2" $size
 cp "$TMP/v2" "$B/v2"
 sleep 1
-blocks2=$(count_blocks)
+blocks2=$(count_objects)
 hold_open "$A/v2" "$TMP/v2.out" other
 rm "$B/v2"
 sleep 1
 [ ! -e "$A/v2" ] || fail "A still sees v2 after unlink on B"
 [ ! -e "$B/v2" ] || fail "B still sees v2 after its unlink"
-check_eq "$(count_blocks)" "$blocks2" "block objects while another client holds the file open"
+check_eq "$(count_objects)" "$blocks2" "block objects while another client holds the file open"
 release other
 cmp "$TMP/v2" "$TMP/v2.out" || fail "read on A after unlink on B differs"
 ok "unlink on another client: full content through the open fd"
-wait_until 30 blocks_equal "$blocks0" ||
-	fail "objects not reclaimed 30 s after the last close: $(count_blocks) block objects, expected $blocks0"
+wait_until 30 objects_equal "$blocks0" ||
+	fail "objects not reclaimed 30 s after the last close: $(count_objects) data objects, expected $blocks0"
 ok "objects reclaimed after the other client's close"
 
 # --- rename over an open file is an unlink of the target too

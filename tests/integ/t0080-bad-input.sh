@@ -79,8 +79,8 @@ mount_vol "$META" "$M"
 random_file "$TMP/victim" 300000
 cp "$TMP/victim" "$M/victim"
 umount_vol "$M"
-objs=$(find $DATA_DIRS -type f -path '*/blocks/*' | sort)
-[ -n "$objs" ] || fail "no block objects under $DATA_DIRS"
+objs=$(find $DATA_DIRS -type f \( -path '*/blocks/*' -o -path '*/packs/*' \) | sort)
+[ -n "$objs" ] || fail "no data objects under $DATA_DIRS"
 mount_vol "$META" "$M"
 random_file "$TMP/fine" 200000
 cp "$TMP/fine" "$M/fine"

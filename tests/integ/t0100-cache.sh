@@ -41,7 +41,7 @@ check_eq "$((g1 - g0))" 0 "store GETs during an epoch on a warm cache after remo
 ok "remount keeps the cache warm: no GETs"
 
 # corrupt one cache entry: the read must still give the right bytes
-entry=$(find "$TMP/cache-mnt" -type f -path '*blocks*' -print -quit)
+entry=$(find "$TMP/cache-mnt" -type f \( -path '*blocks*' -o -path '*packs*' \) -print -quit)
 [ -n "$entry" ] || fail "no cache entries found under $TMP/cache-mnt"
 printf 'garbage' | dd of="$entry" bs=1 seek=30 conv=notrunc status=none
 umount_vol "$M"

@@ -154,7 +154,8 @@ static uint64_t put(struct meta *m, uint64_t ino, uint64_t off, uint32_t len)
 
 	cr_assert_eq(meta_new_slice_id(m, &id), 0);
 	s.idx = (uint32_t)(off / CS);
-	s.s = (struct meta_slice){id, len, 0, len, (uint32_t)(off % CS)};
+	s.s = (struct meta_slice){
+	    .id = id, .size = len, .len = len, .pos = (uint32_t)(off % CS)};
 	cr_assert_eq(meta_write(m, ino, &s, 1, NULL), 0);
 	return id;
 }
@@ -882,9 +883,9 @@ Test(meta, write_truncate_reclaim)
 	struct meta_chunk_slice w[3];
 	uint64_t id3;
 	cr_assert_eq(meta_new_slice_id(m, &id3), 0);
-	w[0] = (struct meta_chunk_slice){0, {id3, 200, 0, 100, 0}};
-	w[1] = (struct meta_chunk_slice){1, {id3, 200, 100, 100, 0}};
-	w[2] = (struct meta_chunk_slice){1, {0, 0, 0, 50, 10}};
+	w[0] = (struct meta_chunk_slice){0, {.id = id3, .size = 200, .len = 100}};
+	w[1] = (struct meta_chunk_slice){1, {.id = id3, .size = 200, .off = 100, .len = 100}};
+	w[2] = (struct meta_chunk_slice){1, {.len = 50, .pos = 10}};
 	cr_assert_eq(meta_write(m, f, w, 3, &a), 0);
 	cr_expect_eq(a.length, CS + 100);
 	cr_assert_eq(meta_truncate(m, f, CS, NULL), 0);
@@ -894,13 +895,13 @@ Test(meta, write_truncate_reclaim)
 	cr_expect_eq(got[0], id3);
 
 	/* bad slices */
-	w[0] = (struct meta_chunk_slice){0, {1, 10, 5, 10, 0}};
+	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 5, .len = 10, .pos = 0}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 10, CS - 5}};
+	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = CS - 5}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 0, 0}};
+	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 0, .pos = 0}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {1, 10, 0, 10, 0}};
+	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = 0}};
 	cr_expect_eq(meta_write(m, 1, w, 1, NULL), EISDIR);
 	cr_expect_eq(meta_write(m, 4242424, w, 1, NULL), ENOENT);
 	cr_expect_eq(meta_truncate(m, 1, 0, NULL), EISDIR);
@@ -1027,7 +1028,7 @@ static void expect_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 static struct meta_chunk_slice cslice(uint32_t idx, uint64_t id, uint32_t size,
 				      uint32_t off, uint32_t len, uint32_t pos)
 {
-	return (struct meta_chunk_slice){idx, {id, size, off, len, pos}};
+	return (struct meta_chunk_slice){idx, {.id = id, .size = size, .off = off, .len = len, .pos = pos}};
 }
 
 Test(meta, chunk0_survives_attribute_rewrites)
@@ -1117,7 +1118,7 @@ Test(meta, chunk0_truncate)
 	cr_assert_eq(reclaim_all(m, got, 8), 1);
 	cr_expect_eq(got[0], id1);
 	id2 = put(m, f, 0, 700);
-	want[0] = (struct meta_slice){id2, 700, 0, 700, 0};
+	want[0] = (struct meta_slice){.id = id2, .size = 700, .off = 0, .len = 700, .pos = 0};
 	expect_chunk(m, f, 0, want, 1, "written again");
 	a = attr(m, f);
 	cr_expect_eq(a.length, 700);
@@ -1128,7 +1129,7 @@ Test(meta, chunk0_truncate)
 	id3 = put(m, f, CS + 10, 90);
 	cr_assert_eq(meta_truncate(m, f, 300, &a), 0);
 	cr_expect_eq(a.length, 300);
-	want[1] = (struct meta_slice){0, 0, 0, (uint32_t)CS - 300, 300};
+	want[1] = (struct meta_slice){.id = 0, .size = 0, .off = 0, .len = (uint32_t)CS - 300, .pos = 300};
 	expect_chunk(m, f, 0, want, 2, "cut at 300");
 	expect_chunk(m, f, 1, NULL, 0, "chunk 1 after the cut");
 	cr_assert_eq(reclaim_all(m, got, 8), 1);
@@ -1197,8 +1198,8 @@ Test(meta, chunk0_unlink_open_then_close)
 	cr_assert_eq(meta_session_open(m, "/mnt/c0"), 0);
 	id1 = put(m, f, 0, 1000);
 	id2 = put(m, f, 1000, 24);
-	want[0] = (struct meta_slice){id1, 1000, 0, 1000, 0};
-	want[1] = (struct meta_slice){id2, 24, 0, 24, 1000};
+	want[0] = (struct meta_slice){.id = id1, .size = 1000, .off = 0, .len = 1000, .pos = 0};
+	want[1] = (struct meta_slice){.id = id2, .size = 24, .off = 0, .len = 24, .pos = 1000};
 	cr_assert_eq(meta_file_open(m, f, &a), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	/* still readable while open, nothing reclaimed */
@@ -1298,11 +1299,8 @@ Test(meta, random_chunks_vs_shadow)
 						if (s->id &&
 						    s->pos + s->len > pos) {
 							sh[c][nsh[c]++] =
-							    (struct meta_slice){
-								0, 0, 0,
-								(uint32_t)CS -
-								    pos,
-								pos};
+							    (struct meta_slice){.id = 0, .size = 0, .off = 0, .len = (uint32_t)CS -
+								    pos, .pos = pos};
 							break;
 						}
 					}

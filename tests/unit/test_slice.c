@@ -11,7 +11,8 @@
 
 #include "../../fs/slice.h"
 
-#define S(i, sz, o, l, p) ((struct meta_slice){i, sz, o, l, p})
+#define S(i, sz, o, l, p)                                                      \
+	((struct meta_slice){.id = i, .size = sz, .off = o, .len = l, .pos = p})
 
 static void expect(const struct meta_slice *in, size_t n,
 		   const struct meta_slice *want, size_t nwant)
