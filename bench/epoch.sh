@@ -131,6 +131,12 @@ s3log_gets() {
 		grep -cE "^info: GET /$1/[^ ?]+ " || true
 }
 
+# object PUTs for BUCKET logged after line FROM
+s3log_puts() {
+	tail -n +"$(($2 + 1))" "$TMP/s3/s3rver.log" | sed 's/\x1b\[[0-9;]*m//g' |
+		grep -cE "^info: PUT /$1/[^ ?]+ " || true
+}
+
 # wait_objects DIR N: until the store holds N objects under DIR (s3rver's
 # files); for clients that upload after close().
 wait_objects() {
@@ -201,8 +207,10 @@ t_passthrough() {
 t_raw() {
 	local l url="s3+http://127.0.0.1:$S3PORT/raw" mark
 	warm_source
+	mark=$(s3log_mark)
 	l=$(readers -t "$W" -s -c "$SRC" "$LIST" "$url")
 	put "$1" ingest_secs "$(field "$l" secs)"
+	put "$1" ingest_puts "$(s3log_puts raw "$mark")"
 	drop
 	mark=$(s3log_mark)
 	l=$(readers -t "$T" -s -S $COLD_SEED "$LIST" "$url")
@@ -238,12 +246,25 @@ granary_fresh() { # META MP [ARGS...]
 	granary_mount "$@" "${cache[@]}"
 }
 
+gstat() { # MP SECTION FIELD: a counter of the client's "granary.stats"
+	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
+		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
+}
+
 t_granary() { # ID DB STORAGE_URL BUCKET|-
 	local id=$1 db=$2 bucket=$4 meta="$GRANARY_TEST_REDIS?db=$2" mp=$TMP/mnt-$1 before t0 t1 mark
 	"$G" format "$meta" "bench-$id" --storage "$3" >/dev/null
-	granary_fresh "$meta" "$mp"
+	# shellcheck disable=SC2086 # INGEST_ARGS is a list of flags
+	granary_fresh "$meta" "$mp" $INGEST_ARGS
 	before=$(redis_used)
 	ingest_into "$id" "$mp"
+	# with --writeback, the ingest ends when the store has it all
+	t0=$(now)
+	setfattr -n granary.sync -v 1 "$mp" 2>"$TMP/sync.err" ||
+		{ echo "granary.sync failed: $(head -1 "$TMP/sync.err")" >"$TMP/why"; return 1; }
+	t1=$(now)
+	put "$id" upload_wait "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
+	put "$id" ingest_puts "$(gstat "$mp" store puts)"
 	put "$id" redis_info $(( ($(redis_used) - before) / NF ))
 	put "$id" redis_usage $(( $(redis_keys_bytes "$db") / NF ))
 	unmount_all
@@ -272,12 +293,14 @@ t_granary_file() { t_granary "$1" 2 "file://$TMP/granary-file-data" -; }
 
 # peer_ingest ID MP OBJDIR: copy in, then wait until the store has it all
 peer_ingest() {
-	local t0 t1
+	local t0 t1 mark
+	mark=$(s3log_mark)
 	ingest_into "$1" "$2"
 	t0=$(now)
 	wait_objects "$3" "$NF"
 	t1=$(now)
 	put "$1" upload_wait "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
+	put "$1" ingest_puts "$(s3log_puts "$1" "$mark")"
 }
 peer_epochs() { # ID MP BUCKET
 	epoch "$1" cold "$2" "$3"
@@ -399,6 +422,10 @@ done
 (exec 3<>"/dev/tcp/127.0.0.1/$S3PORT") 2>/dev/null || { say "s3rver did not start"; exit 1; }
 export GRANARY_S3_ACCESS_KEY=S3RVER GRANARY_S3_SECRET_KEY=S3RVER
 RO=--read-only
+# granary ingests with --writeback (durable on the node's disk at close,
+# uploaded in packs in the background; the ingest time includes the wait
+# for the uploads); BENCH_INGEST_ARGS= measures the default mode
+INGEST_ARGS=${BENCH_INGEST_ARGS---writeback}
 CACHE_OPT=""
 "$G" mount --help 2>/dev/null | grep -q -- --cache-dir && CACHE_OPT=1
 [ "${BENCH_GRANARY_RO:-1}" = 0 ] && RO=
@@ -448,7 +475,7 @@ ratio() { # A B
 footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
 
 report() {
-	local id na n ingest warm warmup gets wgets ri ru
+	local id na n ingest warm warmup gets wgets ri ru pf
 	echo "# granary epoch benchmark, $STAMP"
 	echo
 	echo "$NF files in $DIRS directories, $(awk -v b="$BYTES" 'BEGIN { printf "%.1f MiB", b / 1048576 }') of random bytes" \
@@ -456,14 +483,14 @@ report() {
 		"ingest with $W writers, epochs with $T reader threads in a shuffled order;" \
 		"$(nproc) cores, Linux $(uname -r); $("$G" --version 2>/dev/null); run took ${RUNTIME} s."
 	echo
-	echo "| target | ingest files/s | cold files/s | cold MiB/s | GETs | warm files/s | warm GETs | warmup MiB/s | Redis B/file | Redis B/file (MEMORY USAGE) |"
-	echo "|---|---|---|---|---|---|---|---|---|---|"
+	echo "| target | ingest files/s | ingest PUTs/file | cold files/s | cold MiB/s | GETs | warm files/s | warm GETs | warmup MiB/s | Redis B/file | Redis B/file (MEMORY USAGE) |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
 	for id in $TARGETS; do
 		[ -f "$RES/$id" ] || continue
 		na=$(get "$id" failed)
 		if [ -n "$na" ]; then
 			n=$(footnote "$(name "$id"): n/a: $na")
-			echo "| $(name "$id") $n | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"
+			echo "| $(name "$id") $n | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"
 			continue
 		fi
 		warm=$(fmt "$(val "$id" warm)" "—")
@@ -484,7 +511,9 @@ report() {
 		gets=$(get "$id" cold_gets); wgets=$(get "$id" warm_gets)
 		case $id in local|passthrough|granary-file) gets="n/a"; wgets="n/a" ;; esac
 		ri=$(get "$id" redis_info); ru=$(get "$id" redis_usage)
-		echo "| $(name "$id") | $ingest | $(fmt "$(val "$id" cold)") | $(fmt "$(val "$id" cold_mib)") |" \
+		pf=$(get "$id" ingest_puts)
+		[ -n "$pf" ] && pf=$(awk -v p="$pf" -v n="$NF" 'BEGIN { printf "%.3f", p / n }')
+		echo "| $(name "$id") | $ingest | ${pf:-—} | $(fmt "$(val "$id" cold)") | $(fmt "$(val "$id" cold_mib)") |" \
 			"${gets:-—} | $warm | ${wgets:-—} | $warmup | ${ri:-—} | ${ru:-—} |"
 	done
 	echo
@@ -511,9 +540,10 @@ report() {
 		echo "Target: granary's warm epoch (from its disk cache) at least 0.90x the FUSE passthrough's warm epoch: $tgt."
 		echo
 	fi
-	for id in s3fs rclone; do
+	for id in s3fs rclone granary-s3 granary-file; do
 		[ -n "$(get "$id" upload_wait)" ] && footnote "$(name "$id"): ingest includes $(get "$id" upload_wait) s waiting, after the copy, until every object was in the store" >/dev/null
 	done
+	[ -n "$INGEST_ARGS" ] && footnote "granary ingests with '$INGEST_ARGS': close returns once the file is fsync'd on the node's disk and in the metadata; packs upload in the background" >/dev/null
 	[ -f "$TMP/global-notes" ] && while read -r l; do footnote "$l" >/dev/null; done < <(sort -u "$TMP/global-notes")
 	awk '{ print NR ". " $0 }' "$TMP/foot"
 	echo

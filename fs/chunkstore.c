@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -23,6 +24,9 @@
 #define KEY_CAP	       96
 #define PF_THREADS_MAX 64
 #define PF_QUEUE_MIN   64 /* entries; at least 4 per thread */
+/* How long a read waits for a pack that is not in the store yet: a
+ * writeback client uploads its packs within its pack window and then some. */
+#define PACK_WAIT_MS   15000
 
 enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
 
@@ -394,7 +398,30 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	int err;
 
 	object_of(id, idx, len, fr, key, &off, &want);
-	err = objstore_get(cs->store, key, off, want, &blk, &got);
+	err = ENOENT;
+	if (fr->pack && cs->o.staged_get) {
+		err = cs->o.staged_get(cs->o.staged_arg, fr->pack, fr->off,
+				       fr->len, &blk);
+		got = err ? 0 : fr->len;
+	}
+	if (err == ENOENT) {
+		err = objstore_get(cs->store, key, off, want, &blk, &got);
+		/* Another client's writeback pack may still be on its way
+		 * to the store: a reader waits for it a while. */
+		for (int ms = 100, waited = 0;
+		     err == ENOENT && fr->pack && !quiet &&
+		     waited < PACK_WAIT_MS;
+		     waited += ms, ms = ms < 2000 ? ms * 2 : ms) {
+			if (waited == 0)
+				log_info("slice %" PRIu64 " is not in pack '%s' "
+					 "yet: waiting for its upload",
+					 id, key);
+			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+			err = objstore_get(cs->store, key, off, want, &blk,
+					   &got);
+		}
+	}
 	STAT_ADD(cs, gets, 1);
 	if (!err && want && got != want) {
 		free(blk);

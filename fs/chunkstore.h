@@ -25,6 +25,12 @@ struct chunkstore_opts {
 	enum codec_compress compress;
 	size_t mem_cache_bytes; /* 0 = no memory cache */
 	int prefetch_threads;   /* background fetchers; 0 = no prefetch */
+	/* Frames of packs that are on this node only (writeback staging):
+	 * bytes [off, off+len) of pack in a malloc'd *data, or ENOENT when
+	 * the store has them. NULL: none. */
+	int (*staged_get)(void *arg, uint64_t pack, uint32_t off, uint32_t len,
+			  void **data);
+	void *staged_arg;
 };
 
 struct chunkstore_stats {

@@ -132,6 +132,22 @@ static int check_header(const unsigned char *hdr, size_t blk_len,
 	return 0;
 }
 
+int codec_frame_len(const void *hdr, size_t avail, size_t *len)
+{
+	const unsigned char *h = hdr;
+
+	if (!h || avail < CODEC_HDR_SIZE)
+		return CODEC_ECORRUPT;
+	size_t stored = get_u32(h + 12);
+	/* the whole header is checked against this very length */
+	int err = check_header(h, CODEC_HDR_SIZE + stored, &(size_t){0},
+			       &(size_t){0});
+	if (err)
+		return err;
+	*len = CODEC_HDR_SIZE + stored;
+	return 0;
+}
+
 int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len)
 {
 	size_t raw, stored;

@@ -37,6 +37,10 @@ size_t codec_bound(size_t raw_len);
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len);
 
+/* Encoded length (header included) of the block whose first avail bytes
+ * (at least CODEC_HDR_SIZE) are at hdr: to walk blocks laid end to end, as
+ * in a pack. CODEC_ECORRUPT when the header is not one. */
+int codec_frame_len(const void *hdr, size_t avail, size_t *len);
 /* Raw length declared by a block's header, after checking magic and sizes. */
 int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len);
 

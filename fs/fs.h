@@ -36,8 +36,10 @@ struct fs_opts {
 	int prefetch;	       /* prefetch threads; < 0: default 4; 0 off */
 	uint32_t pack_max;     /* pack slices up to this size; 0: no packing */
 	uint32_t pack_size;    /* seal packs at this size; 0: 4 MiB */
-	unsigned pack_window_ms; /* seal a pack this long after its first
-				    frame */
+	int pack_window_ms;    /* seal a pack this long after its first
+				  frame; < 0: default (10 ms, writeback 2 s) */
+	int writeback;	       /* stage packs on the cache disk, upload them
+				  in the background */
 };
 
 /*

@@ -95,6 +95,7 @@ struct fs {
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
+	int writeback;	       /* packs are staged first */
 	struct meta_volume vol;
 	uint64_t root; /* volume inode served as FUSE_ROOT_ID */
 	double attr_timeout, entry_timeout;
@@ -455,10 +456,19 @@ static int pcb_new_id(void *arg, uint64_t *id)
 	return meta_new_slice_id(fs->meta, id);
 }
 
-static int pcb_total(void *arg, uint64_t pack, uint64_t total)
+static int pcb_total(void *arg, uint64_t pack, uint64_t total, int *dead)
 {
 	struct fs *fs = arg;
-	return meta_pack_total(fs->meta, pack, total, NULL);
+	return meta_pack_total(fs->meta, pack, total, dead);
+}
+
+/* chunkstore: frames of packs this node has staged but not uploaded */
+static int ccb_staged_get(void *arg, uint64_t pack, uint32_t off, uint32_t len,
+			  void **data)
+{
+	struct fs *fs = arg;
+	return fs->packer ? packer_staged_get(fs->packer, pack, off, len, data)
+			  : ENOENT;
 }
 
 /* Called with node->lock held (from writer_flush / writer_write). */
@@ -1587,6 +1597,9 @@ static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
 }
 
 #define XATTR_STATS "granary.stats"
+/* Setting "granary.sync" on any inode waits until every pack this client
+ * has staged (writeback) is in the store. */
+#define XATTR_SYNC "granary.sync"
 
 /* "granary.stats" on any inode: this client's counters, as JSON. */
 static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
@@ -1594,7 +1607,11 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	struct objstore_stats st;
 	struct chunkstore_stats cs;
 	struct diskcache_stats dc = {0};
-	char buf[1024];
+	struct packer_stats ps = {0};
+	char buf[2048];
+
+	if (fs->packer)
+		packer_get_stats(fs->packer, &ps);
 
 	objstore_get_stats(
 	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
@@ -1610,7 +1627,10 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"evictions\": "
 	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
-	    "%llu}}\n",
+	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
+	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
+	    "\"recovered\": %llu}}\n",
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
@@ -1621,7 +1641,13 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
 	    (unsigned long long)dc.fill_skips, (unsigned long long)dc.evictions,
 	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
-	    (unsigned long long)dc.bytes);
+	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
+	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
+	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
+	    (unsigned long long)ps.errors,
+	    (unsigned long long)ps.staged_packs,
+	    (unsigned long long)ps.staged_bytes,
+	    (unsigned long long)ps.recovered);
 	reply_xattr_value(req, size, buf, len);
 }
 
@@ -1631,6 +1657,10 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 {
 	if (!set && !strcmp(name, XATTR_STATS)) {
 		reply_stats(req, fs, size);
+		return 1;
+	}
+	if (set && !strcmp(name, XATTR_SYNC)) {
+		reply_err(req, name, packer_sync(fs->packer));
 		return 1;
 	}
 	int get = !set && !strcmp(name, XATTR_CACHE);
@@ -1806,22 +1836,28 @@ static void *reclaimer_main(void *arg)
  * that cannot be used fails the mount; the default directory only logs a
  * warning (a mount without a cache still works).
  */
+/* The cache directories: --cache-dir, or the default (def, PATH_MAX). */
+static const char *cache_dirs(const struct fs_opts *o, char *def)
+{
+	const char *home = getenv("HOME");
+
+	if (o->cache_dir)
+		return o->cache_dir;
+	if (geteuid() == 0 || !home)
+		snprintf(def, PATH_MAX, "/var/cache/granary");
+	else
+		snprintf(def, PATH_MAX, "%s/.cache/granary", home);
+	return def;
+}
+
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
 	uint64_t size =
 	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
 	char def[PATH_MAX];
-	const char *dirs = o->cache_dir;
+	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
 		return 0;
-	if (!dirs) {
-		const char *home = getenv("HOME");
-		if (geteuid() == 0 || !home)
-			snprintf(def, sizeof(def), "/var/cache/granary");
-		else
-			snprintf(def, sizeof(def), "%s/.cache/granary", home);
-		dirs = def;
-	}
 	struct diskcache_opts dco = {
 	    .dirs = dirs,
 	    .ns = fs->vol.uuid,
@@ -2029,6 +2065,8 @@ int fs_mount(const struct fs_opts *o,
 	    .mem_cache_bytes =
 		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
 	    .prefetch_threads = o->prefetch < 0 ? 4 : o->prefetch,
+	    .staged_get = ccb_staged_get,
+	    .staged_arg = fs,
 	};
 	/* readahead stays well inside the memory cache it fills */
 	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
@@ -2050,21 +2088,33 @@ int fs_mount(const struct fs_opts *o,
 		goto close_cs;
 	}
 	if (o->pack_max && !o->read_only) {
+		char def[PATH_MAX], stage[PATH_MAX + 64];
+		const char *dirs = cache_dirs(o, def);
+		int wb = o->writeback;
+		/* the first cache directory, beside the cache of the volume */
+		snprintf(stage, sizeof(stage), "%.*s/staging-%s",
+			 (int)strcspn(dirs, ":"), dirs, fs->vol.uuid);
 		struct packer_opts po = {
 		    .pack_size = o->pack_size ? o->pack_size : 4u << 20,
-		    .window_ms = o->pack_window_ms,
+		    .window_ms = (unsigned)(o->pack_window_ms >= 0
+						? o->pack_window_ms
+						: wb ? 2000 : 10),
 		    .compress = fs->vol.compress,
+		    .stage_dir = wb ? stage : NULL,
+		    .uploaders = 4,
+		    .max_staged = 64,
 		};
 		struct packer_cbs pc = {fs, pcb_new_id, pcb_total};
-		err = packer_open(fs->store, &po, &pc,
-				  &fs->packer);
+		err = packer_open(fs->store, &po, &pc, &fs->packer);
 		if (err) {
 			err = mount_fail(ready, arg, err,
-					 "cannot set up packing: %s",
+					 "cannot set up packing%s: %s",
+					 wb ? " (writeback staging)" : "",
 					 gr_strerror(err));
 			goto close_pool;
 		}
 		wpool_set_packer(fs->pool, fs->packer, o->pack_max);
+		fs->writeback = wb;
 	}
 	fs->root = META_ROOT_INO;
 	if (o->subdir && *o->subdir) {

@@ -1,23 +1,37 @@
 /*
- * packer.c - gather small slices into pack objects. There is no thread of
- * its own: the callers of packer_put fill the open pack, and whoever fills
- * it up, or finds its window over while waiting, seals and puts it while
- * the others wait on it.
+ * packer.c - gather small slices into pack objects.
+ *
+ * Default mode has no thread of its own: the callers of packer_put fill the
+ * open pack, and whoever fills it up, or finds its window over while
+ * waiting, seals and puts it while the others wait on it. Writeback mode
+ * writes frames to a staging file per pack and has upload threads that
+ * seal packs by size or window and put them in the background.
  */
 #include "packer.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "../meta/meta.h"
 #include "log.h"
 
 #define KEY_CAP	       96
 #define PACK_SIZE_MIN  (64u << 10)
 #define PACK_SIZE_MAX  (64u << 20)
-#define WINDOW_MAX_MS  10000u
+#define WINDOW_MAX_MS  600000u
+#define STAGE_SLOTS    64	/* staging dirs per root: mounts at once */
+#define RETRY_MAX_MS   30000	/* upload retry backoff cap */
+#define CLOSE_TRIES    3	/* uploads tried per pack when unmounting */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
 
@@ -27,7 +41,7 @@ enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
  * once the pack has left PK_OPEN. */
 struct pack {
 	uint64_t id;
-	char *buf;
+	char *buf; /* default mode: the bytes */
 	size_t len, cap;
 	int64_t deadline_ms; /* CLOCK_MONOTONIC: seal by then */
 	int users;
@@ -35,6 +49,15 @@ struct pack {
 	int state; /* enum pack_state */
 	int err;   /* PK_DONE: what its users return */
 	pthread_cond_t done; /* broadcast when state becomes PK_DONE */
+
+	/* writeback: len is the bytes reserved in the staging file */
+	struct pack *next; /* p->staged, oldest first */
+	int fd;		   /* staging file (read-write) */
+	int writing;	   /* callers still writing frames into it */
+	int readers;	   /* packer_staged_get calls reading it */
+	int uploading;	   /* an upload thread has it */
+	int tries;	   /* failed uploads */
+	int64_t retry_ms;  /* not before this (CLOCK_MONOTONIC) */
 };
 
 struct packer {
@@ -48,6 +71,18 @@ struct packer {
 	struct pack *open; /* being filled, or NULL; protected by lock */
 	int holders;	   /* see packer_hold; protected by lock */
 
+	/* writeback: every pack with a staging file, open one included */
+	struct pack *staged, *staged_tail; /* protected by lock */
+	int nsealed;	     /* staged but not open; protected by lock */
+	int stop;	     /* protected by lock */
+	int sync_err;	     /* last upload error; protected by lock */
+	pthread_cond_t work; /* uploaders: a pack to put, or stop */
+	pthread_cond_t room; /* writers: a staged pack is gone */
+	char *dir;	     /* our staging directory (stage_dir/<slot>) */
+	int lock_fd;	     /* flock'd: this directory is ours */
+	pthread_t *threads;
+	int nthreads;
+
 	struct packer_stats st; /* updated with __atomic builtins */
 };
 
@@ -60,10 +95,44 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void *uploader_main(void *arg);
+static int stage_open(struct packer *p);
+static void stage_recover(struct packer *p);
+static void stop_uploaders(struct packer *p);
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+	/* timed waits run on the monotonic clock, like deadline_ms */
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* Wait on c until the CLOCK_MONOTONIC time at_ms at the latest. */
+static void wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms)
+{
+	struct timespec ts;
+	int64_t left = at_ms - mono_ms();
+
+	if (left < 0)
+		left = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += left / 1000;
+	ts.tv_nsec += (left % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(c, m, &ts);
+}
+
 int packer_open(struct objstore *store, const struct packer_opts *o,
 		const struct packer_cbs *cbs, struct packer **out)
 {
 	struct packer *p;
+	int err;
 
 	if (!out)
 		return EINVAL;
@@ -71,31 +140,91 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	if (!store || !o || !cbs || !cbs->new_id || !cbs->total ||
 	    o->pack_size < PACK_SIZE_MIN || o->pack_size > PACK_SIZE_MAX ||
 	    o->window_ms > WINDOW_MAX_MS ||
-	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4))
+	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4) ||
+	    (o->stage_dir && (!*o->stage_dir || o->uploaders < 1 ||
+			      o->uploaders > 16 || o->max_staged < 1)))
 		return EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return ENOMEM;
 	p->store = store;
 	p->o = *o;
+	p->o.stage_dir = NULL; /* the caller's string; p->dir is ours */
 	p->cbs = *cbs;
+	p->lock_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
+	cond_init_mono(&p->work);
+	cond_init_mono(&p->room);
+	if (!o->stage_dir) {
+		*out = p;
+		return 0;
+	}
+	p->dir = strdup(o->stage_dir); /* replaced by stage_open */
+	if (!p->dir) {
+		err = ENOMEM;
+		goto free_p;
+	}
+	err = stage_open(p);
+	if (err)
+		goto free_p;
+	stage_recover(p);
+	p->threads = calloc((size_t)o->uploaders, sizeof(*p->threads));
+	if (!p->threads) {
+		err = ENOMEM;
+		goto stop;
+	}
+	for (; p->nthreads < o->uploaders; p->nthreads++) {
+		err = pthread_create(&p->threads[p->nthreads], NULL,
+				     uploader_main, p);
+		if (err) {
+			log_err("cannot start pack uploader: %s",
+				strerror(err));
+			goto stop;
+		}
+	}
 	*out = p;
 	return 0;
+
+stop:
+	packer_close(p); /* staged packs stay on disk for the next mount */
+	return err;
+free_p:
+	packer_close(p);
+	return err;
+}
+
+static void pack_free(struct pack *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	pthread_cond_destroy(&k->done);
+	free(k->buf);
+	free(k);
 }
 
 void packer_close(struct packer *p)
 {
 	if (!p)
 		return;
+	stop_uploaders(p);
 	/* Every caller of packer_put has returned, and the last one out of a
-	 * pack frees it: only an unused open pack can be left. */
-	if (p->open) {
+	 * default-mode pack frees it: only an unused open pack can be left,
+	 * or, in writeback, packs that could not be uploaded (their files
+	 * stay for the next mount). */
+	if (p->open && !p->dir) {
 		gr_assert(p->open->users == 0);
-		pthread_cond_destroy(&p->open->done);
-		free(p->open->buf);
-		free(p->open);
+		pack_free(p->open);
 	}
+	for (struct pack *k = p->staged, *next; k; k = next) {
+		next = k->next;
+		pack_free(k);
+	}
+	if (p->lock_fd >= 0)
+		close(p->lock_fd); /* releases the flock */
+	free(p->threads);
+	free(p->dir);
+	pthread_cond_destroy(&p->room);
+	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -106,6 +235,14 @@ void packer_get_stats(struct packer *p, struct packer_stats *st)
 	st->frames = __atomic_load_n(&p->st.frames, __ATOMIC_RELAXED);
 	st->bytes = __atomic_load_n(&p->st.bytes, __ATOMIC_RELAXED);
 	st->errors = __atomic_load_n(&p->st.errors, __ATOMIC_RELAXED);
+	st->recovered = __atomic_load_n(&p->st.recovered, __ATOMIC_RELAXED);
+	st->staged_packs = st->staged_bytes = 0;
+	pthread_mutex_lock(&p->lock);
+	for (struct pack *k = p->staged; k; k = k->next) {
+		st->staged_packs++;
+		st->staged_bytes += k->len;
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- packs (under p->lock unless said otherwise) ---- */
@@ -117,23 +254,20 @@ static int pack_new(struct packer *p, struct pack **out)
 
 	if (!k)
 		return ENOMEM;
+	k->fd = -1;
 	err = p->cbs.new_id(p->cbs.arg, &k->id);
 	if (err) {
 		free(k);
 		return err;
 	}
 	k->deadline_ms = mono_ms() + p->o.window_ms;
-	/* timed waits run on the monotonic clock, like deadline_ms */
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&k->done, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_mono(&k->done);
 	*out = k;
 	return 0;
 }
 
-/* Take the open pack out of filling: its caller must put it. */
+/* Take the open pack out of filling: its caller must put it (default
+ * mode), or the upload threads will (writeback). */
 static struct pack *seal(struct packer *p)
 {
 	struct pack *k = p->open;
@@ -141,6 +275,10 @@ static struct pack *seal(struct packer *p)
 	gr_assert(k && k->state == PK_OPEN);
 	k->state = PK_SEALED;
 	p->open = NULL;
+	if (p->dir) {
+		p->nsealed++;
+		pthread_cond_broadcast(&p->work);
+	}
 	return k;
 }
 
@@ -159,7 +297,7 @@ static void put_pack(struct packer *p, struct pack *k)
 		err = err == ENOMEM || err == ENOSPC || err == EDQUOT ? err
 								      : EIO;
 	} else {
-		err = p->cbs.total(p->cbs.arg, k->id, k->len);
+		err = p->cbs.total(p->cbs.arg, k->id, k->len, NULL);
 		if (err)
 			log_err("cannot record pack '%s' in the metadata", key);
 	}
@@ -180,11 +318,8 @@ static void put_pack(struct packer *p, struct pack *k)
 /* Drop one user of k; the last one frees a done pack. */
 static void pack_leave(struct pack *k)
 {
-	if (--k->users == 0 && k->state == PK_DONE) {
-		pthread_cond_destroy(&k->done);
-		free(k->buf);
-		free(k);
-	}
+	if (--k->users == 0 && k->state == PK_DONE)
+		pack_free(k);
 }
 
 static int append(struct pack *k, const void *frame, size_t len)
@@ -204,6 +339,439 @@ static int append(struct pack *k, const void *frame, size_t len)
 	return 0;
 }
 
+/* ---- writeback: staging files ---- */
+
+static void stage_path(const struct packer *p, uint64_t id, char *buf,
+		       size_t cap)
+{
+	snprintf(buf, cap, "%s/%" PRIu64 ".pack", p->dir, id);
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return ENAMETOOLONG;
+	for (char *c = tmp + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return errno;
+		*c = '/';
+	}
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return errno;
+	return 0;
+}
+
+/* Take a free slot under the staging root: ROOT/<n>, flock'd on
+ * ROOT/<n>/lock for as long as the packer lives, so that two mounts of one
+ * volume on one node never take each other's packs. */
+static int stage_open(struct packer *p)
+{
+	char path[PATH_MAX + 64];
+	char *root = p->dir;
+	int err = strlen(root) < PATH_MAX - 64 ? mkdir_p(root) : ENAMETOOLONG;
+
+	if (err) {
+		log_err("cannot create staging directory '%s': %s", root,
+			strerror(err));
+		return err;
+	}
+	for (int n = 0; n < STAGE_SLOTS; n++) {
+		snprintf(path, sizeof(path), "%s/%d", root, n);
+		if (mkdir(path, 0700) && errno != EEXIST) {
+			err = errno;
+			log_err("cannot create staging directory '%s': %s",
+				path, strerror(err));
+			return err;
+		}
+		snprintf(path, sizeof(path), "%s/%d/lock", root, n);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			err = errno;
+			log_err("cannot open '%s': %s", path, strerror(err));
+			return err;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			close(fd);
+			continue; /* another mount's */
+		}
+		snprintf(path, sizeof(path), "%s/%d", root, n);
+		char *dir = strdup(path);
+		if (!dir) {
+			close(fd);
+			return ENOMEM;
+		}
+		p->lock_fd = fd;
+		p->dir = dir;
+		free(root);
+		return 0;
+	}
+	log_err("no free staging slot under '%s' (%d mounts of this volume "
+		"on this node?)",
+		root, STAGE_SLOTS);
+	return EBUSY;
+}
+
+/* Length of the run of whole, well-formed frames at the start of fd (a
+ * crash may have cut the last one short: it was never committed). */
+static uint64_t frames_len(int fd, uint64_t size)
+{
+	uint64_t off = 0;
+	uint8_t h[CODEC_HDR_SIZE];
+
+	while (off + CODEC_HDR_SIZE <= size) {
+		size_t n;
+		if (pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h) ||
+		    codec_frame_len(h, sizeof(h), &n) || off + n > size)
+			break;
+		off += n;
+	}
+	return off;
+}
+
+/* Adopt one staged pack file (ours after a rename) as a sealed pack. */
+static void adopt(struct packer *p, const char *from, uint64_t id)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	struct pack *k;
+
+	stage_path(p, id, path, sizeof(path));
+	if (strcmp(from, path) && rename(from, path)) {
+		log_err("cannot take over staged pack '%s': %s", from,
+			strerror(errno));
+		return;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return;
+	k->id = id;
+	k->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (k->fd < 0 || fstat(k->fd, &st)) {
+		log_err("cannot open staged pack '%s': %s", path,
+			strerror(errno));
+		if (k->fd >= 0)
+			close(k->fd);
+		free(k);
+		return;
+	}
+	k->len = frames_len(k->fd, (uint64_t)st.st_size);
+	if (k->len < (uint64_t)st.st_size &&
+	    ftruncate(k->fd, (off_t)k->len) == 0)
+		log_warn("staged pack '%s': dropped %llu bytes of a frame cut "
+			 "short by a crash (never committed)",
+			 path, (unsigned long long)(st.st_size - k->len));
+	k->state = PK_SEALED;
+	cond_init_mono(&k->done);
+	if (p->staged_tail)
+		p->staged_tail->next = k;
+	else
+		p->staged = k;
+	p->staged_tail = k;
+	p->nsealed++;
+	STAT_ADD(p, recovered, 1);
+}
+
+/* Take over the packs of every slot no live mount holds (ours too: a
+ * previous mount of ours that was killed). */
+static void stage_recover(struct packer *p)
+{
+	char root[PATH_MAX], path[PATH_MAX + 64];
+	char *slash = strrchr(p->dir, '/');
+
+	snprintf(root, sizeof(root), "%.*s", (int)(slash - p->dir), p->dir);
+	for (int n = 0; n < STAGE_SLOTS; n++) {
+		snprintf(path, sizeof(path), "%s/%d", root, n);
+		int mine = !strcmp(path, p->dir), fd = -1;
+		if (!mine) {
+			char lk[PATH_MAX + 128];
+			snprintf(lk, sizeof(lk), "%s/lock", path);
+			fd = open(lk, O_RDWR | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			if (flock(fd, LOCK_EX | LOCK_NB)) {
+				close(fd);
+				continue; /* a live mount's */
+			}
+		}
+		DIR *d = opendir(path);
+		if (d) {
+			struct dirent *e;
+			while ((e = readdir(d))) {
+				char *end;
+				uint64_t id = strtoull(e->d_name, &end, 10);
+				if (!id || strcmp(end, ".pack"))
+					continue;
+				char from[PATH_MAX + 400];
+				snprintf(from, sizeof(from), "%s/%s", path,
+					 e->d_name);
+				adopt(p, from, id);
+			}
+			closedir(d);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (p->nsealed)
+		log_info("found %d staged packs of an earlier mount: uploading "
+			 "them",
+			 p->nsealed);
+}
+
+/* A new open pack with its staging file, its total recorded as still
+ * filling (its frames are committed before it is sealed). Under lock. */
+static int stage_new(struct packer *p, struct pack **out)
+{
+	char path[PATH_MAX];
+	struct pack *k;
+	int err = pack_new(p, &k);
+
+	if (err)
+		return err;
+	err = p->cbs.total(p->cbs.arg, k->id, META_PACK_OPEN, NULL);
+	if (err) {
+		log_err("cannot record a new pack in the metadata");
+		goto free_k;
+	}
+	stage_path(p, k->id, path, sizeof(path));
+	k->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (k->fd < 0) {
+		err = errno;
+		log_err("cannot create staged pack '%s': %s", path,
+			strerror(err));
+		goto free_k;
+	}
+	if (p->staged_tail)
+		p->staged_tail->next = k;
+	else
+		p->staged = k;
+	p->staged_tail = k;
+	*out = k;
+	return 0;
+
+free_k:
+	pack_free(k);
+	return err;
+}
+
+/* Unlink k from the staged list, under lock. */
+static void unstage(struct packer *p, struct pack *k)
+{
+	struct pack **link = &p->staged, *prev = NULL;
+
+	while (*link != k) {
+		prev = *link;
+		link = &(*link)->next;
+	}
+	*link = k->next;
+	if (p->staged_tail == k)
+		p->staged_tail = prev;
+	p->nsealed--;
+	pthread_cond_broadcast(&p->room);
+}
+
+/* Read, record and put one sealed pack; 0 when it is in the store (or
+ * all dead). Called without the lock. */
+static int upload(struct packer *p, struct pack *k)
+{
+	char key[KEY_CAP];
+	void *buf = NULL;
+	int dead = 0, err;
+
+	chunkstore_pack_key(k->id, key, sizeof(key));
+	/* The total first: a pack whose frames all died meanwhile (files
+	 * deleted right after they were written) needs no upload. */
+	err = p->cbs.total(p->cbs.arg, k->id, k->len ? k->len : 0, &dead);
+	if (err) {
+		log_err("cannot record pack '%s' in the metadata", key);
+		return EIO;
+	}
+	if (dead || k->len == 0)
+		return 0;
+	buf = malloc(k->len);
+	if (!buf)
+		return ENOMEM;
+	ssize_t got = pread(k->fd, buf, k->len, 0);
+	if (got != (ssize_t)k->len) {
+		err = got < 0 ? errno : EIO;
+		log_err("cannot read staged pack %" PRIu64 ": %s", k->id,
+			strerror(err));
+		goto free_buf;
+	}
+	err = objstore_put(p->store, key, buf, k->len);
+	if (err) {
+		log_err("cannot upload pack '%s' (%zu bytes): %s (kept staged, "
+			"will retry)",
+			key, k->len, objstore_strerror(err));
+		err = EIO;
+	}
+free_buf:
+	free(buf);
+	return err;
+}
+
+static void *uploader_main(void *arg)
+{
+	struct packer *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		int64_t now = mono_ms(), wake = now + 1000;
+		struct pack *k = p->open;
+		if (k && k->len && (p->stop || now >= k->deadline_ms))
+			seal(p);
+		else if (k && k->len && k->deadline_ms < wake)
+			wake = k->deadline_ms;
+
+		/* the oldest sealed pack nobody writes or uploads */
+		struct pack *pick = NULL;
+		int left = 0;
+		for (k = p->staged; k; k = k->next) {
+			if (k->state != PK_SEALED)
+				continue;
+			left++;
+			if (pick || k->writing || k->uploading)
+				continue;
+			if (k->retry_ms > now) {
+				if (k->retry_ms < wake)
+					wake = k->retry_ms;
+				continue;
+			}
+			pick = k;
+		}
+		if (!pick) {
+			if (p->stop && !left)
+				break;
+			wait_until_ms(&p->work, &p->lock, wake);
+			continue;
+		}
+		pick->uploading = 1;
+		pthread_mutex_unlock(&p->lock);
+
+		int err = upload(p, pick);
+
+		pthread_mutex_lock(&p->lock);
+		pick->uploading = 0;
+		if (err) {
+			STAT_ADD(p, errors, 1);
+			p->sync_err = err;
+			pick->tries++;
+			int64_t backoff = 500ll << (pick->tries < 6 ? pick->tries
+								   : 6);
+			pick->retry_ms = mono_ms() + (backoff < RETRY_MAX_MS
+							  ? backoff
+							  : RETRY_MAX_MS);
+			if (p->stop && pick->tries >= CLOSE_TRIES) {
+				/* left on disk for the next mount */
+				log_err("leaving pack %" PRIu64 " staged in "
+					"'%s' for the next mount",
+					pick->id, p->dir);
+				pick->state = PK_DONE;
+				p->nsealed--;
+			}
+			pthread_cond_broadcast(&p->room);
+			continue;
+		}
+		while (pick->readers)
+			pthread_cond_wait(&pick->done, &p->lock);
+		unstage(p, pick);
+		STAT_ADD(p, packs, 1);
+		STAT_ADD(p, bytes, pick->len);
+		pthread_mutex_unlock(&p->lock);
+		char path[PATH_MAX];
+		stage_path(p, pick->id, path, sizeof(path));
+		if (unlink(path))
+			log_warn("cannot remove staged pack '%s': %s", path,
+				 strerror(errno));
+		pack_free(pick);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Seal the open pack and let the uploaders drain everything staged. */
+static void stop_uploaders(struct packer *p)
+{
+	if (!p->nthreads)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	p->nthreads = 0;
+}
+
+int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
+		      uint32_t len, void **data)
+{
+	struct pack *k;
+	int err = 0;
+
+	*data = NULL;
+	if (!p || !p->dir)
+		return ENOENT;
+	pthread_mutex_lock(&p->lock);
+	for (k = p->staged; k && k->id != pack; k = k->next)
+		;
+	if (k)
+		k->readers++;
+	pthread_mutex_unlock(&p->lock);
+	if (!k)
+		return ENOENT;
+	char *buf = malloc(len ? len : 1);
+	if (!buf)
+		err = ENOMEM;
+	else if (pread(k->fd, buf, len, off) != (ssize_t)len)
+		err = EIO; /* a committed frame is whole in the file */
+	pthread_mutex_lock(&p->lock);
+	if (--k->readers == 0)
+		pthread_cond_broadcast(&k->done);
+	pthread_mutex_unlock(&p->lock);
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*data = buf;
+	return 0;
+}
+
+int packer_sync(struct packer *p)
+{
+	int err;
+
+	if (!p || !p->dir)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	p->sync_err = 0;
+	if (p->open && p->open->len && !p->open->writing)
+		seal(p);
+	/* everything staged now is older than any pack created later */
+	struct pack *last = p->staged_tail;
+	uint64_t upto = last ? last->id : 0;
+	for (;;) {
+		int pending = 0;
+		for (struct pack *k = p->staged; k; k = k->next)
+			if (k->id <= upto && k->state != PK_DONE)
+				pending = 1;
+		if (!pending || p->sync_err)
+			break;
+		if (p->open && p->open->id <= upto && p->open->len &&
+		    !p->open->writing)
+			seal(p);
+		wait_until_ms(&p->room, &p->lock, mono_ms() + 100);
+	}
+	err = p->sync_err;
+	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
 /* ---- public ---- */
 
 void packer_hold(struct packer *p, int delta)
@@ -221,6 +789,83 @@ struct frame {
 	void *enc;
 	size_t len;
 };
+
+/* Writeback: reserve room for each frame in open packs, write and fsync
+ * them there. The metadata commit that follows makes them visible. */
+static int put_staged(struct packer *p, struct packer_item *items,
+		      struct frame *fr, size_t n, struct pack **mine)
+{
+	size_t nmine = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < n && !err; i++) {
+		struct pack *k = p->open;
+		if (k && k->len && k->len + fr[i].len > p->o.pack_size) {
+			seal(p);
+			k = NULL;
+		}
+		while (!k && p->nsealed >= p->o.max_staged && !p->stop)
+			pthread_cond_wait(&p->room, &p->lock); /* uploads lag */
+		if (!k) {
+			err = stage_new(p, &k);
+			if (err)
+				break;
+			p->open = k;
+		}
+		items[i].at = (struct chunkstore_frame){
+		    .pack = k->id,
+		    .off = (uint32_t)k->len,
+		    .len = (uint32_t)fr[i].len,
+		};
+		k->len += fr[i].len;
+		k->frames++;
+		if (!nmine || mine[nmine - 1] != k) {
+			mine[nmine++] = k;
+			k->writing++;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+
+	/* Write outside the lock; the reserved ranges do not overlap. */
+	size_t j = 0;
+	for (size_t i = 0; i < n && j < nmine; i++) {
+		while (j < nmine && mine[j]->id != items[i].at.pack)
+			j++;
+		if (j == nmine || !items[i].at.pack)
+			break;
+		const char *b = fr[i].enc;
+		size_t done = 0;
+		while (done < fr[i].len) {
+			ssize_t w = pwrite(mine[j]->fd, b + done,
+					   fr[i].len - done,
+					   (off_t)(items[i].at.off + done));
+			if (w < 0) {
+				if (!err)
+					err = errno;
+				break;
+			}
+			done += (size_t)w;
+		}
+	}
+	for (j = 0; j < nmine && !err; j++)
+		if (fdatasync(mine[j]->fd))
+			err = errno;
+	if (err)
+		log_err("cannot stage a pack in '%s': %s", p->dir,
+			strerror(err));
+
+	pthread_mutex_lock(&p->lock);
+	for (j = 0; j < nmine; j++)
+		if (--mine[j]->writing == 0 && mine[j]->state == PK_SEALED)
+			pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	/* A frame that failed to be written is never committed: the
+	 * pack's upload carries its bytes as dead weight for gc. */
+	return err == ENOSPC || err == EDQUOT || err == ENOMEM ? err
+	       : err						 ? EIO
+								 : 0;
+}
 
 int packer_put(struct packer *p, struct packer_item *items, size_t n)
 {
@@ -243,6 +888,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 	}
 	/* Encoding is the CPU work: done before taking the lock. */
 	for (size_t i = 0; i < n; i++) {
+		items[i].at = (struct chunkstore_frame){0};
 		fr[i].enc = malloc(codec_bound(items[i].len));
 		if (!fr[i].enc) {
 			err = ENOMEM;
@@ -256,6 +902,10 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 			err = EIO;
 			goto free_frames;
 		}
+	}
+	if (p->dir) {
+		err = put_staged(p, items, fr, n, mine);
+		goto free_frames;
 	}
 
 	pthread_mutex_lock(&p->lock);
@@ -307,22 +957,11 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 				pthread_mutex_lock(&p->lock);
 				continue;
 			}
-			if (k->state == PK_OPEN) {
-				struct timespec ts;
-				clock_gettime(CLOCK_MONOTONIC, &ts);
-				int64_t left = k->deadline_ms - mono_ms();
-				if (left < 0)
-					left = 0;
-				ts.tv_sec += left / 1000;
-				ts.tv_nsec += (left % 1000) * 1000000;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-				pthread_cond_timedwait(&k->done, &p->lock, &ts);
-			} else {
+			if (k->state == PK_OPEN)
+				wait_until_ms(&k->done, &p->lock,
+					      k->deadline_ms);
+			else
 				pthread_cond_wait(&k->done, &p->lock);
-			}
 		}
 		if (k->err && !err)
 			err = k->err;

@@ -16,8 +16,20 @@
  * latency of each close for fewer, larger objects when many files are
  * written at once.
  *
+ * Writeback (stage_dir set): packer_put appends the frames to the open
+ * pack's file in the staging directory on a local disk and returns once
+ * they are fsync'd there; upload threads put each pack when it is full or
+ * its window is over (the writer commits its metadata at once, so a pack's
+ * total is recorded as META_PACK_OPEN before its first frame). Frames are
+ * read from the staging file until the pack is in the store
+ * (packer_staged_get). A packer that finds staging directories of a client
+ * that died (no lock held on them) takes their packs over and uploads them.
+ * packer_close uploads everything staged; what cannot be uploaded stays on
+ * disk for the next mount.
+ *
  * Locks: packer->lock is taken after writer->lock (packer_put is called
- * from a flush) and is never held across a put or a callback.
+ * from a flush) and is never held across a put, file I/O or a callback,
+ * except new_id and (writeback) the META_PACK_OPEN record of a new pack.
  */
 #ifndef GRANARY_PACKER_H
 #define GRANARY_PACKER_H
@@ -30,18 +42,24 @@ struct packer_opts {
 	uint32_t pack_size; /* seal a pack at this many bytes (4 MiB) */
 	unsigned window_ms; /* seal a pack this long after its first frame */
 	enum codec_compress compress;
+	const char *stage_dir; /* writeback: stage packs here; NULL: off */
+	int uploaders;	       /* writeback: upload threads (1..16) */
+	int max_staged;	       /* writeback: sealed packs waiting, at most */
 };
 
 struct packer_cbs {
 	void *arg;
 	int (*new_id)(void *arg, uint64_t *id); /* a pack id */
-	/* record the total bytes of a sealed pack (meta_pack_total) */
-	int (*total)(void *arg, uint64_t pack, uint64_t total);
+	/* record the total bytes of a sealed pack (meta_pack_total); *dead
+	 * (may be NULL) is set when every frame of it is dead already */
+	int (*total)(void *arg, uint64_t pack, uint64_t total, int *dead);
 };
 
 struct packer_stats {
 	uint64_t packs, frames, bytes; /* sealed and put */
 	uint64_t errors;
+	uint64_t staged_packs, staged_bytes; /* now: on local disk only */
+	uint64_t recovered; /* packs taken over from a dead client */
 };
 
 /* One slice to pack: in raw/len; out pack, off, len (where it went). */
@@ -72,6 +90,15 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n);
  * packer_put caller must hold while it waits.
  */
 void packer_hold(struct packer *p, int delta);
+/*
+ * Writeback: bytes [off, off+len) of a pack still staged on this node, in
+ * a malloc'd buffer; ENOENT when it is not staged here (read the store).
+ */
+int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
+		      uint32_t len, void **data);
+/* Wait until every pack staged so far is in the store, or an upload
+ * fails (its error). Default mode: returns 0 at once. */
+int packer_sync(struct packer *p);
 void packer_get_stats(struct packer *p, struct packer_stats *st);
 
 #endif

@@ -222,7 +222,8 @@ int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
  * dead bytes of a pack (frames whose slice lost its last reference) are
  * counted by meta_reclaim; *dead is set to 1 when they already cover the
  * total: the pack is forgotten and its object must be deleted (or never
- * uploaded). dead may be NULL.
+ * uploaded). A total of 0 (a pack that got no frame) forgets the pack.
+ * dead may be NULL.
  */
 int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead);
 /* Total and dead bytes of a pack; ENOENT when the volume does not know it

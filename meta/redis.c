@@ -2495,7 +2495,7 @@ int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead)
 		*dead = 0;
 	if (m->opts.read_only)
 		return EROFS;
-	if (!pack || !total || total > META_PACK_OPEN)
+	if (!pack || total > META_PACK_OPEN)
 		return EINVAL;
 	cmd_script(m, &c, SC_PACK_TOTAL);
 	cmd_u64(&c, pack);

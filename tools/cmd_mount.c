@@ -52,8 +52,13 @@ static const char usage[] =
     "  --pack-max SIZE        pack files written whole up to this size,\n"
     "                         many to one object (default 1M, at most 16M)\n"
     "  --no-pack              do not pack: one object per file and block\n"
-    "  --pack-window S        longest a close waits for other files to\n"
-    "                         share its pack (default 10ms)\n"
+    "  --pack-window S        longest a pack waits for more files before it\n"
+    "                         is uploaded (default 10ms; 2s with\n"
+    "                         --writeback)\n"
+    "  --writeback            close and fsync of small files return once\n"
+    "                         they are on the cache disk (fsync'd) and in\n"
+    "                         the metadata; packs upload in the background\n"
+    "                         and at umount (see docs/operations.md)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground)\n"
     "  -d, --debug            log every FUSE request\n"
@@ -82,7 +87,8 @@ enum {
 	OPT_PREFETCH,
 	OPT_PACK_MAX,
 	OPT_NO_PACK,
-	OPT_PACK_WINDOW
+	OPT_PACK_WINDOW,
+	OPT_WRITEBACK
 };
 
 static const char optstring[] = ":fdo:h";
@@ -103,6 +109,7 @@ static const struct option options[] = {
     {"pack-max", required_argument, NULL, OPT_PACK_MAX},
     {"no-pack", no_argument, NULL, OPT_NO_PACK},
     {"pack-window", required_argument, NULL, OPT_PACK_WINDOW},
+    {"writeback", no_argument, NULL, OPT_WRITEBACK},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -363,7 +370,7 @@ int cmd_mount(int argc, char **argv)
 			    .free_ratio = -1,
 			    .prefetch = -1,
 			    .pack_max = 1u << 20,
-			    .pack_window_ms = 10};
+			    .pack_window_ms = -1};
 	struct report rep = {.fd = -1};
 	const char *logto = NULL;
 	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
@@ -471,15 +478,18 @@ int cmd_mount(int argc, char **argv)
 		case OPT_NO_PACK:
 			o.pack_max = 0;
 			break;
+		case OPT_WRITEBACK:
+			o.writeback = 1;
+			break;
 		case OPT_PACK_WINDOW: {
 			double w;
-			if (cli_parse_seconds(optarg, &w) || w > 10) {
-				cli_error("bad --pack-window '%s': want up to 10 "
-					  "seconds, such as 10ms",
+			if (cli_parse_seconds(optarg, &w) || w > 600) {
+				cli_error("bad --pack-window '%s': want up to 600 "
+					  "seconds, such as 10ms or 2s",
 					  optarg);
 				goto free_opts;
 			}
-			o.pack_window_ms = (unsigned)(w * 1000 + 0.5);
+			o.pack_window_ms = (int)(w * 1000 + 0.5);
 			break;
 		}
 		case 'd':

@@ -1944,3 +1944,361 @@ Test(meta, lookup_and_readdir_carry_chunk0)
 	meta_dirents_free(d, nd);
 	meta_close(m);
 }
+
+/* ---- packed slices ---------------------------------------------------- */
+
+static int same_slice(const struct meta_slice *a, const struct meta_slice *b)
+{
+	return a->id == b->id && a->size == b->size && a->off == b->off &&
+	       a->len == b->len && a->pos == b->pos && a->pack == b->pack &&
+	       a->poff == b->poff && a->plen == b->plen;
+}
+
+/* got[0..n) is exactly want[0..nw), pack fields included. */
+static void expect_slices(const struct meta_slice *got, size_t n,
+			  const struct meta_slice *want, size_t nw,
+			  const char *when)
+{
+	cr_assert_eq(n, nw, "%s: %zu slices, want %zu", when, n, nw);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(same_slice(&got[i], &want[i]),
+			  "%s: slice %zu: got {id %" PRIu64
+			  " size %u off %u len %u pos %u pack %" PRIu64
+			  " poff %u plen %u}, want {id %" PRIu64
+			  " size %u off %u len %u pos %u pack %" PRIu64
+			  " poff %u plen %u}",
+			  when, i, got[i].id, got[i].size, got[i].off,
+			  got[i].len, got[i].pos, got[i].pack, got[i].poff,
+			  got[i].plen, want[i].id, want[i].size, want[i].off,
+			  want[i].len, want[i].pos, want[i].pack, want[i].poff,
+			  want[i].plen);
+}
+
+static void expect_packed_chunk(struct meta *m, uint64_t ino, uint32_t idx,
+				const struct meta_slice *want, size_t nw,
+				const char *when)
+{
+	struct meta_slice *s;
+	size_t n;
+	int err = meta_read_chunk(m, ino, idx, &s, &n);
+
+	cr_assert_eq(err, 0, "%s: read chunk: %s", when, meta_strerror(err));
+	expect_slices(s, n, want, nw, when);
+	free(s);
+}
+
+static struct meta_slice pslice(uint64_t id, uint32_t size, uint32_t off,
+				uint32_t len, uint32_t pos, uint64_t pack,
+				uint32_t poff, uint32_t plen)
+{
+	return (struct meta_slice){.id = id,
+				   .size = size,
+				   .off = off,
+				   .len = len,
+				   .pos = pos,
+				   .pack = pack,
+				   .poff = poff,
+				   .plen = plen};
+}
+
+/* One packed whole slice at offset 0 of a new file `name`. */
+static uint64_t put_packed(struct meta *m, const char *name, uint64_t pack,
+			   uint32_t size, uint32_t poff, uint32_t plen)
+{
+	struct meta_chunk_slice w = {0};
+	uint64_t f = mkfile(m, 1, name);
+
+	cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+	w.s = pslice(w.s.id, size, 0, size, 0, pack, poff, plen);
+	cr_assert_eq(meta_write(m, f, &w, 1, NULL), 0);
+	return f;
+}
+
+/* Drain reclamation, pack entries included; returns how many came out. */
+static size_t reclaim_entries(struct meta *m, struct meta_slice *out,
+			      size_t cap)
+{
+	struct meta_slice dead[5];
+	size_t n, total = 0;
+
+	do {
+		cr_assert_eq(meta_reclaim(m, dead, 5, &n), 0);
+		for (size_t i = 0; i < n; i++) {
+			cr_assert_lt(total, cap);
+			out[total++] = dead[i];
+		}
+	} while (n);
+	return total;
+}
+
+static void expect_pack_usage(struct meta *m, uint64_t pack, uint64_t total,
+			      uint64_t dead, const char *when)
+{
+	uint64_t t = 0, d = 0;
+	int err = meta_pack_usage(m, pack, &t, &d);
+
+	cr_assert_eq(err, 0, "%s: pack usage: %s", when, meta_strerror(err));
+	cr_expect_eq(t, total, "%s: total %" PRIu64 ", want %" PRIu64, when, t,
+		     total);
+	cr_expect_eq(d, dead, "%s: dead %" PRIu64 ", want %" PRIu64, when, d,
+		     dead);
+}
+
+static long long strlen_of(redisContext *c, const char *key)
+{
+	redisReply *r = redisCommand(c, "STRLEN %s", key);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	long long n = r->integer;
+	freeReplyObject(r);
+	return n;
+}
+
+Test(meta, packed_records_round_trip)
+{
+	struct meta *m = fresh(59);
+	redisContext *c = raw(59);
+	uint64_t f = mkfile(m, 1, "f"), ids[4], P, Q = (UINT64_C(1) << 45) + 3;
+	struct meta_chunk_slice w[4];
+	struct meta_slice c0[3], *s;
+	struct meta_attr a;
+	size_t n;
+	char key[64];
+
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(meta_new_slice_id(m, &ids[i]), 0);
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	cr_assert_eq(meta_pack_total(m, P, 100000, NULL), 0);
+	cr_assert_eq(meta_pack_total(m, Q, META_PACK_OPEN, NULL), 0);
+	/* whole in a pack (form 3), part of one in a pack (form 4), a plain
+	 * one, and chunk 1 with an offset near the top of u32 */
+	c0[0] = pslice(ids[0], 3000, 0, 3000, 0, P, 0, 3024);
+	c0[1] = pslice(ids[1], 8000, 100, 2000, 2500, P, 3024, 8024);
+	c0[2] = pslice(ids[2], 50, 0, 50, 4500, 0, 0, 0);
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct meta_chunk_slice){0, c0[i]};
+	w[3] = (struct meta_chunk_slice){
+	    1, pslice(ids[3], 70, 0, 70, 7, Q, UINT32_MAX - 100, 94)};
+	cr_assert_eq(meta_write(m, f, w, 4, &a), 0);
+	cr_expect_eq(a.length, CS + 77);
+	expect_packed_chunk(m, f, 0, c0, 3, "chunk 0");
+	expect_packed_chunk(m, f, 1, &w[3].s, 1, "chunk 1");
+
+	/* a read-only client's lookup and readdirplus carry them too */
+	uint64_t ino;
+	cr_assert_eq(meta_lookup_chunk0(m, 1, "f", &ino, &a, &s, &n), 0);
+	cr_expect_eq(ino, f);
+	expect_slices(s, n, c0, 3, "lookup_chunk0");
+	free(s);
+	struct meta_dirent *d;
+	size_t nd;
+	cr_assert_eq(meta_readdir(m, 1, 1, &d, &nd), 0);
+	cr_assert_eq(nd, 1);
+	expect_slices(d[0].chunk0, d[0].nchunk0, c0, 3, "readdirplus");
+	meta_dirents_free(d, nd);
+
+	/* record sizes: 59 attribute bytes + 33 (form 3) or + 41 (form 4) */
+	uint64_t g = put_packed(m, "g", P, 500, 11048, 524);
+	snprintf(key, sizeof key, "i%" PRIu64, g);
+	cr_expect_eq(strlen_of(c, key), 59 + 33);
+	uint64_t h = mkfile(m, 1, "h");
+	w[0] = (struct meta_chunk_slice){
+	    0, pslice(ids[1], 8000, 10, 20, 0, P, 3024, 8024)};
+	cr_assert_eq(meta_write(m, h, w, 1, NULL), 0);
+	snprintf(key, sizeof key, "i%" PRIu64, h);
+	cr_expect_eq(strlen_of(c, key), 59 + 41);
+	expect_packed_chunk(m, h, 0, &w[0].s, 1, "form 4 alone");
+
+	/* a packed slice needs a slice id and a frame */
+	w[0] = (struct meta_chunk_slice){0, pslice(0, 10, 0, 10, 0, P, 0, 34)};
+	cr_expect_eq(meta_write(m, f, w, 1, NULL), EINVAL, "id 0 in a pack");
+	w[0] =
+	    (struct meta_chunk_slice){0, pslice(ids[0], 10, 0, 10, 0, P, 0, 0)};
+	cr_expect_eq(meta_write(m, f, w, 1, NULL), EINVAL, "plen 0");
+	expect_packed_chunk(m, f, 0, c0, 3, "after refused writes");
+	cr_expect_eq(attr(m, f).length, CS + 77);
+	expect_pack_usage(m, P, 100000, 0, "nothing dead");
+	redisFree(c);
+	meta_close(m);
+}
+
+Test(meta, pack_dead_bytes_then_pack_reclaimed)
+{
+	struct meta *m = fresh(60);
+	redisContext *c = raw(60);
+	struct meta_slice out[8];
+	uint64_t P, t, d;
+	int dead = -1;
+
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	cr_assert_eq(meta_pack_total(m, P, 1024 + 2048, &dead), 0);
+	cr_expect_eq(dead, 0);
+	put_packed(m, "a", P, 1000, 0, 1024);
+	put_packed(m, "b", P, 2000, 1024, 2048);
+	uint64_t cf = mkfile(m, 1, "c");
+	uint64_t idc = put(m, cf, 0, 300); /* not packed */
+	expect_pack_usage(m, P, 3072, 0, "all alive");
+
+	/* a dead frame only adds to the pack's dead bytes */
+	cr_assert_eq(meta_unlink(m, 1, "a"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "c"), 0);
+	size_t n = reclaim_entries(m, out, 8);
+	cr_assert_eq(n, 1, "%zu entries handed out", n);
+	cr_expect_eq(out[0].id, idc);
+	cr_expect_eq(out[0].pack, 0);
+	expect_pack_usage(m, P, 3072, 1024, "a deleted");
+
+	/* the last frame dies: the pack itself comes out, once */
+	cr_assert_eq(meta_unlink(m, 1, "b"), 0);
+	n = reclaim_entries(m, out, 8);
+	cr_assert_eq(n, 1, "%zu entries handed out", n);
+	cr_expect_eq(out[0].id, 0);
+	cr_expect_eq(out[0].pack, P);
+	cr_expect_eq(meta_pack_usage(m, P, &t, &d), ENOENT);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0);
+	redisReply *r = redisCommand(c, "EXISTS packs packdead delslices");
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	cr_expect_eq(r->integer, 0, "pack keys left");
+	freeReplyObject(r);
+	redisFree(c);
+	meta_close(m);
+}
+
+Test(meta, pack_still_filling_is_never_dead)
+{
+	struct meta *m = fresh(61);
+	struct meta_slice out[8];
+	uint64_t P, Q, t, d;
+	int dead = -1;
+
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	cr_assert_eq(meta_new_slice_id(m, &Q), 0);
+	cr_assert_eq(meta_pack_total(m, P, META_PACK_OPEN, &dead), 0);
+	cr_expect_eq(dead, 0);
+	put_packed(m, "a", P, 476, 0, 500);
+	put_packed(m, "b", P, 676, 500, 700);
+	cr_assert_eq(meta_unlink(m, 1, "a"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "b"), 0);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0, "an open pack came out");
+	expect_pack_usage(m, P, META_PACK_OPEN, 1200, "open, all dead");
+
+	/* sealed with every frame dead already: the sealer is told to
+	 * delete it (or not put it), and reclaim never hands it out */
+	cr_assert_eq(meta_pack_total(m, P, 1200, &dead), 0);
+	cr_expect_eq(dead, 1);
+	cr_expect_eq(meta_pack_usage(m, P, &t, &d), ENOENT);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0);
+
+	/* sealed with a frame alive: not dead; reclaimed when that dies */
+	cr_assert_eq(meta_pack_total(m, Q, META_PACK_OPEN, NULL), 0);
+	put_packed(m, "c", Q, 276, 0, 300);
+	put_packed(m, "e", Q, 476, 300, 500);
+	cr_assert_eq(meta_unlink(m, 1, "c"), 0);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0);
+	dead = -1;
+	cr_assert_eq(meta_pack_total(m, Q, 800, &dead), 0);
+	cr_expect_eq(dead, 0);
+	expect_pack_usage(m, Q, 800, 300, "sealed, one frame dead");
+	cr_assert_eq(meta_unlink(m, 1, "e"), 0);
+	cr_assert_eq(reclaim_entries(m, out, 8), 1);
+	cr_expect_eq(out[0].id, 0);
+	cr_expect_eq(out[0].pack, Q);
+
+	cr_expect_eq(meta_pack_total(m, 0, 100, NULL), EINVAL);
+	cr_expect_eq(meta_pack_total(m, Q, META_PACK_OPEN + 1, NULL), EINVAL);
+	meta_close(m);
+}
+
+Test(meta, packed_truncate_and_overwrite)
+{
+	struct meta *m = fresh(62);
+	struct meta_slice out[8], want[2];
+	uint64_t P, Q, t, d;
+
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	cr_assert_eq(meta_new_slice_id(m, &Q), 0);
+	cr_assert_eq(meta_pack_total(m, P, 5024 + 3024, NULL), 0);
+	uint64_t f = put_packed(m, "f", P, 5000, 0, 5024);
+	uint64_t g = put_packed(m, "g", P, 3000, 5024, 3024);
+	struct meta_slice *s;
+	size_t n;
+	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
+	cr_assert_eq(n, 1);
+	want[0] = s[0];
+	free(s);
+
+	/* shorter: the record still points into the pack, a hole covers the
+	 * cut-off part; nothing is dead */
+	cr_assert_eq(meta_truncate(m, f, 1000, NULL), 0);
+	want[1] = pslice(0, 0, 0, (uint32_t)CS - 1000, 1000, 0, 0, 0);
+	expect_packed_chunk(m, f, 0, want, 2, "cut at 1000");
+	uint64_t ino;
+	cr_assert_eq(meta_lookup_chunk0(m, 1, "f", &ino, NULL, &s, &n), 0);
+	expect_slices(s, n, want, 2, "lookup after the cut");
+	free(s);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0);
+	expect_pack_usage(m, P, 8048, 0, "after the cut");
+
+	/* overwritten whole (open with O_TRUNC, written, closed): its old
+	 * frame is dead, its new one lives in another pack */
+	cr_assert_eq(meta_pack_total(m, Q, 3024, NULL), 0);
+	cr_assert_eq(meta_truncate(m, g, 0, NULL), 0);
+	struct meta_chunk_slice w = {0};
+	cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+	w.s = pslice(w.s.id, 3000, 0, 3000, 0, Q, 0, 3024);
+	cr_assert_eq(meta_write(m, g, &w, 1, NULL), 0);
+	expect_packed_chunk(m, g, 0, &w.s, 1, "overwritten");
+	cr_expect_eq(reclaim_entries(m, out, 8), 0);
+	expect_pack_usage(m, P, 8048, 3024, "g overwritten");
+	expect_pack_usage(m, Q, 3024, 0, "g's new pack");
+
+	/* f goes to 0: P is all dead */
+	cr_assert_eq(meta_truncate(m, f, 0, NULL), 0);
+	cr_assert_eq(reclaim_entries(m, out, 8), 1);
+	cr_expect_eq(out[0].id, 0);
+	cr_expect_eq(out[0].pack, P);
+	cr_expect_eq(meta_pack_usage(m, P, &t, &d), ENOENT);
+	expect_pack_usage(m, Q, 3024, 0, "g's pack at the end");
+	meta_close(m);
+}
+
+Test(meta, memory_per_packed_small_file)
+{
+	struct meta *m = fresh(63);
+	redisContext *c = raw(63);
+	char name[32];
+	long long before, after, per;
+	uint64_t pack = 0;
+	uint32_t poff = 0;
+
+	mkdir_(m, 1, "data");
+	uint64_t d = lookup(m, 1, "data");
+	before = db_memory(c);
+	for (int i = 0; i < 1000; i++) {
+		/* 100 files a pack, as a close of many files makes them */
+		if (i % 100 == 0) {
+			cr_assert_eq(meta_new_slice_id(m, &pack), 0);
+			cr_assert_eq(
+			    meta_pack_total(m, pack, 100 * 100024ull, NULL), 0);
+			poff = 0;
+		}
+		snprintf(name, sizeof name, "img%06d.jpg", i);
+		uint64_t f = mkfile(m, d, name);
+		struct meta_chunk_slice w = {0};
+		cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+		w.s = pslice(w.s.id, 100000, 0, 100000, 0, pack, poff, 100024);
+		cr_assert_eq(meta_write(m, f, &w, 1, NULL), 0);
+		poff += 100024;
+	}
+	after = db_memory(c);
+	per = (after - before) / 1000;
+	cr_log_info("redis memory per packed small file (attr + 1 packed "
+		    "slice + entry): %lld bytes",
+		    per);
+	fprintf(stderr,
+		"test_meta: redis memory per packed small file: %lld bytes\n",
+		per);
+	cr_expect_lt(per, 216, "%lld bytes of redis memory per packed file",
+		     per);
+	redisFree(c);
+	meta_close(m);
+}

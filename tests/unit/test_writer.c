@@ -799,3 +799,211 @@ Test(writer, read_error_is_eio)
 	cr_assert_eq(read_file(1, 0, 100, buf, &got), EIO);
 	teardown();
 }
+
+/* ---- small files packed ---- */
+
+#define PK_FILES 20	   /* small files: inodes 0..19; 20 is a big one */
+#define PK_MAX	 (64 * KB) /* pack_max */
+
+/* What the writers committed, per inode (no fm: it has NFILES inodes). */
+static struct {
+	pthread_mutex_t lock;
+	struct meta_slice s[PK_FILES + 1][4];
+	size_t n[PK_FILES + 1];
+	int bad;
+	int totals; /* packs recorded */
+} pc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int pc_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
+		     size_t n)
+{
+	(void)arg;
+	pthread_mutex_lock(&pc.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (ino > PK_FILES || pc.n[ino] == 4 || s[i].idx != 0)
+			pc.bad++;
+		else
+			pc.s[ino][pc.n[ino]++] = s[i].s;
+	}
+	pthread_mutex_unlock(&pc.lock);
+	return 0;
+}
+
+static int pc_chunk(void *arg, uint64_t ino, uint32_t idx,
+		    struct meta_slice **s, size_t *n)
+{
+	(void)arg;
+	*s = NULL;
+	*n = 0;
+	if (ino > PK_FILES || idx != 0 || !pc.n[ino])
+		return 0;
+	*s = malloc(pc.n[ino] * sizeof(**s));
+	memcpy(*s, pc.s[ino], pc.n[ino] * sizeof(**s));
+	*n = pc.n[ino];
+	return 0;
+}
+
+static int pc_total(void *arg, uint64_t pack, uint64_t total, int *dead)
+{
+	(void)arg;
+	(void)pack;
+	(void)total;
+	if (dead)
+		*dead = 0;
+	__atomic_fetch_add(&pc.totals, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static const struct writer_cbs pc_cbs = {.new_id = fm_new_id,
+					 .commit = pc_commit};
+
+struct flusher {
+	struct writer *w;
+	pthread_barrier_t *go;
+	int err;
+};
+
+static void *flush_main(void *arg)
+{
+	struct flusher *f = arg;
+	pthread_barrier_wait(f->go);
+	f->err = writer_flush(f->w);
+	return NULL;
+}
+
+static size_t n_listed;
+
+static int count_listed(void *arg, const char *key, uint64_t size)
+{
+	(void)arg;
+	(void)key;
+	(void)size;
+	n_listed++;
+	return 0;
+}
+
+static size_t objects(const char *prefix)
+{
+	n_listed = 0;
+	cr_assert_eq(objstore_list(mem, prefix, count_listed, NULL), 0);
+	return n_listed;
+}
+
+/*
+ * Twenty small files written, then flushed from twenty threads at once:
+ * they meet in packs (every writer holds, so a pack is sealed as soon as
+ * all are in it), each file reads back from its frame. A file larger
+ * than pack_max, flushed along with them, is stored as blocks.
+ */
+Test(writer, small_files_packed, .timeout = 60)
+{
+	struct packer_opts po = {
+	    .pack_size = 4 * MB, .window_ms = 5000, .compress = CODEC_LZ4};
+	struct packer_cbs pcb = {.new_id = fm_new_id, .total = pc_total};
+	struct packer *pk;
+	struct writer *w[PK_FILES + 1];
+	struct flusher fl[PK_FILES + 1];
+	pthread_t t[PK_FILES + 1];
+	pthread_barrier_t go;
+	uint32_t size[PK_FILES + 1];
+	uint64_t seed = seed_from_env("small_files_packed");
+	unsigned char *buf = malloc(256 * KB), *back = malloc(256 * KB);
+
+	memset(&pc.s, 0, sizeof(pc.s));
+	memset(&pc.n, 0, sizeof(pc.n));
+	pc.bad = pc.totals = 0;
+	setup(1 * MB, CODEC_LZ4, 2, 64 * MB);
+	cr_assert_eq(packer_open(&slow.base, &po, &pcb, &pk), 0);
+	wpool_set_packer(pool, pk, PK_MAX);
+
+	for (int i = 0; i <= PK_FILES; i++) {
+		size[i] = i == PK_FILES ? 200 * KB
+					: 1 + (uint32_t)(xs(&seed) % PK_MAX);
+		gen_fill(1000 + (uint64_t)i, 0, buf, size[i]);
+		cr_assert_eq(writer_open(pool, (uint64_t)i, &pc_cbs, &w[i]), 0);
+		/* two writes, one slice */
+		uint32_t half = size[i] / 2;
+		cr_assert_eq(writer_write(w[i], 0, buf, half), 0);
+		cr_assert_eq(
+		    writer_write(w[i], half, buf + half, size[i] - half), 0);
+	}
+	pthread_barrier_init(&go, NULL, PK_FILES + 1);
+	for (int i = 0; i <= PK_FILES; i++) {
+		fl[i] = (struct flusher){.w = w[i], .go = &go};
+		pthread_create(&t[i], NULL, flush_main, &fl[i]);
+	}
+	for (int i = 0; i <= PK_FILES; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&go);
+	for (int i = 0; i <= PK_FILES; i++)
+		cr_assert_eq(fl[i].err, 0, "flush of file %d: %s", i,
+			     strerror(fl[i].err));
+	cr_assert_eq(pc.bad, 0);
+
+	uint64_t packs[PK_FILES];
+	size_t npacks = 0;
+	for (int i = 0; i <= PK_FILES; i++) {
+		cr_assert_eq(pc.n[i], 1, "file %d: %zu slices committed", i,
+			     pc.n[i]);
+		const struct meta_slice *s = &pc.s[i][0];
+		cr_assert_eq(s->size, size[i]);
+		cr_assert_eq(s->len, size[i]);
+		memset(back, 0, size[i]);
+		if (i == PK_FILES) {
+			cr_expect_eq(s->pack, 0, "a %u-byte file was packed",
+				     size[i]);
+			cr_assert_eq(chunkstore_read(cs, s->id, s->size, 0,
+						     s->size, back),
+				     0);
+		} else {
+			struct chunkstore_frame f = {s->pack, s->poff, s->plen};
+			cr_assert_neq(s->pack, 0,
+				      "file %d (%u bytes) not packed", i,
+				      size[i]);
+			cr_assert_gt(s->plen, 0);
+			cr_assert_eq(chunkstore_read_frame(cs, s->id, s->size,
+							   &f, 0, s->size,
+							   back),
+				     0, "file %d", i);
+			size_t k = 0;
+			while (k < npacks && packs[k] != s->pack)
+				k++;
+			if (k == npacks)
+				packs[npacks++] = s->pack;
+		}
+		cr_assert_eq(gen_check(1000 + (uint64_t)i, 0, back, size[i]),
+			     -1, "file %d reads back differently", i);
+		/* and through the read path */
+		size_t got = 0;
+		memset(back, 0, size[i]);
+		cr_assert_eq(reader_read(cs, (uint64_t)i, size[i], 0, size[i],
+					 back, &got, pc_chunk, NULL),
+			     0);
+		cr_assert_eq(got, size[i]);
+		cr_assert_eq(gen_check(1000 + (uint64_t)i, 0, back, size[i]),
+			     -1, "file %d read by reader_read differs", i);
+	}
+	cr_log_info("%d small files flushed at once: %zu packs", PK_FILES,
+		    npacks);
+	printf("test_writer small_files_packed: %d files in %zu packs\n",
+	       PK_FILES, npacks);
+	cr_expect_lt(npacks, PK_FILES, "every file got a pack of its own");
+	cr_expect_eq(objects("packs/"), npacks);
+	cr_expect_eq(objects("blocks/"), 1, "the big file's one block");
+	cr_expect_eq(pc.totals, (int)npacks);
+	struct packer_stats st;
+	packer_get_stats(pk, &st);
+	cr_expect_eq(st.frames, PK_FILES);
+	cr_expect_eq(st.packs, npacks);
+
+	for (int i = 0; i <= PK_FILES; i++)
+		writer_close(w[i]);
+	cr_expect_eq(wpool_buffered(pool), 0, "memory still charged");
+	wpool_close(pool);
+	packer_close(pk);
+	chunkstore_close(cs);
+	objstore_close(mem);
+	fm_reset();
+	free(buf);
+	free(back);
+}

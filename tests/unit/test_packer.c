@@ -1,0 +1,835 @@
+/*
+ * test_packer.c - small slices packed into shared objects over a mem://
+ * store: frame layout and decoding, the pack size bound, many writers
+ * sharing packs (against shadow copies), holders sealing a pack early,
+ * store and metadata errors, bad options. Pack ids come from a counter and
+ * the metadata is a fake that records every total it is given.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../fs/chunkstore.h"
+#include "../../fs/codec.h"
+#include "../../fs/packer.h"
+
+#define KB	 (1u << 10)
+#define MB	 (1u << 20)
+#define KEY_CAP	 96
+#define MAXTOTAL 1024
+
+/* ---- fake metadata: ids from a counter, totals recorded ---- */
+
+struct total_call {
+	uint64_t pack, total;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	uint64_t next_id; /* last id handed out */
+	int id_err;	  /* new_id fails with this, if set */
+	int total_err;	  /* total fails with this, if set */
+	struct total_call calls[MAXTOTAL];
+	size_t ncalls;
+} fk = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int fk_new_id(void *arg, uint64_t *id)
+{
+	(void)arg;
+	pthread_mutex_lock(&fk.lock);
+	int err = fk.id_err;
+	if (!err)
+		*id = ++fk.next_id;
+	pthread_mutex_unlock(&fk.lock);
+	return err;
+}
+
+static int fk_total(void *arg, uint64_t pack, uint64_t total, int *dead)
+{
+	(void)arg;
+	if (dead)
+		*dead = 0;
+	pthread_mutex_lock(&fk.lock);
+	int err = fk.total_err;
+	if (!err && fk.ncalls < MAXTOTAL)
+		fk.calls[fk.ncalls++] = (struct total_call){pack, total};
+	pthread_mutex_unlock(&fk.lock);
+	return err;
+}
+
+static const struct packer_cbs fk_cbs = {.new_id = fk_new_id,
+					 .total = fk_total};
+
+static uint64_t fk_last_id(void)
+{
+	pthread_mutex_lock(&fk.lock);
+	uint64_t id = fk.next_id;
+	pthread_mutex_unlock(&fk.lock);
+	return id;
+}
+
+/* The total recorded for pack, or 0; fails the test if it was recorded
+ * more than once. */
+static uint64_t fk_total_of(uint64_t pack)
+{
+	uint64_t t = 0;
+	int seen = 0;
+
+	pthread_mutex_lock(&fk.lock);
+	for (size_t i = 0; i < fk.ncalls; i++)
+		if (fk.calls[i].pack == pack) {
+			t = fk.calls[i].total;
+			seen++;
+		}
+	pthread_mutex_unlock(&fk.lock);
+	cr_assert_leq(seen, 1, "total of pack %" PRIu64 " recorded %d times",
+		      pack, seen);
+	return t;
+}
+
+/* ---- fixture ---- */
+
+static struct objstore *store;
+static struct chunkstore *cs;
+
+static void setup(void)
+{
+	struct chunkstore_opts o = {
+	    .block_size = 64 * KB, .compress = CODEC_LZ4, .mem_cache_bytes = 0};
+
+	pthread_mutex_lock(&fk.lock);
+	fk.next_id = 1000;
+	fk.id_err = fk.total_err = 0;
+	fk.ncalls = 0;
+	pthread_mutex_unlock(&fk.lock);
+	cr_assert_eq(objstore_open("mem://", NULL, &store), 0);
+	/* no memory cache: every read is a ranged get of the pack */
+	cr_assert_eq(chunkstore_open(store, &o, &cs), 0);
+}
+
+static void teardown(void)
+{
+	chunkstore_close(cs);
+	objstore_close(store);
+	cs = NULL;
+	store = NULL;
+}
+
+static struct packer *popen_(uint32_t pack_size, unsigned window_ms,
+			     enum codec_compress c)
+{
+	struct packer_opts o = {
+	    .pack_size = pack_size, .window_ms = window_ms, .compress = c};
+	struct packer *p = NULL;
+
+	int err = packer_open(store, &o, &fk_cbs, &p);
+	cr_assert_eq(err, 0, "packer_open: %s", strerror(err));
+	return p;
+}
+
+/* ---- data ---- */
+
+static uint64_t seed_from_env(const char *test)
+{
+	const char *e = getenv("GRANARY_SEED");
+	uint64_t seed = e ? strtoull(e, NULL, 0) : 0x9ac4e7ull;
+
+	printf("test_packer %s: seed %" PRIu64
+	       " (set GRANARY_SEED to repeat)\n",
+	       test, seed);
+	fflush(stdout);
+	return seed ? seed : 1;
+}
+
+static uint64_t xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* n bytes of random data with runs of one byte here and there: some of
+ * it compresses, some does not. */
+static unsigned char *gen(uint64_t *s, size_t n)
+{
+	unsigned char *b = malloc(n ? n : 1);
+
+	cr_assert(b);
+	for (size_t i = 0; i < n;) {
+		uint64_t r = xs(s);
+		size_t run = (r & 3) == 0 ? 1 + (r >> 8) % 300 : 1;
+		for (size_t k = 0; k < run && i < n; k++, i++)
+			b[i] = (unsigned char)(r >> 32);
+		if (run == 1)
+			for (int k = 1; k < 4 && i < n; k++, i++)
+				b[i] = (unsigned char)(r >> (8 * k + 32));
+	}
+	return b;
+}
+
+/* ---- checks ---- */
+
+static uint64_t pack_size_of(uint64_t pack)
+{
+	char key[KEY_CAP];
+	uint64_t size = 0;
+
+	chunkstore_pack_key(pack, key, sizeof(key));
+	int err = objstore_head(store, key, &size);
+	cr_assert_eq(err, 0, "pack '%s': %s", key, objstore_strerror(err));
+	return size;
+}
+
+/* The frame of it, got straight from the store, decodes to raw[0..len). */
+static void expect_frame(const struct packer_item *it, const char *what)
+{
+	char key[KEY_CAP];
+	void *blk = NULL;
+	size_t got = 0, rl = 0;
+
+	chunkstore_pack_key(it->at.pack, key, sizeof(key));
+	cr_assert_eq(
+	    objstore_get(store, key, it->at.off, it->at.len, &blk, &got), 0,
+	    "%s: get '%s' %" PRIu32 "+%" PRIu32, what, key, it->at.off,
+	    it->at.len);
+	cr_assert_eq(got, it->at.len, "%s: short frame", what);
+	unsigned char *raw = malloc(it->len + 1);
+	int err = codec_decode(blk, got, raw, it->len + 1, &rl);
+	cr_assert_eq(err, 0, "%s: decode: %s", what, codec_strerror(err));
+	cr_assert_eq(rl, it->len, "%s: decoded %zu bytes, want %" PRIu32, what,
+		     rl, it->len);
+	cr_assert_eq(memcmp(raw, it->raw, it->len), 0, "%s: bytes differ",
+		     what);
+	free(raw);
+	free(blk);
+}
+
+/* Bytes [off, off+len) of the item read as slice `id` through a chunkstore
+ * equal its raw bytes. */
+static void expect_read(struct chunkstore *c, uint64_t id,
+			const struct packer_item *it, uint32_t off,
+			uint32_t len, const char *what)
+{
+	unsigned char *buf = malloc(len + 1);
+	int err = chunkstore_read_frame(c, id, it->len, &it->at, off, len, buf);
+
+	cr_assert_eq(err, 0, "%s: read_frame %" PRIu32 "+%" PRIu32 ": %s", what,
+		     off, len, strerror(err));
+	cr_assert_eq(memcmp(buf, (const char *)it->raw + off, len), 0,
+		     "%s: bytes %" PRIu32 "+%" PRIu32 " differ", what, off,
+		     len);
+	free(buf);
+}
+
+static int cmp_at(const void *a, const void *b)
+{
+	const struct chunkstore_frame *x = a, *y = b;
+	if (x->pack != y->pack)
+		return x->pack < y->pack ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * Frames of every pack are contiguous from offset 0 and end where the
+ * object does, whose size is the total recorded for it. Returns the number
+ * of packs; *max_obj is the largest object.
+ */
+static size_t expect_tiling(const struct packer_item *items, size_t n,
+			    uint64_t *max_obj)
+{
+	struct chunkstore_frame *f = malloc(n * sizeof(*f));
+	size_t packs = 0;
+
+	*max_obj = 0;
+	for (size_t i = 0; i < n; i++)
+		f[i] = items[i].at;
+	qsort(f, n, sizeof(*f), cmp_at);
+	for (size_t i = 0; i < n;) {
+		uint64_t end = 0, pack = f[i].pack;
+		cr_assert_neq(pack, 0, "an item got no pack");
+		for (; i < n && f[i].pack == pack; i++) {
+			cr_assert_eq(f[i].off, end,
+				     "pack %" PRIu64 ": frame at %" PRIu32
+				     ", previous one ends at %" PRIu64,
+				     pack, f[i].off, end);
+			cr_assert_gt(f[i].len, CODEC_HDR_SIZE);
+			end += f[i].len;
+		}
+		uint64_t size = pack_size_of(pack);
+		cr_assert_eq(size, end,
+			     "pack %" PRIu64 ": object of %" PRIu64
+			     " bytes, frames end at %" PRIu64,
+			     pack, size, end);
+		cr_assert_eq(fk_total_of(pack), size,
+			     "pack %" PRIu64 ": total recorded", pack);
+		if (size > *max_obj)
+			*max_obj = size;
+		packs++;
+	}
+	free(f);
+	return packs;
+}
+
+static size_t count_cb_n;
+
+static int count_cb(void *arg, const char *key, uint64_t size)
+{
+	(void)arg;
+	(void)key;
+	(void)size;
+	count_cb_n++;
+	return 0;
+}
+
+static size_t count_objects(const char *prefix)
+{
+	count_cb_n = 0;
+	cr_assert_eq(objstore_list(store, prefix, count_cb, NULL), 0);
+	return count_cb_n;
+}
+
+/* ---- layout ---- */
+
+Test(packer, layout, .init = setup, .fini = teardown)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_LZ4);
+	uint64_t seed = seed_from_env("layout");
+	unsigned char *a = gen(&seed, 1000), *c = gen(&seed, 17);
+	unsigned char *b = calloc(1, 70 * KB); /* zeros: compresses */
+	struct packer_item it[3] = {
+	    {.raw = a, .len = 1000},
+	    {.raw = b, .len = 70 * KB},
+	    {.raw = c, .len = 17},
+	};
+	struct packer_stats st;
+
+	/* nobody holds: the pack is sealed at once, no window to wait */
+	cr_assert_eq(packer_put(p, it, 3), 0);
+	uint64_t pack = it[0].at.pack;
+	cr_assert_neq(pack, 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(it[i].at.pack, pack, "item %d in another pack", i);
+	cr_expect_eq(it[0].at.off, 0);
+	cr_expect_eq(it[1].at.off, it[0].at.len);
+	cr_expect_eq(it[2].at.off, it[1].at.off + it[1].at.len);
+	cr_expect_lt(it[1].at.len, 10 * KB, "zeros were not compressed");
+	uint64_t size = pack_size_of(pack);
+	cr_expect_eq(size, (uint64_t)it[2].at.off + it[2].at.len);
+	cr_assert_eq(fk.ncalls, 1, "total recorded %zu times", fk.ncalls);
+	cr_expect_eq(fk.calls[0].pack, pack);
+	cr_expect_eq(fk.calls[0].total, size);
+	cr_expect_eq(count_objects("packs/"), 1);
+	cr_expect_eq(count_objects("blocks/"), 0);
+
+	for (int i = 0; i < 3; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "item %d", i);
+		expect_frame(&it[i], what);
+		expect_read(cs, 1 + i, &it[i], 0, it[i].len, what);
+	}
+	/* partial ranges: each a ranged get of the frame (no memory cache) */
+	expect_read(cs, 1, &it[0], 0, 1, "first byte");
+	expect_read(cs, 1, &it[0], 999, 1, "last byte");
+	expect_read(cs, 1, &it[0], 123, 456, "middle");
+	expect_read(cs, 2, &it[1], 64 * KB - 3, 6 * KB + 3, "tail of item 1");
+	expect_read(cs, 3, &it[2], 5, 12, "tail of item 2");
+	unsigned char x;
+	cr_expect_eq(chunkstore_read_frame(cs, 3, 17, &it[2].at, 10, 8, &x),
+		     EINVAL, "a range past the slice");
+
+	packer_get_stats(p, &st);
+	cr_expect_eq(st.packs, 1);
+	cr_expect_eq(st.frames, 3);
+	cr_expect_eq(st.bytes, size);
+	cr_expect_eq(st.errors, 0);
+
+	/* a second put makes a second pack, from offset 0 again */
+	struct packer_item one = {.raw = c, .len = 17};
+	cr_assert_eq(packer_put(p, &one, 1), 0);
+	cr_expect_neq(one.at.pack, pack);
+	cr_expect_eq(one.at.off, 0);
+	expect_frame(&one, "second pack");
+	cr_expect_eq(packer_put(p, NULL, 0), 0, "nothing to pack");
+	packer_close(p);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* A frame that a chunkstore reads with the memory cache on: the first read
+ * caches it whole, a partial read after it is served from the cache. */
+Test(packer, read_through_cache, .init = setup, .fini = teardown)
+{
+	struct chunkstore_opts o = {.block_size = 64 * KB,
+				    .compress = CODEC_NONE,
+				    .mem_cache_bytes = 4 * MB};
+	struct chunkstore *cc;
+	struct packer *p = popen_(64 * KB, 0, CODEC_NONE);
+	uint64_t seed = seed_from_env("read_through_cache");
+	unsigned char *a = gen(&seed, 5000);
+	struct packer_item it = {.raw = a, .len = 5000};
+
+	cr_assert_eq(chunkstore_open(store, &o, &cc), 0);
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	expect_read(cc, 77, &it, 0, 5000, "whole");
+	/* the frame is cached whole: no second get, even with the pack gone */
+	cr_assert_eq(chunkstore_delete_pack(cc, it.at.pack), 0);
+	expect_read(cc, 77, &it, 4000, 1000, "cached tail");
+	struct chunkstore_stats st;
+	chunkstore_get_stats(cc, &st);
+	cr_expect_eq(st.gets, 1);
+	cr_expect_eq(st.dels, 1);
+	cr_expect_eq(count_objects("packs/"), 0);
+	chunkstore_close(cc);
+	packer_close(p);
+	free(a);
+}
+
+/* ---- the pack size bound ---- */
+
+Test(packer, pack_size, .init = setup, .fini = teardown)
+{
+	const uint32_t ps = 64 * KB;
+	struct packer *p = popen_(ps, 0, CODEC_NONE);
+	uint64_t seed = seed_from_env("pack_size");
+	struct packer_item it[30];
+	unsigned char *raw[30];
+	uint32_t max_frame = 0;
+	uint64_t max_obj;
+
+	/* 12 items in one call, then 18 in calls of three */
+	for (int i = 0; i < 30; i++) {
+		uint32_t len = 1 + (uint32_t)(xs(&seed) % (20 * KB));
+		raw[i] = gen(&seed, len);
+		it[i] = (struct packer_item){.raw = raw[i], .len = len};
+	}
+	cr_assert_eq(packer_put(p, it, 12), 0);
+	for (int i = 12; i < 30; i += 3)
+		cr_assert_eq(packer_put(p, it + i, 3), 0);
+	for (int i = 0; i < 30; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "item %d", i);
+		expect_frame(&it[i], what);
+		if (it[i].at.len > max_frame)
+			max_frame = it[i].at.len;
+	}
+	size_t packs = expect_tiling(it, 30, &max_obj);
+	cr_log_info("30 items: %zu packs, largest %" PRIu64 " bytes", packs,
+		    max_obj);
+	/* the first call alone holds more than a pack (nobody holds: each
+	 * call then seals what it left open) */
+	uint64_t first = 0;
+	for (int i = 0; i < 12; i++)
+		first += it[i].at.len;
+	if (first > ps)
+		cr_expect_neq(it[0].at.pack, it[11].at.pack);
+	cr_expect_geq(packs, 7);
+	/* no pack above the size by more than one frame */
+	cr_expect_leq(max_obj, (uint64_t)ps + max_frame);
+	cr_expect_eq(count_objects("packs/"), packs);
+	struct packer_stats st;
+	packer_get_stats(p, &st);
+	cr_expect_eq(st.packs, packs);
+	cr_expect_eq(st.frames, 30);
+	packer_close(p);
+	for (int i = 0; i < 30; i++)
+		free(raw[i]);
+}
+
+/*
+ * An item whose frame alone exceeds pack_size arrives while another
+ * caller's pack is open: it seals that pack and then its own. The packer
+ * must take both (packer_put may be given slices up to --pack-max, which
+ * can exceed the pack size).
+ */
+struct bg_put {
+	struct packer *p;
+	struct packer_item *it;
+	size_t n;
+	int err;
+};
+
+static void *bg_put_main(void *arg)
+{
+	struct bg_put *b = arg;
+	b->err = packer_put(b->p, b->it, b->n);
+	return NULL;
+}
+
+Test(packer, oversized_item_seals_an_open_pack, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	struct packer *p = popen_(64 * KB, 10000, CODEC_NONE);
+	uint64_t seed = seed_from_env("oversized_item_seals_an_open_pack");
+	unsigned char *small = gen(&seed, 100), *big = gen(&seed, 80 * KB);
+	struct packer_item s = {.raw = small, .len = 100};
+	struct packer_item b = {.raw = big, .len = 80 * KB};
+	struct bg_put bg = {.p = p, .it = &s, .n = 1};
+	pthread_t t;
+
+	/* two holders: the small item's pack waits for a second frame */
+	packer_hold(p, 2);
+	uint64_t id0 = fk_last_id();
+	pthread_create(&t, NULL, bg_put_main, &bg);
+	/* its pack exists (new_id runs under the lock that the append is
+	 * done under): the big put below finds the small frame in it */
+	while (fk_last_id() == id0)
+		sched_yield();
+	cr_assert_eq(packer_put(p, &b, 1), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(bg.err, 0);
+	packer_hold(p, -2);
+	cr_expect_neq(s.at.pack, b.at.pack);
+	expect_frame(&s, "small");
+	expect_frame(&b, "big");
+	expect_read(cs, 1, &s, 0, 100, "small");
+	expect_read(cs, 2, &b, 0, 80 * KB, "big");
+	cr_expect_eq(count_objects("packs/"), 2);
+	packer_close(p);
+	free(small);
+	free(big);
+}
+
+/* ---- many writers ---- */
+
+#define NTHREADS 8
+#define NITEMS	 40
+
+struct worker {
+	struct packer *p;
+	uint64_t seed;
+	struct packer_item it[NITEMS];
+	unsigned char *raw[NITEMS];
+	int err;
+};
+
+/* No asserts off the main thread: errors are kept and checked after. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	packer_hold(w->p, 1);
+	for (int i = 0; i < NITEMS && !w->err;) {
+		int n = 1 + (int)(xs(&w->seed) % 4);
+		if (n > NITEMS - i)
+			n = NITEMS - i;
+		w->err = packer_put(w->p, w->it + i, (size_t)n);
+		i += n;
+	}
+	packer_hold(w->p, -1);
+	return NULL;
+}
+
+Test(packer, concurrent_vs_shadow, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	struct packer *p = popen_(1 * MB, 50, CODEC_LZ4);
+	uint64_t seed = seed_from_env("concurrent_vs_shadow");
+	struct worker *w = calloc(NTHREADS, sizeof(*w));
+	struct packer_item *all = malloc(NTHREADS * NITEMS * sizeof(*all));
+	pthread_t t[NTHREADS];
+	uint64_t max_obj;
+	uint32_t max_frame = 0;
+
+	for (int k = 0; k < NTHREADS; k++) {
+		w[k].p = p;
+		w[k].seed = xs(&seed) | 1;
+		for (int i = 0; i < NITEMS; i++) {
+			uint32_t len = 1 + (uint32_t)(xs(&seed) % (200 * KB));
+			/* a few tiny ones */
+			if (i % 10 == 3)
+				len = 1 + len % 64;
+			w[k].raw[i] = gen(&seed, len);
+			w[k].it[i] = (struct packer_item){.raw = w[k].raw[i],
+							  .len = len};
+		}
+	}
+	for (int k = 0; k < NTHREADS; k++)
+		pthread_create(&t[k], NULL, worker_main, &w[k]);
+	for (int k = 0; k < NTHREADS; k++)
+		pthread_join(t[k], NULL);
+
+	size_t n = 0;
+	for (int k = 0; k < NTHREADS; k++) {
+		cr_assert_eq(w[k].err, 0, "thread %d: %s", k,
+			     strerror(w[k].err));
+		for (int i = 0; i < NITEMS; i++) {
+			char what[48];
+			snprintf(what, sizeof(what), "thread %d item %d", k, i);
+			expect_read(cs, (uint64_t)k * 1000 + (uint64_t)i + 1,
+				    &w[k].it[i], 0, w[k].it[i].len, what);
+			if (w[k].it[i].at.len > max_frame)
+				max_frame = w[k].it[i].at.len;
+			all[n++] = w[k].it[i];
+		}
+	}
+	size_t packs = expect_tiling(all, n, &max_obj);
+	struct packer_stats st;
+	packer_get_stats(p, &st);
+	cr_log_info("%zu items in %zu packs (largest %" PRIu64 " bytes)", n,
+		    packs, max_obj);
+	printf("test_packer concurrent_vs_shadow: %zu items in %zu packs\n", n,
+	       packs);
+	cr_expect_lt(packs, n, "every item got a pack of its own");
+	cr_expect_leq(max_obj, (uint64_t)(1 * MB) + max_frame);
+	cr_expect_eq(st.frames, n);
+	cr_expect_eq(st.packs, packs);
+	cr_expect_eq(st.errors, 0);
+	cr_expect_eq(fk.ncalls, packs);
+	cr_expect_eq(count_objects("packs/"), packs);
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < fk.ncalls; i++)
+		bytes += fk.calls[i].total;
+	cr_expect_eq(st.bytes, bytes);
+	packer_close(p);
+	for (int k = 0; k < NTHREADS; k++)
+		for (int i = 0; i < NITEMS; i++)
+			free(w[k].raw[i]);
+	free(all);
+	free(w);
+}
+
+/* ---- holders ---- */
+
+/* The only holder puts: nobody else can add a frame, so every put seals
+ * its pack at once. With a 10 s window, waiting it out would time the
+ * test out. */
+Test(packer, sole_holder_does_not_wait, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_LZ4);
+	unsigned char data[300];
+	struct packer_item it[5];
+
+	memset(data, 'x', sizeof(data));
+	packer_hold(p, 1);
+	for (int i = 0; i < 5; i++) {
+		it[i] = (struct packer_item){.raw = data, .len = 100 + i};
+		cr_assert_eq(packer_put(p, &it[i], 1), 0);
+	}
+	packer_hold(p, -1);
+	for (int i = 0; i < 5; i++)
+		expect_frame(&it[i], "sequential put");
+	cr_expect_eq(count_objects("packs/"), 5, "one pack per put");
+	cr_expect_eq(fk.ncalls, 5);
+	packer_close(p);
+}
+
+/* Two holders that both put meet in one pack, sealed when the second
+ * frame is in (long before the window is over). */
+Test(packer, holders_meet_in_one_pack, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_LZ4);
+	unsigned char d1[1000], d2[2000];
+	struct packer_item a = {.raw = d1, .len = sizeof(d1)};
+	struct packer_item b = {.raw = d2, .len = sizeof(d2)};
+	struct bg_put bg = {.p = p, .it = &a, .n = 1};
+	pthread_t t;
+
+	memset(d1, 1, sizeof(d1));
+	memset(d2, 2, sizeof(d2));
+	packer_hold(p, 2);
+	pthread_create(&t, NULL, bg_put_main, &bg);
+	cr_assert_eq(packer_put(p, &b, 1), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(bg.err, 0);
+	packer_hold(p, -2);
+	cr_expect_eq(a.at.pack, b.at.pack, "two holders, two packs");
+	cr_expect_eq(count_objects("packs/"), 1);
+	expect_frame(&a, "first");
+	expect_frame(&b, "second");
+	packer_close(p);
+}
+
+/* A second holder never puts: the put completes when the window is over. */
+Test(packer, idle_holder_window, .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 200, CODEC_NONE);
+	unsigned char d[500];
+	struct packer_item it = {.raw = d, .len = sizeof(d)};
+
+	memset(d, 7, sizeof(d));
+	packer_hold(p, 1); /* an idle writer */
+	packer_hold(p, 1); /* this one */
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	packer_hold(p, -1);
+	expect_frame(&it, "after the window");
+	cr_expect_eq(fk.ncalls, 1);
+	/* the idle writer lets go: the next put does not wait at all */
+	packer_hold(p, -1);
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	cr_expect_eq(count_objects("packs/"), 2);
+	packer_close(p);
+}
+
+/* A holder waiting for an idle one is released when the idle one lets go
+ * (packer_hold -1), before the 10 s window. */
+struct late_release {
+	struct packer *p;
+	uint64_t id0;
+};
+
+static void *release_main(void *arg)
+{
+	struct late_release *r = arg;
+	while (fk_last_id() == r->id0)
+		sched_yield();
+	packer_hold(r->p, -1);
+	return NULL;
+}
+
+Test(packer, release_wakes_waiters, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_NONE);
+	unsigned char d[500];
+	struct packer_item it = {.raw = d, .len = sizeof(d)};
+	struct late_release r = {.p = p, .id0 = fk_last_id()};
+	pthread_t t;
+
+	memset(d, 9, sizeof(d));
+	packer_hold(p, 2);
+	pthread_create(&t, NULL, release_main, &r);
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	pthread_join(t, NULL);
+	packer_hold(p, -1);
+	expect_frame(&it, "released");
+	packer_close(p);
+}
+
+/* ---- errors ---- */
+
+Test(packer, store_errors, .init = setup, .fini = teardown)
+{
+	struct packer *p = popen_(4 * MB, 0, CODEC_LZ4);
+	unsigned char d[3000];
+	struct packer_item it[2] = {{.raw = d, .len = 1000},
+				    {.raw = d, .len = 3000}};
+	struct packer_stats st;
+
+	memset(d, 'q', sizeof(d));
+	store->fail_next = 1; /* EIO */
+	cr_expect_eq(packer_put(p, it, 2), EIO);
+	cr_expect_eq(fk.ncalls, 0, "a pack that is not stored was recorded");
+	cr_expect_eq(count_objects("packs/"), 0);
+
+	store->fail_next = 1;
+	store->fail_err = ETIMEDOUT;
+	cr_expect_eq(packer_put(p, it, 2), EIO, "a store error is EIO");
+	store->fail_next = 1;
+	store->fail_err = ENOSPC;
+	cr_expect_eq(packer_put(p, it, 2), ENOSPC, "ENOSPC passes through");
+	cr_expect_eq(fk.ncalls, 0);
+	packer_get_stats(p, &st);
+	cr_expect_eq(st.errors, 3);
+	cr_expect_eq(st.packs, 0);
+	cr_expect_eq(st.frames, 0);
+
+	/* and it works again */
+	store->fail_err = 0;
+	cr_assert_eq(packer_put(p, it, 2), 0);
+	expect_frame(&it[0], "after errors");
+	expect_frame(&it[1], "after errors");
+	cr_expect_eq(fk.ncalls, 1);
+	cr_expect_eq(count_objects("packs/"), 1);
+	packer_close(p);
+}
+
+/* Every caller with a frame in a pack that fails gets the error. */
+Test(packer, error_reaches_every_user, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_NONE);
+	unsigned char d[100];
+	struct packer_item a = {.raw = d, .len = 50}, b = {.raw = d, .len = 60};
+	struct bg_put bg = {.p = p, .it = &a, .n = 1};
+	pthread_t t;
+
+	memset(d, 3, sizeof(d));
+	store->fail_next = 1;
+	store->fail_err = ENOSPC;
+	packer_hold(p, 2);
+	pthread_create(&t, NULL, bg_put_main, &bg);
+	int err = packer_put(p, &b, 1);
+	pthread_join(t, NULL);
+	packer_hold(p, -2);
+	cr_expect_eq(a.at.pack, b.at.pack);
+	cr_expect_eq(err, ENOSPC);
+	cr_expect_eq(bg.err, ENOSPC);
+	cr_expect_eq(fk.ncalls, 0);
+	packer_close(p);
+}
+
+Test(packer, metadata_errors, .init = setup, .fini = teardown)
+{
+	struct packer *p = popen_(4 * MB, 0, CODEC_LZ4);
+	unsigned char d[100];
+	struct packer_item it = {.raw = d, .len = sizeof(d)};
+	struct packer_stats st;
+
+	memset(d, 5, sizeof(d));
+	fk.total_err = EIO;
+	cr_expect_eq(packer_put(p, &it, 1), EIO, "total not recorded");
+	fk.total_err = ENOSPC;
+	cr_expect_eq(packer_put(p, &it, 1), ENOSPC);
+	fk.total_err = 0;
+	fk.id_err = EIO;
+	cr_expect_eq(packer_put(p, &it, 1), EIO, "no pack id");
+	fk.id_err = 0;
+	packer_get_stats(p, &st);
+	cr_expect_eq(st.packs, 0);
+	cr_expect_eq(st.errors, 2);
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	expect_frame(&it, "after errors");
+	cr_expect_eq(fk.ncalls, 1);
+	packer_close(p);
+}
+
+Test(packer, bad_options, .init = setup, .fini = teardown)
+{
+	struct packer_opts o = {.pack_size = 4 * MB, .window_ms = 10};
+	struct packer_cbs nocb = {.new_id = fk_new_id};
+	struct packer *p = (struct packer *)&o;
+
+	cr_expect_eq(packer_open(NULL, &o, &fk_cbs, &p), EINVAL);
+	cr_expect_null(p, "*out is set on failure");
+	cr_expect_eq(packer_open(store, NULL, &fk_cbs, &p), EINVAL);
+	cr_expect_eq(packer_open(store, &o, NULL, &p), EINVAL);
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, NULL), EINVAL);
+	cr_expect_eq(packer_open(store, &o, &nocb, &p), EINVAL, "no total");
+	nocb = (struct packer_cbs){.total = fk_total};
+	cr_expect_eq(packer_open(store, &o, &nocb, &p), EINVAL, "no new_id");
+	o.pack_size = 64 * KB - 1;
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, &p), EINVAL, "too small");
+	o.pack_size = 64 * MB + 1;
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, &p), EINVAL, "too large");
+	o.pack_size = 0;
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, &p), EINVAL, "zero");
+	o.pack_size = 4 * MB;
+	o.window_ms = UINT_MAX;
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, &p), EINVAL, "window");
+	o.window_ms = 10;
+	o.compress = (enum codec_compress)7;
+	cr_expect_eq(packer_open(store, &o, &fk_cbs, &p), EINVAL, "compress");
+	o.compress = CODEC_NONE;
+
+	/* the bounds themselves are fine */
+	o.pack_size = 64 * KB;
+	cr_assert_eq(packer_open(store, &o, &fk_cbs, &p), 0);
+	cr_expect_eq(packer_put(NULL, NULL, 0), EINVAL);
+	cr_expect_eq(packer_put(p, NULL, 1), EINVAL);
+	cr_expect_eq(packer_put(p, NULL, 0), 0);
+	packer_close(p);
+	o.pack_size = 64 * MB;
+	cr_assert_eq(packer_open(store, &o, &fk_cbs, &p), 0);
+	packer_close(p);
+	packer_close(NULL);
+}
