@@ -28,6 +28,11 @@
  * writeback client uploads its packs within its pack window and then some. */
 #define PACK_WAIT_MS   15000
 
+/* The table cache of ranged reads: 1024 chains, 4 entries each at most on
+ * average. */
+#define TC_BUCKET_BITS 10
+#define TC_MAX_ENTRIES 4096
+
 enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
 
 /*
@@ -74,6 +79,14 @@ struct chunkstore {
 	pthread_t *pf_threads;	      /* set at open, joined at close */
 	int pf_nthreads;	      /* written only by open and close */
 
+	/* Ranged reads: block prefixes (header + segment table), see the
+	 * "ranged reads" section. Leaf lock: never held with another. */
+	pthread_mutex_t tlock;
+	struct tentry *tc_hash[1u << TC_BUCKET_BITS]; /* protected by tlock */
+	struct tentry *tc_head, *tc_tail; /* LRU; protected by tlock */
+	size_t tc_bytes, tc_count;	  /* protected by tlock */
+	size_t tc_cap;			  /* bytes; set at open */
+
 	struct chunkstore_stats st; /* updated with __atomic builtins */
 };
 
@@ -85,6 +98,14 @@ struct pf_req {
 
 #define STAT_ADD(cs, f, v)                                                     \
 	__atomic_fetch_add(&(cs)->st.f, (v), __ATOMIC_RELAXED)
+
+/* Ranged reads (defined in their section below). */
+#define RANGE_WHOLE (-1) /* ranged_read(): read the whole block instead */
+static void table_init(struct chunkstore *cs);
+static void table_release(struct chunkstore *cs);
+static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx);
+static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		       uint32_t len, uint32_t off, uint32_t n, void *dst);
 
 /* ---- keys ---- */
 
@@ -147,6 +168,7 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 	pthread_mutex_init(&cs->lock, NULL);
 	pthread_mutex_init(&cs->pf_lock, NULL);
 	pthread_cond_init(&cs->pf_cond, NULL);
+	table_init(cs);
 	if (o->prefetch_threads > 0) {
 		size_t n = (size_t)o->prefetch_threads;
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
@@ -175,6 +197,7 @@ free_pf:
 	free(cs->pf_q);
 	pthread_cond_destroy(&cs->pf_cond);
 	pthread_mutex_destroy(&cs->pf_lock);
+	table_release(cs);
 	pthread_mutex_destroy(&cs->lock);
 	free(cs->buckets);
 free_cs:
@@ -208,6 +231,7 @@ void chunkstore_close(struct chunkstore *cs)
 		}
 	}
 	free(cs->buckets);
+	table_release(cs);
 	pthread_mutex_destroy(&cs->lock);
 	free(cs);
 }
@@ -231,6 +255,8 @@ void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
 	st->prefetched = __atomic_load_n(&cs->st.prefetched, __ATOMIC_RELAXED);
 	st->prefetch_drops =
 	    __atomic_load_n(&cs->st.prefetch_drops, __ATOMIC_RELAXED);
+	st->ranged_reads =
+	    __atomic_load_n(&cs->st.ranged_reads, __ATOMIC_RELAXED);
 }
 
 /* ---- cache table and LRU (all under cs->lock) ---- */
@@ -340,6 +366,7 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 	if (e)
 		unhash(cs, e);
 	pthread_mutex_unlock(&cs->lock);
+	table_drop(cs, id, idx);
 }
 
 /* ---- fetch ---- */
@@ -708,6 +735,376 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 	}
 }
 
+/* ---- ranged reads ---- */
+
+/*
+ * A small read of a block that is not in the memory cache fetches only the
+ * segments that cover it (codec.h v2): one GET of the block's prefix
+ * (header and segment table, 4 KiB for a 4 MiB block, kept in a bounded
+ * table cache so that later reads of the block need one GET), then one
+ * ranged GET per read. The whole block is fetched (and cached) instead:
+ *  - for a piece of 1/4 of the block or more: the saving would be under 4x
+ *    for an extra round trip, and the kernel's readahead requests (at most
+ *    max_readahead, 1 MiB, a quarter of the default block) stay whole, so
+ *    sequential reads through the page cache fill the memory cache;
+ *  - for blocks under 64 KiB (the smallest block size): two round trips to
+ *    save a few KiB;
+ *  - when the block is in the memory cache or on its way there;
+ *  - for v1 (compressed) blocks: their prefix says so, and the table cache
+ *    keeps that verdict, so only the first small read pays for it;
+ *  - when the access pattern asks for the block: the third read in a row
+ *    that starts where the previous one ended (a stream inside the block,
+ *    which readahead does not cover: it starts at the next block), or once
+ *    the ranged reads of the block have fetched as many bytes as the block
+ *    holds (ski rental: a hot block costs at most twice one whole fetch,
+ *    and then lives in the memory cache).
+ * Ranged reads fill no cache but the table cache: the kernel's page cache
+ * keeps what was read.
+ */
+#define RANGE_MIN_BLOCK	 (64u << 10)
+#define RANGE_FRACTION	 4
+#define RANGE_STREAM_RUN 2 /* reads continuing the previous one */
+#define TC_CAP_MIN	 (256u << 10)
+#define TC_CAP_MAX	 (16u << 20)
+
+/*
+ * The parsed prefix of one block. Hashed while in the table; on the LRU
+ * list exactly while hashed. An entry with refs > 0 is never freed; one
+ * evicted or dropped while in use is freed by its last table_put(). All
+ * fields are protected by tlock, except id/idx/len/prefix/l, immutable
+ * once hashed.
+ */
+struct tentry {
+	struct tentry *hnext;
+	struct tentry *prev, *next; /* LRU, most recently used at head */
+	uint64_t id;
+	uint32_t idx, len;
+	void *prefix;	       /* header + table as fetched; NULL for v1 */
+	struct codec_layout l; /* l.table points into prefix */
+	size_t cost;	       /* bytes charged to tc_bytes */
+	int refs, hashed;
+	uint64_t rented;   /* bytes of ranged GETs since the last whole read */
+	uint32_t next_off; /* where a read continuing the last one starts */
+	unsigned run;	   /* reads in a row that continued the previous */
+};
+
+static void table_init(struct chunkstore *cs)
+{
+	size_t cap = cs->o.mem_cache_bytes / 16;
+
+	pthread_mutex_init(&cs->tlock, NULL);
+	/* 1/16 of the memory cache: 16 MiB holds the tables of 16 GiB of
+	 * 4 MiB blocks; a store without a memory cache still gets some. */
+	cs->tc_cap = cap < TC_CAP_MIN	? TC_CAP_MIN
+		     : cap > TC_CAP_MAX ? TC_CAP_MAX
+					: cap;
+}
+
+static void tentry_free(struct tentry *t)
+{
+	free(t->prefix);
+	free(t);
+}
+
+static void table_release(struct chunkstore *cs)
+{
+	for (size_t i = 0; i < (1u << TC_BUCKET_BITS); i++) {
+		struct tentry *t = cs->tc_hash[i], *next;
+		for (; t; t = next) {
+			next = t->hnext;
+			gr_assert(t->refs == 0);
+			tentry_free(t);
+		}
+		cs->tc_hash[i] = NULL;
+	}
+	pthread_mutex_destroy(&cs->tlock);
+}
+
+static struct tentry **tfind(struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	uint64_t x = (id ^ ((uint64_t)idx << 44) ^ idx) * 0x9e3779b97f4a7c15ull;
+	struct tentry **p = &cs->tc_hash[x >> (64 - TC_BUCKET_BITS)];
+
+	while (*p && ((*p)->id != id || (*p)->idx != idx))
+		p = &(*p)->hnext;
+	return p;
+}
+
+/* Under tlock. */
+static void tlru_remove(struct chunkstore *cs, struct tentry *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		cs->tc_head = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	else
+		cs->tc_tail = t->prev;
+	t->prev = t->next = NULL;
+}
+
+/* Under tlock. */
+static void tlru_push(struct chunkstore *cs, struct tentry *t)
+{
+	t->prev = NULL;
+	t->next = cs->tc_head;
+	if (cs->tc_head)
+		cs->tc_head->prev = t;
+	else
+		cs->tc_tail = t;
+	cs->tc_head = t;
+}
+
+/* Under tlock: out of the table, freed now if unused. */
+static void tunhash(struct chunkstore *cs, struct tentry *t)
+{
+	struct tentry **p = tfind(cs, t->id, t->idx);
+
+	gr_assert(*p == t);
+	*p = t->hnext;
+	t->hnext = NULL;
+	t->hashed = 0;
+	tlru_remove(cs, t);
+	cs->tc_bytes -= t->cost;
+	cs->tc_count--;
+	if (t->refs == 0)
+		tentry_free(t);
+}
+
+static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx)
+{
+	pthread_mutex_lock(&cs->tlock);
+	struct tentry *t = *tfind(cs, id, idx);
+	if (t)
+		tunhash(cs, t);
+	pthread_mutex_unlock(&cs->tlock);
+}
+
+static void table_put(struct chunkstore *cs, struct tentry *t)
+{
+	pthread_mutex_lock(&cs->tlock);
+	gr_assert(t->refs > 0);
+	if (--t->refs == 0 && !t->hashed)
+		tentry_free(t);
+	pthread_mutex_unlock(&cs->tlock);
+}
+
+/* Under tlock: a new entry (one reference, the caller's), or the one a
+ * concurrent reader of the block put there first. */
+static struct tentry *tinsert(struct chunkstore *cs, struct tentry *n)
+{
+	struct tentry **p = tfind(cs, n->id, n->idx);
+
+	if (*p) {
+		tentry_free(n);
+		(*p)->refs++;
+		return *p;
+	}
+	*p = n;
+	n->hashed = 1;
+	tlru_push(cs, n);
+	cs->tc_bytes += n->cost;
+	cs->tc_count++;
+	while ((cs->tc_bytes > cs->tc_cap || cs->tc_count > TC_MAX_ENTRIES) &&
+	       cs->tc_tail != n)
+		tunhash(cs, cs->tc_tail);
+	return n;
+}
+
+/* The referenced table entry of a block, fetching its prefix on a miss;
+ * *cached tells which. Errors: CODEC_ECORRUPT (counted and logged), EIO,
+ * ENOMEM. */
+static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
+		     uint32_t idx, uint32_t len, struct tentry **out,
+		     int *cached)
+{
+	struct tentry *t, *n;
+	struct codec_layout l;
+	void *pfx = NULL;
+	size_t got = 0;
+	int err;
+
+	pthread_mutex_lock(&cs->tlock);
+	t = *tfind(cs, id, idx);
+	if (t) {
+		t->refs++;
+		tlru_remove(cs, t);
+		tlru_push(cs, t);
+	}
+	pthread_mutex_unlock(&cs->tlock);
+	*cached = t != NULL;
+	if (t) {
+		*out = t;
+		return 0;
+	}
+
+	err =
+	    objstore_get(cs->store, key, 0, codec_prefix_len(len), &pfx, &got);
+	STAT_ADD(cs, gets, 1);
+	if (err) {
+		if (err == ENOENT)
+			log_err("block '%s' is missing from the object store",
+				key);
+		else
+			log_err("cannot read block '%s': %s", key,
+				objstore_strerror(err));
+		return err == ENOMEM ? ENOMEM : EIO;
+	}
+	STAT_ADD(cs, get_bytes, got);
+	err = codec_parse(pfx, got, &l);
+	if (!err && l.raw_len != len)
+		err = CODEC_ECORRUPT; /* declares other bytes than its key */
+	if (err) {
+		if (err == CODEC_ECORRUPT) {
+			STAT_ADD(cs, corrupt, 1);
+			log_err("corrupt header of block '%s' (%zu bytes read, "
+				"%" PRIu32 " raw expected): %s",
+				key, got, len, codec_strerror(err));
+		} else {
+			log_err("cannot decode block '%s': %s", key,
+				codec_strerror(err));
+			err = EIO;
+		}
+		goto free_pfx;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		err = ENOMEM;
+		goto free_pfx;
+	}
+	n->id = id;
+	n->idx = idx;
+	n->len = len;
+	n->l = l;
+	n->refs = 1;
+	n->next_off = UINT32_MAX; /* no read yet */
+	n->cost = sizeof(*n);
+	if (l.ranged) {
+		n->prefix = pfx;
+		n->cost += got;
+	} else {
+		free(pfx); /* a v1 block: only the verdict is kept */
+		n->l.table = NULL;
+	}
+	pthread_mutex_lock(&cs->tlock);
+	*out = tinsert(cs, n);
+	pthread_mutex_unlock(&cs->tlock);
+	return 0;
+
+free_pfx:
+	free(pfx);
+	return err;
+}
+
+/* Account a read of [off, off + n) that would GET span bytes; 1 if the
+ * pattern asks for the whole block instead (see the rules above). */
+static int table_wants_whole(struct chunkstore *cs, struct tentry *t,
+			     uint32_t off, uint32_t n, size_t span)
+{
+	int whole;
+
+	pthread_mutex_lock(&cs->tlock);
+	t->run = off == t->next_off ? t->run + 1 : 0;
+	t->next_off = off + n;
+	whole = t->run >= RANGE_STREAM_RUN || t->rented + span > t->len;
+	if (whole) {
+		t->rented = 0;
+		t->run = 0;
+	} else {
+		t->rented += span;
+	}
+	pthread_mutex_unlock(&cs->tlock);
+	return whole;
+}
+
+/* One attempt; *cached: the table came from the table cache. Returns 0,
+ * RANGE_WHOLE, CODEC_ECORRUPT, EIO or ENOMEM. */
+static int ranged_once(struct chunkstore *cs, const char *key, uint64_t id,
+		       uint32_t idx, uint32_t len, uint32_t off, uint32_t n,
+		       void *dst, int *cached)
+{
+	struct tentry *t;
+	void *data = NULL;
+	uint64_t boff;
+	size_t span, got = 0;
+	int err;
+
+	err = table_get(cs, key, id, idx, len, &t, cached);
+	if (err)
+		return err;
+	if (!t->l.ranged) {
+		err = RANGE_WHOLE;
+		goto put_table;
+	}
+	err = codec_range(&t->l, off, n, &boff, &span);
+	gr_assert(err == 0); /* off + n <= len == raw_len */
+	if (table_wants_whole(cs, t, off, n, span)) {
+		err = RANGE_WHOLE;
+		goto put_table;
+	}
+	err = objstore_get(cs->store, key, boff, span, &data, &got);
+	STAT_ADD(cs, gets, 1);
+	if (err) {
+		if (err == ENOENT)
+			log_err("block '%s' is missing from the object store",
+				key);
+		else
+			log_err("cannot read block '%s': %s", key,
+				objstore_strerror(err));
+		err = err == ENOMEM ? ENOMEM : EIO;
+		goto put_table;
+	}
+	STAT_ADD(cs, get_bytes, got);
+	err = codec_range_copy(&t->l, off, n, data, got, dst);
+	if (err) {
+		err = CODEC_ECORRUPT; /* the only way good arguments fail */
+		STAT_ADD(cs, corrupt, 1);
+		log_err("corrupt block '%s' (%zu bytes at %" PRIu64
+			", %zu read): %s",
+			key, span, boff, got, codec_strerror(err));
+	} else {
+		STAT_ADD(cs, ranged_reads, 1);
+	}
+	free(data);
+put_table:
+	table_put(cs, t);
+	return err;
+}
+
+/* Copy bytes [off, off + n) of block idx (len raw bytes) of slice id to
+ * dst with a ranged read, or say RANGE_WHOLE: fetch the whole block. */
+static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		       uint32_t len, uint32_t off, uint32_t n, void *dst)
+{
+	char key[KEY_CAP];
+	int cached = 0, err;
+
+	if (len < RANGE_MIN_BLOCK || n >= len / RANGE_FRACTION)
+		return RANGE_WHOLE;
+	/* Nothing is cheaper than a block in memory or on its way; if it
+	 * leaves meanwhile, block_get() fetches it again: no harm. */
+	pthread_mutex_lock(&cs->lock);
+	int known = *find(cs, id, idx) != NULL;
+	pthread_mutex_unlock(&cs->lock);
+	if (known)
+		return RANGE_WHOLE;
+
+	chunkstore_key(id, idx, len, key, sizeof(key));
+	err = ranged_once(cs, key, id, idx, len, off, n, dst, &cached);
+	if (err == CODEC_ECORRUPT) {
+		/* As fetch(): the bytes may be a bad local copy (a disk cache
+		 * entry, or the table we kept): drop it, ask once more. */
+		table_drop(cs, id, idx);
+		if (objstore_evict(cs->store, key) == 0 || cached)
+			err = ranged_once(cs, key, id, idx, len, off, n, dst,
+					  &cached);
+		if (err == CODEC_ECORRUPT)
+			table_drop(cs, id, idx);
+	}
+	return err == CODEC_ECORRUPT ? EIO : err;
+}
+
 /* ---- public ---- */
 
 int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
@@ -769,6 +1166,16 @@ int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 
 		if (to > bstart + bs)
 			to = bstart + bs;
+		/* A small piece of a block not in memory: its segments only. */
+		err = ranged_read(cs, id, i, block_len(cs, size, i),
+				  (uint32_t)(from - bstart),
+				  (uint32_t)(to - from), dst);
+		if (err != RANGE_WHOLE) {
+			if (err)
+				return err;
+			dst += to - from;
+			continue;
+		}
 		err = block_get(cs, id, i, block_len(cs, size, i), &no_frame,
 				&e);
 		if (err)

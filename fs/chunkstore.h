@@ -5,7 +5,10 @@
  * one shorter), each block encoded by codec.h and put as one object:
  *   blocks/<id/1000000>/<id/1000%1000>/<id>_<idx>_<len>
  * Reads go through a bounded in-memory block cache shared by all files;
- * concurrent misses of the same block are fetched once.
+ * concurrent misses of the same block are fetched once. A small read of an
+ * uncompressed block that is not in memory fetches only the 4 KiB segments
+ * it needs (codec.h v2) and leaves the memory cache alone; compressed
+ * blocks, large reads and prefetches fetch whole blocks.
  *
  * A small slice may instead be one encoded frame inside a pack object
  * shared with other slices (fs/packer.h writes them):
@@ -37,6 +40,7 @@ struct chunkstore_stats {
 	uint64_t gets, get_bytes, puts, put_bytes, dels;
 	uint64_t cache_hits, cache_misses, corrupt;
 	uint64_t prefetched, prefetch_drops; /* queued / dropped (queue full) */
+	uint64_t ranged_reads; /* served by a ranged GET of a few segments */
 };
 
 struct chunkstore;

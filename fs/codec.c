@@ -1,8 +1,10 @@
 /*
  * codec.c - wrap blocks in the on-store format of codec.h and check them on
  * the way back. Decoding trusts nothing in the block: every header field is
- * validated, LZ4 runs in its bounds-checked mode, and the XXH3 of the result
- * must match before the caller may use a single byte.
+ * validated, LZ4 runs in its bounds-checked mode, and the checksums must
+ * match before the caller may use a single byte. Uncompressed blocks get
+ * per-segment checksums (v2) so that a small read can fetch and check a few
+ * KiB instead of the whole block.
  */
 #include "codec.h"
 
@@ -13,6 +15,7 @@
 
 #define CODEC_MAGIC   "GRB1"
 #define CODEC_MAX_RAW (64u << 20)
+#define SEG_SHIFT     12 /* CODEC_SEG_SIZE == 1 << SEG_SHIFT */
 
 /* ---- little-endian helpers (the format is LE on every host) ---- */
 
@@ -55,22 +58,80 @@ static uint64_t get_u64(const unsigned char *p)
 	return v;
 }
 
+/* ---- v2 pieces ---- */
+
+static size_t nsegs(size_t raw_len)
+{
+	return (raw_len + CODEC_SEG_SIZE - 1) / CODEC_SEG_SIZE;
+}
+
+static size_t table_len(size_t raw_len)
+{
+	return 4 * nsegs(raw_len);
+}
+
+static uint32_t seg_sum(const unsigned char *seg, size_t len, size_t i)
+{
+	/* Seeded with the index: the right bytes at the wrong place fail. */
+	return (uint32_t)XXH3_64bits_withSeed(seg, len, (uint64_t)i);
+}
+
+/* Covers the fields that say where everything is, and the table. */
+static uint64_t header_sum(const unsigned char *hdr, const unsigned char *table,
+			   size_t tlen)
+{
+	return XXH3_64bits_withSeed(table, tlen, XXH3_64bits(hdr, 16));
+}
+
 /* ---- encode ---- */
 
 size_t codec_bound(size_t raw_len)
 {
-	/* Compression is kept only when it is strictly smaller, so the
-	 * payload never exceeds the raw bytes. */
-	return CODEC_HDR_SIZE + raw_len;
+	/* LZ4 is kept only when it is smaller than the raw bytes, so the
+	 * largest block is a v2 one. */
+	return CODEC_HDR_SIZE + table_len(raw_len) + raw_len;
+}
+
+static void encode_v1_lz4(const void *raw, size_t raw_len, size_t stored,
+			  unsigned char *hdr)
+{
+	memcpy(hdr, CODEC_MAGIC, 4);
+	hdr[4] = 1;
+	hdr[5] = CODEC_F_LZ4;
+	put_u16(hdr + 6, 0);
+	put_u32(hdr + 8, (uint32_t)raw_len);
+	put_u32(hdr + 12, (uint32_t)stored);
+	put_u64(hdr + 16, XXH3_64bits(raw, raw_len));
+}
+
+static size_t encode_v2(const unsigned char *raw, size_t raw_len,
+			unsigned char *hdr)
+{
+	unsigned char *table = hdr + CODEC_HDR_SIZE;
+	size_t tlen = table_len(raw_len);
+
+	for (size_t i = 0, off = 0; off < raw_len; i++, off += CODEC_SEG_SIZE) {
+		size_t n = raw_len - off < CODEC_SEG_SIZE ? raw_len - off
+							  : CODEC_SEG_SIZE;
+		put_u32(table + 4 * i, seg_sum(raw + off, n, i));
+	}
+	if (raw_len)
+		memcpy(table + tlen, raw, raw_len);
+	memcpy(hdr, CODEC_MAGIC, 4);
+	hdr[4] = 2;
+	hdr[5] = 0;
+	hdr[6] = SEG_SHIFT;
+	hdr[7] = 0;
+	put_u32(hdr + 8, (uint32_t)raw_len);
+	put_u32(hdr + 12, (uint32_t)(tlen + raw_len));
+	put_u64(hdr + 16, header_sum(hdr, table, tlen));
+	return CODEC_HDR_SIZE + tlen + raw_len;
 }
 
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len)
 {
 	unsigned char *hdr = out;
-	unsigned char *payload = hdr + CODEC_HDR_SIZE;
-	size_t stored = raw_len;
-	uint8_t flags = 0;
 
 	if ((!raw && raw_len) || !out || !out_len)
 		return EINVAL;
@@ -78,42 +139,30 @@ int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		return EINVAL;
 
 	if (c == CODEC_LZ4 && raw_len > 1) {
-		/* A capacity of raw_len - 1 makes LZ4 give up (return 0) as
-		 * soon as the result would not save at least one byte. */
-		int n = LZ4_compress_default(raw, (char *)payload, (int)raw_len,
-					     (int)(raw_len - 1));
+		/* A block LZ4 shrinks by less than 1/8 is stored raw: the
+		 * little space saved is not worth making every small read of
+		 * it fetch the whole block. LZ4 gives up (returns 0) as soon
+		 * as the result would not fit the capacity. */
+		size_t save = raw_len / 8 ? raw_len / 8 : 1;
+		int n =
+		    LZ4_compress_default(raw, (char *)hdr + CODEC_HDR_SIZE,
+					 (int)raw_len, (int)(raw_len - save));
 		if (n > 0) {
-			stored = (size_t)n;
-			flags |= CODEC_F_LZ4;
+			encode_v1_lz4(raw, raw_len, (size_t)n, hdr);
+			*out_len = CODEC_HDR_SIZE + (size_t)n;
+			return 0;
 		}
 	}
-	if (!(flags & CODEC_F_LZ4) && raw_len)
-		memcpy(payload, raw, raw_len);
-
-	memcpy(hdr, CODEC_MAGIC, 4);
-	hdr[4] = CODEC_VERSION;
-	hdr[5] = flags;
-	put_u16(hdr + 6, 0);
-	put_u32(hdr + 8, (uint32_t)raw_len);
-	put_u32(hdr + 12, (uint32_t)stored);
-	put_u64(hdr + 16, XXH3_64bits(raw, raw_len));
-	*out_len = CODEC_HDR_SIZE + stored;
+	*out_len = encode_v2(raw, raw_len, hdr);
 	return 0;
 }
 
 /* ---- decode ---- */
 
-/* Check everything the header can tell on its own. */
-static int check_header(const unsigned char *hdr, size_t blk_len,
-			size_t *raw_len, size_t *stored_len)
+/* v1: everything the header can tell without the payload. */
+static int check_v1_fields(const unsigned char *hdr, size_t *raw_len,
+			   size_t *stored_len)
 {
-	if (!hdr || blk_len < CODEC_HDR_SIZE)
-		return CODEC_ECORRUPT;
-	if (memcmp(hdr, CODEC_MAGIC, 4))
-		return CODEC_ECORRUPT;
-	if (hdr[4] != CODEC_VERSION)
-		/* 0 was never written; anything above is from the future. */
-		return hdr[4] > CODEC_VERSION ? CODEC_EVERSION : CODEC_ECORRUPT;
 	uint8_t flags = hdr[5];
 	if (flags & ~CODEC_F_LZ4)
 		return CODEC_ECORRUPT;
@@ -122,8 +171,6 @@ static int check_header(const unsigned char *hdr, size_t blk_len,
 	uint32_t raw = get_u32(hdr + 8), stored = get_u32(hdr + 12);
 	if (raw > CODEC_MAX_RAW)
 		return CODEC_ECORRUPT;
-	if ((size_t)stored != blk_len - CODEC_HDR_SIZE)
-		return CODEC_ECORRUPT; /* truncated or trailing bytes */
 	/* The encoder keeps LZ4 only when it is strictly smaller. */
 	if (flags & CODEC_F_LZ4 ? stored >= raw || stored == 0 : stored != raw)
 		return CODEC_ECORRUPT;
@@ -132,18 +179,82 @@ static int check_header(const unsigned char *hdr, size_t blk_len,
 	return 0;
 }
 
+/* v2: header and table, given the first n bytes of the block. The
+ * checksum is checked before any field is believed, so that a damaged
+ * field reads as corruption and only a sealed one as a newer format. */
+static int check_v2_prefix(const unsigned char *hdr, size_t n, size_t *raw_len)
+{
+	uint32_t raw = get_u32(hdr + 8);
+	if (raw > CODEC_MAX_RAW)
+		return CODEC_ECORRUPT;
+	size_t tlen = table_len(raw);
+	if (n < CODEC_HDR_SIZE + tlen)
+		return CODEC_ECORRUPT;
+	if (get_u64(hdr + 16) != header_sum(hdr, hdr + CODEC_HDR_SIZE, tlen))
+		return CODEC_ECORRUPT;
+	if (hdr[5] != 0 || hdr[6] != SEG_SHIFT || hdr[7] != 0)
+		return CODEC_EVERSION; /* flags or segments we do not know */
+	if (get_u32(hdr + 12) != tlen + raw)
+		return CODEC_ECORRUPT;
+	*raw_len = raw;
+	return 0;
+}
+
+/* Magic and version; *version is 1 or 2 on success. */
+static int check_magic(const unsigned char *hdr, size_t n, int *version)
+{
+	if (!hdr || n < CODEC_HDR_SIZE)
+		return CODEC_ECORRUPT;
+	if (memcmp(hdr, CODEC_MAGIC, 4))
+		return CODEC_ECORRUPT;
+	if (hdr[4] == 0)
+		return CODEC_ECORRUPT; /* never written */
+	if (hdr[4] > CODEC_VERSION)
+		return CODEC_EVERSION;
+	*version = hdr[4];
+	return 0;
+}
+
+/* Check everything of a whole block but its payload checksums. */
+static int check_header(const unsigned char *hdr, size_t blk_len, int *version,
+			size_t *raw_len, size_t *stored_len)
+{
+	int err = check_magic(hdr, blk_len, version);
+
+	if (err)
+		return err;
+	if (*version == 1)
+		err = check_v1_fields(hdr, raw_len, stored_len);
+	else
+		err = check_v2_prefix(hdr, blk_len, raw_len);
+	if (err)
+		return err;
+	if (*version == 2)
+		*stored_len = get_u32(hdr + 12);
+	if ((size_t)*stored_len != blk_len - CODEC_HDR_SIZE)
+		return CODEC_ECORRUPT; /* truncated or trailing bytes */
+	return 0;
+}
+
 int codec_frame_len(const void *hdr, size_t avail, size_t *len)
 {
 	const unsigned char *h = hdr;
+	size_t raw, stored;
+	int version;
+	int err = check_magic(h, avail, &version);
 
-	if (!h || avail < CODEC_HDR_SIZE)
-		return CODEC_ECORRUPT;
-	size_t stored = get_u32(h + 12);
-	/* the whole header is checked against this very length */
-	int err = check_header(h, CODEC_HDR_SIZE + stored, &(size_t){0},
-			       &(size_t){0});
 	if (err)
 		return err;
+	if (version == 1) {
+		err = check_v1_fields(h, &raw, &stored);
+		if (err)
+			return err;
+	} else {
+		raw = get_u32(h + 8);
+		stored = get_u32(h + 12);
+		if (raw > CODEC_MAX_RAW || stored != table_len(raw) + raw)
+			return CODEC_ECORRUPT;
+	}
 	*len = CODEC_HDR_SIZE + stored;
 	return 0;
 }
@@ -151,7 +262,8 @@ int codec_frame_len(const void *hdr, size_t avail, size_t *len)
 int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len)
 {
 	size_t raw, stored;
-	int err = check_header(blk, blk_len, &raw, &stored);
+	int version;
+	int err = check_header(blk, blk_len, &version, &raw, &stored);
 
 	if (err)
 		return err;
@@ -160,19 +272,26 @@ int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len)
 	return 0;
 }
 
-int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
-		 size_t *raw_len)
+/* The segments in raw[0..len), the first being segment number first,
+ * against the table. */
+static int check_segments(const unsigned char *table, const unsigned char *raw,
+			  size_t first, size_t len)
 {
-	const unsigned char *hdr = blk;
-	const unsigned char *payload = hdr + CODEC_HDR_SIZE;
-	size_t rlen, stored;
-	int err;
+	for (size_t i = 0, off = 0; off < len; i++, off += CODEC_SEG_SIZE) {
+		size_t n =
+		    len - off < CODEC_SEG_SIZE ? len - off : CODEC_SEG_SIZE;
+		if (seg_sum(raw + off, n, first + i) !=
+		    get_u32(table + 4 * (first + i)))
+			return CODEC_ECORRUPT;
+	}
+	return 0;
+}
 
-	err = check_header(hdr, blk_len, &rlen, &stored);
-	if (err)
-		return err;
-	if (!raw && rlen)
-		return EINVAL;
+static int decode_v1(const unsigned char *hdr, size_t rlen, size_t stored,
+		     void *raw, size_t raw_cap)
+{
+	const unsigned char *payload = hdr + CODEC_HDR_SIZE;
+
 	if (rlen > raw_cap) {
 		if (!(hdr[5] & CODEC_F_LZ4) || !raw_cap)
 			return ENOSPC;
@@ -192,19 +311,124 @@ int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
 			return CODEC_ECORRUPT;
 		if (rlen)
 			memcpy(raw, payload, rlen);
-	} else {
-		int n = LZ4_decompress_safe((const char *)payload, raw,
-					    (int)stored, (int)rlen);
-		if (n < 0 || (size_t)n != rlen ||
-		    XXH3_64bits(raw, rlen) != want) {
-			/* No scratch buffer (no allocation): wipe what LZ4
-			 * wrote so garbage cannot be mistaken for data. */
-			memset(raw, 0, rlen);
-			return CODEC_ECORRUPT;
-		}
+		return 0;
 	}
+	int n = LZ4_decompress_safe((const char *)payload, raw, (int)stored,
+				    (int)rlen);
+	if (n < 0 || (size_t)n != rlen || XXH3_64bits(raw, rlen) != want) {
+		/* No scratch buffer (no allocation): wipe what LZ4 wrote so
+		 * garbage cannot be mistaken for data. */
+		memset(raw, 0, rlen);
+		return CODEC_ECORRUPT;
+	}
+	return 0;
+}
+
+int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
+		 size_t *raw_len)
+{
+	const unsigned char *hdr = blk;
+	size_t rlen, stored;
+	int version, err;
+
+	err = check_header(hdr, blk_len, &version, &rlen, &stored);
+	if (err)
+		return err;
+	if (!raw && rlen)
+		return EINVAL;
+	if (version == 1) {
+		err = decode_v1(hdr, rlen, stored, raw, raw_cap);
+	} else if (rlen > raw_cap) {
+		err = ENOSPC; /* the length is sealed by the header checksum */
+	} else {
+		const unsigned char *table = hdr + CODEC_HDR_SIZE;
+		const unsigned char *payload = table + table_len(rlen);
+		err = check_segments(table, payload, 0, rlen);
+		if (!err && rlen)
+			memcpy(raw, payload, rlen);
+	}
+	if (err)
+		return err;
 	if (raw_len)
 		*raw_len = rlen;
+	return 0;
+}
+
+/* ---- ranged reads ---- */
+
+size_t codec_prefix_len(size_t raw_len)
+{
+	if (raw_len > CODEC_MAX_RAW)
+		raw_len = CODEC_MAX_RAW;
+	return CODEC_HDR_SIZE + table_len(raw_len);
+}
+
+int codec_parse(const void *prefix, size_t n, struct codec_layout *l)
+{
+	const unsigned char *hdr = prefix;
+	size_t raw, stored;
+	int version, err;
+
+	if (!l)
+		return EINVAL;
+	err = check_magic(hdr, n, &version);
+	if (err)
+		return err;
+	memset(l, 0, sizeof(*l));
+	if (version == 1) {
+		err = check_v1_fields(hdr, &raw, &stored);
+		if (err)
+			return err;
+		l->raw_len = (uint32_t)raw;
+		return 0;
+	}
+	err = check_v2_prefix(hdr, n, &raw);
+	if (err)
+		return err;
+	l->ranged = 1;
+	l->raw_len = (uint32_t)raw;
+	l->seg_size = CODEC_SEG_SIZE;
+	l->payload_off = (uint32_t)(CODEC_HDR_SIZE + table_len(raw));
+	l->table = hdr + CODEC_HDR_SIZE;
+	return 0;
+}
+
+int codec_range(const struct codec_layout *l, uint32_t raw_off,
+		uint32_t raw_len, uint64_t *off, size_t *len)
+{
+	if (!l || !l->ranged || !off || !len || raw_len == 0 ||
+	    raw_off > l->raw_len || raw_len > l->raw_len - raw_off)
+		return EINVAL;
+	uint64_t first = raw_off / l->seg_size;
+	uint64_t end = ((uint64_t)raw_off + raw_len + l->seg_size - 1) /
+		       l->seg_size * l->seg_size;
+	if (end > l->raw_len)
+		end = l->raw_len;
+	*off = l->payload_off + first * l->seg_size;
+	*len = (size_t)(end - first * l->seg_size);
+	return 0;
+}
+
+int codec_range_copy(const struct codec_layout *l, uint32_t raw_off,
+		     uint32_t raw_len, const void *got, size_t n, void *dst)
+{
+	uint64_t off;
+	size_t want;
+	int err = codec_range(l, raw_off, raw_len, &off, &want);
+
+	if (err)
+		return err;
+	if (n != want)
+		return CODEC_ECORRUPT; /* short: the object is truncated */
+	if (!got || !dst)
+		return EINVAL;
+	size_t first = raw_off / l->seg_size;
+	err = check_segments(l->table, got, first, n);
+	if (err)
+		return err;
+	memcpy(dst,
+	       (const unsigned char *)got + (raw_off - first * l->seg_size),
+	       raw_len);
 	return 0;
 }
 

@@ -2113,7 +2113,13 @@ int fs_mount(const struct fs_opts *o,
 					 gr_strerror(err));
 			goto close_pool;
 		}
-		wpool_set_packer(fs->pool, fs->packer, o->pack_max);
+		/* a packed slice is one frame, smaller than a pack */
+		uint32_t pmax = o->pack_max;
+		if (pmax > fs->vol.block_size)
+			pmax = fs->vol.block_size;
+		if (pmax > po.pack_size / 2)
+			pmax = po.pack_size / 2;
+		wpool_set_packer(fs->pool, fs->packer, pmax);
 		fs->writeback = wb;
 	}
 	fs->root = META_ROOT_INO;

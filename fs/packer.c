@@ -881,7 +881,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 		return 0;
 	fr = calloc(n, sizeof(*fr));
 	mine = calloc(n, sizeof(*mine));
-	full = calloc(n, sizeof(*full));
+	full = calloc(n + 1, sizeof(*full)); /* an item may seal two */
 	if (!fr || !mine || !full) {
 		err = ENOMEM;
 		goto free_arrays;

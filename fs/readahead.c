@@ -13,6 +13,12 @@
  * stream. */
 #define RA_TOLERANCE (128u << 10)
 
+/* A run must have read this much before anything is fetched ahead: shuffled
+ * small reads that happen to land near each other (or a file's header read
+ * on its own) are no stream, and 16 of them in a row never happen by
+ * chance. A buffered stream gets past it with the kernel's second request. */
+#define RA_MIN_RUN (64u << 10)
+
 void readahead_init(struct readahead *ra)
 {
 	memset(ra, 0, sizeof(*ra));
@@ -46,17 +52,21 @@ void readahead_update(struct readahead *ra, uint64_t off, size_t len,
 		ra->seq = 0;
 		ra->issued = 0;
 		ra->next = end;
+		ra->run = len;
 		return;
 	}
 	/* A straggler from behind keeps the stream alive but neither grows
 	 * the window nor moves next back; re-reading one spot is no stream. */
 	if (end > ra->next) {
-		ra->seq++;
-		if (ra->seq == 1)
-			ra->window = min_u64(2 * (uint64_t)bs, max);
-		else
-			ra->window = min_u64(ra->window * 2, max);
 		ra->next = end;
+		ra->run += len;
+		if (ra->run >= RA_MIN_RUN) {
+			ra->seq++;
+			if (ra->seq == 1)
+				ra->window = min_u64(2 * (uint64_t)bs, max);
+			else
+				ra->window = min_u64(ra->window * 2, max);
+		}
 	}
 	if (ra->window == 0)
 		return;

@@ -1,9 +1,10 @@
 /*
  * readahead.h - the access-pattern detector of one open file: how far ahead
- * of a read the client should fetch. A run of sequential reads doubles the
- * window (from two blocks' worth up to a maximum); a read that jumps
- * elsewhere drops it to zero, so random small reads fetch only what they
- * ask for. Pure state, no locking: the caller serializes calls per file.
+ * of a read the client should fetch. A run of sequential reads, once it has
+ * read 64 KiB, doubles the window (from two blocks' worth up to a maximum);
+ * a read that jumps elsewhere drops it to zero, so random small reads fetch
+ * only what they ask for. Pure state, no locking: the caller serializes
+ * calls per file.
  */
 #ifndef GRANARY_READAHEAD_H
 #define GRANARY_READAHEAD_H
@@ -16,6 +17,7 @@ struct readahead {
 	uint64_t window;    /* bytes ahead to keep fetched; 0 = none */
 	uint64_t issued;    /* prefetch already asked for up to here */
 	unsigned seq;       /* consecutive sequential reads seen */
+	uint64_t run;       /* bytes read by the current run */
 };
 
 void readahead_init(struct readahead *ra);

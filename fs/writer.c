@@ -578,7 +578,8 @@ int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len)
 		memcpy(b->data + boff, src, take);
 		b->len = boff + (uint32_t)take;
 		s->size += (uint32_t)take;
-		if (w->holding && w->nslices == 1 && s->size > w->p->pack_max)
+		if (w->holding && w->nslices == 1 &&
+		    (s->size > w->p->pack_max || b->len == bs))
 			hold(w, 0); /* a big file: nothing for the packer */
 		if (b->len == bs) {
 			s->cur = NULL;

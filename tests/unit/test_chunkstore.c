@@ -1,8 +1,10 @@
 /*
  * test_chunkstore.c - blocks of slices in a mem:// store: ranges across
  * block boundaries, compression, the memory cache (hits, bound), single
- * flight of concurrent misses, corrupt and missing blocks, delete, and
- * background prefetch (no double fetch, bounded queue, clean close).
+ * flight of concurrent misses, corrupt and missing blocks, delete,
+ * background prefetch (no double fetch, bounded queue, clean close), and
+ * ranged reads (bytes fetched for small reads, the table cache, when a
+ * block is read whole after all, corrupt segments, random read-back).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -15,15 +17,20 @@
 
 #include "../../fs/chunkstore.h"
 
-#define BS (64u << 10)
+#define BS    (64u << 10)
+#define WHOLE (BS / 4) /* the smallest read that fetches a block whole */
 
 /* ---- a store wrapper that counts gets and can slow them down ---- */
 
 struct slow_store {
 	struct objstore base; /* first */
 	struct objstore *inner;
-	int gets;     /* __atomic */
-	int delay_us; /* per get */
+	int gets;	   /* __atomic */
+	int delay_us;	   /* per get */
+	const char *alias; /* set: every get reads this key instead */
+	/* >= 0: gets see this byte of every object flipped, like a bad
+	 * local copy, until the next evict */
+	long bad_at;
 };
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
@@ -34,7 +41,21 @@ static int slow_get(struct objstore *s, const char *key, uint64_t off,
 	__atomic_fetch_add(&w->gets, 1, __ATOMIC_RELAXED);
 	if (w->delay_us)
 		usleep((useconds_t)w->delay_us);
-	return objstore_get(w->inner, key, off, len, data, got);
+	int err = objstore_get(w->inner, w->alias ? w->alias : key, off, len,
+			       data, got);
+	long at = __atomic_load_n(&w->bad_at, __ATOMIC_RELAXED);
+	if (!err && at >= 0 && (uint64_t)at >= off && (uint64_t)at < off + *got)
+		((unsigned char *)*data)[at - (long)off] ^= 0x40;
+	return err;
+}
+
+static int slow_evict(struct objstore *s, const char *key)
+{
+	struct slow_store *w = (struct slow_store *)s;
+	(void)key;
+	return __atomic_exchange_n(&w->bad_at, -1, __ATOMIC_RELAXED) >= 0
+		   ? 0
+		   : ENOENT;
 }
 
 static int slow_put(struct objstore *s, const char *key, const void *data,
@@ -71,6 +92,7 @@ static const struct objstore_ops slow_ops = {
     .del = slow_del,
     .head = slow_head,
     .list = slow_list,
+    .evict = slow_evict,
     .close = slow_close,
 };
 
@@ -80,9 +102,10 @@ static struct objstore *mem;
 static struct slow_store slow;
 static struct chunkstore *cs;
 
-static void setup_cs_pf(enum codec_compress c, size_t cache, int threads)
+static void setup_cs_bs(enum codec_compress c, size_t cache, int threads,
+			uint32_t bs)
 {
-	struct chunkstore_opts o = {.block_size = BS,
+	struct chunkstore_opts o = {.block_size = bs,
 				    .compress = c,
 				    .mem_cache_bytes = cache,
 				    .prefetch_threads = threads};
@@ -91,7 +114,13 @@ static void setup_cs_pf(enum codec_compress c, size_t cache, int threads)
 	memset(&slow, 0, sizeof(slow));
 	slow.base.ops = &slow_ops;
 	slow.inner = mem;
+	slow.bad_at = -1;
 	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
+}
+
+static void setup_cs_pf(enum codec_compress c, size_t cache, int threads)
+{
+	setup_cs_bs(c, cache, threads, BS);
 }
 
 static void setup_cs(enum codec_compress c, size_t cache)
@@ -122,10 +151,13 @@ static void fill_random(unsigned char *p, size_t n, uint64_t seed)
 /* Store a slice of size bytes as blocks, the way the writer does. */
 static void put_slice(uint64_t id, const unsigned char *data, uint32_t size)
 {
-	for (uint32_t i = 0; (uint64_t)i * BS < size; i++) {
-		uint32_t len = size - i * BS < BS ? size - i * BS : BS;
+	const uint32_t bs = chunkstore_block_size(cs);
+
+	for (uint32_t i = 0; (uint64_t)i * bs < size; i++) {
+		uint32_t len = size - i * bs < bs ? size - i * bs : bs;
 		cr_assert_eq(
-		    chunkstore_put_block(cs, id, i, data + i * BS, len), 0);
+		    chunkstore_put_block(cs, id, i, data + (size_t)i * bs, len),
+		    0);
 	}
 }
 
@@ -220,13 +252,14 @@ Test(chunkstore, ranges_lz4_compressible)
 
 Test(chunkstore, cache_hits)
 {
-	unsigned char data[BS], buf[100];
+	unsigned char data[BS], buf[WHOLE];
 
 	setup_cs(CODEC_LZ4, 4 * BS);
 	fill_random(data, BS, 1);
 	put_slice(1, data, BS);
 
-	cr_assert_eq(chunkstore_read(cs, 1, BS, 10, 100, buf), 0);
+	/* a large read caches the block; a small one then uses it */
+	cr_assert_eq(chunkstore_read(cs, 1, BS, 10, WHOLE, buf), 0);
 	cr_assert_eq(stats().gets, 1);
 	cr_assert_eq(stats().cache_misses, 1);
 	cr_assert_eq(chunkstore_read(cs, 1, BS, 500, 100, buf), 0);
@@ -240,19 +273,20 @@ Test(chunkstore, cache_hits)
 Test(chunkstore, cache_bound)
 {
 	const uint32_t size = 4 * BS;
-	unsigned char *data = malloc(size), buf[10];
+	unsigned char *data = malloc(size), buf[WHOLE];
 
 	setup_cs(CODEC_NONE, 2 * BS); /* room for two blocks */
 	fill_random(data, size, 2);
 	put_slice(2, data, size);
 	for (uint32_t i = 0; i < 4; i++)
-		cr_assert_eq(chunkstore_read(cs, 2, size, i * BS, 10, buf), 0);
+		cr_assert_eq(chunkstore_read(cs, 2, size, i * BS, WHOLE, buf),
+			     0);
 	cr_assert_eq(stats().gets, 4);
 	/* The two newest are cached, the two oldest were evicted. */
 	cr_assert_eq(chunkstore_read(cs, 2, size, 3 * BS, 10, buf), 0);
 	cr_assert_eq(chunkstore_read(cs, 2, size, 2 * BS, 10, buf), 0);
 	cr_assert_eq(stats().gets, 4);
-	cr_assert_eq(chunkstore_read(cs, 2, size, 0, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 2, size, 0, WHOLE, buf), 0);
 	cr_assert_eq(memcmp(buf, data, 10), 0);
 	cr_assert_eq(stats().gets, 5, "evicted block was not fetched again");
 	free(data);
@@ -261,13 +295,13 @@ Test(chunkstore, cache_bound)
 
 Test(chunkstore, no_cache)
 {
-	unsigned char data[BS], buf[10];
+	unsigned char data[BS], buf[WHOLE];
 
 	setup_cs(CODEC_NONE, 0);
 	fill_random(data, BS, 3);
 	put_slice(3, data, BS);
-	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, 10, buf), 0);
-	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, WHOLE, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 3, BS, 0, WHOLE, buf), 0);
 	cr_assert_eq(memcmp(buf, data, 10), 0);
 	cr_assert_eq(stats().gets, 2);
 	teardown_cs();
@@ -361,10 +395,11 @@ static void corrupt_block(enum codec_compress c, size_t at)
 	put_slice(5, data, BS);
 	flip_stored_bit(5, 0, BS, at, &orig, &orig_len);
 
-	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, 100, buf), EIO);
+	/* whole-block reads: see ranged_corrupt_segment for small ones */
+	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, BS, buf), EIO);
 	cr_assert_eq(stats().corrupt, 1);
 	/* Not cached: the next read goes to the store and fails again. */
-	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, 100, buf), EIO);
+	cr_assert_eq(chunkstore_read(cs, 5, BS, 0, BS, buf), EIO);
 	cr_assert_eq(stats().corrupt, 2);
 	cr_assert_eq(stats().gets, 2);
 
@@ -393,7 +428,7 @@ Test(chunkstore, corrupt_header)
 
 Test(chunkstore, truncated_block)
 {
-	unsigned char data[BS], buf[10];
+	unsigned char data[BS], buf[BS];
 	char key[96];
 	void *d;
 	size_t n;
@@ -405,8 +440,15 @@ Test(chunkstore, truncated_block)
 	cr_assert_eq(objstore_get(mem, key, 0, 0, &d, &n), 0);
 	cr_assert_eq(objstore_put(mem, key, d, n - 1), 0);
 	free(d);
-	cr_assert_eq(chunkstore_read(cs, 6, BS, 0, 10, buf), EIO);
+	cr_assert_eq(chunkstore_read(cs, 6, BS, 0, BS, buf), EIO);
 	cr_assert_eq(stats().corrupt, 1);
+	/* a small read of the cut segment fails too; the segments before
+	 * it are intact and checked one by one, so they still read */
+	cr_assert_eq(chunkstore_read(cs, 6, BS, BS - 10, 10, buf), EIO);
+	cr_assert_eq(stats().corrupt, 2);
+	cr_assert_eq(chunkstore_read(cs, 6, BS, 100, 10, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 100, 10), 0);
+	cr_assert_eq(stats().ranged_reads, 1);
 	teardown_cs();
 }
 
@@ -549,12 +591,12 @@ Test(chunkstore, prefetch_races_reads)
 Test(chunkstore, prefetch_skips_cached_and_queued)
 {
 	const uint32_t size = 4 * BS + 100;
-	unsigned char *data = malloc(size), buf[10];
+	unsigned char *data = malloc(size), buf[WHOLE];
 
 	setup_cs_pf(CODEC_NONE, 16 * BS, 1);
 	fill_random(data, size, 12);
 	put_slice(12, data, size);
-	cr_assert_eq(chunkstore_read(cs, 12, size, BS + 5, 10, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 12, size, BS + 5, WHOLE, buf), 0);
 	slow.delay_us = 20 * 1000;
 	/* Block 1 is cached; the same range twice queues each block once;
 	 * a range past the slice is clipped. */
@@ -724,6 +766,440 @@ Test(chunkstore, prefetch_random_integrity)
 	cr_assert_eq(m.bad, 0, "%d reads failed or differed (seed %llu)", m.bad,
 		     (unsigned long long)seed);
 	cr_assert_gt(stats().prefetched, 0);
+	teardown_cs();
+	for (int i = 0; i < PF_SLICES; i++)
+		free(m.data[i]);
+}
+
+/* ---- ranged reads ---- */
+
+#define BIG   (1u << 20) /* block size of the ranged tests */
+#define PAGE  4096u
+#define TABLE (CODEC_HDR_SIZE + 4 * (BIG / CODEC_SEG_SIZE)) /* per block */
+
+static uint64_t seed_of(const char *test, uint64_t dflt)
+{
+	const char *env = getenv("GRANARY_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 0) : dflt;
+
+	fprintf(stderr, "%s: seed %llu (set GRANARY_SEED to change)\n", test,
+		(unsigned long long)seed);
+	return seed;
+}
+
+/* Forget what the chunk store keeps about block 0 of slice id (the memory
+ * cache entry and the table): putting it again does. */
+static void table_forget(uint64_t id, const unsigned char *data)
+{
+	cr_assert_eq(chunkstore_put_block(cs, id, 0, data, BIG), 0);
+}
+
+static uint64_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Bytes the store handed out, counted by its own wrapper. */
+static uint64_t store_bytes(void)
+{
+	struct objstore_stats st;
+	objstore_get_stats(&slow.base, &st);
+	return st.get_bytes;
+}
+
+Test(chunkstore, ranged_random_small_reads_fetch_twice_at_most)
+{
+	const uint32_t nblk = 8, size = nblk * BIG, reads = 400;
+	unsigned char *data = malloc(size), buf[2 * PAGE];
+	uint64_t x = seed_of("ranged_random_small_reads", 20240701) | 1;
+	uint64_t asked = 0;
+
+	setup_cs_bs(CODEC_LZ4, 64 * BIG, 0, BIG); /* incompressible: v2 */
+	fill_random(data, size, 21);
+	put_slice(21, data, size);
+	for (uint32_t i = 0; i < reads; i++) {
+		/* half page aligned, half anywhere; inside one block */
+		uint32_t off = (uint32_t)(rnd(&x) % nblk) * BIG +
+			       (uint32_t)(rnd(&x) % (BIG - PAGE));
+		if (i % 2)
+			off &= ~(PAGE - 1);
+		cr_assert_eq(chunkstore_read(cs, 21, size, off, PAGE, buf), 0);
+		cr_assert_eq(memcmp(buf, data + off, PAGE), 0, "read at %u",
+			     off);
+		asked += PAGE;
+	}
+	struct chunkstore_stats st = stats();
+	cr_assert_eq(st.get_bytes, store_bytes());
+	cr_assert_leq(st.get_bytes, 2 * asked + nblk * TABLE,
+		      "%llu bytes fetched for %llu read",
+		      (unsigned long long)st.get_bytes,
+		      (unsigned long long)asked);
+	cr_assert_eq(st.ranged_reads, reads, "a read fetched a whole block");
+	/* one table per block, then one GET per read */
+	cr_assert_eq(st.gets, reads + nblk);
+	cr_assert_eq(st.cache_misses, 0);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_table_is_fetched_once)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 22);
+	put_slice(22, data, BIG);
+	cr_assert_eq(chunkstore_read(cs, 22, BIG, 5 * PAGE, PAGE, buf), 0);
+	cr_assert_eq(stats().gets, 2);
+	cr_assert_eq(stats().get_bytes, TABLE + PAGE);
+	cr_assert_eq(chunkstore_read(cs, 22, BIG, 100 * PAGE + 1, 10, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 100 * PAGE + 1, 10), 0);
+	cr_assert_eq(stats().gets, 3, "the table was fetched again");
+	cr_assert_eq(stats().get_bytes, TABLE + 2 * PAGE);
+	/* a piece across a segment boundary: both segments */
+	cr_assert_eq(chunkstore_read(cs, 22, BIG, 7 * PAGE - 3, 6, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 7 * PAGE - 3, 6), 0);
+	cr_assert_eq(stats().get_bytes, TABLE + 4 * PAGE);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_short_last_block)
+{
+	const uint32_t size = BIG + 300 * 1000 + 7; /* last block 300007 B */
+	unsigned char *data = malloc(size), buf[PAGE];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, size, 23);
+	put_slice(23, data, size);
+	for (uint32_t back = 1; back < 3 * PAGE; back += 1111) {
+		uint32_t n = back < PAGE ? back : PAGE;
+		cr_assert_eq(chunkstore_read(cs, 23, size, size - back, n, buf),
+			     0);
+		cr_assert_eq(memcmp(buf, data + size - back, n), 0);
+	}
+	cr_assert_eq(stats().cache_misses, 0);
+	cr_assert_gt(stats().ranged_reads, 0);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_not_for_large_reads_cached_or_small_blocks)
+{
+	const uint32_t size = 2 * BIG + 60000; /* last block under 64 KiB */
+	unsigned char *data = malloc(size), *buf = malloc(BIG);
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, size, 24);
+	put_slice(24, data, size);
+	/* a quarter of the block: whole, cached */
+	cr_assert_eq(chunkstore_read(cs, 24, size, 10, BIG / 4, buf), 0);
+	cr_assert_eq(stats().gets, 1);
+	cr_assert_eq(stats().cache_misses, 1);
+	/* just under a quarter of the other block: ranged */
+	cr_assert_eq(chunkstore_read(cs, 24, size, BIG, BIG / 4 - 1, buf), 0);
+	cr_assert_eq(memcmp(buf, data + BIG, BIG / 4 - 1), 0);
+	cr_assert_eq(stats().ranged_reads, 1);
+	cr_assert_lt(stats().get_bytes, BIG + TABLE + BIG / 4 + PAGE);
+	/* a small read of the cached block: a hit, no GET */
+	uint64_t gets = stats().gets;
+	cr_assert_eq(chunkstore_read(cs, 24, size, BIG / 2, 100, buf), 0);
+	cr_assert_eq(memcmp(buf, data + BIG / 2, 100), 0);
+	cr_assert_eq(stats().gets, gets);
+	cr_assert_eq(stats().cache_hits, 1);
+	/* the short last block is fetched whole */
+	cr_assert_eq(chunkstore_read(cs, 24, size, 2 * BIG + 5, 10, buf), 0);
+	cr_assert_eq(stats().gets, gets + 1);
+	cr_assert_eq(stats().cache_misses, 2);
+	cr_assert_eq(stats().ranged_reads, 1);
+	free(buf);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_compressed_block_is_read_whole)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+
+	setup_cs_bs(CODEC_LZ4, 64 * BIG, 0, BIG);
+	memset(data, 'c', BIG);
+	fill_random(data, BIG / 4, 25); /* compresses well: v1 */
+	put_slice(25, data, BIG);
+	cr_assert_lt(stats().put_bytes, BIG * 7 / 8);
+	cr_assert_eq(chunkstore_read(cs, 25, BIG, 3 * PAGE, PAGE, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 3 * PAGE, PAGE), 0);
+	/* its prefix says v1, then the whole block */
+	cr_assert_eq(stats().gets, 2);
+	cr_assert_eq(stats().ranged_reads, 0);
+	cr_assert_eq(chunkstore_read(cs, 25, BIG, 9 * PAGE, PAGE, buf), 0);
+	cr_assert_eq(stats().gets, 2, "cached block fetched again");
+	free(data);
+	teardown_cs();
+
+	/* with no memory cache, the verdict is kept: one GET per read */
+	data = malloc(BIG);
+	setup_cs_bs(CODEC_LZ4, 0, 0, BIG);
+	memset(data, 'c', BIG);
+	put_slice(26, data, BIG);
+	cr_assert_eq(chunkstore_read(cs, 26, BIG, 0, PAGE, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 26, BIG, PAGE * 7, PAGE, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 26, BIG, PAGE * 2, PAGE, buf), 0);
+	cr_assert_eq(memcmp(buf, data, PAGE), 0);
+	cr_assert_eq(stats().gets, 4);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_stream_in_a_block_is_read_whole)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 27);
+	put_slice(27, data, BIG);
+	/* small sequential reads (O_DIRECT-like): the third goes whole */
+	for (uint32_t i = 0; i < 8; i++) {
+		cr_assert_eq(chunkstore_read(cs, 27, BIG, 40 * PAGE + i * PAGE,
+					     PAGE, buf),
+			     0);
+		cr_assert_eq(memcmp(buf, data + 40 * PAGE + i * PAGE, PAGE), 0);
+	}
+	cr_assert_eq(stats().ranged_reads, 2);
+	cr_assert_eq(stats().cache_misses, 1);
+	cr_assert_eq(stats().cache_hits, 5);
+	cr_assert_eq(stats().gets, 4); /* table, 2 ranged, 1 whole */
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_hot_block_is_bought)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 28);
+	put_slice(28, data, BIG);
+	/* the same page again and again (no page cache in front of us) */
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(chunkstore_read(cs, 28, BIG, 77 * PAGE, PAGE, buf),
+			     0);
+		cr_assert_eq(memcmp(buf, data + 77 * PAGE, PAGE), 0);
+	}
+	struct chunkstore_stats st = stats();
+	cr_assert_eq(st.cache_misses, 1, "the hot block was never cached");
+	cr_assert_eq(st.ranged_reads, BIG / PAGE);
+	/* ski rental: at most twice the price of reading it whole once */
+	cr_assert_leq(st.get_bytes, 2 * (uint64_t)codec_bound(BIG) + TABLE);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_corrupt_segment_then_repaired)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+	void *orig;
+	size_t orig_len;
+	char key[96];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 29);
+	put_slice(29, data, BIG);
+	/* table cached by a good read */
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 0, PAGE, buf), 0);
+	/* damage raw byte 10 * PAGE + 5 in the store */
+	flip_stored_bit(29, 0, BIG, TABLE + 10 * PAGE + 5, &orig, &orig_len);
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 10 * PAGE, 100, buf), EIO);
+	/* the kept table might have been the bad copy: asked again once */
+	cr_assert_eq(stats().corrupt, 2);
+	cr_assert_eq(stats().gets, 2 + 3);
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 10 * PAGE + 4000, 10, buf),
+		     EIO);
+	/* the other segments are fine */
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 11 * PAGE, PAGE, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 11 * PAGE, PAGE), 0);
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 9 * PAGE, PAGE, buf), 0);
+
+	/* repaired in the store: the same read succeeds */
+	chunkstore_key(29, 0, BIG, key, sizeof(key));
+	cr_assert_eq(objstore_put(mem, key, orig, orig_len), 0);
+	uint64_t bad = stats().corrupt;
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 10 * PAGE, 100, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 10 * PAGE, 100), 0);
+	/* and a whole read sees the repaired block too */
+	unsigned char *all = malloc(BIG);
+	cr_assert_eq(chunkstore_read(cs, 29, BIG, 0, BIG, all), 0);
+	cr_assert_eq(memcmp(all, data, BIG), 0);
+	cr_assert_eq(stats().corrupt, bad);
+	free(all);
+	free(orig);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_corrupt_header_is_eio)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+	void *orig;
+	size_t orig_len;
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 30);
+	put_slice(30, data, BIG);
+	for (size_t at = 0; at < TABLE; at += 97) {
+		flip_stored_bit(30, 0, BIG, at, &orig, &orig_len);
+		cr_assert_eq(chunkstore_read(cs, 30, BIG, 3 * PAGE, 10, buf),
+			     EIO, "flip at %zu", at);
+		char key[96];
+		chunkstore_key(30, 0, BIG, key, sizeof(key));
+		cr_assert_eq(objstore_put(mem, key, orig, orig_len), 0);
+		free(orig);
+		cr_assert_eq(chunkstore_read(cs, 30, BIG, 3 * PAGE, 10, buf),
+			     0);
+		cr_assert_eq(memcmp(buf, data + 3 * PAGE, 10), 0);
+		table_forget(30, data);
+	}
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_bad_local_copy_is_refetched)
+{
+	unsigned char *data = malloc(BIG), buf[PAGE];
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 31);
+	put_slice(31, data, BIG);
+	/* a cache below us serves a bad copy until evicted */
+	slow.bad_at = TABLE + 20 * PAGE + 9;
+	cr_assert_eq(chunkstore_read(cs, 31, BIG, 20 * PAGE, PAGE, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 20 * PAGE, PAGE), 0);
+	cr_assert_eq(stats().corrupt, 1);
+	cr_assert_eq(slow.bad_at, -1, "not evicted");
+	/* the same with a bad table */
+	table_forget(31, data);
+	slow.bad_at = 30;
+	cr_assert_eq(chunkstore_read(cs, 31, BIG, 50 * PAGE, 9, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 50 * PAGE, 9), 0);
+	cr_assert_eq(stats().corrupt, 2);
+	free(data);
+	teardown_cs();
+}
+
+Test(chunkstore, ranged_table_cache_is_bounded)
+{
+	const uint32_t n = 3000; /* tables of 64 KiB blocks, > 256 KiB */
+	unsigned char data[BS], buf[16];
+	char key[96];
+
+	setup_cs(CODEC_NONE, 0); /* no memory cache: the smallest table cache */
+	fill_random(data, BS, 32);
+	put_slice(32, data, BS);
+	chunkstore_key(32, 0, BS, key, sizeof(key));
+	slow.alias = key; /* every block id reads that one object */
+	for (uint32_t id = 1000; id < 1000 + n; id++)
+		cr_assert_eq(chunkstore_read(cs, id, BS, 100, 16, buf), 0);
+	cr_assert_eq(stats().gets, 2 * n);
+	/* the newest table is kept, the oldest was evicted */
+	cr_assert_eq(chunkstore_read(cs, 1000 + n - 1, BS, 200, 16, buf), 0);
+	cr_assert_eq(stats().gets, 2 * n + 1);
+	cr_assert_eq(chunkstore_read(cs, 1000, BS, 200, 16, buf), 0);
+	cr_assert_eq(memcmp(buf, data + 200, 16), 0);
+	cr_assert_eq(stats().gets, 2 * n + 3);
+	teardown_cs();
+}
+
+/* Readers of random ranges, small and large, over compressible and
+ * incompressible slices of 1 MiB blocks, with prefetches and a memory
+ * cache of a few blocks: every byte matches the shadow copy. */
+struct rr_mix {
+	unsigned char *data[PF_SLICES];
+	uint32_t size[PF_SLICES];
+	int bad; /* __atomic */
+};
+
+struct rr_thread {
+	struct rr_mix *m;
+	uint64_t seed;
+};
+
+static void *rr_mixer(void *arg)
+{
+	struct rr_mix *m = ((struct rr_thread *)arg)->m;
+	uint64_t x = ((struct rr_thread *)arg)->seed | 1;
+	unsigned char *buf = malloc(2 * BIG);
+
+	for (int i = 0; i < 400 && buf; i++) {
+		int sl = (int)(rnd(&x) % PF_SLICES);
+		uint32_t size = m->size[sl];
+		uint32_t off = (uint32_t)(rnd(&x) % size), len;
+		switch (rnd(&x) % 8) {
+		case 0:
+			len = (uint32_t)(rnd(&x) % (2 * BIG)); /* large */
+			break;
+		case 1:
+			len = (uint32_t)(rnd(&x) % (BIG / 4)); /* medium */
+			break;
+		case 2: /* a short sequential run */
+			len = PAGE;
+			for (int k = 0; k < 4 && off + len <= size; k++) {
+				if (chunkstore_read(cs, 200 + sl, size, off,
+						    len, buf) ||
+				    memcmp(buf, m->data[sl] + off, len))
+					__atomic_fetch_add(&m->bad, 1,
+							   __ATOMIC_RELAXED);
+				off += len;
+			}
+			continue;
+		case 3:
+			chunkstore_prefetch(cs, 200 + sl, size, off, BIG);
+			continue;
+		default:
+			len = (uint32_t)(rnd(&x) % (3 * PAGE)) + 1; /* small */
+		}
+		if (len > size - off)
+			len = size - off;
+		if (chunkstore_read(cs, 200 + sl, size, off, len, buf) ||
+		    memcmp(buf, m->data[sl] + off, len))
+			__atomic_fetch_add(&m->bad, 1, __ATOMIC_RELAXED);
+	}
+	free(buf);
+	return NULL;
+}
+
+Test(chunkstore, ranged_random_integrity)
+{
+	struct rr_mix m = {.bad = 0};
+	uint64_t seed = seed_of("ranged_random_integrity", 20240702);
+	pthread_t t[PF_READERS];
+	struct rr_thread ta[PF_READERS];
+
+	setup_cs_bs(CODEC_LZ4, 3 * BIG, 2, BIG);
+	for (int i = 0; i < PF_SLICES; i++) {
+		m.size[i] = (uint32_t)(2 * BIG + (seed >> i) % (3 * BIG) + 1);
+		m.data[i] = malloc(m.size[i]);
+		cr_assert(m.data[i]);
+		fill_random(m.data[i], m.size[i], seed + (uint64_t)i);
+		if (i % 2) /* compressible: v1 blocks, read whole */
+			memset(m.data[i], 'q', m.size[i] * 2 / 5);
+		put_slice(200 + (uint64_t)i, m.data[i], m.size[i]);
+	}
+	slow.delay_us = 100;
+	for (int i = 0; i < PF_READERS; i++) {
+		ta[i].m = &m;
+		ta[i].seed = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+		cr_assert_eq(pthread_create(&t[i], NULL, rr_mixer, &ta[i]), 0);
+	}
+	for (int i = 0; i < PF_READERS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(m.bad, 0, "%d reads failed or differed (seed %llu)", m.bad,
+		     (unsigned long long)seed);
+	struct chunkstore_stats st = stats();
+	cr_assert_gt(st.ranged_reads, 0);
+	cr_assert_gt(st.cache_hits, 0);
+	cr_assert_eq(st.corrupt, 0);
 	teardown_cs();
 	for (int i = 0; i < PF_SLICES; i++)
 		free(m.data[i]);

@@ -205,9 +205,34 @@ Test(readahead, rereading_one_spot_does_not_grow)
 	readahead_init(&ra);
 	for (int i = 0; i < 50; i++)
 		read_at(&ra, &t, 0, 4 * KiB);
-	/* The first read looked like the start of a stream: one block ahead
-	 * was asked for, and no more however often the spot is re-read. */
-	cr_assert_eq(ra.window, 2 * BS);
-	cr_assert_eq(t.bytes, BS, "a re-read header fetched %llu bytes ahead",
+	/* A small read at 0 may start a stream, but it is no stream yet:
+	 * nothing is asked for ahead, however often the spot is re-read. */
+	cr_assert_eq(ra.window, 0);
+	cr_assert_eq(t.bytes, 0, "a re-read header fetched %llu bytes ahead",
 		     (unsigned long long)t.bytes);
+	/* Reading on from it is: 64 KiB in, the window opens. */
+	for (uint64_t off = 4 * KiB; off < 64 * KiB; off += 4 * KiB) {
+		read_at(&ra, &t, off, 4 * KiB);
+		cr_assert_eq(ra.window, off + 4 * KiB < 64 * KiB ? 0 : 2 * BS,
+			     "after the read at %llu", (unsigned long long)off);
+	}
+	cr_assert_eq(t.bytes, BS);
+}
+
+Test(readahead, small_random_reads_landing_close_are_no_stream)
+{
+	struct readahead ra;
+	struct tally t = {.length = 32 * MiB};
+
+	readahead_init(&ra);
+	/* shuffled 4 KiB reads, each within the tolerance of the one before
+	 * but not contiguous: a sample index read in a clustered order */
+	uint64_t off = 10 * MiB;
+	for (int i = 0; i < 15; i++) {
+		read_at(&ra, &t, off, 4 * KiB);
+		off += (i % 3 + 1) * 32 * KiB;
+	}
+	cr_assert_eq(ra.window, 0);
+	cr_assert_eq(t.calls, 0, "%llu prefetches for scattered small reads",
+		     (unsigned long long)t.calls);
 }
