@@ -87,6 +87,7 @@ demo-stop:
 bench: all
 	@bench/run.sh $(O)
 	@bench/epoch.sh $(O)
+	@bench/randread.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary

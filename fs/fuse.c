@@ -1054,12 +1054,20 @@ static void fh_free(struct fh *h)
  * serves dataset epochs: it reuses attributes younger than the attribute
  * timeout and registers nothing, so a warm epoch costs no round trip.
  */
+/* created: the inode was just made by meta_create, which registered this
+ * open and handed out *a. */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
-		     struct meta_attr *a)
+		     struct meta_attr *a, int created)
 {
 	int first = 0, fresh = 0, err;
 
-	if (fs->read_only) {
+	if (created) {
+		pthread_mutex_lock(&fs->table_lock);
+		n->opens++;
+		n->meta_open = 1;
+		pthread_mutex_unlock(&fs->table_lock);
+		err = 0;
+	} else if (fs->read_only) {
 		pthread_mutex_lock(&n->lock);
 		fresh = n->seen && mono_ns() - n->attr_ns <
 				       (int64_t)(fs->attr_timeout * 1e9);
@@ -1118,7 +1126,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct node *n = node_get(fs, m_ino(fs, ino), 1);
 	if (!n)
 		return reply_err(req, "open", ENOMEM);
-	int err = file_open(fs, n, fi, &a);
+	int err = file_open(fs, n, fi, &a, 0);
 	node_unpin(fs, n);
 	if (err)
 		return reply_err(req, "open", err);
@@ -1135,15 +1143,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
-	int err =
-	    meta_mknod(fs->meta, m_ino(fs, parent), name, META_FILE,
-		       mode & 07777, ctx->uid, ctx->gid, 0, NULL, &ino, &a);
+	/* the open is registered by the same script that creates the file */
+	int err = meta_create(fs->meta, m_ino(fs, parent), name, mode & 07777,
+			      ctx->uid, ctx->gid, &ino, &a);
 	if (err)
 		return reply_err(req, "create", err);
 	struct node *n = node_get(fs, ino, 1);
-	if (!n)
+	if (!n) {
+		meta_file_close(fs->meta, ino);
 		return reply_err(req, "create", ENOMEM);
-	err = file_open(fs, n, fi, &a);
+	}
+	err = file_open(fs, n, fi, &a, 1);
 	node_unpin(fs, n);
 	if (err)
 		return reply_err(req, "create", err);

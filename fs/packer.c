@@ -57,6 +57,10 @@ struct pack {
 	int readers;	   /* packer_staged_get calls reading it */
 	int uploading;	   /* an upload thread has it */
 	int tries;	   /* failed uploads */
+	/* group commit: writes numbered in order, one fdatasync for all
+	 * that are done when it starts */
+	uint64_t wseq, synced;
+	int syncing, sync_err;
 	int64_t retry_ms;  /* not before this (CLOCK_MONOTONIC) */
 };
 
@@ -790,6 +794,45 @@ struct frame {
 	size_t len;
 };
 
+/*
+ * Make what this caller wrote into k durable: writers that arrive while an
+ * fdatasync runs wait for it, and one of them runs the next for them all
+ * (ext4 makes each fdatasync a journal commit: one per file would halve
+ * the ingest rate).
+ */
+static int group_sync(struct packer *p, struct pack *k)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&p->lock);
+	uint64_t mine = ++k->wseq;
+	while (k->synced < mine) {
+		if (k->syncing) {
+			pthread_cond_wait(&k->done, &p->lock);
+			continue;
+		}
+		uint64_t upto = k->wseq;
+		k->syncing = 1;
+		pthread_mutex_unlock(&p->lock);
+		int e = fdatasync(k->fd) ? errno : 0;
+		pthread_mutex_lock(&p->lock);
+		k->syncing = 0;
+		if (e) {
+			/* after a failed fdatasync the page cache cannot be
+			 * trusted: this write and every later one into the
+			 * pack fail (nothing of them gets committed) */
+			k->sync_err = e;
+			err = e;
+		}
+		k->synced = upto;
+		pthread_cond_broadcast(&k->done);
+	}
+	if (!err && k->sync_err)
+		err = k->sync_err;
+	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
 /* Writeback: reserve room for each frame in open packs, write and fsync
  * them there. The metadata commit that follows makes them visible. */
 static int put_staged(struct packer *p, struct packer_item *items,
@@ -849,8 +892,7 @@ static int put_staged(struct packer *p, struct packer_item *items,
 		}
 	}
 	for (j = 0; j < nmine && !err; j++)
-		if (fdatasync(mine[j]->fd))
-			err = errno;
+		err = group_sync(p, mine[j]);
 	if (err)
 		log_err("cannot stage a pack in '%s': %s", p->dir,
 			strerror(err));

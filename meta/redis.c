@@ -1788,9 +1788,31 @@ int meta_fallocate(struct meta *m, uint64_t ino, int mode, uint64_t off,
 	return run_script_attr(m, &c, out);
 }
 
+static int mknod_open(struct meta *m, uint64_t parent, const char *name,
+		      uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
+		      uint32_t rdev, const char *symlink, int open,
+		      uint64_t *ino, struct meta_attr *a);
+
 int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
 	       uint16_t mode, uint32_t uid, uint32_t gid, uint32_t rdev,
 	       const char *symlink, uint64_t *ino, struct meta_attr *a)
+{
+	return mknod_open(m, parent, name, type, mode, uid, gid, rdev, symlink,
+			  0, ino, a);
+}
+
+int meta_create(struct meta *m, uint64_t parent, const char *name,
+		uint16_t mode, uint32_t uid, uint32_t gid, uint64_t *ino,
+		struct meta_attr *a)
+{
+	return mknod_open(m, parent, name, META_FILE, mode, uid, gid, 0, NULL,
+			  1, ino, a);
+}
+
+static int mknod_open(struct meta *m, uint64_t parent, const char *name,
+		      uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
+		      uint32_t rdev, const char *symlink, int open,
+		      uint64_t *ino, struct meta_attr *a)
 {
 	struct cmd c;
 	uint64_t id;
@@ -1826,6 +1848,7 @@ int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
 	cmd_u64(&c, gid);
 	cmd_u64(&c, rdev);
 	cmd_str(&c, type == META_SYMLINK ? symlink : "");
+	cmd_u64(&c, open ? atomic_load(&m->sid) : 0);
 	err = run_script_attr(m, &c, a);
 	if (err && err != EIO) /* EIO: it may have been created */
 		ino_untake(m, id);

@@ -298,7 +298,8 @@ static const char s_lookup[] =
     "return {0, ino, s}\n";
 
 static const char s_mknod[] =
-    "-- ARGV: parent, name, ino, type, mode, uid, gid, rdev, symlink target.\n"
+    "-- ARGV: parent, name, ino, type, mode, uid, gid, rdev, symlink target,\n"
+    "-- sid to register an open of the new inode for ('0': none).\n"
     "local parent, name, ino = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
     "local ty, mode = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
     "local uid, gid, rdev = tonumber(ARGV[6]), tonumber(ARGV[7]), "
@@ -338,6 +339,10 @@ static const char s_mknod[] =
     "redis.call('HSET', key('d', parent), name, dent_pack(ino, ty))\n"
     "touch(parent, true)\n"
     "redis.call('INCR', 'totalinodes')\n"
+    "if ARGV[10] and ARGV[10] ~= '0' then\n"
+    "	redis.call('HINCRBY', key('o', ino), ARGV[10], 1)\n"
+    "	redis.call('SADD', 'so' .. ARGV[10], d(ino))\n"
+    "end\n"
     "iflush()\n"
     "return {0, attr_pack(a)}\n";
 

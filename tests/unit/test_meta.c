@@ -2302,3 +2302,35 @@ Test(meta, memory_per_packed_small_file)
 	redisFree(c);
 	meta_close(m);
 }
+
+/* meta_create registers the creator's open in the same script: an unlink
+ * by another client right after keeps the inode until the creator closes,
+ * and a handle without a session registers nothing. */
+Test(meta, create_registers_open)
+{
+	struct meta *m = fresh(57), *b = mopen(57);
+	struct meta_attr a;
+	uint64_t f, g;
+
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	cr_assert_eq(meta_create(m, 1, "f", 0644, 1, 2, &f, &a), 0);
+	cr_expect_eq(a.type, META_FILE);
+	cr_expect_eq(a.mode, 0644);
+	cr_expect_eq(a.uid, 1);
+	cr_expect_eq(a.nlink, 1);
+	cr_expect_eq(meta_create(m, 1, "f", 0644, 1, 2, &g, &a), EEXIST);
+	put(m, f, 0, 100);
+	cr_assert_eq(meta_unlink(b, 1, "f"), 0);
+	a = attr(m, f);
+	cr_expect_eq(a.nlink, 0, "the creator's open keeps the inode");
+	cr_expect_eq(a.length, 100);
+	cr_assert_eq(meta_file_close(m, f), 0);
+	cr_expect_eq(meta_getattr(m, f, &a), ENOENT, "reclaimed at close");
+
+	/* no session: nothing registered, the unlink deletes at once */
+	cr_assert_eq(meta_create(b, 1, "g", 0600, 0, 0, &g, &a), 0);
+	cr_assert_eq(meta_unlink(b, 1, "g"), 0);
+	cr_expect_eq(meta_getattr(b, g, &a), ENOENT);
+	meta_close(b);
+	meta_close(m);
+}
