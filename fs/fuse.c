@@ -1280,14 +1280,17 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 			n->meta_open = 0;
 		pthread_mutex_unlock(&fs->table_lock);
 		if (unregister) {
-			err = meta_file_close(fs->meta, n->ino);
+			int freed = 0;
+			err = meta_file_release(fs->meta, n->ino, &freed);
 			if (err)
 				log_err("close of inode %llu: %s",
 					(unsigned long long)n->ino,
 					gr_strerror(err));
-			pthread_mutex_lock(&fs->rc_lock);
-			pthread_cond_signal(&fs->rc_cond);
-			pthread_mutex_unlock(&fs->rc_lock);
+			if (freed) { /* its data is ready to be deleted */
+				pthread_mutex_lock(&fs->rc_lock);
+				pthread_cond_signal(&fs->rc_cond);
+				pthread_mutex_unlock(&fs->rc_lock);
+			}
 		}
 	}
 	node_unpin(fs, n);

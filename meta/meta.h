@@ -197,6 +197,9 @@ void meta_dirents_free(struct meta_dirent *ents, size_t n);
 int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a);
 /* Drop this session's open; reclaims the inode if it was unlinked. */
 int meta_file_close(struct meta *m, uint64_t ino);
+/* meta_file_close that also tells whether the inode was deleted (its data
+ * then waits for meta_reclaim). freed may be NULL. */
+int meta_file_release(struct meta *m, uint64_t ino, int *freed);
 /* The slice list of one chunk, oldest first (caller frees *s). */
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		    struct meta_slice **s, size_t *n);

@@ -2226,12 +2226,27 @@ int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a)
 
 int meta_file_close(struct meta *m, uint64_t ino)
 {
-	struct cmd c;
+	return meta_file_release(m, ino, NULL);
+}
 
+int meta_file_release(struct meta *m, uint64_t ino, int *freed)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	if (freed)
+		*freed = 0;
 	cmd_script(m, &c, SC_CLOSE);
 	cmd_u64(&c, ino);
 	cmd_u64(&c, atomic_load(&m->sid));
-	return run_script_void(m, &c);
+	err = run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (freed && r->elements > 1)
+		*freed = reply_u64(r->element[1]) > 0;
+	freeReplyObject(r);
+	return 0;
 }
 
 /* Decode a run of slice records into a malloc'd array (NULL when empty). */

@@ -225,11 +225,14 @@ static const char prelude[] =
 	"	icache[ino] = false\n"
 	"	idirty[ino] = nil\n"
 	"end\n"
+	"-- true when the inode was deleted\n"
 	"local function inode_release(ino)\n"
 	"	local a = iget(ino)\n"
 	"	if a and a.nlink == 0 and redis.call('EXISTS', key('o', ino)) == 0 then\n"
 	"		inode_destroy(ino)\n"
+	"		return true\n"
 	"	end\n"
+	"	return false\n"
 	"end\n"
 	"-- plen more dead bytes in pack; a pack whose dead bytes reach its\n"
 	"-- recorded total is forgotten and handed out (appended to out) for its\n"
@@ -763,9 +766,9 @@ static const char s_close[] =
     "		redis.call('SREM', 'so' .. sid, d(ino))\n"
     "	end\n"
     "end\n"
-    "inode_release(ino)\n"
+    "local freed = inode_release(ino)\n"
     "iflush()\n"
-    "return {0}\n";
+    "return {0, freed and 1 or 0}\n";
 
 static const char s_setxattr[] =
     "-- ARGV: ino, name, value, flags (1 = XATTR_CREATE, 2 = XATTR_REPLACE).\n"
