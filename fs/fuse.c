@@ -1710,6 +1710,86 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	return 1;
 }
 
+#define XATTR_SNAPSHOT "granary.snapshot"
+
+/* Fault injection for the crash test of snapshots (tests/integ/t0120):
+ * GRANARY_TEST_SNAPSHOT_KILL_AFTER=N kills this client with SIGKILL after
+ * N steps of a snapshot. meta_redis_test_snapshot_hook is meta/redis.c's
+ * test entry: meta_snapshot with a callback after each step. */
+int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
+				  uint64_t dst_parent, const char *name,
+				  struct meta_snapshot_stats *st,
+				  void (*hook)(void *, int), void *arg);
+static void kill_after(void *arg, int step)
+{
+	if (step >= *(int *)arg)
+		raise(SIGKILL);
+}
+
+/* May the caller write entries into a directory with attributes a? (The
+ * kernel checks ordinary creates; a snapshot arrives as an xattr.) */
+static int may_write_dir(const struct fuse_ctx *ctx, const struct meta_attr *a)
+{
+	unsigned bits = a->mode;
+
+	if (ctx->uid == 0)
+		return 1;
+	if (ctx->uid == a->uid)
+		bits >>= 6;
+	else if (ctx->gid == a->gid)
+		bits >>= 3;
+	return (bits & 3) == 3; /* write and search */
+}
+
+/*
+ * Setting "granary.snapshot" to "<inode> <name>" on a directory makes
+ * <name> in it a copy-on-write copy of <inode> (granary snapshot).
+ */
+static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			   const char *value, size_t size)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct meta_snapshot_stats st = {0};
+	struct meta_attr pa;
+	char buf[META_NAME_MAX + 32], *name;
+	unsigned long long src;
+	int err;
+
+	if (fs->read_only)
+		return reply_err(req, XATTR_SNAPSHOT, EROFS);
+	if (size >= sizeof(buf))
+		return reply_err(req, XATTR_SNAPSHOT, ENAMETOOLONG);
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	src = strtoull(buf, &name, 10);
+	if (!src || *name != ' ' || !name[1])
+		return reply_err(req, XATTR_SNAPSHOT, EINVAL);
+	name++;
+	err = meta_getattr(fs->meta, m_ino(fs, parent), &pa);
+	if (!err && pa.type != META_DIR)
+		err = ENOTDIR;
+	if (!err && !may_write_dir(ctx, &pa))
+		err = EACCES;
+	int64_t t0 = mono_ns();
+	const char *kill = getenv("GRANARY_TEST_SNAPSHOT_KILL_AFTER");
+	int steps = kill ? atoi(kill) : 0;
+	if (!err && steps > 0)
+		err = meta_redis_test_snapshot_hook(
+		    fs->meta, m_ino(fs, (fuse_ino_t)src), m_ino(fs, parent),
+		    name, &st, kill_after, &steps);
+	else if (!err)
+		err = meta_snapshot(fs->meta, m_ino(fs, (fuse_ino_t)src),
+				    m_ino(fs, parent), name, &st);
+	if (!err)
+		log_info("snapshot of inode %llu as '%s': %llu files, %llu "
+			 "directories, %llu bytes in %.1f ms",
+			 src, name, (unsigned long long)st.files,
+			 (unsigned long long)st.dirs,
+			 (unsigned long long)st.bytes,
+			 (double)(mono_ns() - t0) / 1e6);
+	reply_err(req, XATTR_SNAPSHOT, err);
+}
+
 static int acl_name(const char *name)
 {
 	return !strcmp(name, "system.posix_acl_access") ||
@@ -1722,6 +1802,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct fs *fs = fs_of(req);
 	if (acl_name(name))
 		return reply_err(req, "setxattr", EOPNOTSUPP);
+	if (!strcmp(name, XATTR_SNAPSHOT))
+		return snapshot_xattr(req, fs, ino, value, size);
 	if (virtual_xattr(req, fs, ino, name, 0, 1))
 		return;
 	reply_err(
@@ -1806,12 +1888,26 @@ static const struct fuse_lowlevel_ops granary_ops = {
 
 /* Deletes the objects of slices nobody references any more: data of
  * unlinked files after their last close, and of truncated chunks. */
+/* How often a client looks for snapshots left by dead clients. */
+#define SNAPSHOT_CLEANUP_NS (30 * (int64_t)1000000000)
+
 static void *reclaimer_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct meta_slice dead[RECLAIM_BATCH];
+	int64_t next_cleanup = 0;
 	for (;;) {
 		size_t n = 0;
+		/* Snapshots left half made by clients that died hold data:
+		 * their detached copies are deleted (then reclaimed). */
+		if (mono_ns() >= next_cleanup) {
+			size_t k = 0;
+			if (meta_snapshot_cleanup(fs->meta, &k) == 0 && k)
+				log_info("deleted %zu snapshots left half made "
+					 "by clients that died",
+					 k);
+			next_cleanup = mono_ns() + SNAPSHOT_CLEANUP_NS;
+		}
 		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
 		if (err)
 			log_warn("reclaim: %s", gr_strerror(err));

@@ -220,6 +220,36 @@ int meta_getxattr(struct meta *m, uint64_t ino, const char *name, void **value,
 int meta_listxattr(struct meta *m, uint64_t ino, char **names, size_t *size);
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
 
+/* ---- snapshots ------------------------------------------------------- */
+struct meta_snapshot_stats {
+	uint64_t files, dirs, others; /* inodes made (the top one included) */
+	uint64_t bytes;		      /* sum of the file lengths */
+};
+/*
+ * Make dst_name in directory dst_parent a copy-on-write copy of src (a
+ * file, symlink, special file, or a directory tree): metadata only, the
+ * data shared through slice reference counts, so that writes, truncates
+ * and deletes on either side never show in the other. Attributes, xattrs
+ * and symlink targets are copied as they are (owners included, as cp -a
+ * run by root would); ctime of the copies is now; hard links inside a tree
+ * stay links to one inode inside the copy.
+ *
+ * Atomic for the namespace: the copy is built detached (its top inode
+ * listed in `snapshots` with this session) and linked under dst_name in
+ * one last step; EEXIST if dst_name exists then (or at the start), and the
+ * detached copy is deleted again on any error. A client that dies half way
+ * leaves a detached copy that meta_snapshot_cleanup deletes once the
+ * session is dead. Errors: ENOENT (src or dst_parent), ENOTDIR, EEXIST,
+ * EINVAL (dst_parent inside the tree of src), ECANCELED (the half-made copy
+ * was taken for dead and deleted by a cleaner: this client stalled for
+ * longer than the session TTL), or a metadata error. st may be NULL.
+ */
+int meta_snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
+		  const char *dst_name, struct meta_snapshot_stats *st);
+/* Delete the detached copies of snapshots whose client is gone (its
+ * session dead or closed); *n (may be NULL) is how many. */
+int meta_snapshot_cleanup(struct meta *m, size_t *n);
+
 /* ---- packs ----------------------------------------------------------- */
 /* Packs get their ids from the slice id sequence (meta_new_slice_id). */
 #define META_PACK_OPEN (UINT64_C(1) << 52) /* total of a pack still filling */

@@ -48,6 +48,7 @@ const char *meta_redis_lua(const char *name);
 #define PIPE_DEPTH	  16   /* MGETs in flight per round trip */
 #define RECLAIM_BUDGET	  256  /* chunk lists dropped per reclaim script */
 #define CLEAN_BATCH	  1000 /* opens dropped per session cleanup script */
+#define SNAP_BUDGET	  256  /* entries per snapshot script (~3 ms) */
 #define CMD_MAX		  32
 /* Lua numbers are doubles: lengths, inode numbers and ids stay below 2^53 */
 #define MAX_LENGTH (1ull << 53)
@@ -76,14 +77,20 @@ enum script {
 	SC_SESSION_CLEAN,
 	SC_RECLAIM,
 	SC_PACK_TOTAL,
+	SC_SNAP_BEGIN,
+	SC_SNAP_COPY,
+	SC_SNAP_COMMIT,
+	SC_SNAP_CLAIM,
+	SC_SNAP_DROP,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
-    "format",	   "lookup",	"mknod",	"link",		 "unlink",
-    "rmdir",	   "rename",	"setattr",	"truncate",	 "fallocate",
-    "write",	   "open",	"close",	"setxattr",	 "removexattr",
-    "session_new", "heartbeat", "session_dead", "session_clean", "reclaim",
-    "pack_total",
+    "format",	   "lookup",	 "mknod",	 "link",	  "unlink",
+    "rmdir",	   "rename",	 "setattr",	 "truncate",	  "fallocate",
+    "write",	   "open",	 "close",	 "setxattr",	  "removexattr",
+    "session_new", "heartbeat",	 "session_dead", "session_clean", "reclaim",
+    "pack_total",  "snap_begin", "snap_copy",	 "snap_commit",	  "snap_claim",
+    "snap_drop",
 };
 
 struct addr {
@@ -2461,6 +2468,233 @@ int meta_removexattr(struct meta *m, uint64_t ino, const char *name)
 	return run_entry_script(m, SC_REMOVEXATTR, ino, name);
 }
 
+/* ---- snapshots ------------------------------------------------------- */
+
+/*
+ * A non-directory is copied and linked by one script (snap_begin). A
+ * directory tree is built detached: snap_begin makes the top copy and lists
+ * it in `snapshots` with this session; snap_copy steps walk the source
+ * breadth first, SNAP_BUDGET entries a call, with snapdirs:<top> as the
+ * queue; snap_commit links the top. Every step checks that the snapshot is
+ * still this builder's: a cleaner that took it for abandoned claims it
+ * (snap_claim) before dropping it (snap_drop steps, idempotent), so the two
+ * never work on one copy at once. Layout: SCHEMA.md, "Snapshots".
+ *
+ * SNAP_BUDGET bounds how long one step blocks the server: 256 entries take
+ * about 3 ms (5 ms p99) for the same throughput as 500, which took twice
+ * that.
+ */
+
+/* Where a walk or a drop stands: index in snapdirs:<top>, HSCAN cursor. */
+struct snap_pos {
+	uint64_t pos;
+	char cursor[32];
+};
+
+/* Adds files, dirs, others, bytes from r->element[first...]. */
+static void snap_stats_add(struct meta_snapshot_stats *st, const redisReply *r,
+			   size_t first)
+{
+	if (r->elements < first + 4)
+		return;
+	st->files += reply_u64(r->element[first]);
+	st->dirs += reply_u64(r->element[first + 1]);
+	st->others += reply_u64(r->element[first + 2]);
+	st->bytes += reply_u64(r->element[first + 3]);
+}
+
+/* One snap_copy or snap_drop call; *done when the list is worked off. */
+static int snap_step(struct meta *m, enum script s, uint64_t top, uint64_t sid,
+		     struct snap_pos *p, int *done,
+		     struct meta_snapshot_stats *st)
+{
+	const redisReply *cur;
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	cmd_script(m, &c, s);
+	cmd_u64(&c, top);
+	cmd_u64(&c, sid);
+	cmd_u64(&c, p->pos);
+	cmd_str(&c, p->cursor);
+	cmd_u64(&c, SNAP_BUDGET);
+	/* a drop step sent twice removes each entry once; a copy step sent
+	 * twice would copy twice (and leak the first copies) */
+	err = run_script(m, s == SC_SNAP_DROP ? RUN_RETRY : 0, &c, &r);
+	if (err)
+		return err;
+	cur = r->elements >= 4 ? r->element[2] : NULL;
+	if (!cur || cur->type != REDIS_REPLY_STRING ||
+	    (size_t)cur->len >= sizeof p->cursor) {
+		err = META_EPROTO;
+		goto free_r;
+	}
+	p->pos = reply_u64(r->element[1]);
+	memcpy(p->cursor, cur->str, (size_t)cur->len + 1);
+	*done = reply_u64(r->element[3]) != 0;
+	if (st)
+		snap_stats_add(st, r, 4);
+free_r:
+	freeReplyObject(r);
+	return err;
+}
+
+/* Mark top as being dropped by sid: own (the builder giving up) or, for a
+ * cleaner, only if abandoned. ENOENT, EBUSY, ECANCELED: not ours to drop. */
+static int snap_claim(struct meta *m, uint64_t top, uint64_t sid, int own)
+{
+	struct cmd c;
+
+	cmd_script(m, &c, SC_SNAP_CLAIM);
+	cmd_u64(&c, top);
+	cmd_u64(&c, sid);
+	cmd_i64(&c, m->opts.session_ttl);
+	cmd_str(&c, own ? "1" : "0");
+	return run_script_void(m, &c);
+}
+
+/* Delete the detached copy under top, claimed by sid. */
+static int snap_drop(struct meta *m, uint64_t top, uint64_t sid)
+{
+	struct snap_pos p = {0, "0"};
+	int done = 0, err = 0;
+
+	while (!done && !err)
+		err = snap_step(m, SC_SNAP_DROP, top, sid, &p, &done, NULL);
+	return err;
+}
+
+/* meta_snapshot; a test's hook(arg, n) runs after copy step n, and with
+ * n = -1 before the commit */
+static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
+		    const char *dst_name, struct meta_snapshot_stats *st,
+		    void (*hook)(void *, int), void *arg)
+{
+	struct meta_snapshot_stats tmp;
+	struct snap_pos p = {0, "0"};
+	uint64_t sid = atomic_load(&m->sid), top;
+	struct cmd c;
+	redisReply *r;
+	int err, linked, done = 0, steps = 0;
+
+	if (!st)
+		st = &tmp;
+	memset(st, 0, sizeof *st);
+	if (m->opts.read_only)
+		return EROFS;
+	err = name_check(dst_name);
+	if (err)
+		return err;
+	if (is_dot(dst_name))
+		return EEXIST;
+	cmd_script(m, &c, SC_SNAP_BEGIN);
+	cmd_u64(&c, src);
+	cmd_u64(&c, dst_parent);
+	cmd_str(&c, dst_name);
+	cmd_u64(&c, sid);
+	err = run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (r->elements < 7) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	linked = reply_u64(r->element[1]) != 0;
+	top = reply_u64(r->element[2]);
+	snap_stats_add(st, r, 3);
+	freeReplyObject(r);
+	if (linked)
+		return 0;
+
+	while (!done && !err) {
+		err = snap_step(m, SC_SNAP_COPY, top, sid, &p, &done, st);
+		if (hook && !err)
+			hook(arg, ++steps);
+	}
+	if (!err && hook)
+		hook(arg, -1);
+	if (!err) {
+		cmd_script(m, &c, SC_SNAP_COMMIT);
+		cmd_u64(&c, top);
+		cmd_u64(&c, sid);
+		cmd_u64(&c, src);
+		cmd_u64(&c, dst_parent);
+		cmd_str(&c, dst_name);
+		err = run_script_void(m, &c);
+	}
+	if (err == ECANCELED) {
+		log_err("snapshot '%s' of inode %" PRIu64 " was abandoned: "
+			"another client took this one for dead (no progress "
+			"for %d s) and deletes the unfinished copy",
+			dst_name, src, m->opts.session_ttl);
+	} else if (err) {
+		/* EIO from the commit may mean it happened: then the claim
+		 * finds no snapshot to drop */
+		int e = snap_claim(m, top, sid, 1);
+		if (!e)
+			e = snap_drop(m, top, sid);
+		if (e && e != ENOENT && e != ECANCELED)
+			log_warn("cannot delete the unfinished copy of "
+				 "snapshot '%s' (inode %" PRIu64 "): %s; a "
+				 "later snapshot cleanup will",
+				 dst_name, top, meta_strerror(e));
+	}
+	return err;
+}
+
+int meta_snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
+		  const char *dst_name, struct meta_snapshot_stats *st)
+{
+	return snapshot(m, src, dst_parent, dst_name, st, NULL, NULL);
+}
+
+int meta_snapshot_cleanup(struct meta *m, size_t *n)
+{
+	uint64_t sid = atomic_load(&m->sid);
+	struct cmd c;
+	redisReply *r;
+	size_t done = 0;
+	int err;
+
+	if (n)
+		*n = 0;
+	if (m->opts.read_only)
+		return EROFS;
+	/* few entries: one per snapshot being built, or abandoned */
+	cmd_init(&c, "HKEYS");
+	cmd_str(&c, "snapshots");
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		err = META_EPROTO;
+		goto free_r;
+	}
+	for (size_t i = 0; i < r->elements && !err; i++) {
+		uint64_t top = reply_u64(r->element[i]);
+
+		err = snap_claim(m, top, sid, 0);
+		if (!err)
+			err = snap_drop(m, top, sid);
+		if (err == ENOENT || err == EBUSY || err == ECANCELED) {
+			err = 0; /* finished, alive, or someone else's now */
+			continue;
+		}
+		if (!err) {
+			log_info("deleted the unfinished copy of an abandoned "
+				 "snapshot (inode %" PRIu64 ")",
+				 top);
+			done++;
+		}
+	}
+	if (n)
+		*n = done;
+free_r:
+	freeReplyObject(r);
+	return err;
+}
+
 /* ---- reclamation ----------------------------------------------------- */
 
 int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
@@ -2588,4 +2822,50 @@ void meta_redis_test_kill_session(struct meta *m)
 	atomic_store(&m->sid, 0);
 	free(m->sess_info);
 	m->sess_info = NULL;
+}
+
+/* Test-only: the first steps of meta_snapshot of a directory (snap_begin
+ * and `steps` snap_copy calls), then nothing, as a client that crashed half
+ * way would leave it; *top is the detached copy. */
+int meta_redis_test_snapshot_partial(struct meta *m, uint64_t src,
+				     uint64_t dst_parent, const char *name,
+				     int steps, uint64_t *top);
+int meta_redis_test_snapshot_partial(struct meta *m, uint64_t src,
+				     uint64_t dst_parent, const char *name,
+				     int steps, uint64_t *top)
+{
+	struct snap_pos p = {0, "0"};
+	uint64_t sid = atomic_load(&m->sid);
+	struct cmd c;
+	redisReply *r;
+	int err, done = 0;
+
+	cmd_script(m, &c, SC_SNAP_BEGIN);
+	cmd_u64(&c, src);
+	cmd_u64(&c, dst_parent);
+	cmd_str(&c, name);
+	cmd_u64(&c, sid);
+	err = run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	*top = r->elements >= 3 ? reply_u64(r->element[2]) : 0;
+	freeReplyObject(r);
+	while (!err && !done && steps-- > 0)
+		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, NULL);
+	return err;
+}
+
+/* Test-only: meta_snapshot calling hook(arg, n) after copy step n and with
+ * n = -1 before the commit, to change the namespace under a snapshot at a
+ * known point. */
+int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
+				  uint64_t dst_parent, const char *name,
+				  struct meta_snapshot_stats *st,
+				  void (*hook)(void *, int), void *arg);
+int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
+				  uint64_t dst_parent, const char *name,
+				  struct meta_snapshot_stats *st,
+				  void (*hook)(void *, int), void *arg)
+{
+	return snapshot(m, src, dst_parent, name, st, hook, arg);
 }

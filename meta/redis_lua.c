@@ -910,6 +910,421 @@ static const char s_pack_total[] =
     "pack_dead(pack, 0, dead)\n"
     "return {0, #dead}\n";
 
+/* ---- snapshots -------------------------------------------------------- */
+/*
+ * Shared by the snapshot scripts (put in front of their bodies, after the
+ * prelude, so that the other scripts do not carry it). A snapshot of a
+ * directory is built detached across many calls: `snapshots` names its top
+ * inode with the builder's "<sid>:<time>" (":d" appended once it is being
+ * dropped), `snapdirs:<top>` lists every directory of the copy with its
+ * source (the walk's queue, then the drop's list), `snapmap:<top>` maps
+ * source files with more than one name to their copy.
+ */
+#define SNAP_LIB \
+	"-- ---- snapshot helpers ----\n" \
+	"local ECANCELED = " S(ECANCELED) "\n" \
+	"local PAIR = '<I8I8'\n" \
+	"local function snap_keys(top)\n" \
+	"	return 'snapdirs:' .. d(top), 'snapmap:' .. d(top)\n" \
+	"end\n" \
+	"-- the entry of top in snapshots: sid (string), time, dropping\n" \
+	"local function snap_state(top)\n" \
+	"	local v = redis.call('HGET', 'snapshots', d(top))\n" \
+	"	if not v then\n" \
+	"		return nil\n" \
+	"	end\n" \
+	"	local sid, t, dr = string.match(v, '^(%d+):(%d+)(:?d?)$')\n" \
+	"	if not sid then\n" \
+	"		error('granary: corrupt snapshots entry')\n" \
+	"	end\n" \
+	"	return sid, tonumber(t), dr == ':d'\n" \
+	"end\n" \
+	"local function snap_set(top, sid, dropping)\n" \
+	"	redis.call('HSET', 'snapshots', d(top),\n" \
+	"		sid .. ':' .. d(now()) .. (dropping and ':d' or ''))\n" \
+	"end\n" \
+	"-- a step of the builder (dropping false) or the dropper (true) of top:\n" \
+	"-- false when someone else has claimed it meanwhile. Each step renews\n" \
+	"-- the time, which is what tells an abandoned snapshot from a slow one.\n" \
+	"local function snap_own(top, sid, dropping)\n" \
+	"	local osid, _, dr = snap_state(top)\n" \
+	"	if osid ~= sid or dr ~= dropping then\n" \
+	"		return false\n" \
+	"	end\n" \
+	"	snap_set(top, sid, dropping)\n" \
+	"	return true\n" \
+	"end\n" \
+	"-- is ino anc, or below anc? (the parent fields up to the root)\n" \
+	"local function snap_within(anc, ino)\n" \
+	"	local n = 0\n" \
+	"	while ino ~= anc do\n" \
+	"		local a = iget(ino)\n" \
+	"		if ino == 1 or not a then\n" \
+	"			return false\n" \
+	"		end\n" \
+	"		ino = a.par\n" \
+	"		n = n + 1\n" \
+	"		if n > 100000 then\n" \
+	"			error('granary: directory loop')\n" \
+	"		end\n" \
+	"	end\n" \
+	"	return true\n" \
+	"end\n" \
+	"\n" \
+	"-- what this call made: inodes by kind, file bytes, references to add\n" \
+	"-- (slice id -> count); flushed once at the end by made_flush\n" \
+	"local mfiles, mdirs, mothers, mbytes, refs = 0, 0, 0, 0, {}\n" \
+	"local function refs_add(s)\n" \
+	"	local o = 1\n" \
+	"	while o <= #s do\n" \
+	"		local n, _, id = rec_at(s, o)\n" \
+	"		if id ~= 0 then\n" \
+	"			refs[id] = (refs[id] or 0) + 1\n" \
+	"		end\n" \
+	"		o = o + n\n" \
+	"	end\n" \
+	"end\n" \
+	"local function made_flush()\n" \
+	"	local n = mfiles + mdirs + mothers\n" \
+	"	if n > 0 then\n" \
+	"		redis.call('INCRBY', 'totalinodes', n)\n" \
+	"	end\n" \
+	"	if mbytes > 0 then\n" \
+	"		redis.call('INCRBY', 'usedspace', d(mbytes))\n" \
+	"	end\n" \
+	"	-- one more reference per copied record: a packed slice too, whose\n" \
+	"	-- dead bytes are counted only when its last reference goes\n" \
+	"	for id, n in pairs(refs) do\n" \
+	"		redis.call('HINCRBY', 'sliceref', d(id), n)\n" \
+	"	end\n" \
+	"	refs = {}\n" \
+	"end\n" \
+	"-- Copy inode src, whose whole record is v, to the new inode ino with\n" \
+	"-- nlink links and (directories) parent par: attributes (ctime now),\n" \
+	"-- chunk lists, symlink target, xattrs. A directory's entries are the\n" \
+	"-- walk's business. Returns the copy's type.\n" \
+	"local function clone(src, v, ino, nlink, par)\n" \
+	"	local ty = string.byte(v, 2)\n" \
+	"	if #v < ALEN or string.byte(v, 1) ~= 1 then\n" \
+	"		error('granary: corrupt inode record')\n" \
+	"	end\n" \
+	"	if ty == DIR then\n" \
+	"		local a = attr_unpack(string.sub(v, 1, ALEN))\n" \
+	"		a.nlink, a.par, a.cs, a.cn = nlink, par, now()\n" \
+	"		redis.call('SET', key('i', ino), attr_pack(a))\n" \
+	"		mdirs = mdirs + 1\n" \
+	"	else\n" \
+	"		-- nlink and ctime spliced in (the tail, chunk 0, goes along):\n" \
+	"		-- the bulk of a tree, cheaper than unpacking 14 fields\n" \
+	"		redis.call('SET', key('i', ino), string.sub(v, 1, 12) ..\n" \
+	"			struct.pack('<I4', nlink) .. string.sub(v, 17, 50) ..\n" \
+	"			struct.pack('<i5I4', now()) .. string.sub(v, ALEN + 1))\n" \
+	"	end\n" \
+	"	if ty == FILE then\n" \
+	"		local len = struct.unpack('<I8', v, 17)\n" \
+	"		refs_add(string.sub(v, ALEN + 1))\n" \
+	"		-- records exist only below the length (truncate drops the\n" \
+	"		-- rest): one step per chunk of it, as truncate takes\n" \
+	"		for idx = 1, math.ceil(len / CHUNK) - 1 do\n" \
+	"			local c = redis.call('GET', ckey(src, idx))\n" \
+	"			if c then\n" \
+	"				refs_add(c)\n" \
+	"				redis.call('SET', ckey(ino, idx), c)\n" \
+	"			end\n" \
+	"		end\n" \
+	"		mfiles, mbytes = mfiles + 1, mbytes + len\n" \
+	"	elseif ty ~= DIR then\n" \
+	"		if ty == SYMLINK then\n" \
+	"			local t = redis.call('GET', key('s', src))\n" \
+	"			if t then\n" \
+	"				redis.call('SET', key('s', ino), t)\n" \
+	"			end\n" \
+	"		end\n" \
+	"		mothers = mothers + 1\n" \
+	"	end\n" \
+	"	local x = redis.call('HGETALL', key('x', src))\n" \
+	"	for i = 1, #x, 2 do\n" \
+	"		redis.call('HSET', key('x', ino), x[i], x[i + 1])\n" \
+	"	end\n" \
+	"	return ty\n" \
+	"end\n" \
+	"local function made()\n" \
+	"	return mfiles, mdirs, mothers, mbytes\n" \
+	"end\n" \
+	"-- ---- snapshot script body ----\n"
+
+static const char s_snap_begin[] = SNAP_LIB
+    "-- ARGV: src, dst parent, dst name, sid. A non-directory is copied and\n"
+    "-- linked here; a directory gets its detached top copy, listed in\n"
+    "-- snapshots, for snap_copy to fill. Returns {0, linked (1: done),\n"
+    "-- new ino, files, dirs, others, bytes}.\n"
+    "local src, P, name, sid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3],\n"
+    "	ARGV[4]\n"
+    "local p, err = getdir(P)\n"
+    "if not p then\n"
+    "	return {err}\n"
+    "end\n"
+    "local v = redis.call('GET', key('i', src))\n"
+    "if not v then\n"
+    "	return {ENOENT}\n"
+    "end\n"
+    "local sa = attr_unpack(string.sub(v, 1, ALEN))\n"
+    "-- unlinked but still open: gone for the namespace, as for link\n"
+    "if sa.ty ~= DIR and sa.nlink == 0 then\n"
+    "	return {ENOENT}\n"
+    "end\n"
+    "if redis.call('HEXISTS', key('d', P), name) == 1 then\n"
+    "	return {EEXIST}\n"
+    "end\n"
+    "if sa.ty == DIR and snap_within(src, P) then\n"
+    "	return {EINVAL}\n"
+    "end\n"
+    "local ino = redis.call('INCRBY', 'nextinode', 1)\n"
+    "if sa.ty ~= DIR then\n"
+    "	clone(src, v, ino, 1, 0)\n"
+    "	redis.call('HSET', key('d', P), name, dent_pack(ino, sa.ty))\n"
+    "	touch(P, true)\n"
+    "else\n"
+    "	-- detached: parent 0 until snap_commit links it\n"
+    "	clone(src, v, ino, 2, 0)\n"
+    "	local dk = snap_keys(ino)\n"
+    "	redis.call('RPUSH', dk, struct.pack(PAIR, src, ino))\n"
+    "	snap_set(ino, sid, false)\n"
+    "end\n"
+    "made_flush()\n"
+    "iflush()\n"
+    "local f, nd, o, b = made()\n"
+    "return {0, sa.ty ~= DIR and 1 or 0, ino, f, nd, o, b}\n";
+
+static const char s_snap_copy[] = SNAP_LIB
+    "-- ARGV: top, sid, pos, cursor, budget. Copies the entries of the\n"
+    "-- directories listed in snapdirs:<top> from index pos (its HSCAN at\n"
+    "-- cursor), about budget entries; a subdirectory gets an empty copy\n"
+    "-- appended to the list, so that the list is the walk's queue. Returns\n"
+    "-- {0, pos, cursor, done (1: nothing left), files, dirs, others, bytes}.\n"
+    "local top, sid = tonumber(ARGV[1]), ARGV[2]\n"
+    "local pos, cursor, budget = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])\n"
+    "if not snap_own(top, sid, false) then\n"
+    "	return {ECANCELED}\n"
+    "end\n"
+    "local dk, mk = snap_keys(top)\n"
+    "local lmap, done = {}, 0\n"
+    "while budget > 0 do\n"
+    "	local pair = redis.call('LINDEX', dk, pos)\n"
+    "	if not pair then\n"
+    "		done = 1\n"
+    "		break\n"
+    "	end\n"
+    "	local sdir, ddir = struct.unpack(PAIR, pair)\n"
+    "	local dd = key('d', ddir)\n"
+    "	-- HSCAN hands out an entry twice only when the hash was resized\n"
+    "	-- between two calls: never inside this script\n"
+    "	local check = cursor ~= '0'\n"
+    "	repeat\n"
+    "		local r = redis.call('HSCAN', key('d', sdir), cursor, 'COUNT',\n"
+    "			budget)\n"
+    "		local e, todo, need, seen = r[2], {}, 0, {}\n"
+    "		cursor = r[1]\n"
+    "		budget = budget - #e / 2 - 1\n"
+    "		if check then\n"
+    "			-- names copied by an earlier call (HMGET in slices:\n"
+    "			-- unpack has a stack limit)\n"
+    "			for i = 1, #e, 512 do\n"
+    "				local names = {}\n"
+    "				for k = i, math.min(i + 510, #e), 2 do\n"
+    "					names[#names + 1] = e[k]\n"
+    "				end\n"
+    "				local got = redis.call('HMGET', dd, unpack(names))\n"
+    "				for k = 1, #names do\n"
+    "					seen[i + 2 * k - 2] = got[k]\n"
+    "				end\n"
+    "			end\n"
+    "		end\n"
+    "		-- first the entries to copy and how many new inodes they\n"
+    "		-- take (a second name of a file copied already takes none)\n"
+    "		for i = 1, #e, 2 do\n"
+    "			local sino = dent_unpack(e[i + 1])\n"
+    "			local v\n"
+    "			if not seen[i] then\n"
+    "				v = redis.call('GET', key('i', sino))\n"
+    "			end\n"
+    "			if v then\n"
+    "				local ty = string.byte(v, 2)\n"
+    "				local t = {name = e[i], sino = sino, v = v, ty = ty}\n"
+    "				if ty ~= DIR and struct.unpack('<I4', v, 13) > 1 then\n"
+    "					t.multi = true\n"
+    "					if not lmap[sino] then\n"
+    "						local c = redis.call('HGET', mk, d(sino))\n"
+    "						lmap[sino] = c and tonumber(c) or 0\n"
+    "						if not c then\n"
+    "							need = need + 1\n"
+    "						end\n"
+    "					end\n"
+    "				else\n"
+    "					need = need + 1\n"
+    "				end\n"
+    "				todo[#todo + 1] = t\n"
+    "			end\n"
+    "		end\n"
+    "		local ino = 0\n"
+    "		if need > 0 then\n"
+    "			ino = redis.call('INCRBY', 'nextinode', need) - need\n"
+    "		end\n"
+    "		for _, t in ipairs(todo) do\n"
+    "			local c = t.multi and lmap[t.sino] or 0\n"
+    "			if c ~= 0 then\n"
+    "				-- another name of a file copied already\n"
+    "				local a = iget(c)\n"
+    "				a.nlink = a.nlink + 1\n"
+    "				idirty[c] = true\n"
+    "				redis.call('HSET', dd, t.name, dent_pack(c, t.ty))\n"
+    "			else\n"
+    "				ino = ino + 1\n"
+    "				if t.ty == DIR then\n"
+    "					clone(t.sino, t.v, ino, 2, ddir)\n"
+    "					redis.call('RPUSH', dk, struct.pack(PAIR,\n"
+    "						t.sino, ino))\n"
+    "					local pa = iget(ddir)\n"
+    "					pa.nlink = pa.nlink + 1\n"
+    "					idirty[ddir] = true\n"
+    "				else\n"
+    "					clone(t.sino, t.v, ino, 1, 0)\n"
+    "					if t.multi then\n"
+    "						lmap[t.sino] = ino\n"
+    "						redis.call('HSET', mk, d(t.sino), d(ino))\n"
+    "					end\n"
+    "				end\n"
+    "				redis.call('HSET', dd, t.name, dent_pack(ino, t.ty))\n"
+    "			end\n"
+    "		end\n"
+    "	until cursor == '0' or budget <= 0\n"
+    "	if cursor == '0' then\n"
+    "		pos = pos + 1\n"
+    "	end\n"
+    "end\n"
+    "made_flush()\n"
+    "iflush()\n"
+    "local f, nd, o, b = made()\n"
+    "return {0, pos, cursor, done, f, nd, o, b}\n";
+
+static const char s_snap_commit[] = SNAP_LIB
+    "-- ARGV: top, sid, src, dst parent, dst name. Links the finished copy;\n"
+    "-- the same checks as snap_begin, since the namespace moved meanwhile.\n"
+    "local top, sid, src = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
+    "local P, name = tonumber(ARGV[4]), ARGV[5]\n"
+    "if not snap_own(top, sid, false) then\n"
+    "	return {ECANCELED}\n"
+    "end\n"
+    "local p, err = getdir(P)\n"
+    "if not p then\n"
+    "	return {err}\n"
+    "end\n"
+    "if redis.call('HEXISTS', key('d', P), name) == 1 then\n"
+    "	return {EEXIST}\n"
+    "end\n"
+    "if snap_within(src, P) then\n"
+    "	return {EINVAL}\n"
+    "end\n"
+    "local a = iget(top)\n"
+    "if not a then\n"
+    "	error('granary: snapshot top inode missing')\n"
+    "end\n"
+    "redis.call('HSET', key('d', P), name, dent_pack(top, DIR))\n"
+    "a.par = P\n"
+    "p.nlink = p.nlink + 1\n"
+    "touch(top, false)\n"
+    "touch(P, true)\n"
+    "redis.call('HDEL', 'snapshots', d(top))\n"
+    "redis.call('DEL', snap_keys(top))\n"
+    "iflush()\n"
+    "return {0}\n";
+
+static const char s_snap_claim[] = SNAP_LIB
+    "-- ARGV: top, sid, ttl, own ('1': the builder gives up its snapshot).\n"
+    "-- Marks the snapshot as being dropped by sid, atomically, so that one\n"
+    "-- dropper at a time works on it and its builder (if alive after all)\n"
+    "-- stops. Without own, only an abandoned one is taken: untouched for\n"
+    "-- longer than ttl, and its builder without a live session (or without\n"
+    "-- any, or the caller's). Returns {0}, ENOENT, EBUSY (still in use)\n"
+    "-- or ECANCELED (not the builder's any more).\n"
+    "local top, sid, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
+    "local osid, t, dr = snap_state(top)\n"
+    "if not osid then\n"
+    "	return {ENOENT}\n"
+    "end\n"
+    "if ARGV[4] == '1' then\n"
+    "	if osid ~= sid or dr then\n"
+    "		return {ECANCELED}\n"
+    "	end\n"
+    "else\n"
+    "	local s = now()\n"
+    "	if s - t <= ttl then\n"
+    "		return {EBUSY}\n"
+    "	end\n"
+    "	if osid ~= '0' and osid ~= sid then\n"
+    "		local hb = redis.call('ZSCORE', 'sessions', osid)\n"
+    "		if hb and tonumber(hb) >= s - ttl then\n"
+    "			return {EBUSY}\n"
+    "		end\n"
+    "	end\n"
+    "end\n"
+    "snap_set(top, sid, true)\n"
+    "return {0}\n";
+
+static const char s_snap_drop[] = SNAP_LIB
+    "-- ARGV: top, sid, pos, cursor, budget. Deletes about budget entries of\n"
+    "-- the detached copy, directory by directory from index pos of\n"
+    "-- snapdirs:<top> (a directory's inode once it is empty; subdirectory\n"
+    "-- entries only lose their name: each is in the list itself), files as\n"
+    "-- unlink deletes them (data queued in delfiles). Each entry is removed\n"
+    "-- by exactly one call, so a call run twice does no harm. The last call\n"
+    "-- forgets the snapshot. Returns {0, pos, cursor, done}.\n"
+    "local top, sid = tonumber(ARGV[1]), ARGV[2]\n"
+    "local pos, cursor, budget = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])\n"
+    "if not snap_own(top, sid, true) then\n"
+    "	return {ECANCELED}\n"
+    "end\n"
+    "local dk, mk = snap_keys(top)\n"
+    "while budget > 0 do\n"
+    "	local pair = redis.call('LINDEX', dk, pos)\n"
+    "	if not pair then\n"
+    "		iflush()\n"
+    "		redis.call('HDEL', 'snapshots', d(top))\n"
+    "		redis.call('DEL', dk, mk)\n"
+    "		return {0, pos, '0', 1}\n"
+    "	end\n"
+    "	local _, ddir = struct.unpack(PAIR, pair)\n"
+    "	local dd = key('d', ddir)\n"
+    "	repeat\n"
+    "		local r = redis.call('HSCAN', dd, cursor, 'COUNT', budget)\n"
+    "		local e = r[2]\n"
+    "		cursor = r[1]\n"
+    "		budget = budget - #e / 2 - 1\n"
+    "		for i = 1, #e, 2 do\n"
+    "			local ino, ty = dent_unpack(e[i + 1])\n"
+    "			redis.call('HDEL', dd, e[i])\n"
+    "			local a = ty ~= DIR and iget(ino)\n"
+    "			if a then\n"
+    "				if a.nlink > 0 then\n"
+    "					a.nlink = a.nlink - 1\n"
+    "				end\n"
+    "				idirty[ino] = true\n"
+    "				inode_release(ino)\n"
+    "			end\n"
+    "		end\n"
+    "	until cursor == '0' or budget <= 0\n"
+    "	-- an entry a scan missed (not expected: nothing adds any) is\n"
+    "	-- found by scanning again\n"
+    "	if cursor == '0' and redis.call('HLEN', dd) == 0 then\n"
+    "		if iget(ddir) then\n"
+    "			inode_destroy(ddir)\n"
+    "		end\n"
+    "		pos = pos + 1\n"
+    "	end\n"
+    "end\n"
+    "iflush()\n"
+    "return {0, pos, cursor, 0}\n";
+
 /* clang-format on */
 static const struct {
 	const char *name, *body;
@@ -935,6 +1350,11 @@ static const struct {
     {"session_clean", s_session_clean},
     {"reclaim", s_reclaim},
     {"pack_total", s_pack_total},
+    {"snap_begin", s_snap_begin},
+    {"snap_copy", s_snap_copy},
+    {"snap_commit", s_snap_commit},
+    {"snap_claim", s_snap_claim},
+    {"snap_drop", s_snap_drop},
 };
 
 const char *meta_redis_lua_prelude(void)

@@ -27,6 +27,7 @@ int cmd_umount(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_warmup(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]

@@ -36,6 +36,8 @@ static const struct cmd commands[] = {
      "show the counters of the client serving a mount"},
     {"warmup", cmd_warmup, CMD_LOG_STDERR,
      "fill this node's cache with files a job will read"},
+    {"snapshot", cmd_snapshot, CMD_LOG_STDERR,
+     "make a copy-on-write copy of a file or directory tree"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
