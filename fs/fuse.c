@@ -1896,8 +1896,21 @@ static void *reclaimer_main(void *arg)
 	struct fs *fs = arg;
 	struct meta_slice dead[RECLAIM_BATCH];
 	int64_t next_cleanup = 0;
+	uint64_t told_packs = 0, told_bytes = 0;
 	for (;;) {
 		size_t n = 0;
+		/* what this client holds staged, for `granary status` */
+		if (fs->writeback) {
+			struct packer_stats ps;
+			packer_get_stats(fs->packer, &ps);
+			if ((ps.staged_packs != told_packs ||
+			     ps.staged_bytes != told_bytes) &&
+			    meta_session_staged(fs->meta, ps.staged_packs,
+						ps.staged_bytes) == 0) {
+				told_packs = ps.staged_packs;
+				told_bytes = ps.staged_bytes;
+			}
+		}
 		/* Snapshots left half made by clients that died hold data:
 		 * their detached copies are deleted (then reclaimed). */
 		if (mono_ns() >= next_cleanup) {

@@ -118,7 +118,11 @@ struct meta_session {
 	uint64_t sid;
 	char host[256], mountpoint[1024];
 	int64_t pid, started, heartbeat;
+	uint64_t staged_packs, staged_bytes; /* see meta_session_staged */
 };
+/* Publish how much this session holds staged on its node and not yet in
+ * the store (writeback), for `granary status`; 0, 0 clears it. */
+int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes);
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n);
 /* Remove sessions whose heartbeat is older than the TTL; *n cleaned. */
 int meta_clean_sessions(struct meta *m, size_t *n);

@@ -1518,20 +1518,23 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 {
 	const char *a1[] = {"ZRANGE", "sessions", "0", "-1", "WITHSCORES"};
 	const char *a2[] = {"HGETALL", "sessioninfo"};
-	size_t l1[] = {6, 8, 1, 2, 10}, l2[] = {7, 11};
-	struct req reqs[2] = {{5, a1, l1, -1}, {2, a2, l2, -1}};
-	redisReply *r[2];
+	const char *a3[] = {"HGETALL", "sessionstaged"};
+	size_t l1[] = {6, 8, 1, 2, 10}, l2[] = {7, 11}, l3[] = {7, 13};
+	struct req reqs[3] = {
+	    {5, a1, l1, -1}, {2, a2, l2, -1}, {2, a3, l3, -1}};
+	redisReply *r[3];
 	struct meta_session *s = NULL;
 	size_t cnt = 0;
 	int err;
 
 	*out = NULL;
 	*n = 0;
-	err = run_reqs(m, RUN_RETRY, reqs, 2, r);
+	err = run_reqs(m, RUN_RETRY, reqs, 3, r);
 	if (err)
 		return err;
 	if (r[0]->type != REDIS_REPLY_ARRAY ||
-	    r[1]->type != REDIS_REPLY_ARRAY) {
+	    r[1]->type != REDIS_REPLY_ARRAY ||
+	    r[2]->type != REDIS_REPLY_ARRAY) {
 		err = META_EPROTO;
 		goto free_r;
 	}
@@ -1555,13 +1558,49 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 				break;
 			}
 		}
+		for (size_t j = 0; j + 1 < r[2]->elements; j += 2) {
+			const redisReply *k = r[2]->element[j];
+			const redisReply *v = r[2]->element[j + 1];
+			if (k->type == REDIS_REPLY_STRING &&
+			    k->len == id->len &&
+			    !memcmp(k->str, id->str, (size_t)k->len) &&
+			    v->type == REDIS_REPLY_STRING) {
+				unsigned long long p = 0, b = 0;
+				sscanf(v->str, "%llu %llu", &p, &b);
+				e->staged_packs = p;
+				e->staged_bytes = b;
+				break;
+			}
+		}
 	}
 	*out = s;
 	*n = cnt;
 free_r:
 	freeReplyObject(r[0]);
 	freeReplyObject(r[1]);
+	freeReplyObject(r[2]);
 	return err;
+}
+
+int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes)
+{
+	uint64_t sid = atomic_load(&m->sid);
+	struct cmd c;
+
+	if (!sid)
+		return 0;
+	if (!packs && !bytes) {
+		cmd_init(&c, "HDEL");
+		cmd_str(&c, "sessionstaged");
+		cmd_u64(&c, sid);
+	} else {
+		cmd_init(&c, "HSET");
+		cmd_str(&c, "sessionstaged");
+		cmd_u64(&c, sid);
+		cmd_fmt(&c, "%llu %llu", (unsigned long long)packs,
+			(unsigned long long)bytes);
+	}
+	return run_void(m, RUN_RETRY, &c);
 }
 
 /* ---- ids ------------------------------------------------------------- */

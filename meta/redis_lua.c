@@ -850,6 +850,7 @@ static const char s_session_clean[] =
     "end\n"
     "redis.call('ZREM', 'sessions', sid)\n"
     "redis.call('HDEL', 'sessioninfo', sid)\n"
+    "redis.call('HDEL', 'sessionstaged', sid)\n"
     "return {0, hb and 1 or 0}\n";
 
 static const char s_reclaim[] =

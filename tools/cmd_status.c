@@ -139,14 +139,22 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		l = (int)strlen(s[i].mountpoint);
 		wmp = l > wmp ? l : wmp;
 	}
-	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %s\n", wsid, "SID", whost,
-	       "HOST", wpid, "PID", wmp, "MOUNTPOINT", "HEARTBEAT", "STARTED");
+	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %-19s  %s\n", wsid, "SID",
+	       whost, "HOST", wpid, "PID", wmp, "MOUNTPOINT", "HEARTBEAT",
+	       "STARTED", "STAGED (writeback, not in the store yet)");
 	for (size_t i = 0; i < n; i++) {
+		char staged[64] = "-", sz[32];
 		format_age(now, s[i].heartbeat, a, sizeof(a));
 		format_time(s[i].started, b, sizeof(b));
-		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %s\n", wsid,
+		if (s[i].staged_packs) {
+			cli_format_size(s[i].staged_bytes, sz, sizeof(sz));
+			snprintf(staged, sizeof(staged), "%llu packs, %s",
+				 (unsigned long long)s[i].staged_packs, sz);
+		}
+		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %s\n", wsid,
 		       (unsigned long long)s[i].sid, whost, s[i].host, wpid,
-		       (long long)s[i].pid, wmp, s[i].mountpoint, a, b);
+		       (long long)s[i].pid, wmp, s[i].mountpoint, a, b,
+		       staged);
 	}
 }
 
@@ -186,9 +194,12 @@ static void print_json(const char *url, const struct meta_volume *v,
 		       (long long)s[i].pid);
 		cli_json_string(stdout, s[i].mountpoint);
 		printf(", \"started\": %lld, \"heartbeat\": %lld, "
-		       "\"stale\": %s}",
+		       "\"stale\": %s, \"staged_packs\": %llu, "
+		       "\"staged_bytes\": %llu}",
 		       (long long)s[i].started, (long long)s[i].heartbeat,
-		       now - s[i].heartbeat > SESSION_TTL ? "true" : "false");
+		       now - s[i].heartbeat > SESSION_TTL ? "true" : "false",
+		       (unsigned long long)s[i].staged_packs,
+		       (unsigned long long)s[i].staged_bytes);
 	}
 	printf("%s]\n}\n", n ? "\n  " : "");
 }

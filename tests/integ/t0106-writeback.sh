@@ -26,11 +26,23 @@ check_eq "$(stat_of "$A" store puts)" 0 "store PUTs before the pack window is ov
 diff -r "$TMP/src" "$A/ds" || fail "the writing client reads its staged files differently"
 ok "12 files staged on the node, readable there, nothing uploaded yet"
 
+staged_in_status() {
+	"$GRANARY" status "$META" --json | tr -d ' \n' |
+		grep -qE '"staged_packs":[1-9]'
+}
+wait_until 10 staged_in_status ||
+	fail "granary status does not show the staged packs: $("$GRANARY" status "$META")"
+"$GRANARY" status "$META" | grep -qE "[0-9]+ packs, " ||
+	fail "granary status (text) does not show the staged packs"
+ok "granary status shows what the client has staged"
+
 gsync "$A" || fail "setting granary.sync failed"
 check_eq "$(stat_of "$A" packs staged)" 0 "packs still staged after granary.sync"
 [ "$(stat_of "$A" store puts)" -ge 1 ] || fail "no PUT after granary.sync"
 diff -r "$TMP/src" "$B/ds" || fail "another client reads the synced files differently"
 ok "granary.sync uploads the staged packs; another client reads them"
+nothing_staged() { ! staged_in_status; }
+wait_until 10 nothing_staged || fail "granary status still shows staged packs after granary.sync"
 
 # SIGKILL with packs staged: the next mount uploads them
 mkdir "$TMP/src2" "$A/ds2"
