@@ -1326,6 +1326,60 @@ static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 	return err;
 }
 
+/*
+ * copy_file_range of a whole file into an empty one (what cp does) shares
+ * the data copy-on-write, as a snapshot does: metadata only, whatever the
+ * size. Anything else gets EOPNOTSUPP, on which the kernel copies the bytes
+ * itself (ENOSYS would turn the call off for the whole mount).
+ */
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			       off_t off_out, struct fuse_file_info *fi_out,
+			       size_t len, int flags)
+{
+	struct fs *fs = fs_of(req);
+	struct node *src = ((struct fh *)(uintptr_t)fi_in->fh)->node;
+	struct node *dst = ((struct fh *)(uintptr_t)fi_out->fh)->node;
+	struct meta_attr a;
+	int err;
+	(void)ino_in;
+	(void)ino_out;
+
+	if (off_in != 0 || off_out != 0 || flags != 0 || src == dst)
+		return reply_err(req, "copy_file_range", EOPNOTSUPP);
+	/* the two node locks are never held together */
+	pthread_mutex_lock(&src->lock);
+	err = node_flush(src);
+	pthread_mutex_unlock(&src->lock);
+	if (!err)
+		err = meta_getattr(fs->meta, src->ino, &a);
+	if (err)
+		return reply_err(req, "copy_file_range", err);
+	if (a.type != META_FILE || a.length == 0 || len < a.length)
+		return reply_err(req, "copy_file_range", EOPNOTSUPP);
+	uint64_t n = a.length;
+
+	pthread_mutex_lock(&dst->lock);
+	err = node_flush(dst);
+	if (!err && dst->length != 0)
+		err = EOPNOTSUPP;
+	if (!err) {
+		err = meta_clone_data(fs->meta, src->ino, dst->ino, &a);
+		if (err == EINVAL)
+			err = EOPNOTSUPP; /* not empty after all */
+		chunk_cache_clear(dst);
+	}
+	if (!err)
+		node_note_attr(dst, &a);
+	pthread_mutex_unlock(&dst->lock);
+	if (err)
+		return reply_err(req, "copy_file_range", err);
+	log_debug("copy_file_range: inode %llu shares the %llu bytes of %llu",
+		  (unsigned long long)dst->ino, (unsigned long long)n,
+		  (unsigned long long)src->ino);
+	fuse_reply_write(req, (size_t)n);
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
@@ -1871,6 +1925,7 @@ static const struct fuse_lowlevel_ops granary_ops = {
     .fsync = op_fsync,
     .release = op_release,
     .fallocate = op_fallocate,
+    .copy_file_range = op_copy_file_range,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,

@@ -254,6 +254,15 @@ int meta_snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
  * session dead or closed); *n (may be NULL) is how many. */
 int meta_snapshot_cleanup(struct meta *m, size_t *n);
 
+/*
+ * Give the empty regular file dst (length 0) the data of file src, shared
+ * copy-on-write as a snapshot shares it (copy_file_range of a whole file
+ * inside the volume). EINVAL when dst is not empty or is src, EISDIR,
+ * ENOENT. *a (may be NULL) receives dst's new attributes.
+ */
+int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
+		    struct meta_attr *a);
+
 /* ---- packs ----------------------------------------------------------- */
 /* Packs get their ids from the slice id sequence (meta_new_slice_id). */
 #define META_PACK_OPEN (UINT64_C(1) << 52) /* total of a pack still filling */

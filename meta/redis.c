@@ -82,6 +82,7 @@ enum script {
 	SC_SNAP_COMMIT,
 	SC_SNAP_CLAIM,
 	SC_SNAP_DROP,
+	SC_CLONE_DATA,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
@@ -90,7 +91,7 @@ static const char *const script_names[SC_N] = {
     "write",	   "open",	 "close",	 "setxattr",	  "removexattr",
     "session_new", "heartbeat",	 "session_dead", "session_clean", "reclaim",
     "pack_total",  "snap_begin", "snap_copy",	 "snap_commit",	  "snap_claim",
-    "snap_drop",
+    "snap_drop",   "clone_data",
 };
 
 struct addr {
@@ -2792,6 +2793,21 @@ int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
 		if (*n || !left || !cap)
 			return 0;
 	}
+}
+
+/* ---- data clones ---------------------------------------------------- */
+
+int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
+		    struct meta_attr *a)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	cmd_script(m, &c, SC_CLONE_DATA);
+	cmd_u64(&c, src);
+	cmd_u64(&c, dst);
+	return run_script_attr(m, &c, a);
 }
 
 /* ---- packs ----------------------------------------------------------- */

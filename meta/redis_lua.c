@@ -1272,6 +1272,41 @@ static const char s_snap_claim[] = SNAP_LIB
     "snap_set(top, sid, true)\n"
     "return {0}\n";
 
+static const char s_clone_data[] = SNAP_LIB
+    "-- ARGV: src, dst. Make the empty regular file dst hold src's data:\n"
+    "-- its chunk lists copied, one more reference per record (the data is\n"
+    "-- shared copy-on-write, as a snapshot's). Returns {0, dst's attr}.\n"
+    "local src, dst = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "local v = redis.call('GET', key('i', src))\n"
+    "local b = iget(dst)\n"
+    "if not v or not b then\n"
+    "	return {ENOENT}\n"
+    "end\n"
+    "local a = attr_unpack(string.sub(v, 1, ALEN))\n"
+    "if a.ty == DIR or b.ty == DIR then\n"
+    "	return {EISDIR}\n"
+    "end\n"
+    "if a.ty ~= FILE or b.ty ~= FILE or b.len ~= 0 or src == dst or\n"
+    "	redis.call('STRLEN', key('i', dst)) ~= ALEN then\n"
+    "	return {EINVAL}\n"
+    "end\n"
+    "local t = string.sub(v, ALEN + 1)\n"
+    "refs_add(t)\n"
+    "for idx = 1, math.ceil(a.len / CHUNK) - 1 do\n"
+    "	local c = redis.call('GET', ckey(src, idx))\n"
+    "	if c then\n"
+    "		refs_add(c)\n"
+    "		redis.call('SET', ckey(dst, idx), c)\n"
+    "	end\n"
+    "end\n"
+    "mbytes = a.len\n"
+    "b.len = a.len\n"
+    "b.whole, b.tail = true, t\n"
+    "touch(dst, true)\n"
+    "made_flush()\n"
+    "iflush()\n"
+    "return {0, attr_pack(b)}\n";
+
 static const char s_snap_drop[] = SNAP_LIB
     "-- ARGV: top, sid, pos, cursor, budget. Deletes about budget entries of\n"
     "-- the detached copy, directory by directory from index pos of\n"
@@ -1356,6 +1391,7 @@ static const struct {
     {"snap_commit", s_snap_commit},
     {"snap_claim", s_snap_claim},
     {"snap_drop", s_snap_drop},
+    {"clone_data", s_clone_data},
 };
 
 const char *meta_redis_lua_prelude(void)

@@ -72,6 +72,30 @@ cmp "$TMP/ck" "$A/ck" || fail "a write to the file snapshot shows in the source"
 cmp "$TMP/ck.snap" "$A/ck.snap" || fail "the file snapshot does not read its own write"
 ok "snapshot of a 20 MB file ($out)"
 
+# cp inside the volume: copy_file_range of a whole file shares the data
+stat_of() {
+	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
+		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
+}
+p0=$(stat_of "$A" store puts)
+cp "$A/ck" "$A/ck.cp" || fail "cp inside the volume"
+check_eq "$(stat_of "$A" store puts)" "$p0" "PUTs for cp of a 20 MB file inside the volume"
+cmp "$TMP/ck" "$A/ck.cp" || fail "the cp'd file differs"
+printf 'Q' | dd of="$A/ck.cp" bs=1 seek=7 conv=notrunc status=none
+cmp "$TMP/ck" "$A/ck" || fail "a write to the cp'd file shows in the source"
+if command -v python3 >/dev/null; then
+	python3 -c "
+import os, sys
+s = os.open(sys.argv[1], os.O_RDONLY)
+d = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+assert os.copy_file_range(s, d, 1000, 5, 0) == 1000
+" "$A/ck" "$A/part" || fail "a partial copy_file_range failed"
+	cmp -n 1000 <(tail -c +6 "$TMP/ck") "$A/part" || fail "a partial copy_file_range copied wrong bytes"
+	rm "$A/part"
+fi
+rm "$A/ck.cp"
+ok "cp inside the volume shares the data (0 PUTs); partial copies are real copies"
+
 # bad input
 expect_exit 1 "already exists" "$GRANARY" snapshot "$A/ck" "$A/ck.snap"
 expect_exit 1 "cannot read" "$GRANARY" snapshot "$A/no-such" "$A/x"

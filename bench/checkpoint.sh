@@ -1,0 +1,456 @@
+#!/bin/bash
+# checkpoint.sh [BUILD_DIR] - the checkpoint workload of issue 4: save one
+# big file of random bytes with fsync, and 8 files of an eighth of it at
+# once; read them back cold and warm; the granary daemon's peak RSS while
+# saving; snapshot times of the big file and of a tree of small files. On
+# the local disk, granary on file:// and on s3rver, the raw stores (parallel
+# PUT/GET of 4 MiB objects, build/bench/objparts), s3fs and rclone mount on
+# the same s3rver. Report: bench/results/checkpoint-DATE.md; knobs and
+# columns in bench/README.md.
+set -u -o pipefail
+O=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+case $O in /*) ;; *) O=$ROOT/$O ;; esac
+MB=${BENCH_CKPT_MB:-4096}
+NTREE=${BENCH_CKPT_TREE:-10000}
+T=${BENCH_CKPT_THREADS:-8}
+BUF=${BENCH_CKPT_BUFFER:-256M}
+TARGETS=${BENCH_CKPT_TARGETS:-local raw-file granary-file raw-s3 granary-s3 s3fs rclone}
+STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
+OUT=${BENCH_OUT:-$ROOT/bench/results}
+STAMP=$(date +%Y-%m-%d-%H%M)
+say() { printf '%s\n' "$*" >&2; }
+
+[ "$MB" -ge 8 ] && [ $((MB % 8)) = 0 ] ||
+	{ say "checkpoint: BENCH_CKPT_MB must be a multiple of 8 (got '$MB')"; exit 2; }
+case $BUF in
+*[Gg]) BUF_MIB=$((${BUF%?} * 1024)) ;;
+*[Mm]) BUF_MIB=${BUF%?} ;;
+*) say "checkpoint: BENCH_CKPT_BUFFER takes M or G (got '$BUF')"; exit 2 ;;
+esac
+BYTES=$((MB << 20)) PB=$(((MB << 20) / 8)) # the big file, one of the 8
+for b in granary bench/readers bench/gen_dataset bench/objparts; do
+	[ -x "$O/$b" ] || { say "checkpoint: '$O/$b' is missing: run 'make all' first"; exit 1; }
+done
+
+. "$ROOT/tests/lib/services.sh"
+TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-ckpt.XXXXXX")
+TMP=$(realpath "$TMP") # granary's daemon names its mount point canonically
+REG=$TMP/mounts        # "kind mountpoint pid" of every mount, for cleanup
+RES=$TMP/res
+mkdir -p "$RES" "$OUT" "$TMP/bin"
+: >"$REG"
+# private copies, so that a rebuild during the run changes nothing
+cp "$O/granary" "$O/bench/readers" "$O/bench/gen_dataset" "$O/bench/objparts" "$TMP/bin/"
+G=$TMP/bin/granary RD=$TMP/bin/readers OP=$TMP/bin/objparts
+DD=(timeout -k 10 "$STEP_TIMEOUT" dd status=none bs=4M)
+
+# ------------------------------------------------------------------------
+# cleanup: every mount in the registry, then the services, by PID
+# (the same steps as epoch.sh)
+
+mounted() { awk -v mp="$1" '$2 == mp { f = 1 } END { exit !f }' /proc/self/mounts; }
+unmount_all() {
+	local kind mp pid
+	while read -r kind mp pid; do
+		if mounted "$mp"; then
+			if [ "$kind" = granary ]; then
+				timeout 300 "$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null
+			else
+				fusermount3 -u "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null
+			fi
+		fi
+		[ -n "$pid" ] || continue
+		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || continue 2; sleep 0.1; done
+		kill "$pid" 2>/dev/null
+		sleep 1
+		kill -9 "$pid" 2>/dev/null
+	done <"$REG"
+	: >"$REG"
+}
+cleanup() {
+	trap - EXIT INT TERM
+	unmount_all
+	svc_stop_all
+	if [ "${BENCH_KEEP:-0}" = 1 ] || findmnt -rn -o TARGET | grep -qF "$TMP/"; then
+		say "kept $TMP"
+	else
+		rm -rf "$TMP"
+	fi
+}
+TPID="" # the running target (a subshell): stopped at once on a signal
+kill_tree() {
+	local c
+	kill -STOP "$1" 2>/dev/null || return 0
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
+	kill -TERM "$1" 2>/dev/null
+	kill -CONT "$1" 2>/dev/null
+}
+trap cleanup EXIT
+trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
+
+# ------------------------------------------------------------------------
+# measuring helpers
+
+now() { date +%s.%N; }
+put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
+why() { echo "$*" >"$TMP/why"; return 1; }
+drop() {
+	timeout 120 sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
+		echo "the page cache could not be dropped (not root?): cold and warm reads may be cached" >"$TMP/note-drop"
+}
+warm_src() { cat "$SRC" >/dev/null; }
+field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; } # LINE KEY
+
+# timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY
+timed() {
+	local id=$1 key=$2 mib=$3 t0 t1
+	shift 3
+	t0=$(now)
+	"$@" || { [ -s "$TMP/why" ] || why "failed: $*"; return 1; }
+	t1=$(now)
+	put "$id" "$key" "$(awk -v a="$t0" -v b="$t1" -v m="$mib" 'BEGIN { printf "%.1f", m / (b - a) }')"
+}
+
+# wait_object FILE SIZE: s3rver's file of an object reaches its full size
+# (for clients that upload after close: the save ends when the store has it)
+wait_object() {
+	local end=$(($(date +%s) + STEP_TIMEOUT))
+	until [ "$(stat -c %s "$1._S3rver_object" 2>/dev/null || echo 0)" = "$2" ]; do
+		[ "$(date +%s)" -lt "$end" ] || { why "'$(basename "$1")' not in the store after ${STEP_TIMEOUT}s"; return 1; }
+		sleep 0.1
+	done
+}
+
+# the workload on a directory; OBJDIR set: wait for the objects there too
+OBJDIR=""
+save1() {
+	"${DD[@]}" if="$SRC" of="$1/ckpt.pt" conv=fsync || return 1
+	[ -z "$OBJDIR" ] || wait_object "$OBJDIR/ckpt.pt" "$BYTES"
+}
+save8() {
+	local i p rc=0 pids=""
+	for i in 0 1 2 3 4 5 6 7; do
+		"${DD[@]}" if="$SRC" of="$1/shard-$i.pt" iflag=skip_bytes,count_bytes \
+			skip=$((i * PB)) count=$PB conv=fsync &
+		pids="$pids $!"
+	done
+	for p in $pids; do wait "$p" || rc=1; done
+	[ $rc = 0 ] || return 1
+	[ -z "$OBJDIR" ] || for i in 0 1 2 3 4 5 6 7; do wait_object "$OBJDIR/shard-$i.pt" "$PB" || return 1; done
+}
+read1() { "${DD[@]}" if="$1/ckpt.pt" of=/dev/null; }
+read8() {
+	local i p rc=0 pids=""
+	for i in 0 1 2 3 4 5 6 7; do
+		"${DD[@]}" if="$1/shard-$i.pt" of=/dev/null &
+		pids="$pids $!"
+	done
+	for p in $pids; do wait "$p" || rc=1; done
+	return $rc
+}
+verify1() { cmp -s "$SRC" "$1/ckpt.pt" || why "DATA MISMATCH in ckpt.pt"; }
+verify8() {
+	local i
+	for i in 0 1 2 3 4 5 6 7; do
+		cmp -s -n "$PB" -i "$((i * PB)):0" "$SRC" "$1/shard-$i.pt" || why "DATA MISMATCH in shard-$i.pt"
+	done
+}
+
+# saves ID DIR [PID]: both saves, source in the page cache; with PID (the
+# granary daemon), its peak RSS during each, the peak reset before
+hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
+hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
+saves() {
+	warm_src
+	[ -z "${3:-}" ] || hwm_reset "$3"
+	timed "$1" save1 "$MB" save1 "$2"
+	[ -z "${3:-}" ] || put "$1" hwm1 "$(hwm "$3")"
+	warm_src
+	[ -z "${3:-}" ] || hwm_reset "$3"
+	timed "$1" save8 "$MB" save8 "$2"
+	[ -z "${3:-}" ] || put "$1" hwm8 "$(hwm "$3")"
+}
+
+# reads ID MOUNT_FN MP: cold and warm read of the big file on one fresh
+# mount, the cold read of the 8 on another; VERIFY8=0 skips their cmp
+reads() {
+	"$2" "$3"
+	drop
+	timed "$1" cold1 "$MB" read1 "$3"
+	drop
+	timed "$1" warm1 "$MB" read1 "$3"
+	verify1 "$3"
+	unmount_all
+	"$2" "$3"
+	drop
+	timed "$1" cold8 "$MB" read8 "$3"
+	[ "${VERIFY8:-1}" = 0 ] || verify8 "$3"
+	unmount_all
+}
+
+# ------------------------------------------------------------------------
+# targets: each runs in a subshell with set -e; results in $RES/ID, the
+# reason for an n/a in $TMP/why
+
+t_local() {
+	local d=$TMP/local
+	mkdir -p "$d"
+	saves "$1" "$d"
+	reads "$1" true "$d"
+	rm -rf "$d"
+}
+
+t_raw() { # ID URL
+	local l
+	warm_src
+	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
+	put "$1" save1 "$(field "$l" mib_per_s)"
+	drop
+	l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
+	put "$1" cold1 "$(field "$l" mib_per_s)"
+}
+t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; rm -rf "$TMP/raw-file"; }
+t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; free_bucket raw; }
+free_bucket() { find "$TMP/s3/data/$1" -type f -name '*._S3rver_*' -delete; }
+
+# a fresh granary mount: empty private disk cache, --buffer-size $BUF
+GMETA=""
+gmount() { # MP
+	rm -rf "$TMP/gcache"
+	mkdir -p "$1" "$TMP/gcache"
+	"$G" mount "$GMETA" "$1" --log "$TMP/$(basename "$1").log" --cache-dir "$TMP/gcache" \
+		--buffer-size "$BUF" </dev/null >/dev/null || why "granary mount failed (see $(basename "$1").log)"
+	echo "granary $1 $(daemon_pid "$1")" >>"$REG"
+}
+daemon_pid() { # MP: the granary daemon serving MP (as tests/integ/lib.sh's mount_pids)
+	local p
+	for p in /proc/[0-9]*; do
+		{ tr '\0' '\n' <"$p/cmdline"; } 2>/dev/null | grep -qxF -- "$1" || continue
+		{ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "granary mount" || continue
+		echo "${p#/proc/}"
+		return
+	done
+}
+snap_ms() { # SRC DST -> the ms granary snapshot reports
+	local l
+	l=$("$G" snapshot "$1" "$2" 2>&1) || { why "granary snapshot failed: $l"; return 1; }
+	printf '%s\n' "$l" | sed -n 's/.* in \([0-9.]*\) ms$/\1/p'
+}
+t_granary() { # ID DB STORAGE_URL
+	local mp=$TMP/mnt-$1 pid l ms
+	GMETA="$GRANARY_TEST_REDIS?db=$2"
+	"$G" format "$GMETA" "ckpt-$1" --storage "$3" >/dev/null
+	gmount "$mp"
+	pid=$(daemon_pid "$mp")
+	[ -n "$pid" ] || why "no granary daemon found for $mp"
+	saves "$1" "$mp" "$pid"
+	ms=$(snap_ms "$mp/ckpt.pt" "$mp/ckpt-snap.pt")
+	put "$1" snap1 "$ms"
+	if [ "$NTREE" -gt 0 ] && [ ! -f "$TMP/tree.done" ]; then
+		l=$(timeout "$STEP_TIMEOUT" "$RD" -t 4 -c "$TMP/tree-src" "$TMP/tree.txt" "$mp/tree") ||
+			why "creating the tree failed"
+		put "$1" tree_fps "$(field "$l" files_per_s)"
+		ms=$(snap_ms "$mp/tree" "$mp/tree-snap")
+		put "$1" snaptree "$ms"
+		touch "$TMP/tree.done"
+	fi
+	unmount_all
+	reads "$1" gmount "$mp"
+}
+t_granary_file() { t_granary "$1" 2 "file://$TMP/granary-file"; rm -rf "$TMP/granary-file"; }
+t_granary_s3() { t_granary "$1" 1 "$GRANARY_TEST_S3/granary"; free_bucket granary; }
+
+peer_mount() { # KIND MP CMD...: a FUSE client in the foreground, in the background
+	local kind=$1 mp=$2
+	shift 2
+	mkdir -p "$mp"
+	"$@" </dev/null >>"$TMP/$(basename "$mp").log" 2>&1 &
+	echo "$kind $mp $!" >>"$REG"
+	for _ in $(seq 1 100); do
+		mountpoint -q "$mp" && return 0
+		kill -0 $! 2>/dev/null || break
+		sleep 0.1
+	done
+	why "$kind did not mount (see $(basename "$mp").log)"
+}
+s3fs_mount() {
+	peer_mount s3fs "$1" s3fs s3fs "$1" -f -o passwd_file="$TMP/s3fs.passwd" \
+		-o use_path_request_style -o url="http://127.0.0.1:$GRANARY_TEST_S3_PORT" -o endpoint=us-east-1
+}
+t_s3fs() {
+	command -v s3fs >/dev/null || why "s3fs not installed (apt-get install -y s3fs)"
+	echo S3RVER:S3RVER >"$TMP/s3fs.passwd"
+	chmod 600 "$TMP/s3fs.passwd"
+	s3fs_mount "$TMP/mnt-s3fs"
+	OBJDIR=$TMP/s3/data/s3fs saves "$1" "$TMP/mnt-s3fs"
+	unmount_all
+	# no cache: verifying the 8 would read them from the store once more
+	VERIFY8=0 reads "$1" s3fs_mount "$TMP/mnt-s3fs"
+	free_bucket s3fs
+}
+# on a prefix, as in epoch.sh; its cache emptied at every mount
+rclone_mount() {
+	rm -rf "$TMP/rclone-cache"
+	peer_mount rclone "$1" env -u AWS_CA_BUNDLE rclone --config "$TMP/rclone.conf" \
+		mount rclone:rclone/ckpt "$1" --vfs-cache-mode full --vfs-write-back 0s \
+		--cache-dir "$TMP/rclone-cache"
+}
+t_rclone() {
+	command -v rclone >/dev/null || why "rclone not installed (apt-get install -y rclone)"
+	printf '[rclone]\ntype = s3\nprovider = Other\nendpoint = http://127.0.0.1:%s\naccess_key_id = S3RVER\nsecret_access_key = S3RVER\n' \
+		"$GRANARY_TEST_S3_PORT" >"$TMP/rclone.conf"
+	rclone_mount "$TMP/mnt-rclone"
+	OBJDIR=$TMP/s3/data/rclone/ckpt saves "$1" "$TMP/mnt-rclone"
+	unmount_all
+	reads "$1" rclone_mount "$TMP/mnt-rclone"
+	free_bucket rclone
+	rm -rf "$TMP/rclone-cache"
+}
+
+run_target() { # ID
+	local id=$1 fn rc t0
+	fn=t_$(echo "$id" | tr - _)
+	declare -F "$fn" >/dev/null ||
+		{ say "unknown target '$id' (known: local raw-file granary-file raw-s3 granary-s3 s3fs rclone)"; return; }
+	say "== $id"
+	rm -f "$TMP/why"
+	: >>"$RES/$id"
+	t0=$(date +%s)
+	(
+		set -eE
+		trap - INT TERM
+		trap 'rc=$?; [ -s "$TMP/why" ] || echo "failed: $BASH_COMMAND (exit $rc)" >"$TMP/why"; exit 1' ERR
+		"$fn" "$id"
+	) &
+	TPID=$!
+	wait "$TPID"
+	rc=$?
+	TPID=""
+	unmount_all
+	[ $rc = 0 ] || { put "$id" failed "$(head -1 "$TMP/why" 2>/dev/null || echo "exit $rc")"; say "   n/a: $(head -1 "$TMP/why")"; }
+	put "$id" secs $(($(date +%s) - t0))
+	say "   $(($(date +%s) - t0)) s"
+}
+
+# ------------------------------------------------------------------------
+# setup and run
+
+T_START=$(date +%s)
+SRC=$TMP/src.pt
+say "checkpoint: $MB MiB of random bytes, 8 x $((MB / 8)) MiB; targets: $TARGETS"
+head -c "$BYTES" /dev/urandom >"$SRC"
+case " $TARGETS " in *" granary-"*)
+	[ "$NTREE" -gt 0 ] && "$TMP/bin/gen_dataset" -n "$NTREE" -d 100 -m 4 "$TMP/tree-src" "$TMP/tree.txt" >/dev/null ;;
+esac
+svc_start_redis "$TMP/redis" >/dev/null || exit 1
+svc_start_s3rver "$TMP/s3" granary raw s3fs rclone >/dev/null || exit 1
+for t in $TARGETS; do run_target "$t"; done
+RUNTIME=$(($(date +%s) - T_START))
+
+# ------------------------------------------------------------------------
+# report
+
+get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
+ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; }
+name() {
+	case $1 in
+	local) echo "local disk" ;;
+	raw-file) echo "raw store file:// (objstore PUT/GET)" ;;
+	raw-s3) echo "raw store s3rver (objstore PUT/GET)" ;;
+	granary-file) echo "granary on file://" ;;
+	granary-s3) echo "granary on s3rver" ;;
+	s3fs) echo "s3fs on s3rver" ;;
+	rclone) echo "rclone mount on s3rver" ;;
+	esac
+}
+rawof() { case $1 in *-file) echo raw-file ;; local) ;; *) echo raw-s3 ;; esac; }
+cell() { local v; v=$(get "$1" "$2"); echo "${v:-—}"; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+# check A FACTOR B: "met" when A >= FACTOR * B
+check() {
+	if [ -z "$1" ] || [ -z "$3" ]; then echo "n/a (not measured)"; return; fi
+	awk -v a="$1" -v f="$2" -v b="$3" 'BEGIN { r = a / b; printf "%s (%.2fx)", (r >= f ? "met" : "**NOT met**"), r }'
+}
+below() { # VALUE LIMIT UNIT
+	if [ -z "$1" ]; then echo "n/a (not measured)"; return; fi
+	awk -v v="$1" -v l="$2" -v u="$3" 'BEGIN { printf "%s (%s %s, limit %s %s)", (v <= l ? "met" : "**NOT met**"), v, u, l, u }'
+}
+: >"$TMP/foot"
+footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
+
+report() {
+	local id na vl vr raw l
+	echo "# granary checkpoint benchmark, $STAMP"
+	echo
+	echo "One file of $MB MiB of random bytes, and 8 files of $((MB / 8)) MiB written at once by 8 processes" \
+		"(\`dd bs=4M conv=fsync\`, the source in the page cache); $(nproc) cores, Linux $(uname -r);" \
+		"$("$G" --version 2>/dev/null); granary mounted with \`--buffer-size $BUF\`; run took ${RUNTIME} s."
+	echo
+	echo "| target | save 1 file MiB/s | save 8 files MiB/s | cold read MiB/s | cold read 8 MiB/s | warm read MiB/s | vs local | vs raw |"
+	echo "|---|---|---|---|---|---|---|---|"
+	for id in $TARGETS; do
+		[ -f "$RES/$id" ] || continue
+		na=$(get "$id" failed)
+		if [ -n "$na" ]; then
+			echo "| $(name "$id") $(footnote "$(name "$id"): n/a: $na") | n/a | n/a | n/a | n/a | n/a | — | — |"
+			continue
+		fi
+		vl="—" vr="—"
+		if [ "$id" != local ] && ok local; then
+			vl="save $(ratio "$(get "$id" save1)" "$(get local save1)")"
+			[ -z "$(get "$id" warm1)" ] || vl="$vl, warm $(ratio "$(get "$id" warm1)" "$(get local warm1)")"
+		fi
+		raw=$(rawof "$id")
+		[ -n "$raw" ] && [ "$raw" != "$id" ] && ok "$raw" &&
+			vr="save $(ratio "$(get "$id" save1)" "$(get "$raw" save1)"), cold $(ratio "$(get "$id" cold1)" "$(get "$raw" cold1)")"
+		echo "| $(name "$id") | $(cell "$id" save1) | $(cell "$id" save8) | $(cell "$id" cold1) | $(cell "$id" cold8) | $(cell "$id" warm1) | $vl | $vr |"
+	done
+	echo
+	echo "Granary client peak RSS (VmHWM of the daemon, reset before each save), \`--buffer-size $BUF\`:"
+	for id in granary-file granary-s3; do
+		ok "$id" && [ -n "$(get "$id" hwm8)" ] &&
+			echo "$(name "$id"): $(get "$id" hwm8) MiB during the 8-file save ($(get "$id" hwm1) MiB during the single-file save)."
+	done
+	echo
+	echo "Snapshots (\`granary snapshot\`, the time it reports):"
+	for id in granary-file granary-s3; do
+		ok "$id" || continue
+		echo "$(name "$id"): the $MB MiB file in $(get "$id" snap1) ms."
+		[ -n "$(get "$id" snaptree)" ] &&
+			echo "$(name "$id"): a tree of $NTREE files (100 directories, mean 4 KiB, created through the mount at $(get "$id" tree_fps) files/s) in $(get "$id" snaptree) ms."
+	done
+	echo
+	echo "Targets of the issue:"
+	echo
+	echo "| target | result |"
+	echo "|---|---|"
+	echo "| save to file:// ≥ 0.7x local disk (1 file, fsync) | $(check "$(get granary-file save1)" 0.7 "$(get local save1)") |"
+	echo "| save to s3rver ≥ 0.9x raw parallel PUT (1 file) | $(check "$(get granary-s3 save1)" 0.9 "$(get raw-s3 save1)") |"
+	echo "| save to s3rver ≥ 3x rclone (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get rclone save1)") |"
+	echo "| save to s3rver ≥ 3x s3fs (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get s3fs save1)") |"
+	for id in granary-file granary-s3; do
+		raw=$(rawof "$id")
+		echo "| $(name "$id"): cold read ≥ 0.8x raw parallel GET (1 file / 8 files) |" \
+			"$(check "$(get "$id" cold1)" 0.8 "$(get "$raw" cold1)") / $(check "$(get "$id" cold8)" 0.8 "$(get "$raw" cold1)") |"
+		echo "| $(name "$id"): warm read ≥ 0.8x local disk | $(check "$(get "$id" warm1)" 0.8 "$(get local warm1)") |"
+		echo "| $(name "$id"): 8 writers ≥ 1 writer | $(check "$(get "$id" save8)" 1 "$(get "$id" save1)") |"
+		echo "| $(name "$id"): peak RSS ≤ buffer-size + 100 MiB (8-file save) | $(below "$(get "$id" hwm8)" $((BUF_MIB + 100)) MiB) |"
+		echo "| $(name "$id"): snapshot of the $MB MiB file < 50 ms | $(below "$(get "$id" snap1)" 50 ms) |"
+		[ -n "$(get "$id" snaptree)" ] &&
+			echo "| $(name "$id"): snapshot of $NTREE files < $((5000 * NTREE / 100000)) ms (100,000 < 5 s, scaled) | $(below "$(get "$id" snaptree)" $((5000 * NTREE / 100000)) ms) |"
+	done
+	echo
+	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
+	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
+	ok s3fs || ok rclone && footnote "s3fs and rclone: the saves end when every object is whole in s3rver's store (rclone uploads after close); s3fs has no cache, its warm read goes to the store again; the 8 files are not compared with the source on s3fs (it would read them once more)" >/dev/null
+	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. The big file is compared with the source after the warm read, the 8 files after theirs." >/dev/null
+	for l in "$TMP"/note-*; do [ -f "$l" ] && footnote "$(cat "$l")" >/dev/null; done
+	awk '{ print NR ". " $0 }' "$TMP/foot"
+}
+
+REPORT=$OUT/checkpoint-$STAMP.md
+report >"$REPORT"
+cat "$REPORT"
+say "report: $REPORT (run took ${RUNTIME} s)"
