@@ -420,8 +420,7 @@ static int stage_open(struct packer *p)
 	return EBUSY;
 }
 
-/* Length of the run of whole, well-formed frames at the start of fd (a
- * crash may have cut the last one short: it was never committed). */
+/* Length of the run of whole, well-formed frames at the start of fd. */
 static uint64_t frames_len(int fd, uint64_t size)
 {
 	uint64_t off = 0;
@@ -463,12 +462,17 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 		free(k);
 		return;
 	}
-	k->len = frames_len(k->fd, (uint64_t)st.st_size);
-	if (k->len < (uint64_t)st.st_size &&
-	    ftruncate(k->fd, (off_t)k->len) == 0)
-		log_warn("staged pack '%s': dropped %llu bytes of a frame cut "
-			 "short by a crash (never committed)",
-			 path, (unsigned long long)(st.st_size - k->len));
+	/* Uploaded whole, as it is: a frame cut short by the crash (or by a
+	 * full disk) was never committed, and one of those may sit between
+	 * committed frames, so the file is not cut at the first bad one. */
+	k->len = (uint64_t)st.st_size;
+	uint64_t whole = frames_len(k->fd, k->len);
+	if (whole < k->len)
+		log_warn("staged pack '%s': bytes %llu..%llu are not whole "
+			 "frames (writes that failed or a crash cut short; "
+			 "never committed)",
+			 path, (unsigned long long)whole,
+			 (unsigned long long)k->len);
 	k->state = PK_SEALED;
 	cond_init_mono(&k->done);
 	if (p->staged_tail)
@@ -600,12 +604,16 @@ static int upload(struct packer *p, struct pack *k)
 	if (!buf)
 		return ENOMEM;
 	ssize_t got = pread(k->fd, buf, k->len, 0);
-	if (got != (ssize_t)k->len) {
-		err = got < 0 ? errno : EIO;
+	if (got < 0) {
+		err = errno;
 		log_err("cannot read staged pack %" PRIu64 ": %s", k->id,
 			strerror(err));
 		goto free_buf;
 	}
+	/* A file shorter than the room reserved in it: the frames at its
+	 * end failed to be written (a full disk) and were never committed.
+	 * Every committed frame was fsync'd whole before its commit. */
+	memset((char *)buf + got, 0, k->len - (size_t)got);
 	err = objstore_put(p->store, key, buf, k->len);
 	if (err) {
 		log_err("cannot upload pack '%s' (%zu bytes): %s (kept staged, "

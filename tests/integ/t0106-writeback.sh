@@ -87,4 +87,26 @@ diff -r "$TMP/src3" "$B/ds3" || fail "files written before umount differ on anot
 check_eq "$(find "$TMP/cache-a" -path '*staging-*' -name '*.pack' | wc -l)" 0 \
 	"staged pack files left after umount"
 ok "umount uploads everything staged"
+# a full staging disk: close() reports ENOSPC, nothing is committed for
+# the file, earlier files are intact, and the mount goes on
+mkdir -p "$TMP/tiny" "$TMP/c"
+mount -t tmpfs -o size=2m granary-test "$TMP/tiny" || fail "cannot mount a tmpfs"
+C=$TMP/c
+mount_vol "$META" "$C" --writeback --pack-window 60s --cache-dir "$TMP/tiny" --cache-size 0
+random_file "$TMP/ok1" 300000
+cp "$TMP/ok1" "$C/ok1"
+got=""
+for i in $(seq 1 20); do
+	if ! head -c 500000 /dev/urandom 2>/dev/null | dd of="$C/fill$i" bs=500000 conv=fsync status=none 2>"$TMP/dd.err"; then
+		got=$(cat "$TMP/dd.err")
+		break
+	fi
+done
+case $got in *"No space left on device"*) ;; *) fail "a full staging disk gave: '${got:-no error}'" ;; esac
+cmp "$TMP/ok1" "$C/ok1" || fail "a file staged before the disk filled differs"
+gsync "$C" || fail "granary.sync after ENOSPC"
+diff "$TMP/ok1" "$B/ok1" || fail "another client reads the file staged before ENOSPC differently"
+umount_vol "$C"
+umount "$TMP/tiny"
+ok "full staging disk: ENOSPC at close, earlier files intact and uploaded"
 umount_vol "$B"
