@@ -88,6 +88,7 @@ bench: all
 	@bench/run.sh $(O)
 	@bench/epoch.sh $(O)
 	@bench/randread.sh $(O)
+	@bench/checkpoint.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary
