@@ -18,6 +18,7 @@
 #define FUSE_USE_VERSION 314
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -2171,6 +2172,12 @@ static void *ready_watcher(void *arg)
 int fs_mount(const struct fs_opts *o,
 	     void (*ready)(void *arg, int err, const char *msg), void *arg)
 {
+	/* Block buffers (up to the block size, 4 MiB) come and go by the
+	 * thousand: served by mmap they go back to the system when freed.
+	 * glibc would otherwise raise its mmap threshold after the first
+	 * free and keep them in per-thread heaps, where fragmentation let
+	 * the daemon's memory grow far past --buffer-size. */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	struct fs *fs = calloc(1, sizeof(*fs));
 	char url[1024], mopts[2048];
 	int err;
