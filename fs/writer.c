@@ -293,23 +293,21 @@ static int pack_slices(struct writer *w)
 	if (!n)
 		return 0;
 	items = calloc(n, sizeof(*items));
-	if (!items)
-		return ENOMEM;
-	for (size_t i = 0; i < w->nslices; i++) {
+	for (size_t i = 0; items && i < w->nslices; i++) {
 		const struct wslice *s = &w->slices[i];
 		if (packable(w, s))
 			items[k++] = (struct packer_item){.raw = s->cur->data,
 							  .len = s->size};
 	}
-	err = packer_put(w->p->pk, items, n);
+	/* without items the slices fail like a failed put: dropped below */
+	err = items ? packer_put(w->p->pk, items, n) : ENOMEM;
 	k = 0;
 	for (size_t i = 0; i < w->nslices; i++) {
 		struct wslice *s = &w->slices[i];
 		if (!packable(w, s))
 			continue;
 		if (!err)
-			s->at = items[k].at;
-		k++;
+			s->at = items[k++].at;
 		drop_block(w, s->cur);
 		s->cur = NULL;
 	}
