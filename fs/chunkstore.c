@@ -691,6 +691,35 @@ static int pf_queued(const struct chunkstore *cs, uint64_t id, uint32_t idx)
 	return 0;
 }
 
+/* Queue r unless its block is cached, in flight or queued already.
+ * Returns -1 when the queue is full (the caller counts the drop). */
+static int pf_enqueue(struct chunkstore *cs, const struct pf_req *r)
+{
+	/* The two locks are never held together; a block that starts
+	 * loading between the checks is skipped by the worker. */
+	pthread_mutex_lock(&cs->lock);
+	int known = *find(cs, r->id, r->idx) != NULL;
+	pthread_mutex_unlock(&cs->lock);
+	if (known)
+		return 0;
+
+	pthread_mutex_lock(&cs->pf_lock);
+	if (pf_queued(cs, r->id, r->idx)) {
+		pthread_mutex_unlock(&cs->pf_lock);
+		return 0;
+	}
+	if (cs->pf_n == cs->pf_cap) {
+		pthread_mutex_unlock(&cs->pf_lock);
+		return -1;
+	}
+	cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap] = *r;
+	cs->pf_n++;
+	pthread_cond_signal(&cs->pf_cond);
+	pthread_mutex_unlock(&cs->pf_lock);
+	STAT_ADD(cs, prefetched, 1);
+	return 0;
+}
+
 void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 			 uint32_t off, uint32_t len)
 {
@@ -704,34 +733,11 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 	first = off / bs;
 	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
 	for (uint32_t i = first; i <= last; i++) {
-		/* The two locks are never held together; a block that starts
-		 * loading between the checks is skipped by the worker. */
-		pthread_mutex_lock(&cs->lock);
-		int known = *find(cs, id, i) != NULL;
-		pthread_mutex_unlock(&cs->lock);
-		if (known)
-			continue;
-
-		pthread_mutex_lock(&cs->pf_lock);
-		if (pf_queued(cs, id, i)) {
-			pthread_mutex_unlock(&cs->pf_lock);
-			continue;
-		}
-		if (cs->pf_n == cs->pf_cap) {
-			pthread_mutex_unlock(&cs->pf_lock);
+		struct pf_req r = {id, i, block_len(cs, size, i), no_frame};
+		if (pf_enqueue(cs, &r)) {
 			STAT_ADD(cs, prefetch_drops, last - i + 1);
 			return;
 		}
-		struct pf_req *q =
-		    &cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap];
-		q->id = id;
-		q->idx = i;
-		q->len = block_len(cs, size, i);
-		q->fr = no_frame;
-		cs->pf_n++;
-		pthread_cond_signal(&cs->pf_cond);
-		pthread_mutex_unlock(&cs->pf_lock);
-		STAT_ADD(cs, prefetched, 1);
 	}
 }
 
@@ -1244,27 +1250,10 @@ void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,
 {
 	if (!cs || cs->pf_nthreads == 0 || !f || !f->pack)
 		return;
-	pthread_mutex_lock(&cs->lock);
-	int known = *find(cs, id, 0) != NULL;
-	pthread_mutex_unlock(&cs->lock);
-	if (known)
-		return;
-	pthread_mutex_lock(&cs->pf_lock);
-	if (pf_queued(cs, id, 0)) {
-		pthread_mutex_unlock(&cs->pf_lock);
-		return;
-	}
-	if (cs->pf_n == cs->pf_cap) {
-		pthread_mutex_unlock(&cs->pf_lock);
+	/* a frame is cached as block 0 of its slice */
+	struct pf_req r = {id, 0, size, *f};
+	if (pf_enqueue(cs, &r))
 		STAT_ADD(cs, prefetch_drops, 1);
-		return;
-	}
-	struct pf_req *q = &cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap];
-	*q = (struct pf_req){.id = id, .idx = 0, .len = size, .fr = *f};
-	cs->pf_n++;
-	pthread_cond_signal(&cs->pf_cond);
-	pthread_mutex_unlock(&cs->pf_lock);
-	STAT_ADD(cs, prefetched, 1);
 }
 
 int chunkstore_delete_pack(struct chunkstore *cs, uint64_t pack)

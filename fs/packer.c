@@ -436,6 +436,16 @@ static uint64_t frames_len(int fd, uint64_t size)
 	return off;
 }
 
+/* Append k to the staged list, oldest first. Under lock. */
+static void stage_link(struct packer *p, struct pack *k)
+{
+	if (p->staged_tail)
+		p->staged_tail->next = k;
+	else
+		p->staged = k;
+	p->staged_tail = k;
+}
+
 /* Adopt one staged pack file (ours after a rename) as a sealed pack. */
 static void adopt(struct packer *p, const char *from, uint64_t id)
 {
@@ -475,11 +485,7 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 			 (unsigned long long)k->len);
 	k->state = PK_SEALED;
 	cond_init_mono(&k->done);
-	if (p->staged_tail)
-		p->staged_tail->next = k;
-	else
-		p->staged = k;
-	p->staged_tail = k;
+	stage_link(p, k);
 	p->nsealed++;
 	STAT_ADD(p, recovered, 1);
 }
@@ -553,11 +559,7 @@ static int stage_new(struct packer *p, struct pack **out)
 			strerror(err));
 		goto free_k;
 	}
-	if (p->staged_tail)
-		p->staged_tail->next = k;
-	else
-		p->staged = k;
-	p->staged_tail = k;
+	stage_link(p, k);
 	*out = k;
 	return 0;
 
@@ -593,7 +595,7 @@ static int upload(struct packer *p, struct pack *k)
 	chunkstore_pack_key(k->id, key, sizeof(key));
 	/* The total first: a pack whose frames all died meanwhile (files
 	 * deleted right after they were written) needs no upload. */
-	err = p->cbs.total(p->cbs.arg, k->id, k->len ? k->len : 0, &dead);
+	err = p->cbs.total(p->cbs.arg, k->id, k->len, &dead);
 	if (err) {
 		log_err("cannot record pack '%s' in the metadata", key);
 		return EIO;

@@ -1835,6 +1835,20 @@ int meta_fallocate(struct meta *m, uint64_t ino, int mode, uint64_t off,
 	return run_script_attr(m, &c, out);
 }
 
+/* A name a change is about to create: EROFS on a read-only handle, the
+ * name's own errors, EEXIST for "." and "..". */
+static int new_name_check(struct meta *m, const char *name)
+{
+	int err;
+
+	if (m->opts.read_only)
+		return EROFS;
+	err = name_check(name);
+	if (err)
+		return err;
+	return is_dot(name) ? EEXIST : 0;
+}
+
 static int mknod_open(struct meta *m, uint64_t parent, const char *name,
 		      uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
 		      uint32_t rdev, const char *symlink, int open,
@@ -1865,13 +1879,9 @@ static int mknod_open(struct meta *m, uint64_t parent, const char *name,
 	uint64_t id;
 	int err;
 
-	if (m->opts.read_only)
-		return EROFS;
-	err = name_check(name);
+	err = new_name_check(m, name);
 	if (err)
 		return err;
-	if (is_dot(name))
-		return EEXIST;
 	if (type < META_FILE || type > META_SOCK)
 		return EINVAL;
 	if (type == META_SYMLINK) {
@@ -1979,13 +1989,9 @@ int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
 	struct cmd c;
 	int err;
 
-	if (m->opts.read_only)
-		return EROFS;
-	err = name_check(newname);
+	err = new_name_check(m, newname);
 	if (err)
 		return err;
-	if (is_dot(newname))
-		return EEXIST;
 	cmd_script(m, &c, SC_LINK);
 	cmd_u64(&c, ino);
 	cmd_u64(&c, newparent);
@@ -2621,13 +2627,9 @@ static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
 	if (!st)
 		st = &tmp;
 	memset(st, 0, sizeof *st);
-	if (m->opts.read_only)
-		return EROFS;
-	err = name_check(dst_name);
+	err = new_name_check(m, dst_name);
 	if (err)
 		return err;
-	if (is_dot(dst_name))
-		return EEXIST;
 	cmd_script(m, &c, SC_SNAP_BEGIN);
 	cmd_u64(&c, src);
 	cmd_u64(&c, dst_parent);

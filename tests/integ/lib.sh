@@ -190,6 +190,16 @@ objects_equal() {
 	[ "$(count_objects)" = "$1" ]
 }
 
+# stat_of MP SECTION FIELD: a counter from the "granary.stats" xattr of
+# the client serving MP
+stat_of() {
+	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
+		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
+}
+
+# rcli ARGS...: redis-cli on the database of the volume last made
+rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
+
 # mount_vol META MP [ARGS...]: mount and remember MP for the cleanup. The
 # client logs to $TMP/log-<basename MP>.log, shown when the test fails.
 mount_vol() {

@@ -5,12 +5,6 @@
 # full cache disk never fails a read.
 . "$(dirname "$0")/lib.sh"
 
-# stat FIELD: a counter from the client's "granary.stats" xattr
-stat_of() {
-	getfattr --absolute-names --only-values -n granary.stats "$M" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$1\":{[^}]*\"$2\":\([0-9]*\).*/\1/p"
-}
-
 new_volume cache
 M=$TMP/mnt
 mount_vol "$META" "$M"
@@ -34,9 +28,9 @@ ok "warmup fills the cache; --check reports it"
 
 umount_vol "$M"
 mount_vol "$META" "$M"
-g0=$(stat_of store gets)
+g0=$(stat_of "$M" store gets)
 diff -r "$TMP/src" "$M/ds" || fail "epoch after remount: contents differ"
-g1=$(stat_of store gets)
+g1=$(stat_of "$M" store gets)
 check_eq "$((g1 - g0))" 0 "store GETs during an epoch on a warm cache after remount"
 ok "remount keeps the cache warm: no GETs"
 
@@ -47,7 +41,7 @@ printf 'garbage' | dd of="$entry" bs=1 seek=30 conv=notrunc status=none
 umount_vol "$M"
 mount_vol "$META" "$M"
 diff -r "$TMP/src" "$M/ds" || fail "reads after corrupting a cache entry differ"
-[ "$(stat_of memory_cache corrupt)" -ge 1 ] || fail "the corrupt entry was not noticed"
+[ "$(stat_of "$M" memory_cache corrupt)" -ge 1 ] || fail "the corrupt entry was not noticed"
 ok "a corrupt cache entry is repaired transparently"
 
 out=$("$GRANARY" warmup --evict "$M/ds") || fail "evict: $out"

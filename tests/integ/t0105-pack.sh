@@ -6,12 +6,6 @@
 . "$(dirname "$0")/lib.sh"
 [ -x "$CLOSEALL" ] || fail "no closeall at '$CLOSEALL' (make all)"
 
-# stat_of MP SECTION FIELD: a counter from the client's "granary.stats"
-stat_of() {
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
-}
-rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
 
 new_volume pack
 A=$TMP/a B=$TMP/b

@@ -6,11 +6,6 @@
 # deleted before their pack is uploaded cost no upload at all.
 . "$(dirname "$0")/lib.sh"
 
-stat_of() {
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
-}
-rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
 gsync() { setfattr -n granary.sync -v 1 "$1"; }
 
 new_volume wb

@@ -7,10 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 
 # stat SECTION FIELD: a counter from the client's "granary.stats" xattr
-stat_of() {
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
-}
 
 RANDREAD=$BUILD/tests/randread
 [ -x "$RANDREAD" ] || fail "no randread helper at '$RANDREAD' (make all)"

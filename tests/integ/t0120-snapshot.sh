@@ -73,10 +73,6 @@ cmp "$TMP/ck.snap" "$A/ck.snap" || fail "the file snapshot does not read its own
 ok "snapshot of a 20 MB file ($out)"
 
 # cp inside the volume: copy_file_range of a whole file shares the data
-stat_of() {
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
-}
 p0=$(stat_of "$A" store puts)
 cp "$A/ck" "$A/ck.cp" || fail "cp inside the volume"
 check_eq "$(stat_of "$A" store puts)" "$p0" "PUTs for cp of a 20 MB file inside the volume"
@@ -121,7 +117,6 @@ ok "data shared by a snapshot is deleted only when both sides are gone"
 # the fault injection knob): nothing is visible, the half-made copy is
 # recorded for cleanup (deleted once the dead client's session expires:
 # test_meta covers that part)
-rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
 mkdir "$A/many"
 for d in $(seq 1 20); do
 	mkdir "$A/many/d$d"
