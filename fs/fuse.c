@@ -74,6 +74,8 @@ struct node {
 	int pins;	   /* in-flight users; protected by fs->table_lock */
 	int meta_open;	   /* registered with meta_file_open; protected by
 			      fs->table_lock */
+	int frozen;	   /* inside a version (DIR/.versions/...): read-only;
+			      set once; protected by fs->table_lock */
 
 	pthread_mutex_t lock;  /* after table_lock's release, before writer */
 	struct writer *writer; /* protected by lock; NULL until first write */
@@ -98,7 +100,8 @@ struct fs {
 	struct packer *packer; /* NULL: packing off */
 	int writeback;	       /* packs are staged first */
 	struct meta_volume vol;
-	uint64_t root; /* volume inode served as FUSE_ROOT_ID */
+	uint64_t root;	 /* volume inode served as FUSE_ROOT_ID */
+	int root_frozen; /* --subdir inside a version: read-only */
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
@@ -279,15 +282,18 @@ static void node_unpin(struct fs *fs, struct node *n)
 
 static void node_note_attr(struct node *n, const struct meta_attr *a);
 
-/* The kernel now holds one more lookup of ino, whose attributes were a.
- * A read-only client keeps them for the next open (see file_open). */
+/* The kernel now holds one more lookup of ino, whose attributes were a,
+ * found inside a version when frozen. A read-only client keeps the
+ * attributes for the next open (see file_open). */
 static void node_lookup_ref(struct fs *fs, uint64_t ino,
-			    const struct meta_attr *a)
+			    const struct meta_attr *a, int frozen)
 {
 	pthread_mutex_lock(&fs->table_lock);
 	struct node *n = node_get_locked(fs, ino, 1);
-	if (n)
+	if (n) {
 		n->nlookup++;
+		n->frozen |= frozen;
+	}
 	pthread_mutex_unlock(&fs->table_lock);
 	if (!n)
 		return;
@@ -297,6 +303,29 @@ static void node_lookup_ref(struct fs *fs, uint64_t ino,
 		pthread_mutex_unlock(&n->lock);
 	}
 	node_unpin(fs, n);
+}
+
+/*
+ * Is the kernel's inode ino inside a version? Versions are read-only: the
+ * mark comes from the lookup that made the kernel know the inode (through
+ * DIR/.versions, or below a marked directory), and every change to a
+ * marked inode, or inside a marked directory, is EROFS.
+ */
+static int frozen(struct fs *fs, fuse_ino_t ino)
+{
+	uint64_t vino = m_ino(fs, ino);
+	int f = 0;
+
+	if (ino == FUSE_ROOT_ID)
+		return fs->root_frozen;
+	pthread_mutex_lock(&fs->table_lock);
+	for (struct node *n = fs->buckets[bucket_of(fs, vino)]; n; n = n->next)
+		if (n->ino == vino) {
+			f = n->frozen;
+			break;
+		}
+	pthread_mutex_unlock(&fs->table_lock);
+	return f;
 }
 
 static void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
@@ -420,7 +449,7 @@ static uint64_t visible_length(struct fs *fs, uint64_t ino,
 }
 
 static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
-			const struct meta_attr *a)
+			const struct meta_attr *a, int frozen)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
@@ -429,7 +458,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t ino,
 	e.attr_timeout = fs->attr_timeout;
 	e.entry_timeout = fs->entry_timeout;
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &e.attr);
-	node_lookup_ref(fs, ino, a);
+	node_lookup_ref(fs, ino, a, frozen);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		node_forget(fs, ino,
 			    1); /* interrupted: the kernel never saw it */
@@ -784,11 +813,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t ino;
 	struct meta_attr a;
 	int err = 0;
+	int fz = frozen(fs, parent) || !strcmp(name, META_VERSIONS);
 	if (!fs->read_only) {
 		err = meta_lookup(fs->meta, m_ino(fs, parent), name, &ino, &a);
 		if (err)
 			return reply_err(req, "lookup", err);
-		return reply_entry(req, fs, ino, &a);
+		return reply_entry(req, fs, ino, &a, fz);
 	}
 	/* read-only: from the name cache, else one round trip that also
 	 * brings chunk 0, so that open and read need none of their own */
@@ -806,7 +836,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (a.type == META_FILE)
 		node_cache_chunk0(fs, ino, s, n);
 	free(s);
-	reply_entry(req, fs, ino, &a);
+	reply_entry(req, fs, ino, &a, fz);
 	node_unpin(fs, pin);
 }
 
@@ -883,6 +913,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
 	struct meta_attr in, out;
 	int set = setattr_fields(st, to_set, &in), err = 0, have = 0;
 	(void)fi;
+	if (frozen(fs, fino))
+		return reply_err(req, "setattr", EROFS);
 
 	/*
 	 * Buffered writes are committed first: their commit sets mtime, and
@@ -939,12 +971,14 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
+	if (frozen(fs, parent))
+		return reply_err(req, "create", EROFS);
 	int err =
 	    meta_mknod(fs->meta, m_ino(fs, parent), name, meta_type_of(mode),
 		       mode & 07777, ctx->uid, ctx->gid, rdev, link, &ino, &a);
 	if (err)
 		return reply_err(req, "create", err);
-	reply_entry(req, fs, ino, &a);
+	reply_entry(req, fs, ino, &a, 0);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -968,6 +1002,8 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
+	if (frozen(fs, parent))
+		return reply_err(req, "unlink", EROFS);
 	int err = meta_unlink(fs->meta, m_ino(fs, parent), name);
 	if (!err) {
 		pthread_mutex_lock(&fs->rc_lock);
@@ -980,6 +1016,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
+	if (frozen(fs, parent))
+		return reply_err(req, "rmdir", EROFS);
 	reply_err(req, "rmdir", meta_rmdir(fs->meta, m_ino(fs, parent), name));
 }
 
@@ -990,6 +1028,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_of(req);
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return reply_err(req, "rename", EINVAL);
+	if (frozen(fs, parent) || frozen(fs, newparent))
+		return reply_err(req, "rename", EROFS);
 	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
 			      m_ino(fs, newparent), newname, flags);
 	reply_err(req, "rename", err);
@@ -1000,11 +1040,13 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
+	if (frozen(fs, ino) || frozen(fs, newparent))
+		return reply_err(req, "link", EROFS);
 	int err = meta_link(fs->meta, m_ino(fs, ino), m_ino(fs, newparent),
 			    newname, &a);
 	if (err)
 		return reply_err(req, "link", err);
-	reply_entry(req, fs, m_ino(fs, ino), &a);
+	reply_entry(req, fs, m_ino(fs, ino), &a, 0);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1122,7 +1164,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
-	if (fs->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
+	if ((fs->read_only || frozen(fs, ino)) &&
+	    (fi->flags & O_ACCMODE) != O_RDONLY)
 		return reply_err(req, "open", EROFS);
 	struct node *n = node_get(fs, m_ino(fs, ino), 1);
 	if (!n)
@@ -1144,6 +1187,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
+	if (frozen(fs, parent))
+		return reply_err(req, "create", EROFS);
 	/* the open is registered by the same script that creates the file */
 	int err = meta_create(fs->meta, m_ino(fs, parent), name, mode & 07777,
 			      ctx->uid, ctx->gid, &ino, &a);
@@ -1166,7 +1211,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr_timeout = fs->attr_timeout;
 	e.entry_timeout = fs->entry_timeout;
 	attr_to_stat(fs, ino, &a, a.length, &e.attr);
-	node_lookup_ref(fs, ino, &a);
+	node_lookup_ref(fs, ino, &a, 0);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_forget(fs, ino, 1);
 		fh_free((struct fh *)(uintptr_t)fi->fh);
@@ -1448,7 +1493,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs *fs = fs_of(req);
 	struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
-	int err = 0;
+	int err = 0, fz = plus && frozen(fs, ino);
 
 	pthread_mutex_lock(&d->lock);
 	/* a rewind (offset 0) reloads, as a new listing would */
@@ -1512,7 +1557,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (need > size - pos)
 				break;
 			if (e) {
-				node_lookup_ref(fs, eino, &e->attr);
+				node_lookup_ref(fs, eino, &e->attr, fz);
 				if (fs->read_only && e->type == META_FILE)
 					node_cache_chunk0(fs, eino, e->chunk0,
 							  e->nchunk0);
@@ -1712,8 +1757,7 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
 	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
 	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
-	    (unsigned long long)ps.errors,
-	    (unsigned long long)ps.staged_packs,
+	    (unsigned long long)ps.errors, (unsigned long long)ps.staged_packs,
 	    (unsigned long long)ps.staged_bytes,
 	    (unsigned long long)ps.recovered);
 	reply_xattr_value(req, size, buf, len);
@@ -1810,7 +1854,7 @@ static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	unsigned long long src;
 	int err;
 
-	if (fs->read_only)
+	if (fs->read_only || frozen(fs, parent))
 		return reply_err(req, XATTR_SNAPSHOT, EROFS);
 	if (size >= sizeof(buf))
 		return reply_err(req, XATTR_SNAPSHOT, ENAMETOOLONG);
@@ -1845,6 +1889,115 @@ static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	reply_err(req, XATTR_SNAPSHOT, err);
 }
 
+/*
+ * Dataset versions (granary version), as xattrs of a directory DIR:
+ *   set "granary.version.create"  = "TAG" or "TAG\0MESSAGE"
+ *   set "granary.version.rm"      = "TAG"
+ *   set "granary.version.restore" = "TAG\0SAVE_TAG"
+ *   get "granary.version:TAG"     = lines "key=value": tag, top, created,
+ *       files, dirs, others, bytes, and last msg (the rest of the value)
+ * DIR/.versions lists the tags.
+ */
+#define XATTR_VERSION_SET "granary.version."
+#define XATTR_VERSION_GET "granary.version:"
+
+/* One version operation on directory dir (see above). */
+static int version_do(struct fs *fs, uint64_t dir, const char *op,
+		      const char *tag, const char *arg)
+{
+	struct meta_snapshot_stats st = {0};
+	int64_t t0 = mono_ns();
+	int err;
+
+	if (!strcmp(op, "create")) {
+		err = meta_version_create(fs->meta, dir, tag, arg, &st);
+		if (!err)
+			log_info("version '%s' of inode %llu: %llu files, %llu "
+				 "bytes in %.1f ms",
+				 tag, (unsigned long long)dir,
+				 (unsigned long long)st.files,
+				 (unsigned long long)st.bytes,
+				 (double)(mono_ns() - t0) / 1e6);
+		return err;
+	}
+	if (!strcmp(op, "rm")) {
+		uint64_t vdir;
+		err = meta_version_rm(fs->meta, dir, tag);
+		/* gone for this node's kernel at once, not after its entry
+		 * timeout (another thread's lock on DIR/.versions is never
+		 * held waiting for this request) */
+		if (!err &&
+		    !meta_lookup(fs->meta, dir, META_VERSIONS, &vdir, NULL))
+			fuse_lowlevel_notify_inval_entry(
+			    fs->se, f_ino(fs, vdir), tag, strlen(tag));
+		return err;
+	}
+	if (strcmp(op, "restore"))
+		return EOPNOTSUPP;
+	if (!arg || !*arg)
+		return EINVAL;
+	err = meta_version_restore(fs->meta, dir, tag, arg);
+	if (!err)
+		log_info("inode %llu restored to version '%s' (what it was is "
+			 "version '%s') in %.1f ms",
+			 (unsigned long long)dir, tag, arg,
+			 (double)(mono_ns() - t0) / 1e6);
+	return err;
+}
+
+static void version_set(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			const char *op, const char *value, size_t size)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t dir = m_ino(fs, ino);
+	struct meta_attr a;
+	char *tag, *arg;
+	int err;
+
+	if (fs->read_only || frozen(fs, ino))
+		return reply_err(req, op, EROFS);
+	tag = malloc(size + 2); /* "TAG\0ARG\0" even when ARG is missing */
+	if (!tag)
+		return reply_err(req, op, ENOMEM);
+	memcpy(tag, value, size);
+	tag[size] = tag[size + 1] = '\0';
+	arg = memchr(tag, '\0', size) ? tag + strlen(tag) + 1 : NULL;
+	err = meta_getattr(fs->meta, dir, &a);
+	if (!err && a.type != META_DIR)
+		err = ENOTDIR;
+	if (!err && !may_write_dir(ctx, &a))
+		err = EACCES;
+	if (!err)
+		err = version_do(fs, dir, op, tag, arg);
+	free(tag);
+	reply_err(req, op, err);
+}
+
+static void version_get(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			const char *tag, size_t size)
+{
+	struct meta_version *v;
+	char *text;
+	int err = meta_version_get(fs->meta, m_ino(fs, ino), tag, &v), n;
+
+	if (err)
+		return reply_err(req, "getxattr",
+				 err == ENOENT ? ENODATA : err);
+	n = asprintf(&text,
+		     "tag=%s\ntop=%llu\ncreated=%lld\nfiles=%llu\ndirs=%llu\n"
+		     "others=%llu\nbytes=%llu\nmsg=%s",
+		     v->tag, (unsigned long long)v->top, (long long)v->created,
+		     (unsigned long long)v->st.files,
+		     (unsigned long long)v->st.dirs,
+		     (unsigned long long)v->st.others,
+		     (unsigned long long)v->st.bytes, v->msg);
+	meta_versions_free(v, 1);
+	if (n < 0)
+		return reply_err(req, "getxattr", ENOMEM);
+	reply_xattr_value(req, size, text, (size_t)n);
+	free(text);
+}
+
 static int acl_name(const char *name)
 {
 	return !strcmp(name, "system.posix_acl_access") ||
@@ -1859,8 +2012,14 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return reply_err(req, "setxattr", EOPNOTSUPP);
 	if (!strcmp(name, XATTR_SNAPSHOT))
 		return snapshot_xattr(req, fs, ino, value, size);
+	if (!strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET)))
+		return version_set(req, fs, ino,
+				   name + strlen(XATTR_VERSION_SET), value,
+				   size);
 	if (virtual_xattr(req, fs, ino, name, 0, 1))
 		return;
+	if (frozen(fs, ino))
+		return reply_err(req, "setxattr", EROFS);
 	reply_err(
 	    req, "setxattr",
 	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
@@ -1874,6 +2033,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	size_t n;
 	if (acl_name(name))
 		return reply_err(req, "getxattr", ENODATA);
+	if (!strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
+		return version_get(req, fs, ino,
+				   name + strlen(XATTR_VERSION_GET), size);
 	if (virtual_xattr(req, fs, ino, name, size, 0))
 		return;
 	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
@@ -1898,6 +2060,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = fs_of(req);
+	if (frozen(fs, ino))
+		return reply_err(req, "removexattr", EROFS);
 	reply_err(req, "removexattr",
 		  meta_removexattr(fs->meta, m_ino(fs, ino), name));
 }
@@ -1972,9 +2136,11 @@ static void *reclaimer_main(void *arg)
 		if (mono_ns() >= next_cleanup) {
 			size_t k = 0;
 			if (meta_snapshot_cleanup(fs->meta, &k) == 0 && k)
-				log_info("deleted %zu snapshots left half made "
-					 "by clients that died",
-					 k);
+				log_info(
+				    "deleted %zu detached trees (snapshots "
+				    "left half made by clients that died, "
+				    "versions of removed directories)",
+				    k);
 			next_cleanup = mono_ns() + SNAPSHOT_CLEANUP_NS;
 		}
 		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
@@ -1982,9 +2148,9 @@ static void *reclaimer_main(void *arg)
 			log_warn("reclaim: %s", gr_strerror(err));
 		for (size_t i = 0; i < n; i++) {
 			const struct meta_slice *d = &dead[i];
-			int e = d->pack ? chunkstore_delete_pack(fs->cs, d->pack)
-					: chunkstore_delete(fs->cs, d->id,
-							    d->size);
+			int e = d->pack
+				    ? chunkstore_delete_pack(fs->cs, d->pack)
+				    : chunkstore_delete(fs->cs, d->id, d->size);
 			if (e)
 				log_warn("reclaim: cannot delete %s %llu: "
 					 "%s (gc will find it)",
@@ -2075,6 +2241,9 @@ static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
 		err = meta_lookup(fs->meta, ino, p, &ino, &a);
 		if (err)
 			break;
+		/* a version, or in one: served read-only like any version */
+		if (!strcmp(p, META_VERSIONS))
+			fs->root_frozen = 1;
 		if (a.type != META_DIR) {
 			err = ENOTDIR;
 			break;
@@ -2280,9 +2449,10 @@ int fs_mount(const struct fs_opts *o,
 			 (int)strcspn(dirs, ":"), dirs, fs->vol.uuid);
 		struct packer_opts po = {
 		    .pack_size = o->pack_size ? o->pack_size : 4u << 20,
-		    .window_ms = (unsigned)(o->pack_window_ms >= 0
-						? o->pack_window_ms
-						: wb ? 2000 : 10),
+		    .window_ms =
+			(unsigned)(o->pack_window_ms >= 0 ? o->pack_window_ms
+				   : wb			  ? 2000
+							  : 10),
 		    .compress = fs->vol.compress,
 		    .stage_dir = wb ? stage : NULL,
 		    .uploaders = 4,
@@ -2291,10 +2461,9 @@ int fs_mount(const struct fs_opts *o,
 		struct packer_cbs pc = {fs, pcb_new_id, pcb_total};
 		err = packer_open(fs->store, &po, &pc, &fs->packer);
 		if (err) {
-			err = mount_fail(ready, arg, err,
-					 "cannot set up packing%s: %s",
-					 wb ? " (writeback staging)" : "",
-					 gr_strerror(err));
+			err = mount_fail(
+			    ready, arg, err, "cannot set up packing%s: %s",
+			    wb ? " (writeback staging)" : "", gr_strerror(err));
 			goto close_pool;
 		}
 		/* a packed slice is one frame, smaller than a pack */

@@ -135,8 +135,8 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name,
  * malloc'd, NULL with *n 0 when empty) in the same round trip: for
  * read-only clients, a small file is then one lookup away from its data. */
 int meta_lookup_chunk0(struct meta *m, uint64_t parent, const char *name,
-		       uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
-		       size_t *n);
+		       uint64_t *ino, struct meta_attr *a,
+		       struct meta_slice **s, size_t *n);
 
 #define META_SET_MODE	   0x01
 #define META_SET_UID	   0x02
@@ -186,7 +186,7 @@ struct meta_dirent {
 	uint64_t ino;
 	uint8_t type;
 	char *name;
-	struct meta_attr attr; /* filled only with plus */
+	struct meta_attr attr;	   /* filled only with plus */
 	struct meta_slice *chunk0; /* plus, files: chunk 0's slices (or NULL) */
 	size_t nchunk0;
 };
@@ -262,6 +262,60 @@ int meta_snapshot_cleanup(struct meta *m, size_t *n);
  */
 int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
 		    struct meta_attr *a);
+
+/* ---- dataset versions ------------------------------------------------ */
+/*
+ * A version is a read-only snapshot of a directory, kept with it: DIR's
+ * versions are the entries of a directory reached by looking up META_VERSIONS
+ * in DIR (DIR/.versions/TAG), never listed by readdir. The name is reserved:
+ * creating or renaming to it gives EINVAL. Read-only is the client's to
+ * enforce (fs/fuse.c); the engine keeps the tree and a record per version
+ * with its stats, so that listing them costs one read. Removing DIR removes
+ * its versions (deleted in the background by meta_snapshot_cleanup).
+ */
+#define META_VERSIONS	     ".versions"
+#define META_TAG_MAX	     200
+#define META_VERSION_MSG_MAX 4096
+
+struct meta_version {
+	char tag[META_TAG_MAX + 1];
+	uint64_t top;	 /* the version's root directory */
+	int64_t created; /* server unix seconds */
+	struct meta_snapshot_stats st;
+	char *msg; /* NUL-terminated, maybe empty */
+};
+
+/* Tags: 1..META_TAG_MAX printable bytes, no '/', not starting with '.';
+ * EINVAL otherwise (ENAMETOOLONG when too long). */
+int meta_version_tag_check(const char *tag);
+/*
+ * Record dir as it is now as version tag, with msg (may be NULL; at most
+ * META_VERSION_MSG_MAX bytes, else EINVAL): a snapshot of the tree (see
+ * meta_snapshot for what it copies and costs, and its consistency while
+ * the tree changes). EEXIST when tag exists, ENOTDIR, ENOENT. st may be
+ * NULL.
+ */
+int meta_version_create(struct meta *m, uint64_t dir, const char *tag,
+			const char *msg, struct meta_snapshot_stats *st);
+/* One version, or all of dir's (any order, *n 0 when none); free the
+ * result with meta_versions_free. ENOENT: no such version. */
+int meta_version_get(struct meta *m, uint64_t dir, const char *tag,
+		     struct meta_version **out);
+int meta_version_list(struct meta *m, uint64_t dir, struct meta_version **out,
+		      size_t *n);
+void meta_versions_free(struct meta_version *v, size_t n); /* NULL-safe */
+/* Delete version tag of dir: gone from the namespace at once, its tree
+ * deleted before return (or by a later meta_snapshot_cleanup). */
+int meta_version_rm(struct meta *m, uint64_t dir, const char *tag);
+/*
+ * Make dir's content version tag's again: first dir as it is is recorded
+ * as version save_tag (EEXIST if taken), then a copy of tag's tree
+ * replaces dir's entries in one step (dir keeps its inode, attributes and
+ * versions; the versions of its subdirectories go with the old entries).
+ * Files open in dir keep their data until closed, as if unlinked.
+ */
+int meta_version_restore(struct meta *m, uint64_t dir, const char *tag,
+			 const char *save_tag);
 
 /* ---- packs ----------------------------------------------------------- */
 /* Packs get their ids from the slice id sequence (meta_new_slice_id). */

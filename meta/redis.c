@@ -83,15 +83,20 @@ enum script {
 	SC_SNAP_CLAIM,
 	SC_SNAP_DROP,
 	SC_CLONE_DATA,
+	SC_VERSION_DIR,
+	SC_VERSION_RM,
+	SC_VERSION_SWAP,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
-    "format",	   "lookup",	 "mknod",	 "link",	  "unlink",
-    "rmdir",	   "rename",	 "setattr",	 "truncate",	  "fallocate",
-    "write",	   "open",	 "close",	 "setxattr",	  "removexattr",
-    "session_new", "heartbeat",	 "session_dead", "session_clean", "reclaim",
-    "pack_total",  "snap_begin", "snap_copy",	 "snap_commit",	  "snap_claim",
-    "snap_drop",   "clone_data",
+    "format",	  "lookup",	  "mknod",	   "link",
+    "unlink",	  "rmdir",	  "rename",	   "setattr",
+    "truncate",	  "fallocate",	  "write",	   "open",
+    "close",	  "setxattr",	  "removexattr",   "session_new",
+    "heartbeat",  "session_dead", "session_clean", "reclaim",
+    "pack_total", "snap_begin",	  "snap_copy",	   "snap_commit",
+    "snap_claim", "snap_drop",	  "clone_data",	   "version_dir",
+    "version_rm", "version_swap",
 };
 
 struct addr {
@@ -461,7 +466,8 @@ static size_t rec_unpack(const char *s, size_t n, struct meta_slice *out)
 		return 0;
 	whole = p[0] == 2 || p[0] == 3;
 	packed = p[0] >= 3;
-	want = (whole ? REC_SHORT_LEN : REC_LEN) + (packed ? REC_PACK_EXTRA : 0);
+	want =
+	    (whole ? REC_SHORT_LEN : REC_LEN) + (packed ? REC_PACK_EXTRA : 0);
 	if (n < want)
 		return 0;
 	*out = (struct meta_slice){0};
@@ -1713,8 +1719,8 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 }
 
 int meta_lookup_chunk0(struct meta *m, uint64_t parent, const char *name,
-		       uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
-		       size_t *n)
+		       uint64_t *ino, struct meta_attr *a,
+		       struct meta_slice **s, size_t *n)
 {
 	*s = NULL;
 	*n = 0;
@@ -1846,6 +1852,8 @@ static int new_name_check(struct meta *m, const char *name)
 	err = name_check(name);
 	if (err)
 		return err;
+	if (!strcmp(name, META_VERSIONS))
+		return EINVAL; /* reserved: DIR/.versions */
 	return is_dot(name) ? EEXIST : 0;
 }
 
@@ -1974,6 +1982,8 @@ int meta_rename(struct meta *m, uint64_t parent, const char *name,
 		return err;
 	if (is_dot(name) || is_dot(newname))
 		return EBUSY;
+	if (!strcmp(newname, META_VERSIONS))
+		return EINVAL;
 	cmd_script(m, &c, SC_RENAME);
 	cmd_u64(&c, parent);
 	cmd_str(&c, name);
@@ -2168,9 +2178,10 @@ static int dirlist_attrs(struct meta *m, struct dirlist *l)
 				const redisReply *v = r[q]->element[j];
 				if (!err && e->attr.type == META_FILE &&
 				    (size_t)v->len > ATTR_LEN)
-					err = recs_unpack(v->str + ATTR_LEN,
-							  (size_t)v->len - ATTR_LEN,
-							  &e->chunk0, &e->nchunk0);
+					err = recs_unpack(
+					    v->str + ATTR_LEN,
+					    (size_t)v->len - ATTR_LEN,
+					    &e->chunk0, &e->nchunk0);
 			}
 			freeReplyObject(r[q]);
 		}
@@ -2377,7 +2388,8 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 		const struct meta_slice *x = &s[i].s;
 		if (x->len == 0 || x->pos > META_CHUNK_SIZE ||
 		    x->len > META_CHUNK_SIZE - x->pos ||
-		    (x->id && (x->off > x->size || x->len > x->size - x->off)) ||
+		    (x->id &&
+		     (x->off > x->size || x->len > x->size - x->off)) ||
 		    (x->pack && (!x->id || !x->plen)))
 			return EINVAL;
 		if ((uint64_t)s[i].idx * META_CHUNK_SIZE + x->pos + x->len >=
@@ -2611,25 +2623,50 @@ static int snap_drop(struct meta *m, uint64_t top, uint64_t sid)
 	return err;
 }
 
-/* meta_snapshot; a test's hook(arg, n) runs after copy step n, and with
- * n = -1 before the commit */
-static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
-		    const char *dst_name, struct meta_snapshot_stats *st,
-		    void (*hook)(void *, int), void *arg)
+/* A detached copy under top that sid could not finish or commit: gone
+ * before return, or left to a later meta_snapshot_cleanup. */
+static void snap_give_up(struct meta *m, uint64_t top, uint64_t sid, int err,
+			 const char *name)
 {
-	struct meta_snapshot_stats tmp;
+	int e;
+
+	if (err == ECANCELED) {
+		log_err("snapshot '%s' was abandoned: another client took this "
+			"one for dead (no progress for %d s) and deletes the "
+			"unfinished copy",
+			name, m->opts.session_ttl);
+		return;
+	}
+	/* EIO from a commit may mean it happened: then the claim finds no
+	 * snapshot to drop */
+	e = snap_claim(m, top, sid, 1);
+	if (!e)
+		e = snap_drop(m, top, sid);
+	if (e && e != ENOENT && e != ECANCELED)
+		log_warn("cannot delete the unfinished copy of snapshot '%s' "
+			 "(inode %" PRIu64 "): %s; a later snapshot cleanup "
+			 "will",
+			 name, top, meta_strerror(e));
+}
+
+/*
+ * Copy src for dst_name in dst_parent: a non-directory is copied and linked
+ * at once (*top 0); a directory is built detached and handed back finished
+ * in *top, for the caller to link (snap_commit, version_swap) or give up.
+ * A test's hook(arg, n) runs after copy step n, and with n = -1 at the end.
+ */
+static int snap_build(struct meta *m, uint64_t src, uint64_t dst_parent,
+		      const char *dst_name, uint64_t sid, uint64_t *top,
+		      struct meta_snapshot_stats *st, void (*hook)(void *, int),
+		      void *arg)
+{
 	struct snap_pos p = {0, "0"};
-	uint64_t sid = atomic_load(&m->sid), top;
 	struct cmd c;
 	redisReply *r;
 	int err, linked, done = 0, steps = 0;
 
-	if (!st)
-		st = &tmp;
 	memset(st, 0, sizeof *st);
-	err = new_name_check(m, dst_name);
-	if (err)
-		return err;
+	*top = 0;
 	cmd_script(m, &c, SC_SNAP_BEGIN);
 	cmd_u64(&c, src);
 	cmd_u64(&c, dst_parent);
@@ -2643,45 +2680,85 @@ static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
 		return META_EPROTO;
 	}
 	linked = reply_u64(r->element[1]) != 0;
-	top = reply_u64(r->element[2]);
+	if (!linked)
+		*top = reply_u64(r->element[2]);
 	snap_stats_add(st, r, 3);
 	freeReplyObject(r);
 	if (linked)
 		return 0;
 
 	while (!done && !err) {
-		err = snap_step(m, SC_SNAP_COPY, top, sid, &p, &done, st);
+		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, st);
 		if (hook && !err)
 			hook(arg, ++steps);
 	}
 	if (!err && hook)
 		hook(arg, -1);
-	if (!err) {
-		cmd_script(m, &c, SC_SNAP_COMMIT);
-		cmd_u64(&c, top);
-		cmd_u64(&c, sid);
-		cmd_u64(&c, src);
-		cmd_u64(&c, dst_parent);
-		cmd_str(&c, dst_name);
-		err = run_script_void(m, &c);
+	if (err) {
+		snap_give_up(m, *top, sid, err, dst_name);
+		*top = 0;
 	}
-	if (err == ECANCELED) {
-		log_err("snapshot '%s' of inode %" PRIu64 " was abandoned: "
-			"another client took this one for dead (no progress "
-			"for %d s) and deletes the unfinished copy",
-			dst_name, src, m->opts.session_ttl);
-	} else if (err) {
-		/* EIO from the commit may mean it happened: then the claim
-		 * finds no snapshot to drop */
-		int e = snap_claim(m, top, sid, 1);
-		if (!e)
-			e = snap_drop(m, top, sid);
-		if (e && e != ENOENT && e != ECANCELED)
-			log_warn("cannot delete the unfinished copy of "
-				 "snapshot '%s' (inode %" PRIu64 "): %s; a "
-				 "later snapshot cleanup will",
-				 dst_name, top, meta_strerror(e));
+	return err;
+}
+
+/* The version record behind top and time in v<dir>: stats, message. */
+#define VREC_STATS 32
+
+/* Link the finished copy top of src as dst_name in dst_parent; with
+ * vdir, as version dst_name of vdir (dst_parent its versions directory). */
+static int snap_commit(struct meta *m, uint64_t top, uint64_t sid, uint64_t src,
+		       uint64_t dst_parent, const char *dst_name, uint64_t vdir,
+		       const struct meta_snapshot_stats *st, const char *msg)
+{
+	size_t ml = msg ? strlen(msg) : 0;
+	uint8_t *rec = NULL;
+	struct cmd c;
+	int err;
+
+	cmd_script(m, &c, SC_SNAP_COMMIT);
+	cmd_u64(&c, top);
+	cmd_u64(&c, sid);
+	cmd_u64(&c, src);
+	cmd_u64(&c, dst_parent);
+	cmd_str(&c, dst_name);
+	if (vdir) {
+		rec = malloc(VREC_STATS + ml);
+		if (!rec)
+			return ENOMEM;
+		st64(rec, st->files);
+		st64(rec + 8, st->dirs);
+		st64(rec + 16, st->others);
+		st64(rec + 24, st->bytes);
+		memcpy(rec + VREC_STATS, msg ? msg : "", ml);
+		cmd_u64(&c, vdir);
+		cmd_bin(&c, rec, VREC_STATS + ml);
 	}
+	err = run_script_void(m, &c);
+	free(rec);
+	return err;
+}
+
+/* meta_snapshot, with a test's hook (see snap_build) */
+static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
+		    const char *dst_name, struct meta_snapshot_stats *st,
+		    void (*hook)(void *, int), void *arg)
+{
+	struct meta_snapshot_stats tmp;
+	uint64_t sid = atomic_load(&m->sid), top;
+	int err;
+
+	if (!st)
+		st = &tmp;
+	err = new_name_check(m, dst_name);
+	if (!err)
+		err = snap_build(m, src, dst_parent, dst_name, sid, &top, st,
+				 hook, arg);
+	if (err || !top)
+		return err;
+	err =
+	    snap_commit(m, top, sid, src, dst_parent, dst_name, 0, NULL, NULL);
+	if (err)
+		snap_give_up(m, top, sid, err, dst_name);
 	return err;
 }
 
@@ -2724,8 +2801,10 @@ int meta_snapshot_cleanup(struct meta *m, size_t *n)
 			continue;
 		}
 		if (!err) {
-			log_info("deleted the unfinished copy of an abandoned "
-				 "snapshot (inode %" PRIu64 ")",
+			log_info("deleted a detached tree left by a client "
+				 "(an unfinished snapshot, a removed version, "
+				 "or the versions of a removed directory; "
+				 "inode %" PRIu64 ")",
 				 top);
 			done++;
 		}
@@ -2734,6 +2813,279 @@ int meta_snapshot_cleanup(struct meta *m, size_t *n)
 		*n = done;
 free_r:
 	freeReplyObject(r);
+	return err;
+}
+
+/* ---- dataset versions ------------------------------------------------ */
+
+/*
+ * A version of dir is a snapshot linked as TAG in dir's versions directory
+ * (version_dir: an inode listed in no directory, found through `vdirs`),
+ * committed together with its record in v<dir>; rm unlinks it and drops
+ * the tree as a snapshot's unfinished copy is dropped; restore swaps dir's
+ * entries with a fresh copy of the version. Layout: SCHEMA.md, "Versions".
+ */
+
+int meta_version_tag_check(const char *tag)
+{
+	size_t n = tag ? strnlen(tag, META_TAG_MAX + 1) : 0;
+
+	if (n == 0 || tag[0] == '.')
+		return EINVAL;
+	if (n > META_TAG_MAX)
+		return ENAMETOOLONG;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)tag[i] < 0x20 || tag[i] == 0x7f ||
+		    tag[i] == '/')
+			return EINVAL;
+	return 0;
+}
+
+/* The versions directory of dir, made when missing. */
+static int version_dir(struct meta *m, uint64_t dir, uint64_t *vdir)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	cmd_script(m, &c, SC_VERSION_DIR);
+	cmd_u64(&c, dir);
+	err = run_script(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->elements < 2)
+		err = META_EPROTO;
+	else
+		*vdir = reply_u64(r->element[1]);
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_version_create(struct meta *m, uint64_t dir, const char *tag,
+			const char *msg, struct meta_snapshot_stats *st)
+{
+	struct meta_snapshot_stats tmp;
+	uint64_t sid = atomic_load(&m->sid), vdir, top;
+	int err;
+
+	if (!st)
+		st = &tmp;
+	memset(st, 0, sizeof *st);
+	if (m->opts.read_only)
+		return EROFS;
+	err = meta_version_tag_check(tag);
+	if (err)
+		return err;
+	if (msg &&
+	    strnlen(msg, META_VERSION_MSG_MAX + 1) > META_VERSION_MSG_MAX)
+		return EINVAL;
+	err = version_dir(m, dir, &vdir);
+	if (!err)
+		err = snap_build(m, dir, vdir, tag, sid, &top, st, NULL, NULL);
+	if (err)
+		return err;
+	gr_assert(top != 0); /* a directory is never linked by snap_begin */
+	err = snap_commit(m, top, sid, dir, vdir, tag, dir, st, msg);
+	if (err)
+		snap_give_up(m, top, sid, err, tag);
+	return err;
+}
+
+/* Decode field tag (tl bytes) with record rec of v<dir> into v. */
+static int version_unpack(const char *tag, size_t tl, const redisReply *rec,
+			  struct meta_version *v)
+{
+	const uint8_t *p = (const uint8_t *)rec->str;
+	size_t ml;
+
+	if (rec->type != REDIS_REPLY_STRING || rec->len < 16 + VREC_STATS ||
+	    tl > META_TAG_MAX)
+		return META_EPROTO;
+	ml = (size_t)rec->len - 16 - VREC_STATS;
+	v->msg = malloc(ml + 1);
+	if (!v->msg)
+		return ENOMEM;
+	memcpy(v->msg, p + 16 + VREC_STATS, ml);
+	v->msg[ml] = '\0';
+	memcpy(v->tag, tag, tl);
+	v->tag[tl] = '\0';
+	v->top = ld64(p);
+	v->created = (int64_t)ld64(p + 8);
+	v->st.files = ld64(p + 16);
+	v->st.dirs = ld64(p + 24);
+	v->st.others = ld64(p + 32);
+	v->st.bytes = ld64(p + 40);
+	return 0;
+}
+
+int meta_version_get(struct meta *m, uint64_t dir, const char *tag,
+		     struct meta_version **out)
+{
+	struct meta_version *v;
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	*out = NULL;
+	err = meta_version_tag_check(tag);
+	if (err)
+		return err == EINVAL ? ENOENT : err;
+	cmd_init(&c, "HGET");
+	cmd_key(&c, "v", dir);
+	cmd_str(&c, tag);
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type == REDIS_REPLY_NIL) {
+		err = ENOENT;
+		goto free_r;
+	}
+	v = calloc(1, sizeof *v);
+	if (!v) {
+		err = ENOMEM;
+		goto free_r;
+	}
+	err = version_unpack(tag, strlen(tag), r, v);
+	if (err)
+		free(v);
+	else
+		*out = v;
+free_r:
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_version_list(struct meta *m, uint64_t dir, struct meta_version **out,
+		      size_t *n)
+{
+	struct meta_version *v = NULL;
+	struct cmd c;
+	redisReply *r;
+	size_t k = 0;
+	int err;
+
+	*out = NULL;
+	*n = 0;
+	cmd_init(&c, "HGETALL");
+	cmd_key(&c, "v", dir);
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) {
+		err = META_EPROTO;
+		goto free_r;
+	}
+	if (r->elements) {
+		v = calloc(r->elements / 2, sizeof *v);
+		if (!v) {
+			err = ENOMEM;
+			goto free_r;
+		}
+	}
+	for (; k < r->elements / 2 && !err; k++)
+		err = version_unpack(r->element[2 * k]->str,
+				     (size_t)r->element[2 * k]->len,
+				     r->element[2 * k + 1], &v[k]);
+	if (err) {
+		meta_versions_free(v, k);
+		goto free_r;
+	}
+	*out = v;
+	*n = k;
+free_r:
+	freeReplyObject(r);
+	return err;
+}
+
+void meta_versions_free(struct meta_version *v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i].msg);
+	free(v);
+}
+
+/* Drop the tree under top that a version script handed to sid; a failure
+ * leaves it to a later meta_snapshot_cleanup. */
+static void version_drop(struct meta *m, uint64_t top, uint64_t sid,
+			 const char *what)
+{
+	int err = snap_claim(m, top, sid, 1);
+
+	if (!err)
+		err = snap_drop(m, top, sid);
+	if (err && err != ENOENT && err != ECANCELED)
+		log_warn("cannot delete %s (inode %" PRIu64 ") yet: %s; a "
+			 "later snapshot cleanup will",
+			 what, top, meta_strerror(err));
+}
+
+int meta_version_rm(struct meta *m, uint64_t dir, const char *tag)
+{
+	uint64_t sid = atomic_load(&m->sid), top;
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	if (m->opts.read_only)
+		return EROFS;
+	err = meta_version_tag_check(tag);
+	if (err)
+		return err == EINVAL ? ENOENT : err;
+	cmd_script(m, &c, SC_VERSION_RM);
+	cmd_u64(&c, dir);
+	cmd_str(&c, tag);
+	cmd_u64(&c, sid);
+	err = run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (r->elements < 2) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	top = reply_u64(r->element[1]);
+	freeReplyObject(r);
+	version_drop(m, top, sid, "the tree of a removed version");
+	return 0;
+}
+
+int meta_version_restore(struct meta *m, uint64_t dir, const char *tag,
+			 const char *save_tag)
+{
+	struct meta_snapshot_stats st;
+	uint64_t sid = atomic_load(&m->sid), top;
+	struct meta_version *v;
+	char msg[META_TAG_MAX + 64];
+	struct cmd c;
+	int err;
+
+	if (m->opts.read_only)
+		return EROFS;
+	err = meta_version_get(m, dir, tag, &v);
+	if (err)
+		return err;
+	snprintf(msg, sizeof msg, "before restoring version '%s'", tag);
+	err = meta_version_create(m, dir, save_tag, msg, NULL);
+	if (err)
+		goto free_v;
+	/* a detached copy, built for the one name dir can never hold */
+	err = snap_build(m, v->top, dir, META_VERSIONS, sid, &top, &st, NULL,
+			 NULL);
+	if (err)
+		goto free_v;
+	gr_assert(top != 0);
+	cmd_script(m, &c, SC_VERSION_SWAP);
+	cmd_u64(&c, dir);
+	cmd_u64(&c, top);
+	cmd_u64(&c, sid);
+	err = run_script_void(m, &c);
+	if (err)
+		snap_give_up(m, top, sid, err, tag);
+	else
+		version_drop(m, top, sid, "the entries a restore replaced");
+free_v:
+	meta_versions_free(v, 1);
 	return err;
 }
 

@@ -36,6 +36,7 @@ static const char prelude[] =
 	"local EPERM, ENOENT, EBUSY, EEXIST, ENODEV = " S(EPERM) ", " S(ENOENT) ", " S(EBUSY) ", " S(EEXIST) ", " S(ENODEV) "\n"
 	"local ENOTDIR, EISDIR, EINVAL, ENOTEMPTY, ENODATA = " S(ENOTDIR) ", " S(EISDIR) ", " S(EINVAL) ", " S(ENOTEMPTY) ", " S(ENODATA) "\n"
 	"local S_ISUID, S_ISGID, S_IXGRP = 2048, 1024, 8\n"
+	"local VERSIONS = '" META_VERSIONS "'\n"
 	"local AFMT, ALEN = '<BBHI4I4I4I8I8i5I4i5I4i5I4', 59\n"
 	"-- slice records: full (form 1), or short (2) for a whole slice; 3 and 4\n"
 	"-- are 2 and 1 followed by the frame's place in a pack: pack, poff, plen\n"
@@ -202,9 +203,35 @@ static const char prelude[] =
 	"	redis.call('DEL', k)\n"
 	"end\n"
 	"\n"
+	"-- A directory that had versions hands its versions directory over to\n"
+	"-- the snapshot cleaner: listed in snapshots as left by nobody (sid 0),\n"
+	"-- its drop walk starting at the top with source 0 (see snap_drop)\n"
+	"local function vdir_drop(ino)\n"
+	"	local v = redis.call('HGET', 'vdirs', d(ino))\n"
+	"	if not v then\n"
+	"		return\n"
+	"	end\n"
+	"	redis.call('HDEL', 'vdirs', d(ino))\n"
+	"	redis.call('DEL', key('v', ino))\n"
+	"	if redis.call('EXISTS', 'd' .. v) == 0 then\n"
+	"		-- no version left: the empty directory goes at once\n"
+	"		redis.call('DEL', 'i' .. v, 'x' .. v)\n"
+	"		redis.call('DECR', 'totalinodes')\n"
+	"		icache[tonumber(v)], idirty[tonumber(v)] = false, nil\n"
+	"		return\n"
+	"	end\n"
+	"	redis.call('DEL', 'snapdirs:' .. v, 'snapmap:' .. v)\n"
+	"	redis.call('RPUSH', 'snapdirs:' .. v, struct.pack('<I8I8', 0,\n"
+	"		tonumber(v)))\n"
+	"	redis.call('HSET', 'snapshots', v, '0:' .. d(now()))\n"
+	"end\n"
+	"\n"
 	"-- no name and no opener left: delete the inode, queue its data\n"
 	"local function inode_destroy(ino)\n"
 	"	local a = iget(ino)\n"
+	"	if a.ty == DIR then\n"
+	"		vdir_drop(ino)\n"
+	"	end\n"
 	"	if a.ty == FILE then\n"
 	"		-- chunk 0 moves out of the inode record (deleted below) to\n"
 	"		-- its own key, where reclamation finds it like any chunk.\n"
@@ -284,6 +311,11 @@ static const char s_lookup[] =
     "-- 0 behind the attributes). Returns {0, ino, packed attr[+chunk 0]}.\n"
     "local parent, name = tonumber(ARGV[1]), ARGV[2]\n"
     "local e = redis.call('HGET', key('d', parent), name)\n"
+    "if not e and name == VERSIONS then\n"
+    "	-- the directory's versions, reached by lookup, never listed\n"
+    "	local v = redis.call('HGET', 'vdirs', d(parent))\n"
+    "	e = v and dent_pack(tonumber(v), DIR)\n"
+    "end\n"
     "if not e then\n"
     "	local _, err = getdir(parent)\n"
     "	return {err or ENOENT}\n"
@@ -955,9 +987,13 @@ static const char s_pack_total[] =
 	"	snap_set(top, sid, dropping)\n" \
 	"	return true\n" \
 	"end\n" \
-	"-- is ino anc, or below anc? (the parent fields up to the root)\n" \
+	"-- is ino anc, or below anc? (the parent fields up to the root) The\n" \
+	"-- versions directory of anc is not: the walk of anc never enters it.\n" \
 	"local function snap_within(anc, ino)\n" \
 	"	local n = 0\n" \
+	"	if redis.call('HGET', 'vdirs', d(anc)) == d(ino) then\n" \
+	"		return false\n" \
+	"	end\n" \
 	"	while ino ~= anc do\n" \
 	"		local a = iget(ino)\n" \
 	"		if ino == 1 or not a then\n" \
@@ -1209,8 +1245,10 @@ static const char s_snap_copy[] = SNAP_LIB
     "return {0, pos, cursor, done, f, nd, o, b}\n";
 
 static const char s_snap_commit[] = SNAP_LIB
-    "-- ARGV: top, sid, src, dst parent, dst name. Links the finished copy;\n"
-    "-- the same checks as snap_begin, since the namespace moved meanwhile.\n"
+    "-- ARGV: top, sid, src, dst parent, dst name[, dir, record]. Links the\n"
+    "-- finished copy; the same checks as snap_begin, since the namespace\n"
+    "-- moved meanwhile. With dir, the copy is a version of dir: record is\n"
+    "-- its stats and message (SCHEMA.md, v<dir>), stored with top and time.\n"
     "local top, sid, src = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
     "local P, name = tonumber(ARGV[4]), ARGV[5]\n"
     "if not snap_own(top, sid, false) then\n"
@@ -1235,6 +1273,11 @@ static const char s_snap_commit[] = SNAP_LIB
     "p.nlink = p.nlink + 1\n"
     "touch(top, false)\n"
     "touch(P, true)\n"
+    "if ARGV[6] then\n"
+    "	-- a version of ARGV[6] (P is its versions directory): its record\n"
+    "	redis.call('HSET', 'v' .. ARGV[6], name,\n"
+    "		struct.pack('<I8i8', top, now()) .. ARGV[7])\n"
+    "end\n"
     "redis.call('HDEL', 'snapshots', d(top))\n"
     "redis.call('DEL', snap_keys(top))\n"
     "iflush()\n"
@@ -1312,8 +1355,10 @@ static const char s_snap_drop[] = SNAP_LIB
     "-- the detached copy, directory by directory from index pos of\n"
     "-- snapdirs:<top> (a directory's inode once it is empty; subdirectory\n"
     "-- entries only lose their name: each is in the list itself), files as\n"
-    "-- unlink deletes them (data queued in delfiles). Each entry is removed\n"
-    "-- by exactly one call, so a call run twice does no harm. The last call\n"
+    "-- unlink deletes them (data queued in delfiles). A directory listed\n"
+    "-- with source 0 belongs to a tree handed over whole: its subdirectories\n"
+    "-- are appended as found. Each entry is removed by exactly one call, so\n"
+    "-- a call run twice does no harm. The last call\n"
     "-- forgets the snapshot. Returns {0, pos, cursor, done}.\n"
     "local top, sid = tonumber(ARGV[1]), ARGV[2]\n"
     "local pos, cursor, budget = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])\n"
@@ -1329,7 +1374,7 @@ static const char s_snap_drop[] = SNAP_LIB
     "		redis.call('DEL', dk, mk)\n"
     "		return {0, pos, '0', 1}\n"
     "	end\n"
-    "	local _, ddir = struct.unpack(PAIR, pair)\n"
+    "	local sdir, ddir = struct.unpack(PAIR, pair)\n"
     "	local dd = key('d', ddir)\n"
     "	repeat\n"
     "		local r = redis.call('HSCAN', dd, cursor, 'COUNT', budget)\n"
@@ -1339,6 +1384,11 @@ static const char s_snap_drop[] = SNAP_LIB
     "		for i = 1, #e, 2 do\n"
     "			local ino, ty = dent_unpack(e[i + 1])\n"
     "			redis.call('HDEL', dd, e[i])\n"
+    "			if ty == DIR and sdir == 0 then\n"
+    "				-- a tree handed over whole (a version, a restore):\n"
+    "				-- its subdirectories join the list as found\n"
+    "				redis.call('RPUSH', dk, struct.pack(PAIR, 0, ino))\n"
+    "			end\n"
     "			local a = ty ~= DIR and iget(ino)\n"
     "			if a then\n"
     "				if a.nlink > 0 then\n"
@@ -1360,6 +1410,112 @@ static const char s_snap_drop[] = SNAP_LIB
     "end\n"
     "iflush()\n"
     "return {0, pos, cursor, 0}\n";
+
+static const char s_version_dir[] = SNAP_LIB
+    "-- ARGV: dir. The versions directory of dir (dir/.versions), made when\n"
+    "-- missing: mode 0555, dir's owners, parent dir, listed in no\n"
+    "-- directory (vdirs maps dir to it). Returns {0, its inode}.\n"
+    "local D = tonumber(ARGV[1])\n"
+    "local a, err = getdir(D)\n"
+    "if not a then\n"
+    "	return {err}\n"
+    "end\n"
+    "local v = redis.call('HGET', 'vdirs', d(D))\n"
+    "if v then\n"
+    "	return {0, tonumber(v)}\n"
+    "end\n"
+    "local ino = redis.call('INCRBY', 'nextinode', 1)\n"
+    "local s, ns = now()\n"
+    "icache[ino] = {ty = DIR, mode = 365, uid = a.uid, gid = a.gid,\n"
+    "	nlink = 2, len = 0, par = D, as = s, an = ns, ms = s, mn = ns,\n"
+    "	cs = s, cn = ns, whole = true}\n"
+    "idirty[ino] = true\n"
+    "redis.call('HSET', 'vdirs', d(D), d(ino))\n"
+    "redis.call('INCR', 'totalinodes')\n"
+    "iflush()\n"
+    "return {0, ino}\n";
+
+static const char s_version_rm[] = SNAP_LIB
+    "-- ARGV: dir, tag, sid. Unlinks version tag of dir and hands its tree\n"
+    "-- to sid for snap_drop (detached, listed in snapshots, the walk\n"
+    "-- starting at its top with source 0). Returns {0, top}.\n"
+    "local D, tag, sid = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
+    "local v = redis.call('HGET', 'vdirs', d(D))\n"
+    "local r = v and redis.call('HGET', key('v', D), tag)\n"
+    "if not r then\n"
+    "	local _, err = getdir(D)\n"
+    "	return {err or ENOENT}\n"
+    "end\n"
+    "local V, top = tonumber(v), struct.unpack('<I8', r)\n"
+    "redis.call('HDEL', key('v', D), tag)\n"
+    "redis.call('HDEL', key('d', V), tag)\n"
+    "local va = iget(V)\n"
+    "va.nlink = va.nlink - 1\n"
+    "touch(V, true)\n"
+    "local ta = iget(top)\n"
+    "if ta then\n"
+    "	ta.par = 0\n"
+    "	idirty[top] = true\n"
+    "end\n"
+    "local dk, mk = snap_keys(top)\n"
+    "redis.call('DEL', dk, mk)\n"
+    "redis.call('RPUSH', dk, struct.pack(PAIR, 0, top))\n"
+    "snap_set(top, sid, false)\n"
+    "iflush()\n"
+    "return {0, top}\n";
+
+static const char s_version_swap[] = SNAP_LIB
+    "-- ARGV: dir, top, sid. top is sid's finished detached copy of a\n"
+    "-- version of dir: dir's entries and top's change places (dir keeps\n"
+    "-- its inode, attributes and versions; subdirectories get their new\n"
+    "-- parent), then top, now holding dir's old entries, is left to sid to\n"
+    "-- drop (its walk restarted at the top with source 0). Returns {0}.\n"
+    "local D, C, sid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]\n"
+    "if not snap_own(C, sid, false) then\n"
+    "	return {ECANCELED}\n"
+    "end\n"
+    "local a, err = getdir(D)\n"
+    "if not a then\n"
+    "	return {err}\n"
+    "end\n"
+    "local ca = iget(C)\n"
+    "if not ca then\n"
+    "	error('granary: snapshot top inode missing')\n"
+    "end\n"
+    "local dD, dC, tmp = key('d', D), key('d', C), 'vswap:' .. d(C)\n"
+    "local hasD = redis.call('EXISTS', dD) == 1\n"
+    "if hasD then\n"
+    "	redis.call('RENAME', dD, tmp)\n"
+    "end\n"
+    "if redis.call('EXISTS', dC) == 1 then\n"
+    "	redis.call('RENAME', dC, dD)\n"
+    "end\n"
+    "if hasD then\n"
+    "	redis.call('RENAME', tmp, dC)\n"
+    "end\n"
+    "-- the subdirectories of k get parent par; returns how many\n"
+    "local function adopt(k, par)\n"
+    "	local n = 0\n"
+    "	for _, e in ipairs(redis.call('HVALS', k)) do\n"
+    "		local ino, ty = dent_unpack(e)\n"
+    "		local s = ty == DIR and iget(ino)\n"
+    "		if s then\n"
+    "			s.par = par\n"
+    "			idirty[ino] = true\n"
+    "			n = n + 1\n"
+    "		end\n"
+    "	end\n"
+    "	return n\n"
+    "end\n"
+    "a.nlink = 2 + adopt(dD, D)\n"
+    "ca.nlink = 2 + adopt(dC, C)\n"
+    "idirty[C] = true\n"
+    "touch(D, true)\n"
+    "local dk, mk = snap_keys(C)\n"
+    "redis.call('DEL', dk, mk)\n"
+    "redis.call('RPUSH', dk, struct.pack(PAIR, 0, C))\n"
+    "iflush()\n"
+    "return {0}\n";
 
 /* clang-format on */
 static const struct {
@@ -1392,6 +1548,9 @@ static const struct {
     {"snap_claim", s_snap_claim},
     {"snap_drop", s_snap_drop},
     {"clone_data", s_clone_data},
+    {"version_dir", s_version_dir},
+    {"version_rm", s_version_rm},
+    {"version_swap", s_version_swap},
 };
 
 const char *meta_redis_lua_prelude(void)

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 
 #include <openssl/rand.h>
 
@@ -405,6 +406,14 @@ int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
 	free(line);
 	fclose(f);
 	return found;
+}
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+int cli_on_fuse(const char *path)
+{
+	struct statfs sf;
+	return statfs(path, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
 }
 
 int cli_is_granary_mount(const char *fstype, const char *source)

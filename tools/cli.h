@@ -28,6 +28,7 @@ int cmd_status(int argc, char **argv);
 int cmd_warmup(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -99,6 +100,9 @@ int cli_abspath_parent(const char *path, char *out, size_t cap);
  */
 int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
 		     char *source, size_t source_cap);
+/* Is path on a FUSE mount at all? (granary's own checks come from its
+ * virtual xattrs: another FUSE file system answers them with an error.) */
+int cli_on_fuse(const char *path);
 /* Is a mount with this fstype/source one of ours? */
 int cli_is_granary_mount(const char *fstype, const char *source);
 

@@ -13,14 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
-
-#define FUSE_SUPER_MAGIC 0x65735546
 
 static const char usage[] =
     "usage: granary snapshot SRC DST\n"
@@ -51,7 +48,6 @@ int cmd_snapshot(int argc, char **argv)
 	int quiet = 0, c, fd;
 	char dcopy[PATH_MAX], ncopy[PATH_MAX], value[PATH_MAX + 32];
 	struct stat src, parent;
-	struct statfs sf;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
@@ -78,7 +74,7 @@ int cmd_snapshot(int argc, char **argv)
 		cli_error("cannot read '%s': %s", from, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	if (statfs(from, &sf) || sf.f_type != FUSE_SUPER_MAGIC) {
+	if (!cli_on_fuse(from)) {
 		cli_error("'%s' is not on a granary mount", from);
 		return CLI_EXIT_FAIL;
 	}
@@ -103,8 +99,8 @@ int cmd_snapshot(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	if (parent.st_dev != src.st_dev) {
-		cli_error("'%s' and '%s' are not on the same granary mount", from,
-			  dir);
+		cli_error("'%s' and '%s' are not on the same granary mount",
+			  from, dir);
 		close(fd);
 		return CLI_EXIT_FAIL;
 	}

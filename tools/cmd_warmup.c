@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +52,6 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-#define FUSE_SUPER_MAGIC 0x65735546
 #define READ_BUF (1 << 20)
 
 enum mode { FILL, CHECK, EVICT };
@@ -67,7 +65,7 @@ struct job {
 	enum mode mode;
 	struct file *files; /* written before the workers start */
 	size_t n, cap;
-	size_t next;        /* atomic: next file to take */
+	size_t next;			/* atomic: next file to take */
 	uint64_t bytes, cached, failed; /* atomic */
 	struct progress *progress;
 };
@@ -90,21 +88,13 @@ static int add_file(struct job *j, const char *path, uint64_t size)
 	return 0;
 }
 
-/* Is path on a FUSE mount at all? (granary's own checks come from the
- * xattrs: a non-granary FUSE mount answers them with an error.) */
-static int on_fuse(const char *path)
-{
-	struct statfs sf;
-	return statfs(path, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
-}
-
 /* ---- collecting files --------------------------------------------------- */
 
 static struct job *walk_job; /* nftw has no argument pointer */
 static int walk_err;
 
 static int walk_one(const char *path, const struct stat *st, int type,
-                    struct FTW *ftw)
+		    struct FTW *ftw)
 {
 	(void)ftw;
 	if (type == FTW_F && S_ISREG(st->st_mode)) {
@@ -125,7 +115,7 @@ static int collect(struct job *j, const char *path)
 		cli_error("cannot read '%s': %s", path, strerror(errno));
 		return errno;
 	}
-	if (!on_fuse(path)) {
+	if (!cli_on_fuse(path)) {
 		cli_error("'%s' is not on a granary mount", path);
 		return EINVAL;
 	}
@@ -153,7 +143,8 @@ static int collect_list(struct job *j, const char *list)
 		return errno;
 	}
 	while ((len = getline(&line, &cap, f)) >= 0) {
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		while (len > 0 &&
+		       (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
 		if (len == 0 || line[0] == '#')
 			continue;
@@ -227,14 +218,14 @@ static void *worker(void *arg)
 			break;
 		const struct file *f = &j->files[i];
 		int err = j->mode == FILL    ? fill_one(j, f, buf)
-		          : j->mode == CHECK ? check_one(j, f)
-		                             : evict_one(j, f);
+			  : j->mode == CHECK ? check_one(j, f)
+					     : evict_one(j, f);
 		if (err) {
 			__atomic_add_fetch(&j->failed, 1, __ATOMIC_RELAXED);
 			if (err == ENOTSUP || err == ENODATA)
 				cli_error("'%s': not a granary file system "
-				          "(or its client has no disk cache)",
-				          f->path);
+					  "(or its client has no disk cache)",
+					  f->path);
 			else
 				cli_error("'%s': %s", f->path, strerror(err));
 		}
@@ -252,16 +243,18 @@ int cmd_warmup(int argc, char **argv)
 	int quiet = 0, json = 0, c, err = 0;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:t:ceqh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:t:ceqh", options, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'f':
 			list = optarg;
 			break;
 		case 't':
 			if (cli_parse_int(optarg, 1, 256, &threads)) {
-				cli_error("--threads takes a number from 1 to 256, "
-				          "not '%s'",
-				          optarg);
+				cli_error(
+				    "--threads takes a number from 1 to 256, "
+				    "not '%s'",
+				    optarg);
 				return cli_usage(usage, CLI_EXIT_USAGE);
 			}
 			break;
@@ -284,8 +277,9 @@ int cmd_warmup(int argc, char **argv)
 		}
 	}
 	if ((optind == argc) == !list) {
-		cli_error(list ? "give paths or --from-list, not both"
-		               : "nothing to warm up: give paths or --from-list");
+		cli_error(
+		    list ? "give paths or --from-list, not both"
+			 : "nothing to warm up: give paths or --from-list");
 		return cli_usage(usage, CLI_EXIT_USAGE);
 	}
 	int bad = 0;
@@ -329,7 +323,8 @@ int cmd_warmup(int argc, char **argv)
 	double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	char b[32], r[32], cb[32];
 	cli_format_size(j.bytes, b, sizeof(b));
-	cli_format_size(secs > 0 ? (uint64_t)(j.bytes / secs) : 0, r, sizeof(r));
+	cli_format_size(secs > 0 ? (uint64_t)(j.bytes / secs) : 0, r,
+			sizeof(r));
 	cli_format_size(j.cached, cb, sizeof(cb));
 	if (json) {
 		printf("{\"mode\": \"%s\", \"files\": %zu, \"failed\": %llu, "
@@ -339,8 +334,8 @@ int cmd_warmup(int argc, char **argv)
 		       (unsigned long long)j.bytes,
 		       (unsigned long long)j.cached, secs);
 	} else if (j.mode == FILL) {
-		printf("warmup: %zu files, %s in %.1f s (%s/s)%s\n", j.n, b, secs,
-		       r, j.failed ? ", some failed" : "");
+		printf("warmup: %zu files, %s in %.1f s (%s/s)%s\n", j.n, b,
+		       secs, r, j.failed ? ", some failed" : "");
 	} else if (j.mode == CHECK) {
 		printf("check: %zu files, %s of %s cached (%.1f%%)\n", j.n, cb,
 		       b, j.bytes ? 100.0 * j.cached / j.bytes : 100.0);

@@ -38,6 +38,8 @@ static const struct cmd commands[] = {
      "fill this node's cache with files a job will read"},
     {"snapshot", cmd_snapshot, CMD_LOG_STDERR,
      "make a copy-on-write copy of a file or directory tree"},
+    {"version", cmd_version, CMD_LOG_STDERR,
+     "record, list, compare and restore versions of a directory"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -75,7 +77,7 @@ static int run(const struct cmd *c, int argc, char **argv)
 	if (c->flags & CMD_LOG_STDERR) {
 		const char *dbg = getenv("GRANARY_DEBUG");
 		log_open(NULL, dbg && *dbg && strcmp(dbg, "0") ? LOG_DEBUG
-		                                                : LOG_CRIT);
+							       : LOG_CRIT);
 	}
 	ret = c->fn(argc, argv);
 	if (c->flags & CMD_LOG_STDERR)

@@ -883,8 +883,10 @@ Test(meta, write_truncate_reclaim)
 	struct meta_chunk_slice w[3];
 	uint64_t id3;
 	cr_assert_eq(meta_new_slice_id(m, &id3), 0);
-	w[0] = (struct meta_chunk_slice){0, {.id = id3, .size = 200, .len = 100}};
-	w[1] = (struct meta_chunk_slice){1, {.id = id3, .size = 200, .off = 100, .len = 100}};
+	w[0] =
+	    (struct meta_chunk_slice){0, {.id = id3, .size = 200, .len = 100}};
+	w[1] = (struct meta_chunk_slice){
+	    1, {.id = id3, .size = 200, .off = 100, .len = 100}};
 	w[2] = (struct meta_chunk_slice){1, {.len = 50, .pos = 10}};
 	cr_assert_eq(meta_write(m, f, w, 3, &a), 0);
 	cr_expect_eq(a.length, CS + 100);
@@ -895,13 +897,17 @@ Test(meta, write_truncate_reclaim)
 	cr_expect_eq(got[0], id3);
 
 	/* bad slices */
-	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 5, .len = 10, .pos = 0}};
+	w[0] = (struct meta_chunk_slice){
+	    0, {.id = 1, .size = 10, .off = 5, .len = 10, .pos = 0}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = CS - 5}};
+	w[0] = (struct meta_chunk_slice){
+	    0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = CS - 5}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 0, .pos = 0}};
+	w[0] = (struct meta_chunk_slice){
+	    0, {.id = 1, .size = 10, .off = 0, .len = 0, .pos = 0}};
 	cr_expect_eq(meta_write(m, g, w, 1, NULL), EINVAL);
-	w[0] = (struct meta_chunk_slice){0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = 0}};
+	w[0] = (struct meta_chunk_slice){
+	    0, {.id = 1, .size = 10, .off = 0, .len = 10, .pos = 0}};
 	cr_expect_eq(meta_write(m, 1, w, 1, NULL), EISDIR);
 	cr_expect_eq(meta_write(m, 4242424, w, 1, NULL), ENOENT);
 	cr_expect_eq(meta_truncate(m, 1, 0, NULL), EISDIR);
@@ -1028,7 +1034,8 @@ static void expect_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 static struct meta_chunk_slice cslice(uint32_t idx, uint64_t id, uint32_t size,
 				      uint32_t off, uint32_t len, uint32_t pos)
 {
-	return (struct meta_chunk_slice){idx, {.id = id, .size = size, .off = off, .len = len, .pos = pos}};
+	return (struct meta_chunk_slice){
+	    idx, {.id = id, .size = size, .off = off, .len = len, .pos = pos}};
 }
 
 Test(meta, chunk0_survives_attribute_rewrites)
@@ -1118,7 +1125,8 @@ Test(meta, chunk0_truncate)
 	cr_assert_eq(reclaim_all(m, got, 8), 1);
 	cr_expect_eq(got[0], id1);
 	id2 = put(m, f, 0, 700);
-	want[0] = (struct meta_slice){.id = id2, .size = 700, .off = 0, .len = 700, .pos = 0};
+	want[0] = (struct meta_slice){
+	    .id = id2, .size = 700, .off = 0, .len = 700, .pos = 0};
 	expect_chunk(m, f, 0, want, 1, "written again");
 	a = attr(m, f);
 	cr_expect_eq(a.length, 700);
@@ -1129,7 +1137,11 @@ Test(meta, chunk0_truncate)
 	id3 = put(m, f, CS + 10, 90);
 	cr_assert_eq(meta_truncate(m, f, 300, &a), 0);
 	cr_expect_eq(a.length, 300);
-	want[1] = (struct meta_slice){.id = 0, .size = 0, .off = 0, .len = (uint32_t)CS - 300, .pos = 300};
+	want[1] = (struct meta_slice){.id = 0,
+				      .size = 0,
+				      .off = 0,
+				      .len = (uint32_t)CS - 300,
+				      .pos = 300};
 	expect_chunk(m, f, 0, want, 2, "cut at 300");
 	expect_chunk(m, f, 1, NULL, 0, "chunk 1 after the cut");
 	cr_assert_eq(reclaim_all(m, got, 8), 1);
@@ -1198,8 +1210,10 @@ Test(meta, chunk0_unlink_open_then_close)
 	cr_assert_eq(meta_session_open(m, "/mnt/c0"), 0);
 	id1 = put(m, f, 0, 1000);
 	id2 = put(m, f, 1000, 24);
-	want[0] = (struct meta_slice){.id = id1, .size = 1000, .off = 0, .len = 1000, .pos = 0};
-	want[1] = (struct meta_slice){.id = id2, .size = 24, .off = 0, .len = 24, .pos = 1000};
+	want[0] = (struct meta_slice){
+	    .id = id1, .size = 1000, .off = 0, .len = 1000, .pos = 0};
+	want[1] = (struct meta_slice){
+	    .id = id2, .size = 24, .off = 0, .len = 24, .pos = 1000};
 	cr_assert_eq(meta_file_open(m, f, &a), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	/* still readable while open, nothing reclaimed */
@@ -1299,8 +1313,15 @@ Test(meta, random_chunks_vs_shadow)
 						if (s->id &&
 						    s->pos + s->len > pos) {
 							sh[c][nsh[c]++] =
-							    (struct meta_slice){.id = 0, .size = 0, .off = 0, .len = (uint32_t)CS -
-								    pos, .pos = pos};
+							    (struct meta_slice){
+								.id = 0,
+								.size = 0,
+								.off = 0,
+								.len =
+								    (uint32_t)
+									CS -
+								    pos,
+								.pos = pos};
 							break;
 						}
 					}
@@ -3130,7 +3151,8 @@ Test(meta, snapshot_source_changes_during_walk)
 Test(meta, clone_data)
 {
 	struct meta *m = fresh(56);
-	uint64_t f = mkfile(m, 1, "f"), g = mkfile(m, 1, "g"), d = mkdir_(m, 1, "d");
+	uint64_t f = mkfile(m, 1, "f"), g = mkfile(m, 1, "g"),
+		 d = mkdir_(m, 1, "d");
 	struct meta_attr a;
 	struct meta_slice *s, *t, dead[16];
 	size_t n, k, nd;
@@ -3166,5 +3188,217 @@ Test(meta, clone_data)
 		seen1 += dead[i].id == id1;
 	}
 	cr_expect(seen0 == 1 && seen1 == 1);
+	meta_close(m);
+}
+
+/* ---- dataset versions ------------------------------------------------ */
+
+static int mknod_err(struct meta *m, uint64_t parent, const char *name)
+{
+	return meta_mknod(m, parent, name, META_FILE, 0644, 0, 0, 0, NULL, NULL,
+			  NULL);
+}
+
+static int has_name(struct meta *m, uint64_t dir, const char *name)
+{
+	struct meta_dirent *e;
+	size_t n;
+	int found = 0;
+
+	cr_assert_eq(meta_readdir(m, dir, 0, &e, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		found |= !strcmp(e[i].name, name);
+	meta_dirents_free(e, n);
+	return found;
+}
+
+/* create, list, get, lookup through .versions, rm; the name is reserved
+ * and never listed; bad tags and messages are refused */
+Test(meta, version_round_trip)
+{
+	struct meta *m = fresh(28);
+	redisContext *c = raw(28);
+	struct meta_snapshot_stats st;
+	struct meta_version *v;
+	struct meta_usage u0;
+	uint64_t ids[5], got[16], ino, vdir;
+	char long_tag[META_TAG_MAX + 2];
+	size_t n;
+
+	uint64_t src = mktree(m, 1, "src", ids);
+	char cmd[64];
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	cr_expect_eq(meta_lookup(m, src, META_VERSIONS, &ino, NULL), ENOENT);
+	cr_expect_eq(meta_version_list(m, src, &v, &n), 0);
+	cr_expect_eq(n, 0);
+	u0 = usage(m);
+
+	cr_assert_eq(meta_version_create(m, src, "v1", "first cut", &st), 0);
+	cr_expect_eq(st.files, 1305);
+	cr_expect_eq(st.dirs, 5);
+	vdir = lookup(m, src, META_VERSIONS);
+	cr_expect_eq(attr(m, vdir).type, META_DIR);
+	cr_expect_eq(attr(m, vdir).mode, 0555);
+	cr_expect_eq(attr(m, vdir).parent, src);
+	cr_expect_eq(attr(m, vdir).nlink, 3);
+	cr_expect(!has_name(m, src, META_VERSIONS), "listed in its directory");
+	cr_expect(has_name(m, vdir, "v1"));
+	uint64_t t1 = lookup(m, vdir, "v1");
+	cr_expect_eq(attr(m, t1).parent, vdir);
+	expect_same_tree(m, src, t1);
+	expect_no_snapshot_keys(c);
+
+	cr_assert_eq(meta_version_get(m, src, "v1", &v), 0);
+	cr_expect_str_eq(v->tag, "v1");
+	cr_expect_str_eq(v->msg, "first cut");
+	cr_expect_eq(v->top, t1);
+	cr_expect_eq(v->st.files, 1305);
+	cr_expect_eq(v->st.bytes, st.bytes);
+	cr_expect_gt(v->created, 1700000000);
+	meta_versions_free(v, 1);
+
+	/* the version does not change with its directory */
+	cr_assert_eq(meta_unlink(m, src, "a"), 0);
+	put(m, lookup(m, src, "x"), 0, 50);
+	cr_expect_eq(attr(m, lookup(m, t1, "a")).length, 100);
+	cr_expect_eq(attr(m, lookup(m, t1, "x")).length, 500);
+	cr_expect_eq(reclaim_all(m, got, 16), 0, "v1 holds a's data");
+
+	cr_assert_eq(meta_version_create(m, src, "v2", NULL, NULL), 0);
+	cr_assert_eq(meta_version_list(m, src, &v, &n), 0);
+	cr_expect_eq(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		int is1 = !strcmp(v[i].tag, "v1");
+		cr_expect(is1 || !strcmp(v[i].tag, "v2"));
+		cr_expect_str_eq(v[i].msg, is1 ? "first cut" : "");
+		cr_expect_eq(v[i].st.files, is1 ? 1305 : 1304);
+	}
+	meta_versions_free(v, n);
+
+	/* errors */
+	memset(long_tag, 'a', sizeof long_tag - 1);
+	long_tag[sizeof long_tag - 1] = '\0';
+	cr_expect_eq(meta_version_create(m, src, "v2", NULL, NULL), EEXIST);
+	cr_expect_eq(meta_version_create(m, src, "", NULL, NULL), EINVAL);
+	cr_expect_eq(meta_version_create(m, src, ".v", NULL, NULL), EINVAL);
+	cr_expect_eq(meta_version_create(m, src, "a/b", NULL, NULL), EINVAL);
+	cr_expect_eq(meta_version_create(m, src, "a\nb", NULL, NULL), EINVAL);
+	cr_expect_eq(meta_version_create(m, src, long_tag, NULL, NULL),
+		     ENAMETOOLONG);
+	cr_expect_eq(
+	    meta_version_create(m, lookup(m, src, "x"), "v", NULL, NULL),
+	    ENOTDIR);
+	cr_expect_eq(meta_version_create(m, 999999, "v", NULL, NULL), ENOENT);
+	cr_expect_eq(meta_version_get(m, src, "nope", &v), ENOENT);
+	cr_expect_eq(meta_version_rm(m, src, "nope"), ENOENT);
+	cr_expect_eq(mknod_err(m, src, META_VERSIONS), EINVAL);
+	cr_expect_eq(meta_rename(m, src, "x", src, META_VERSIONS, 0), EINVAL);
+	cr_expect_eq(meta_snapshot(m, src, 1, META_VERSIONS, NULL), EINVAL);
+	/* a version may be snapshotted out (a fork) */
+	cr_assert_eq(meta_snapshot(m, t1, 1, "fork", NULL), 0);
+	expect_same_tree(m, t1, lookup(m, 1, "fork"));
+	expect_no_snapshot_keys(c);
+
+	/* rm: gone at once, its data freed once nothing else holds it */
+	cr_assert_eq(meta_version_rm(m, src, "v1"), 0);
+	cr_expect_eq(meta_lookup(m, vdir, "v1", &ino, NULL), ENOENT);
+	cr_expect_eq(meta_getattr(m, t1, NULL), ENOENT);
+	cr_expect_eq(attr(m, vdir).nlink, 3);
+	cr_expect_eq(meta_version_get(m, src, "v1", &v), ENOENT);
+	expect_no_snapshot_keys(c);
+	cr_expect_eq(reclaim_all(m, got, 16), 0, "the fork holds a's data");
+	cr_assert_eq(meta_version_rm(m, src, "v2"), 0);
+	cr_expect_eq(attr(m, vdir).nlink, 2);
+	cr_expect_eq(usage(m).inodes, u0.inodes - 1 + 1 + 1312,
+		     "src without a, the empty versions dir and the fork");
+	snprintf(cmd, sizeof cmd, "EXISTS v%" PRIu64, src);
+	cr_expect_eq(raw_int(c, cmd), 0);
+	redisFree(c);
+	meta_close(m);
+}
+
+/* restore: the directory becomes the version again (same inode), after
+ * recording itself; nothing leaks */
+Test(meta, version_restore)
+{
+	struct meta *m = fresh(29);
+	redisContext *c = raw(29);
+	struct meta_version *v;
+	uint64_t ids[5], got[16], ino;
+
+	uint64_t src = mktree(m, 1, "src", ids);
+	uint64_t d1 = lookup(m, src, "d1");
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	cr_assert_eq(meta_version_create(m, src, "v1", NULL, NULL), 0);
+
+	/* change it: a file deleted, one added, one rewritten, a dir gone */
+	cr_assert_eq(meta_unlink(m, src, "a"), 0);
+	uint64_t nid = put(m, mkfile(m, src, "new"), 0, 77);
+	uint64_t bid = put(m, lookup(m, d1, "b"), 0, 200);
+	cr_assert_eq(meta_rmdir(m, d1, "e"), 0);
+	cr_assert_eq(meta_rename(m, src, "d1", 1, "moved", 0), 0);
+
+	cr_expect_eq(meta_version_restore(m, src, "nope", "before"), ENOENT);
+	cr_expect_eq(meta_version_restore(m, src, "v1", "v1"), EEXIST);
+	cr_assert_eq(meta_version_restore(m, src, "v1", "before"), 0);
+	uint64_t vdir = lookup(m, src, META_VERSIONS);
+	uint64_t t1 = lookup(m, vdir, "v1"), tb = lookup(m, vdir, "before");
+	expect_same_tree(m, t1, src);
+	cr_expect_eq(lookup(m, 1, "src"), src, "same inode");
+	cr_expect_eq(attr(m, src).nlink, attr(m, t1).nlink);
+	cr_expect_eq(attr(m, lookup(m, src, "d1")).parent, src);
+	cr_expect_eq(meta_lookup(m, src, "new", &ino, NULL), ENOENT);
+	cr_expect_eq(lookup(m, tb, "new") != 0, 1);
+	cr_expect_eq(meta_lookup(m, tb, "a", &ino, NULL), ENOENT);
+	cr_assert_eq(meta_version_get(m, src, "before", &v), 0);
+	cr_expect_str_eq(v->msg, "before restoring version 'v1'");
+	meta_versions_free(v, 1);
+	expect_no_snapshot_keys(c);
+	cr_expect_eq(raw_int(c, "EXISTS vswap:0"), 0);
+
+	/* the versions gone, what is left is the original tree, plus the
+	 * moved d1 and the empty versions directory */
+	cr_assert_eq(meta_version_rm(m, src, "before"), 0);
+	cr_assert_eq(meta_version_rm(m, src, "v1"), 0);
+	expect_no_snapshot_keys(c);
+	size_t k = reclaim_all(m, got, 16);
+	cr_expect_eq(k, 1, "new's slice; %zu", k);
+	cr_expect(has_id(got, k, nid));
+	cr_expect(!has_id(got, k, bid), "moved/b holds it");
+	redisFree(c);
+	meta_close(m);
+}
+
+/* rmdir of a directory with versions: they go too, in the background */
+Test(meta, version_rmdir_drops_versions)
+{
+	struct meta_opts o = {.session_ttl = 1};
+	struct meta *m = fresh_opts(30, &o);
+	redisContext *c = raw(30);
+	struct meta_usage u0;
+	uint64_t got[16];
+	size_t n;
+
+	u0 = usage(m);
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	uint64_t dir = mkdir_(m, 1, "ds");
+	uint64_t sub = mkdir_(m, dir, "cls");
+	uint64_t id = put(m, mkfile(m, sub, "img"), 0, 123);
+	cr_assert_eq(meta_version_create(m, dir, "v1", "m", NULL), 0);
+	cr_assert_eq(meta_unlink(m, sub, "img"), 0);
+	cr_assert_eq(meta_rmdir(m, dir, "cls"), 0);
+	cr_assert_eq(meta_rmdir(m, 1, "ds"), 0);
+	cr_expect_eq(raw_int(c, "HLEN vdirs"), 0);
+	cr_expect_eq(raw_int(c, "HLEN snapshots"), 1, "handed to the cleaner");
+	cr_expect_eq(reclaim_all(m, got, 16), 0, "the version holds it");
+	sleep(3);
+	cr_assert_eq(meta_snapshot_cleanup(m, &n), 0);
+	cr_expect_eq(n, 1);
+	expect_no_snapshot_keys(c);
+	cr_expect_eq(usage(m).inodes, u0.inodes);
+	cr_expect_eq(usage(m).used_bytes, u0.used_bytes);
+	cr_expect_eq(reclaim_all(m, got, 16), 1);
+	cr_expect_eq(got[0], id);
+	redisFree(c);
 	meta_close(m);
 }
