@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../meta/meta.h"
+#include "fsutil.h"
 #include "log.h"
 
 #define KEY_CAP	       96
@@ -92,45 +93,10 @@ struct packer {
 
 #define STAT_ADD(p, f, v) __atomic_fetch_add(&(p)->st.f, (v), __ATOMIC_RELAXED)
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *uploader_main(void *arg);
 static int stage_open(struct packer *p);
 static void stage_recover(struct packer *p);
 static void stop_uploaders(struct packer *p);
-
-static void cond_init_mono(pthread_cond_t *c)
-{
-	/* timed waits run on the monotonic clock, like deadline_ms */
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
-/* Wait on c until the CLOCK_MONOTONIC time at_ms at the latest. */
-static void wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms)
-{
-	struct timespec ts;
-	int64_t left = at_ms - mono_ms();
-
-	if (left < 0)
-		left = 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += left / 1000;
-	ts.tv_nsec += (left % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(c, m, &ts);
-}
 
 int packer_open(struct objstore *store, const struct packer_opts *o,
 		const struct packer_cbs *cbs, struct packer **out)
@@ -157,8 +123,8 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	p->cbs = *cbs;
 	p->lock_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
-	cond_init_mono(&p->work);
-	cond_init_mono(&p->room);
+	fsutil_cond_init_mono(&p->work);
+	fsutil_cond_init_mono(&p->room);
 	if (!o->stage_dir) {
 		*out = p;
 		return 0;
@@ -264,8 +230,8 @@ static int pack_new(struct packer *p, struct pack **out)
 		free(k);
 		return err;
 	}
-	k->deadline_ms = mono_ms() + p->o.window_ms;
-	cond_init_mono(&k->done);
+	k->deadline_ms = fsutil_mono_ms() + p->o.window_ms;
+	fsutil_cond_init_mono(&k->done);
 	*out = k;
 	return 0;
 }
@@ -484,7 +450,7 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 			 path, (unsigned long long)whole,
 			 (unsigned long long)k->len);
 	k->state = PK_SEALED;
-	cond_init_mono(&k->done);
+	fsutil_cond_init_mono(&k->done);
 	stage_link(p, k);
 	p->nsealed++;
 	STAT_ADD(p, recovered, 1);
@@ -634,7 +600,7 @@ static void *uploader_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		int64_t now = mono_ms(), wake = now + 1000;
+		int64_t now = fsutil_mono_ms(), wake = now + 1000;
 		struct pack *k = p->open;
 		if (k && k->len && (p->stop || now >= k->deadline_ms))
 			seal(p);
@@ -660,7 +626,7 @@ static void *uploader_main(void *arg)
 		if (!pick) {
 			if (p->stop && !left)
 				break;
-			wait_until_ms(&p->work, &p->lock, wake);
+			fsutil_wait_until_ms(&p->work, &p->lock, wake);
 			continue;
 		}
 		pick->uploading = 1;
@@ -669,16 +635,16 @@ static void *uploader_main(void *arg)
 		int err = upload(p, pick);
 
 		pthread_mutex_lock(&p->lock);
-		pick->uploading = 0;
 		if (err) {
+			pick->uploading = 0;
 			STAT_ADD(p, errors, 1);
 			p->sync_err = err;
 			pick->tries++;
 			int64_t backoff = 500ll << (pick->tries < 6 ? pick->tries
 								   : 6);
-			pick->retry_ms = mono_ms() + (backoff < RETRY_MAX_MS
-							  ? backoff
-							  : RETRY_MAX_MS);
+			pick->retry_ms =
+			    fsutil_mono_ms() +
+			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
 			if (p->stop && pick->tries >= CLOSE_TRIES) {
 				/* left on disk for the next mount */
 				log_err("leaving pack %" PRIu64 " staged in "
@@ -690,6 +656,8 @@ static void *uploader_main(void *arg)
 			pthread_cond_broadcast(&p->room);
 			continue;
 		}
+		/* still marked uploading: no other thread picks it while
+		 * its readers finish */
 		while (pick->readers)
 			pthread_cond_wait(&pick->done, &p->lock);
 		unstage(p, pick);
@@ -779,7 +747,8 @@ int packer_sync(struct packer *p)
 		if (p->open && p->open->id <= upto && p->open->len &&
 		    !p->open->writing)
 			seal(p);
-		wait_until_ms(&p->room, &p->lock, mono_ms() + 100);
+		fsutil_wait_until_ms(&p->room, &p->lock,
+				     fsutil_mono_ms() + 100);
 	}
 	err = p->sync_err;
 	pthread_mutex_unlock(&p->lock);
@@ -1002,7 +971,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 			 * that may still add a frame has added its own. */
 			if (k->state == PK_OPEN &&
 			    (k->users >= p->holders ||
-			     mono_ms() >= k->deadline_ms)) {
+			     fsutil_mono_ms() >= k->deadline_ms)) {
 				seal(p);
 				pthread_mutex_unlock(&p->lock);
 				put_pack(p, k);
@@ -1010,8 +979,8 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 				continue;
 			}
 			if (k->state == PK_OPEN)
-				wait_until_ms(&k->done, &p->lock,
-					      k->deadline_ms);
+				fsutil_wait_until_ms(&k->done, &p->lock,
+						     k->deadline_ms);
 			else
 				pthread_cond_wait(&k->done, &p->lock);
 		}
