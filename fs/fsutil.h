@@ -1,7 +1,7 @@
 /*
  * fsutil.h - small helpers shared by the modules that keep objects in local
  * files (the file:// store, the disk cache, the writeback staging) and by
- * the ones that wait on deadlines (the packer).
+ * the ones that wait on deadlines (packer, stage).
  */
 #ifndef GRANARY_FSUTIL_H
 #define GRANARY_FSUTIL_H

@@ -94,8 +94,8 @@ struct packer {
 #define STAT_ADD(p, f, v) __atomic_fetch_add(&(p)->st.f, (v), __ATOMIC_RELAXED)
 
 static void *uploader_main(void *arg);
-static int stage_open(struct packer *p);
-static void stage_recover(struct packer *p);
+static int slot_open(struct packer *p);
+static void slot_recover(struct packer *p);
 static void stop_uploaders(struct packer *p);
 
 int packer_open(struct objstore *store, const struct packer_opts *o,
@@ -129,15 +129,15 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 		*out = p;
 		return 0;
 	}
-	p->dir = strdup(o->stage_dir); /* replaced by stage_open */
+	p->dir = strdup(o->stage_dir); /* replaced by slot_open */
 	if (!p->dir) {
 		err = ENOMEM;
 		goto free_p;
 	}
-	err = stage_open(p);
+	err = slot_open(p);
 	if (err)
 		goto free_p;
-	stage_recover(p);
+	slot_recover(p);
 	p->threads = calloc((size_t)o->uploaders, sizeof(*p->threads));
 	if (!p->threads) {
 		err = ENOMEM;
@@ -197,6 +197,11 @@ void packer_close(struct packer *p)
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
+}
+
+const char *packer_stage_dir(const struct packer *p)
+{
+	return p ? p->dir : NULL;
 }
 
 void packer_get_stats(struct packer *p, struct packer_stats *st)
@@ -339,7 +344,7 @@ static int mkdir_p(const char *path)
 /* Take a free slot under the staging root: ROOT/<n>, flock'd on
  * ROOT/<n>/lock for as long as the packer lives, so that two mounts of one
  * volume on one node never take each other's packs. */
-static int stage_open(struct packer *p)
+static int slot_open(struct packer *p)
 {
 	char path[PATH_MAX + 64];
 	char *root = p->dir;
@@ -456,9 +461,29 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 	STAT_ADD(p, recovered, 1);
 }
 
+/* A staged block of a big file (fs/stage.h): "<id>_<idx>_<len>.blk";
+ * end points past the id. */
+static int is_block(const char *end)
+{
+	size_t n = strlen(end);
+	return *end == '_' && n > 4 && !strcmp(end + n - 4, ".blk");
+}
+
+/* Move a dead slot's staged block into ours: fs/stage.c, opened on our
+ * slot after the packer, uploads it. */
+static void take_block(struct packer *p, const char *from, const char *name)
+{
+	char to[PATH_MAX + 400];
+
+	snprintf(to, sizeof(to), "%s/%s", p->dir, name);
+	if (rename(from, to))
+		log_err("cannot take over staged block '%s': %s", from,
+			strerror(errno));
+}
+
 /* Take over the packs of every slot no live mount holds (ours too: a
  * previous mount of ours that was killed). */
-static void stage_recover(struct packer *p)
+static void slot_recover(struct packer *p)
 {
 	char root[PATH_MAX], path[PATH_MAX + 64];
 	char *slash = strrchr(p->dir, '/');
@@ -484,12 +509,13 @@ static void stage_recover(struct packer *p)
 			while ((e = readdir(d))) {
 				char *end;
 				uint64_t id = strtoull(e->d_name, &end, 10);
-				if (!id || strcmp(end, ".pack"))
-					continue;
 				char from[PATH_MAX + 400];
 				snprintf(from, sizeof(from), "%s/%s", path,
 					 e->d_name);
-				adopt(p, from, id);
+				if (id && !strcmp(end, ".pack"))
+					adopt(p, from, id);
+				else if (id && !mine && is_block(end))
+					take_block(p, from, e->d_name);
 			}
 			closedir(d);
 		}
