@@ -430,17 +430,20 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		err = cs->o.staged_get(cs->o.staged_arg, fr->pack, fr->off,
 				       fr->len, &blk);
 		got = err ? 0 : fr->len;
+	} else if (!fr->pack && cs->o.staged_block) {
+		err = cs->o.staged_block(cs->o.staged_arg, id, idx, &blk, &got);
 	}
 	if (err == ENOENT) {
+		int wait_ms =
+		    fr->pack ? PACK_WAIT_MS : (int)cs->o.block_wait_ms;
 		err = objstore_get(cs->store, key, off, want, &blk, &got);
-		/* Another client's writeback pack may still be on its way
-		 * to the store: a reader waits for it a while. */
+		/* Another client's writeback pack or block may still be on
+		 * its way to the store: a reader waits for it a while. */
 		for (int ms = 100, waited = 0;
-		     err == ENOENT && fr->pack && !quiet &&
-		     waited < PACK_WAIT_MS;
+		     err == ENOENT && !quiet && waited < wait_ms;
 		     waited += ms, ms = ms < 2000 ? ms * 2 : ms) {
 			if (waited == 0)
-				log_info("slice %" PRIu64 " is not in pack '%s' "
+				log_info("slice %" PRIu64 " is not in '%s' "
 					 "yet: waiting for its upload",
 					 id, key);
 			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -948,6 +951,8 @@ static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
 	err =
 	    objstore_get(cs->store, key, 0, codec_prefix_len(len), &pfx, &got);
 	STAT_ADD(cs, gets, 1);
+	if (err == ENOENT && cs->o.block_wait_ms)
+		return RANGE_WHOLE; /* maybe not put yet: fetch() waits */
 	if (err) {
 		if (err == ENOENT)
 			log_err("block '%s' is missing from the object store",
@@ -1095,6 +1100,10 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	pthread_mutex_unlock(&cs->lock);
 	if (known)
 		return RANGE_WHOLE;
+	/* a block staged on this node is read from its local file */
+	if (cs->o.staged_block &&
+	    cs->o.staged_block(cs->o.staged_arg, id, idx, NULL, NULL) == 0)
+		return RANGE_WHOLE;
 
 	chunkstore_key(id, idx, len, key, sizeof(key));
 	err = ranged_once(cs, key, id, idx, len, off, n, dst, &cached);
@@ -1202,6 +1211,9 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 		return EINVAL;
 	n = (uint32_t)(((uint64_t)size + cs->o.block_size - 1) /
 		       cs->o.block_size);
+	/* before the deletes: see the order in fs/stage.h */
+	if (cs->o.staged_drop)
+		cs->o.staged_drop(cs->o.staged_arg, id);
 	for (uint32_t i = 0; i < n; i++) {
 		char key[KEY_CAP];
 		int err;

@@ -33,7 +33,18 @@ struct chunkstore_opts {
 	 * the store has them. NULL: none. */
 	int (*staged_get)(void *arg, uint64_t pack, uint32_t off, uint32_t len,
 			  void **data);
-	void *staged_arg;
+	/* Blocks on this node only (fs/stage.h): the encoded block in a
+	 * malloc'd *enc of *n bytes; with enc NULL only whether it is staged
+	 * (0); ENOENT when the store has it. NULL: none. */
+	int (*staged_block)(void *arg, uint64_t id, uint32_t idx, void **enc,
+			    size_t *n);
+	/* Told before the blocks of slice id are deleted. NULL: none. */
+	void (*staged_drop)(void *arg, uint64_t id);
+	void *staged_arg; /* of the three hooks above */
+	/* How long a read waits for a block missing from the store (another
+	 * client's writeback may not have put it yet), then EIO; 0: no wait.
+	 * Packs always wait up to 15 s. */
+	unsigned block_wait_ms;
 };
 
 struct chunkstore_stats {

@@ -38,8 +38,10 @@ struct fs_opts {
 	uint32_t pack_size;    /* seal packs at this size; 0: 4 MiB */
 	int pack_window_ms;    /* seal a pack this long after its first
 				  frame; < 0: default (10 ms, writeback 2 s) */
-	int writeback;	       /* stage packs on the cache disk, upload them
-				  in the background */
+	int writeback;	       /* stage packs and blocks on the cache disk,
+				  upload them in the background */
+	uint64_t stage_size;   /* writeback: bytes of big files' blocks
+				  staged at most; 0: 1 GiB */
 };
 
 /*

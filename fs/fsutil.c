@@ -1,9 +1,10 @@
 /*
- * fsutil.c - small file helpers (see fsutil.h).
+ * fsutil.c - small file and clock helpers (see fsutil.h).
  */
 #include "fsutil.h"
 
 #include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 int fsutil_write_all(int fd, const void *p, size_t len)
@@ -20,4 +21,56 @@ int fsutil_write_all(int fd, const void *p, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int fsutil_pread_all(int fd, void *p, size_t len, uint64_t off)
+{
+	unsigned char *c = p;
+	while (len > 0) {
+		ssize_t n = pread(fd, c, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			return EIO;
+		c += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int64_t fsutil_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void fsutil_cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void fsutil_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms)
+{
+	struct timespec ts;
+	int64_t left = at_ms - fsutil_mono_ms();
+
+	if (left < 0)
+		left = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += left / 1000;
+	ts.tv_nsec += (left % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(c, m, &ts);
 }

@@ -1,13 +1,27 @@
 /*
- * fsutil.h - small file helpers shared by the modules that keep objects in
- * local files (the file:// store and the disk cache).
+ * fsutil.h - small helpers shared by the modules that keep objects in local
+ * files (the file:// store, the disk cache, the writeback staging) and by
+ * the ones that wait on deadlines (packer, stage).
  */
 #ifndef GRANARY_FSUTIL_H
 #define GRANARY_FSUTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* write() all of p, retrying short writes and EINTR; 0 or errno. */
 int fsutil_write_all(int fd, const void *p, size_t len);
+/* pread() all len bytes at off, retrying short reads and EINTR; 0, errno,
+ * or EIO when the file ends first. */
+int fsutil_pread_all(int fd, void *p, size_t len, uint64_t off);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t fsutil_mono_ms(void);
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC. */
+void fsutil_cond_init_mono(pthread_cond_t *c);
+/* Wait on c (made by fsutil_cond_init_mono) until fsutil_mono_ms() at_ms
+ * at the latest. */
+void fsutil_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms);
 
 #endif

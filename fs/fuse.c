@@ -46,6 +46,7 @@
 #include "readahead.h"
 #include "reader.h"
 #include "slice.h"
+#include "stage.h"
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
@@ -98,7 +99,8 @@ struct fs {
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
-	int writeback;	       /* packs are staged first */
+	struct stage *stage;   /* writeback: blocks of big files; or NULL */
+	int writeback;	       /* packs and blocks are staged first */
 	struct meta_volume vol;
 	uint64_t root;	 /* volume inode served as FUSE_ROOT_ID */
 	int root_frozen; /* --subdir inside a version: read-only */
@@ -499,6 +501,20 @@ static int ccb_staged_get(void *arg, uint64_t pack, uint32_t off, uint32_t len,
 	struct fs *fs = arg;
 	return fs->packer ? packer_staged_get(fs->packer, pack, off, len, data)
 			  : ENOENT;
+}
+
+/* chunkstore: blocks this node has staged but not uploaded */
+static int ccb_staged_block(void *arg, uint64_t id, uint32_t idx, void **enc,
+			    size_t *n)
+{
+	struct fs *fs = arg;
+	return stage_get(fs->stage, id, idx, enc, n);
+}
+
+static void ccb_staged_drop(void *arg, uint64_t id)
+{
+	struct fs *fs = arg;
+	stage_drop(fs->stage, id);
 }
 
 /* Called with node->lock held (from writer_flush / writer_write). */
@@ -1710,8 +1726,8 @@ static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
 }
 
 #define XATTR_STATS "granary.stats"
-/* Setting "granary.sync" on any inode waits until every pack this client
- * has staged (writeback) is in the store. */
+/* Setting "granary.sync" on any inode waits until every pack and block
+ * this client has staged (writeback) is in the store. */
 #define XATTR_SYNC "granary.sync"
 
 /* "granary.stats" on any inode: this client's counters, as JSON. */
@@ -1721,10 +1737,13 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	struct chunkstore_stats cs;
 	struct diskcache_stats dc = {0};
 	struct packer_stats ps = {0};
+	struct stage_stats bs = {0};
 	char buf[2048];
 
 	if (fs->packer)
 		packer_get_stats(fs->packer, &ps);
+	if (fs->stage)
+		stage_get_stats(fs->stage, &bs);
 
 	objstore_get_stats(
 	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
@@ -1743,7 +1762,10 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
 	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
-	    "\"recovered\": %llu}}\n",
+	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
+	    "\"put\": %llu, \"bytes\": %llu, \"direct\": %llu, "
+	    "\"dropped\": %llu, \"errors\": %llu, \"staged\": %llu, "
+	    "\"staged_bytes\": %llu, \"recovered\": %llu}}\n",
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
@@ -1759,7 +1781,12 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
 	    (unsigned long long)ps.errors, (unsigned long long)ps.staged_packs,
 	    (unsigned long long)ps.staged_bytes,
-	    (unsigned long long)ps.recovered);
+	    (unsigned long long)ps.recovered, fs->stage ? "true" : "false",
+	    (unsigned long long)bs.blocks, (unsigned long long)bs.bytes,
+	    (unsigned long long)bs.direct, (unsigned long long)bs.dropped,
+	    (unsigned long long)bs.errors, (unsigned long long)bs.staged_blocks,
+	    (unsigned long long)bs.staged_bytes,
+	    (unsigned long long)bs.recovered);
 	reply_xattr_value(req, size, buf, len);
 }
 
@@ -1772,7 +1799,9 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		return 1;
 	}
 	if (set && !strcmp(name, XATTR_SYNC)) {
-		reply_err(req, name, packer_sync(fs->packer));
+		int err = packer_sync(fs->packer);
+		int berr = stage_sync(fs->stage);
+		reply_err(req, name, err ? err : berr);
 		return 1;
 	}
 	int get = !set && !strcmp(name, XATTR_CACHE);
@@ -2122,13 +2151,17 @@ static void *reclaimer_main(void *arg)
 		/* what this client holds staged, for `granary status` */
 		if (fs->writeback) {
 			struct packer_stats ps;
+			struct stage_stats bs = {0};
 			packer_get_stats(fs->packer, &ps);
-			if ((ps.staged_packs != told_packs ||
-			     ps.staged_bytes != told_bytes) &&
-			    meta_session_staged(fs->meta, ps.staged_packs,
-						ps.staged_bytes) == 0) {
-				told_packs = ps.staged_packs;
-				told_bytes = ps.staged_bytes;
+			if (fs->stage)
+				stage_get_stats(fs->stage, &bs);
+			/* objects: packs and blocks of big files */
+			uint64_t objs = ps.staged_packs + bs.staged_blocks;
+			uint64_t bytes = ps.staged_bytes + bs.staged_bytes;
+			if ((objs != told_packs || bytes != told_bytes) &&
+			    meta_session_staged(fs->meta, objs, bytes) == 0) {
+				told_packs = objs;
+				told_bytes = bytes;
 			}
 		}
 		/* Snapshots left half made by clients that died hold data:
@@ -2192,6 +2225,29 @@ static const char *cache_dirs(const struct fs_opts *o, char *def)
 	else
 		snprintf(def, PATH_MAX, "%s/.cache/granary", home);
 	return def;
+}
+
+/*
+ * Writeback staging of big files' blocks, in the packer's slot. The test
+ * knob GRANARY_TEST_STAGE_DELAY_MS=N holds each upload back N ms, so that
+ * a test can kill the client while blocks are still only staged.
+ */
+static int open_stage(struct fs *fs, const struct fs_opts *o)
+{
+	const char *delay = getenv("GRANARY_TEST_STAGE_DELAY_MS");
+	struct stage_opts so = {
+	    .dir = packer_stage_dir(fs->packer),
+	    .compress = fs->vol.compress,
+	    .block_size = fs->vol.block_size,
+	    .uploaders = 4,
+	    .max_bytes = o->stage_size ? o->stage_size : 1ull << 30,
+	    .test_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0,
+	};
+	int err = stage_open(fs->store, &so, &fs->stage);
+
+	if (!err)
+		wpool_set_stage(fs->pool, fs->stage);
+	return err;
 }
 
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
@@ -2419,7 +2475,12 @@ int fs_mount(const struct fs_opts *o,
 		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
 	    .prefetch_threads = o->prefetch < 0 ? 4 : o->prefetch,
 	    .staged_get = ccb_staged_get,
+	    .staged_block = ccb_staged_block,
+	    .staged_drop = ccb_staged_drop,
 	    .staged_arg = fs,
+	    /* any client may be reading what a writeback client has not
+	     * put yet (docs/operations.md) */
+	    .block_wait_ms = 15000,
 	};
 	/* readahead stays well inside the memory cache it fills */
 	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
@@ -2474,6 +2535,17 @@ int fs_mount(const struct fs_opts *o,
 			pmax = po.pack_size / 2;
 		wpool_set_packer(fs->pool, fs->packer, pmax);
 		fs->writeback = wb;
+		if (wb) {
+			err = open_stage(fs, o);
+			if (err) {
+				err = mount_fail(
+				    ready, arg, err,
+				    "cannot set up writeback staging "
+				    "of big files: %s",
+				    gr_strerror(err));
+				goto close_pool;
+			}
+		}
 	}
 	fs->root = META_ROOT_INO;
 	if (o->subdir && *o->subdir) {
@@ -2571,6 +2643,7 @@ close_session:
 	meta_session_close(fs->meta);
 close_pool:
 	wpool_close(fs->pool);
+	stage_close(fs->stage); /* before the packer lets the slot go */
 	packer_close(fs->packer);
 close_cs:
 	chunkstore_close(fs->cs);

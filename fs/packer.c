@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../meta/meta.h"
+#include "fsutil.h"
 #include "log.h"
 
 #define KEY_CAP	       96
@@ -92,45 +93,10 @@ struct packer {
 
 #define STAT_ADD(p, f, v) __atomic_fetch_add(&(p)->st.f, (v), __ATOMIC_RELAXED)
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *uploader_main(void *arg);
-static int stage_open(struct packer *p);
-static void stage_recover(struct packer *p);
+static int slot_open(struct packer *p);
+static void slot_recover(struct packer *p);
 static void stop_uploaders(struct packer *p);
-
-static void cond_init_mono(pthread_cond_t *c)
-{
-	/* timed waits run on the monotonic clock, like deadline_ms */
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
-/* Wait on c until the CLOCK_MONOTONIC time at_ms at the latest. */
-static void wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms)
-{
-	struct timespec ts;
-	int64_t left = at_ms - mono_ms();
-
-	if (left < 0)
-		left = 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += left / 1000;
-	ts.tv_nsec += (left % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(c, m, &ts);
-}
 
 int packer_open(struct objstore *store, const struct packer_opts *o,
 		const struct packer_cbs *cbs, struct packer **out)
@@ -157,21 +123,21 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	p->cbs = *cbs;
 	p->lock_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
-	cond_init_mono(&p->work);
-	cond_init_mono(&p->room);
+	fsutil_cond_init_mono(&p->work);
+	fsutil_cond_init_mono(&p->room);
 	if (!o->stage_dir) {
 		*out = p;
 		return 0;
 	}
-	p->dir = strdup(o->stage_dir); /* replaced by stage_open */
+	p->dir = strdup(o->stage_dir); /* replaced by slot_open */
 	if (!p->dir) {
 		err = ENOMEM;
 		goto free_p;
 	}
-	err = stage_open(p);
+	err = slot_open(p);
 	if (err)
 		goto free_p;
-	stage_recover(p);
+	slot_recover(p);
 	p->threads = calloc((size_t)o->uploaders, sizeof(*p->threads));
 	if (!p->threads) {
 		err = ENOMEM;
@@ -233,6 +199,11 @@ void packer_close(struct packer *p)
 	free(p);
 }
 
+const char *packer_stage_dir(const struct packer *p)
+{
+	return p ? p->dir : NULL;
+}
+
 void packer_get_stats(struct packer *p, struct packer_stats *st)
 {
 	st->packs = __atomic_load_n(&p->st.packs, __ATOMIC_RELAXED);
@@ -264,8 +235,8 @@ static int pack_new(struct packer *p, struct pack **out)
 		free(k);
 		return err;
 	}
-	k->deadline_ms = mono_ms() + p->o.window_ms;
-	cond_init_mono(&k->done);
+	k->deadline_ms = fsutil_mono_ms() + p->o.window_ms;
+	fsutil_cond_init_mono(&k->done);
 	*out = k;
 	return 0;
 }
@@ -373,7 +344,7 @@ static int mkdir_p(const char *path)
 /* Take a free slot under the staging root: ROOT/<n>, flock'd on
  * ROOT/<n>/lock for as long as the packer lives, so that two mounts of one
  * volume on one node never take each other's packs. */
-static int stage_open(struct packer *p)
+static int slot_open(struct packer *p)
 {
 	char path[PATH_MAX + 64];
 	char *root = p->dir;
@@ -484,15 +455,35 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 			 path, (unsigned long long)whole,
 			 (unsigned long long)k->len);
 	k->state = PK_SEALED;
-	cond_init_mono(&k->done);
+	fsutil_cond_init_mono(&k->done);
 	stage_link(p, k);
 	p->nsealed++;
 	STAT_ADD(p, recovered, 1);
 }
 
+/* A staged block of a big file (fs/stage.h): "<id>_<idx>_<len>.blk";
+ * end points past the id. */
+static int is_block(const char *end)
+{
+	size_t n = strlen(end);
+	return *end == '_' && n > 4 && !strcmp(end + n - 4, ".blk");
+}
+
+/* Move a dead slot's staged block into ours: fs/stage.c, opened on our
+ * slot after the packer, uploads it. */
+static void take_block(struct packer *p, const char *from, const char *name)
+{
+	char to[PATH_MAX + 400];
+
+	snprintf(to, sizeof(to), "%s/%s", p->dir, name);
+	if (rename(from, to))
+		log_err("cannot take over staged block '%s': %s", from,
+			strerror(errno));
+}
+
 /* Take over the packs of every slot no live mount holds (ours too: a
  * previous mount of ours that was killed). */
-static void stage_recover(struct packer *p)
+static void slot_recover(struct packer *p)
 {
 	char root[PATH_MAX], path[PATH_MAX + 64];
 	char *slash = strrchr(p->dir, '/');
@@ -518,12 +509,13 @@ static void stage_recover(struct packer *p)
 			while ((e = readdir(d))) {
 				char *end;
 				uint64_t id = strtoull(e->d_name, &end, 10);
-				if (!id || strcmp(end, ".pack"))
-					continue;
 				char from[PATH_MAX + 400];
 				snprintf(from, sizeof(from), "%s/%s", path,
 					 e->d_name);
-				adopt(p, from, id);
+				if (id && !strcmp(end, ".pack"))
+					adopt(p, from, id);
+				else if (id && !mine && is_block(end))
+					take_block(p, from, e->d_name);
 			}
 			closedir(d);
 		}
@@ -634,7 +626,7 @@ static void *uploader_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		int64_t now = mono_ms(), wake = now + 1000;
+		int64_t now = fsutil_mono_ms(), wake = now + 1000;
 		struct pack *k = p->open;
 		if (k && k->len && (p->stop || now >= k->deadline_ms))
 			seal(p);
@@ -660,7 +652,7 @@ static void *uploader_main(void *arg)
 		if (!pick) {
 			if (p->stop && !left)
 				break;
-			wait_until_ms(&p->work, &p->lock, wake);
+			fsutil_wait_until_ms(&p->work, &p->lock, wake);
 			continue;
 		}
 		pick->uploading = 1;
@@ -669,16 +661,16 @@ static void *uploader_main(void *arg)
 		int err = upload(p, pick);
 
 		pthread_mutex_lock(&p->lock);
-		pick->uploading = 0;
 		if (err) {
+			pick->uploading = 0;
 			STAT_ADD(p, errors, 1);
 			p->sync_err = err;
 			pick->tries++;
 			int64_t backoff = 500ll << (pick->tries < 6 ? pick->tries
 								   : 6);
-			pick->retry_ms = mono_ms() + (backoff < RETRY_MAX_MS
-							  ? backoff
-							  : RETRY_MAX_MS);
+			pick->retry_ms =
+			    fsutil_mono_ms() +
+			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
 			if (p->stop && pick->tries >= CLOSE_TRIES) {
 				/* left on disk for the next mount */
 				log_err("leaving pack %" PRIu64 " staged in "
@@ -690,6 +682,8 @@ static void *uploader_main(void *arg)
 			pthread_cond_broadcast(&p->room);
 			continue;
 		}
+		/* still marked uploading: no other thread picks it while
+		 * its readers finish */
 		while (pick->readers)
 			pthread_cond_wait(&pick->done, &p->lock);
 		unstage(p, pick);
@@ -779,7 +773,8 @@ int packer_sync(struct packer *p)
 		if (p->open && p->open->id <= upto && p->open->len &&
 		    !p->open->writing)
 			seal(p);
-		wait_until_ms(&p->room, &p->lock, mono_ms() + 100);
+		fsutil_wait_until_ms(&p->room, &p->lock,
+				     fsutil_mono_ms() + 100);
 	}
 	err = p->sync_err;
 	pthread_mutex_unlock(&p->lock);
@@ -1002,7 +997,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 			 * that may still add a frame has added its own. */
 			if (k->state == PK_OPEN &&
 			    (k->users >= p->holders ||
-			     mono_ms() >= k->deadline_ms)) {
+			     fsutil_mono_ms() >= k->deadline_ms)) {
 				seal(p);
 				pthread_mutex_unlock(&p->lock);
 				put_pack(p, k);
@@ -1010,8 +1005,8 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 				continue;
 			}
 			if (k->state == PK_OPEN)
-				wait_until_ms(&k->done, &p->lock,
-					      k->deadline_ms);
+				fsutil_wait_until_ms(&k->done, &p->lock,
+						     k->deadline_ms);
 			else
 				pthread_cond_wait(&k->done, &p->lock);
 		}

@@ -25,7 +25,9 @@
  * (packer_staged_get). A packer that finds staging directories of a client
  * that died (no lock held on them) takes their packs over and uploads them.
  * packer_close uploads everything staged; what cannot be uploaded stays on
- * disk for the next mount.
+ * disk for the next mount. The slot directory is shared with fs/stage.h
+ * (blocks of big files): the packer takes the staged blocks of dead slots
+ * over too, by moving them into its own slot.
  *
  * Locks: packer->lock is taken after writer->lock (packer_put is called
  * from a flush) and is never held across a put, file I/O or a callback,
@@ -100,5 +102,8 @@ int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
  * fails (its error). Default mode: returns 0 at once. */
 int packer_sync(struct packer *p);
 void packer_get_stats(struct packer *p, struct packer_stats *st);
+/* Writeback: this packer's staging slot directory (flock'd for as long as
+ * the packer lives), for fs/stage.h; NULL in default mode. */
+const char *packer_stage_dir(const struct packer *p);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "stage.h"
 
 /* Pending slices per writer before a write forces a flush: bounds the
  * memory of the slice table and the size of one metadata commit. */
@@ -73,8 +74,9 @@ struct wslice {
 
 struct wpool {
 	struct chunkstore *cs;
-	struct packer *pk; /* NULL: no packing */
-	uint32_t pack_max; /* slices up to this many bytes are packed */
+	struct packer *pk;   /* NULL: no packing */
+	struct stage *stage; /* NULL: blocks go to the store at once */
+	uint32_t pack_max;   /* slices up to this many bytes are packed */
 	uint32_t bs;
 	size_t budget;
 	int nthreads;
@@ -126,8 +128,10 @@ static void *uploader_main(void *arg)
 			p->qtail = NULL;
 		pthread_mutex_unlock(&p->lock);
 
-		int err =
-		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
+		int err = p->stage ? stage_put(p->stage, b->id, b->idx, b->data,
+					       b->len)
+				   : chunkstore_put_block(p->cs, b->id, b->idx,
+							  b->data, b->len);
 		struct writer *w = b->w;
 		uint32_t cap = b->cap;
 		free(b->data);
@@ -217,6 +221,11 @@ void wpool_set_packer(struct wpool *p, struct packer *pk, uint32_t pack_max)
 {
 	p->pk = pk;
 	p->pack_max = pk ? pack_max : 0;
+}
+
+void wpool_set_stage(struct wpool *p, struct stage *st)
+{
+	p->stage = st;
 }
 
 size_t wpool_buffered(struct wpool *p)
@@ -369,7 +378,10 @@ static int flush_locked(struct writer *w, int clear)
 				  .plen = s->at.len},
 			};
 		}
-		if (n)
+		/* staged blocks: their files' names too, before the commit */
+		if (n && p->stage)
+			err = stage_durable(p->stage);
+		if (n && !err)
 			err = w->cbs.commit(w->cbs.arg, w->ino, w->out, n);
 		if (err && !clear) {
 			pthread_mutex_lock(&p->lock);

@@ -10,8 +10,13 @@
  * uploads to drain (back-pressure), and flushes itself if it holds buffered
  * data nobody else can drain.
  *
+ * With a stage (writeback), the uploaders stage full and flushed blocks on
+ * the local disk instead (stage_put) and flush makes them durable there
+ * (stage_durable) before it commits: the store gets them in the background.
+ *
  * Locks: writer->lock may be held while taking pool->lock, never the other
- * way round; packer_put is called with writer->lock held (not pool->lock).
+ * way round; packer_put is called with writer->lock held (not pool->lock),
+ * stage_durable too; stage_put is called by uploaders holding no lock.
  * Callbacks are called with writer->lock held.
  */
 #ifndef GRANARY_WRITER_H
@@ -23,6 +28,7 @@
 #include "chunkstore.h"
 #include "packer.h"
 
+struct stage;
 struct wpool;
 struct writer;
 
@@ -42,6 +48,9 @@ void wpool_close(struct wpool *p); /* NULL-safe; all writers closed first */
  * (small files written at once) through pk; NULL turns packing off. Set
  * before any writer opens. pk must outlive the pool. */
 void wpool_set_packer(struct wpool *p, struct packer *pk, uint32_t pack_max);
+/* Stage blocks through st (writeback); NULL: put them in the store. Set
+ * before any writer opens; st must outlive the pool. */
+void wpool_set_stage(struct wpool *p, struct stage *st);
 size_t wpool_buffered(struct wpool *p); /* bytes held now */
 
 int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,

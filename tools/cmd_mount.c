@@ -55,10 +55,13 @@ static const char usage[] =
     "  --pack-window S        longest a pack waits for more files before it\n"
     "                         is uploaded (default 10ms; 2s with\n"
     "                         --writeback)\n"
-    "  --writeback            close and fsync of small files return once\n"
-    "                         they are on the cache disk (fsync'd) and in\n"
-    "                         the metadata; packs upload in the background\n"
-    "                         and at umount (see docs/operations.md)\n"
+    "  --writeback            close and fsync return once the data is on\n"
+    "                         the cache disk (fsync'd) and in the\n"
+    "                         metadata; packs and blocks upload in the\n"
+    "                         background and at umount (see\n"
+    "                         docs/operations.md)\n"
+    "  --stage-size SIZE      with --writeback: blocks of big files staged\n"
+    "                         at most, then writes wait (default 1G)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground)\n"
     "  -d, --debug            log every FUSE request\n"
@@ -78,6 +81,7 @@ enum {
 	OPT_ENTRY_TIMEOUT,
 	OPT_MAX_UPLOADS,
 	OPT_BUFFER_SIZE,
+	OPT_STAGE_SIZE,
 	OPT_CACHE_MEM,
 	OPT_LOG,
 	OPT_ALLOW_OTHER,
@@ -110,6 +114,7 @@ static const struct option options[] = {
     {"no-pack", no_argument, NULL, OPT_NO_PACK},
     {"pack-window", required_argument, NULL, OPT_PACK_WINDOW},
     {"writeback", no_argument, NULL, OPT_WRITEBACK},
+    {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -480,6 +485,16 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case OPT_WRITEBACK:
 			o.writeback = 1;
+			break;
+		case OPT_STAGE_SIZE:
+			if (cli_parse_size(optarg, &size) || size == 0) {
+				cli_error(
+				    "bad size '%s' for --stage-size: want a "
+				    "size such as 512M or 4G",
+				    optarg);
+				goto free_opts;
+			}
+			o.stage_size = size;
 			break;
 		case OPT_PACK_WINDOW: {
 			double w;

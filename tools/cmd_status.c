@@ -148,7 +148,7 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		format_time(s[i].started, b, sizeof(b));
 		if (s[i].staged_packs) {
 			cli_format_size(s[i].staged_bytes, sz, sizeof(sz));
-			snprintf(staged, sizeof(staged), "%llu packs, %s",
+			snprintf(staged, sizeof(staged), "%llu objects, %s",
 				 (unsigned long long)s[i].staged_packs, sz);
 		}
 		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %s\n", wsid,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../fs/reader.h"
+#include "../../fs/stage.h"
 #include "../../fs/writer.h"
 
 #define KB	  (1u << 10)
@@ -111,6 +112,52 @@ static uint64_t fm_length(uint64_t ino)
 	return l;
 }
 
+static struct chunkstore *cs;
+
+/*
+ * Cut file ino to newlen, as the metadata does: a hole over what was cut,
+ * and the slices that lay wholly beyond it lose their last reference: out
+ * of the list, their objects deleted (chunkstore_delete, as the reclaimer
+ * does; staged blocks are told first).
+ */
+static void fm_truncate(uint64_t ino, uint64_t newlen)
+{
+	struct meta_slice dead[64];
+	size_t ndead = 0;
+
+	pthread_mutex_lock(&fm.lock);
+	struct ffile *f = &fm.f[ino];
+	for (uint32_t ci = 0; ci < MAXCHUNKS; ci++) {
+		struct fchunk *c = &f->c[ci];
+		uint64_t start = ci * CHUNK;
+		if (start + CHUNK <= newlen || start >= f->length)
+			continue;
+		uint32_t from = newlen > start ? (uint32_t)(newlen - start) : 0;
+		size_t k = 0;
+		for (size_t i = 0; i < c->n; i++) {
+			if (c->v[i].id && c->v[i].pos >= from && ndead < 64) {
+				dead[ndead++] = c->v[i];
+				continue;
+			}
+			c->v[k++] = c->v[i];
+		}
+		c->n = k;
+		uint64_t end =
+		    f->length - start < CHUNK ? f->length - start : CHUNK;
+		if (c->n == c->cap) {
+			c->cap = c->cap ? 2 * c->cap : 16;
+			c->v = realloc(c->v, c->cap * sizeof(*c->v));
+		}
+		uint32_t hl = (uint32_t)end - from;
+		c->v[c->n++] = (struct meta_slice){
+		    .id = 0, .size = hl, .len = hl, .pos = from};
+	}
+	f->length = newlen;
+	pthread_mutex_unlock(&fm.lock);
+	for (size_t i = 0; i < ndead; i++)
+		chunkstore_delete(cs, dead[i].id, dead[i].size);
+}
+
 static void fm_reset(void)
 {
 	for (int i = 0; i < NFILES; i++)
@@ -183,8 +230,8 @@ static const struct objstore_ops slow_ops = {
 
 static struct objstore *mem;
 static struct slow_store slow;
-static struct chunkstore *cs;
 static struct wpool *pool;
+static struct stage *stage; /* writeback tests */
 
 static void setup(uint32_t bs, enum codec_compress c, int uploaders,
 		  size_t budget)
@@ -439,6 +486,10 @@ struct rctx {
 	int ops;
 	uint64_t base; /* window [base, base+win) of the file is written */
 	uint32_t win;
+	int truncates;	       /* also cut the file now and then */
+	unsigned char *shadow; /* out, if keep: the file's window at the end */
+	int keep;
+	uint64_t len;  /* out: the file's length at the end */
 	char msg[256]; /* what went wrong; "" when all is well */
 };
 
@@ -501,6 +552,21 @@ static void *random_ops(void *arg)
 			}
 			continue;
 		}
+		if (!final && r < 70 && c->truncates) {
+			/* the mount flushes a file before it truncates it */
+			if ((err = writer_flush(w))) {
+				snprintf(c->msg, sizeof(c->msg),
+					 "op %d: flush: %d", op, err);
+				goto out;
+			}
+			uint64_t nl = c->base + xs(&s) % c->win;
+			if (nl < len) {
+				fm_truncate(c->ino, nl);
+				memset(shadow + (nl - c->base), 0, len - nl);
+				len = nl;
+			}
+			continue;
+		}
 		/* A read: flush first, then compare with the shadow. */
 		if ((err = writer_flush(w))) {
 			snprintf(c->msg, sizeof(c->msg), "op %d: flush: %d", op,
@@ -553,7 +619,11 @@ out:
 	writer_close(w);
 	free(got_buf);
 	free(src);
-	free(shadow);
+	c->len = len;
+	if (c->keep)
+		c->shadow = shadow;
+	else
+		free(shadow);
 	return NULL;
 }
 
@@ -570,6 +640,22 @@ Test(writer, random_vs_shadow, .timeout = 60)
 	teardown();
 }
 
+/* Start n random_ops threads on files 3.. (one each), `ops` operations
+ * each, over a 4 MiB window across the first chunk boundary. */
+static void start_writers(struct rctx *c, pthread_t *t, int n, int ops,
+			  int truncates, uint64_t seed)
+{
+	for (int i = 0; i < n; i++) {
+		c[i] = (struct rctx){.ino = 3 + (uint64_t)i,
+				     .ops = ops,
+				     .base = CHUNK - 2 * MB,
+				     .win = 4 * MB,
+				     .truncates = truncates,
+				     .seed = seed + 1000003ull * (uint64_t)i};
+		cr_assert_eq(pthread_create(&t[i], NULL, random_ops, &c[i]), 0);
+	}
+}
+
 Test(writer, random_concurrent_writers, .timeout = 60)
 {
 	enum { T = 4 };
@@ -578,14 +664,7 @@ Test(writer, random_concurrent_writers, .timeout = 60)
 	uint64_t seed = seed_from_env("random_concurrent_writers");
 
 	setup(64 * KB, CODEC_LZ4, 2, 4 * MB);
-	for (int i = 0; i < T; i++) {
-		c[i] = (struct rctx){.ino = 3 + (uint64_t)i,
-				     .ops = 800,
-				     .base = CHUNK - 2 * MB,
-				     .win = 4 * MB,
-				     .seed = seed + 1000003ull * (uint64_t)i};
-		cr_assert_eq(pthread_create(&t[i], NULL, random_ops, &c[i]), 0);
-	}
+	start_writers(c, t, T, 800, 0, seed);
 	for (int i = 0; i < T; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < T; i++)
@@ -1006,4 +1085,174 @@ Test(writer, small_files_packed, .timeout = 60)
 	fm_reset();
 	free(buf);
 	free(back);
+}
+
+/* ---- writeback: blocks staged on a local disk (fs/stage.h) ---- */
+
+static char stage_dir[64];
+static size_t n_orphans;
+
+static int wb_staged_block(void *arg, uint64_t id, uint32_t idx, void **enc,
+			   size_t *n)
+{
+	(void)arg;
+	return stage_get(stage, id, idx, enc, n);
+}
+
+static void wb_staged_drop(void *arg, uint64_t id)
+{
+	(void)arg;
+	stage_drop(stage, id);
+}
+
+/* As setup(), with a stage of max_bytes whose uploads wait delay_ms each. */
+static void setup_wb(uint32_t bs, size_t budget, uint64_t max_bytes,
+		     unsigned delay_ms)
+{
+	struct chunkstore_opts o = {.block_size = bs,
+				    .compress = CODEC_LZ4,
+				    .mem_cache_bytes = 1 * MB,
+				    .staged_block = wb_staged_block,
+				    .staged_drop = wb_staged_drop};
+	struct stage_opts so = {.compress = CODEC_LZ4,
+				.block_size = bs,
+				.uploaders = 2,
+				.max_bytes = max_bytes,
+				.test_delay_ms = delay_ms};
+
+	fm_reset();
+	snprintf(stage_dir, sizeof(stage_dir), "/tmp/granary-wb.XXXXXX");
+	cr_assert_not_null(mkdtemp(stage_dir));
+	so.dir = stage_dir;
+	cr_assert_eq(objstore_open("mem://", NULL, &mem), 0);
+	memset(&slow, 0, sizeof(slow));
+	slow.base.ops = &slow_ops;
+	slow.inner = mem;
+	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
+	cr_assert_eq(stage_open(&slow.base, &so, &stage), 0);
+	cr_assert_eq(wpool_open(cs, 2, budget, &pool), 0);
+	wpool_set_stage(pool, stage);
+}
+
+static void teardown_wb(void)
+{
+	char cmd[128];
+
+	cr_expect_eq(wpool_buffered(pool), 0, "memory still charged");
+	wpool_close(pool);
+	stage_close(stage);
+	stage = NULL;
+	chunkstore_close(cs);
+	objstore_close(mem);
+	cr_expect_eq(fm.bad, 0, "%d commits broke the contract", fm.bad);
+	fm_reset();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", stage_dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+static size_t files_in(const char *dir)
+{
+	char cmd[160];
+	size_t n = 0;
+
+	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c '\\.blk$'", dir);
+	FILE *f = popen(cmd, "r");
+	if (f) {
+		if (fscanf(f, "%zu", &n) != 1)
+			n = 0;
+		pclose(f);
+	}
+	return n;
+}
+
+/* Every key under blocks/ must belong to a slice still in file ino's
+ * lists: nothing left behind by a truncate that raced an upload. */
+static int key_is_live(void *arg, const char *key, uint64_t size)
+{
+	uint64_t ino = *(uint64_t *)arg, id = 0;
+	int live = 0;
+
+	(void)size;
+	const char *u = strrchr(key, '/');
+	if (u)
+		id = strtoull(u + 1, NULL, 10);
+	pthread_mutex_lock(&fm.lock);
+	for (int c = 0; c < MAXCHUNKS && !live; c++)
+		for (size_t i = 0; i < fm.f[ino].c[c].n && !live; i++)
+			live = fm.f[ino].c[c].v[i].id == id;
+	pthread_mutex_unlock(&fm.lock);
+	if (!live)
+		n_orphans++;
+	return 0;
+}
+
+Test(writer, writeback_random_vs_shadow, .timeout = 120)
+{
+	/* Slow uploads: reads find blocks staged, uploading and uploaded;
+	 * truncates drop slices whose blocks are in any of those states. */
+	struct rctx c = {.ino = 2,
+			 .ops = 1500,
+			 .base = CHUNK - 3 * MB,
+			 .win = 6 * MB,
+			 .truncates = 1,
+			 .keep = 1};
+
+	c.seed = seed_from_env("writeback_random_vs_shadow");
+	setup_wb(64 * KB, 8 * MB, 2 * MB, 2);
+	random_ops(&c);
+	cr_assert_str_empty(c.msg, "%s", c.msg);
+	cr_assert_eq(stage_sync(stage), 0);
+	cr_assert_eq(files_in(stage_dir), 0, "staged files left after sync");
+
+	/* the store alone now: a chunkstore without the stage's hooks */
+	struct chunkstore_opts o = {.block_size = 64 * KB,
+				    .compress = CODEC_LZ4};
+	struct chunkstore *bare;
+	cr_assert_eq(chunkstore_open(mem, &o, &bare), 0);
+	unsigned char *buf = malloc(c.win);
+	size_t got = 0;
+	cr_assert_eq(reader_read(bare, c.ino, fm_length(c.ino), c.base, c.win,
+				 buf, &got, fm_chunk, NULL),
+		     0);
+	cr_assert_eq(got, c.len > c.base ? c.len - c.base : 0);
+	for (size_t i = 0; i < got; i++)
+		cr_assert_eq(buf[i], c.shadow[i], "byte %" PRIu64 " differs",
+			     c.base + i);
+	n_orphans = 0;
+	cr_assert_eq(objstore_list(mem, "blocks/", key_is_live, &c.ino), 0);
+	cr_expect_eq(n_orphans, 0, "%zu objects of dead slices", n_orphans);
+	chunkstore_close(bare);
+	free(buf);
+	free(c.shadow);
+	teardown_wb();
+}
+
+Test(writer, writeback_concurrent_bounded, .timeout = 120)
+{
+	enum { T = 3 };
+	struct rctx c[T];
+	pthread_t t[T];
+	uint64_t seed = seed_from_env("writeback_concurrent_bounded");
+
+	setup_wb(64 * KB, 4 * MB, 512 * KB, 1);
+	start_writers(c, t, T, 400, 1, seed);
+	/* the bound holds while they write (one block over it at most: a
+	 * block always fits in an empty stage) */
+	int joined[T] = {0}, running = T;
+	while (running) {
+		struct stage_stats st;
+		stage_get_stats(stage, &st);
+		cr_assert_leq(st.staged_bytes, 512 * KB + 64 * KB + 64,
+			      "%" PRIu64 " bytes staged", st.staged_bytes);
+		running = 0;
+		for (int i = 0; i < T; i++) {
+			if (!joined[i])
+				joined[i] = pthread_tryjoin_np(t[i], NULL) == 0;
+			running += !joined[i];
+		}
+		usleep(1000);
+	}
+	for (int i = 0; i < T; i++)
+		cr_expect_str_empty(c[i].msg, "writer %d: %s", i, c[i].msg);
+	teardown_wb();
 }

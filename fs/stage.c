@@ -1,0 +1,627 @@
+/*
+ * stage.c - staged blocks of big files (writeback): one encoded block per
+ * file in the staging slot, a hash of what is staged for reads, a FIFO for
+ * the upload threads, and a byte bound that makes writers wait.
+ */
+#include "stage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunkstore.h"
+#include "fsutil.h"
+#include "log.h"
+
+#define KEY_CAP	     96
+#define NBUCKETS     1024
+#define RETRY_MAX_MS 30000 /* upload retry backoff cap */
+#define CLOSE_TRIES  3	   /* uploads tried per block when unmounting */
+
+/* One staged block. Fields after the key are protected by stage->lock. */
+struct sblock {
+	uint64_t id;
+	uint32_t idx, len;	     /* len: raw bytes (part of the key) */
+	size_t n;		     /* encoded bytes: the file's size */
+	uint64_t seq;		     /* staged in this order (stage_sync) */
+	struct sblock *next, *hnext; /* FIFO, hash chain (by id) */
+	int uploading;
+	int readers; /* stage_get calls reading its file */
+	int dead;    /* its slice died: never put, or deleted after */
+	int tries;   /* failed puts */
+	int64_t retry_ms;
+};
+
+struct stage {
+	struct objstore *store; /* borrowed */
+	struct stage_opts o;
+	char *dir;
+	int dir_fd;
+
+	/* A leaf: never held across file I/O, a put or a fsync. */
+	pthread_mutex_t lock;
+	struct sblock *buckets[NBUCKETS]; /* protected by lock */
+	struct sblock *head, *tail;	  /* FIFO; protected by lock */
+	uint64_t used;	  /* bytes staged or being written; ditto */
+	uint64_t seq;	  /* last sblock seq handed out; ditto */
+	int stop;	  /* protected by lock */
+	int sync_err;	  /* last upload error; protected by lock */
+	uint64_t dsynced; /* blocks up to this seq have durable names; ditto */
+	int dsyncing;	  /* a directory fsync runs; protected by lock */
+	pthread_cond_t work; /* uploaders: a block to put, or stop */
+	pthread_cond_t room; /* a block left; a read or a dir fsync ended */
+	pthread_t *threads;
+	int nthreads;
+
+	struct stage_stats st; /* counters updated with __atomic builtins */
+};
+
+#define STAT_ADD(s, f, v) __atomic_fetch_add(&(s)->st.f, (v), __ATOMIC_RELAXED)
+
+static void *uploader_main(void *arg);
+static void recover(struct stage *st);
+
+static struct sblock **bucket(struct stage *st, uint64_t id)
+{
+	return &st->buckets[(id * 0x9E3779B97F4A7C15ull) >> 54];
+}
+
+static void block_path(const struct stage *st, const struct sblock *b,
+		       char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/%" PRIu64 "_%" PRIu32 "_%" PRIu32 ".blk",
+		 st->dir, b->id, b->idx, b->len);
+}
+
+int stage_open(struct objstore *store, const struct stage_opts *o,
+	       struct stage **out)
+{
+	struct stage *st;
+	int err;
+
+	if (!out)
+		return EINVAL;
+	*out = NULL;
+	if (!store || !o || !o->dir || !*o->dir || o->uploaders < 1 ||
+	    o->uploaders > 16 || o->max_bytes == 0 || o->block_size == 0 ||
+	    (o->compress != CODEC_NONE && o->compress != CODEC_LZ4))
+		return EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return ENOMEM;
+	st->store = store;
+	st->o = *o;
+	st->o.dir = NULL; /* the caller's string; st->dir is ours */
+	st->dir_fd = -1;
+	pthread_mutex_init(&st->lock, NULL);
+	fsutil_cond_init_mono(&st->work);
+	fsutil_cond_init_mono(&st->room);
+	st->dir = strdup(o->dir);
+	if (!st->dir) {
+		err = ENOMEM;
+		goto close;
+	}
+	st->dir_fd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->dir_fd < 0) {
+		err = errno;
+		log_err("cannot open staging directory '%s': %s", st->dir,
+			strerror(err));
+		goto close;
+	}
+	recover(st);
+	st->threads = calloc((size_t)o->uploaders, sizeof(*st->threads));
+	if (!st->threads) {
+		err = ENOMEM;
+		goto close;
+	}
+	for (; st->nthreads < o->uploaders; st->nthreads++) {
+		err = pthread_create(&st->threads[st->nthreads], NULL,
+				     uploader_main, st);
+		if (err) {
+			log_err("cannot start block uploader: %s",
+				strerror(err));
+			goto close;
+		}
+	}
+	*out = st;
+	return 0;
+
+close:
+	stage_close(st); /* staged blocks stay on disk for the next mount */
+	return err;
+}
+
+void stage_close(struct stage *st)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	st->stop = 1;
+	pthread_cond_broadcast(&st->work);
+	pthread_cond_broadcast(&st->room);
+	pthread_mutex_unlock(&st->lock);
+	for (int i = 0; i < st->nthreads; i++)
+		pthread_join(st->threads[i], NULL);
+	/* what is left could not be put: its files stay for the next mount */
+	for (struct sblock *b = st->head, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	if (st->dir_fd >= 0)
+		close(st->dir_fd);
+	free(st->threads);
+	free(st->dir);
+	pthread_cond_destroy(&st->room);
+	pthread_cond_destroy(&st->work);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+void stage_get_stats(struct stage *st, struct stage_stats *out)
+{
+	out->blocks = __atomic_load_n(&st->st.blocks, __ATOMIC_RELAXED);
+	out->bytes = __atomic_load_n(&st->st.bytes, __ATOMIC_RELAXED);
+	out->direct = __atomic_load_n(&st->st.direct, __ATOMIC_RELAXED);
+	out->dropped = __atomic_load_n(&st->st.dropped, __ATOMIC_RELAXED);
+	out->errors = __atomic_load_n(&st->st.errors, __ATOMIC_RELAXED);
+	out->recovered = __atomic_load_n(&st->st.recovered, __ATOMIC_RELAXED);
+	out->staged_blocks = out->staged_bytes = 0;
+	pthread_mutex_lock(&st->lock);
+	for (struct sblock *b = st->head; b; b = b->next) {
+		out->staged_blocks++;
+		out->staged_bytes += b->n;
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- the staged set (under lock) ---- */
+
+static void link_block(struct stage *st, struct sblock *b)
+{
+	struct sblock **h = bucket(st, b->id);
+
+	b->seq = ++st->seq;
+	b->hnext = *h;
+	*h = b;
+	b->next = NULL;
+	if (st->tail)
+		st->tail->next = b;
+	else
+		st->head = b;
+	st->tail = b;
+	pthread_cond_signal(&st->work);
+}
+
+static struct sblock *find(struct stage *st, uint64_t id, uint32_t idx)
+{
+	struct sblock *b = *bucket(st, id);
+
+	while (b && (b->id != id || b->idx != idx))
+		b = b->hnext;
+	return b;
+}
+
+/* Take b out of the hash: new readers go to the store. Returns once the
+ * readers it had are done with its file. */
+static void unhash_block(struct stage *st, struct sblock *b)
+{
+	struct sblock **h = bucket(st, b->id);
+
+	while (*h != b)
+		h = &(*h)->hnext;
+	*h = b->hnext;
+	while (b->readers)
+		pthread_cond_wait(&st->room, &st->lock);
+}
+
+/* Take b off the FIFO, after unhash_block and after its file is gone if
+ * it was put: stage_sync waits for this. The caller frees b. */
+static void unqueue_block(struct stage *st, struct sblock *b)
+{
+	struct sblock **l = &st->head, *prev = NULL;
+
+	while (*l != b) {
+		prev = *l;
+		l = &(*l)->next;
+	}
+	*l = b->next;
+	if (st->tail == b)
+		st->tail = prev;
+	st->used -= b->n;
+	pthread_cond_broadcast(&st->room);
+}
+
+/* ---- recovery ---- */
+
+/* Whether fd holds one whole encoded block of n bytes: a block cut short
+ * by a crash was never committed (its fdatasync had not returned). */
+static int whole_block(int fd, size_t n)
+{
+	uint8_t h[CODEC_HDR_SIZE];
+	size_t len;
+
+	return n >= sizeof(h) && !fsutil_pread_all(fd, h, sizeof(h), 0) &&
+	       !codec_frame_len(h, sizeof(h), &len) && len == n;
+}
+
+/* Adopt the blocks in our slot: left by an earlier mount that used it, or
+ * moved here by the packer from slots of clients that died. */
+static void recover(struct stage *st)
+{
+	DIR *d = opendir(st->dir);
+	struct dirent *e;
+	uint64_t found = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct sblock k = {0};
+		char path[PATH_MAX + 300];
+		struct stat sb;
+		int used = 0;
+
+		if (sscanf(e->d_name, "%" SCNu64 "_%" SCNu32 "_%" SCNu32 ".blk",
+			   &k.id, &k.idx, &k.len) != 3 ||
+		    !k.id)
+			continue;
+		block_path(st, &k, path, sizeof(path));
+		if (strcmp(path + strlen(st->dir) + 1, e->d_name))
+			continue; /* not a name we write */
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && !fstat(fd, &sb) &&
+		    whole_block(fd, (size_t)sb.st_size)) {
+			struct sblock *b = malloc(sizeof(*b));
+			if (b) {
+				*b = k;
+				b->n = (size_t)sb.st_size;
+				st->used += b->n;
+				link_block(st, b);
+				found++;
+				used = 1;
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		if (!used && fd >= 0) {
+			log_warn("staged block '%s' is cut short (a crash "
+				 "while it was written; never committed): "
+				 "removed",
+				 path);
+			unlink(path);
+		}
+	}
+	closedir(d);
+	STAT_ADD(st, recovered, found);
+	if (found)
+		log_info("found %" PRIu64 " staged blocks of an earlier mount: "
+			 "uploading them",
+			 found);
+}
+
+/* ---- uploads ---- */
+
+static int read_block(struct stage *st, const struct sblock *b, void **out)
+{
+	char path[PATH_MAX + 64];
+	void *buf = malloc(b->n ? b->n : 1);
+	int err, fd;
+
+	*out = NULL;
+	if (!buf)
+		return ENOMEM;
+	block_path(st, b, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	err = fd < 0 ? errno : fsutil_pread_all(fd, buf, b->n, 0);
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		log_err("cannot read staged block '%s': %s", path,
+			strerror(err));
+		free(buf);
+		return err == ENOMEM ? ENOMEM : EIO;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* Put b unless its slice died; delete it again if the slice died while it
+ * was being put (see the order in stage.h). Called without the lock. */
+static int upload(struct stage *st, struct sblock *b)
+{
+	char key[KEY_CAP];
+	void *buf;
+	int dead, err;
+
+	pthread_mutex_lock(&st->lock);
+	dead = b->dead;
+	pthread_mutex_unlock(&st->lock);
+	if (dead) {
+		STAT_ADD(st, dropped, 1);
+		return 0;
+	}
+	if (st->o.test_delay_ms) {
+		struct timespec ts = {st->o.test_delay_ms / 1000,
+				      (st->o.test_delay_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	err = read_block(st, b, &buf);
+	if (err)
+		return err;
+	chunkstore_key(b->id, b->idx, b->len, key, sizeof(key));
+	err = objstore_put(st->store, key, buf, b->n);
+	free(buf);
+	if (err) {
+		log_err("cannot upload block '%s': %s (kept staged, will "
+			"retry)",
+			key, objstore_strerror(err));
+		return EIO;
+	}
+	pthread_mutex_lock(&st->lock);
+	dead = b->dead;
+	pthread_mutex_unlock(&st->lock);
+	if (dead && objstore_del(st->store, key) == 0) {
+		STAT_ADD(st, dropped, 1);
+		return 0;
+	}
+	STAT_ADD(st, blocks, 1);
+	STAT_ADD(st, bytes, b->n);
+	return 0;
+}
+
+static void *uploader_main(void *arg)
+{
+	struct stage *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	for (;;) {
+		int64_t now = fsutil_mono_ms(), wake = now + 1000;
+		struct sblock *pick = NULL;
+		int left = 0;
+
+		for (struct sblock *b = st->head; b; b = b->next) {
+			left++;
+			if (pick || b->uploading)
+				continue;
+			if (b->retry_ms > now) {
+				if (b->retry_ms < wake)
+					wake = b->retry_ms;
+				continue;
+			}
+			pick = b;
+		}
+		if (!pick) {
+			if (st->stop && !left)
+				break;
+			fsutil_wait_until_ms(&st->work, &st->lock, wake);
+			continue;
+		}
+		pick->uploading = 1;
+		pthread_mutex_unlock(&st->lock);
+
+		int err = upload(st, pick);
+
+		pthread_mutex_lock(&st->lock);
+		if (err) {
+			STAT_ADD(st, errors, 1);
+			st->sync_err = err;
+			pick->tries++;
+			int64_t backoff =
+			    500ll << (pick->tries < 6 ? pick->tries : 6);
+			pick->retry_ms =
+			    fsutil_mono_ms() +
+			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
+			if (st->stop && pick->tries >= CLOSE_TRIES) {
+				log_err("leaving block %" PRIu64 "_%" PRIu32
+					" staged in '%s' for the next mount",
+					pick->id, pick->idx, st->dir);
+				unhash_block(st, pick);
+				unqueue_block(st, pick);
+				free(pick);
+			} else {
+				pick->uploading = 0;
+			}
+			pthread_cond_broadcast(&st->room);
+			continue;
+		}
+		/* still marked uploading: no other thread picks it while
+		 * its readers finish and its file goes */
+		unhash_block(st, pick);
+		pthread_mutex_unlock(&st->lock);
+		char path[PATH_MAX + 64];
+		block_path(st, pick, path, sizeof(path));
+		if (unlink(path))
+			log_warn("cannot remove staged block '%s': %s", path,
+				 strerror(errno));
+		pthread_mutex_lock(&st->lock);
+		unqueue_block(st, pick);
+		free(pick);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* ---- public ---- */
+
+/* Write the encoded block to its file and fdatasync it; on failure the
+ * file is gone. */
+static int write_file(struct stage *st, const struct sblock *b, const void *enc)
+{
+	char path[PATH_MAX + 64];
+	int err, fd;
+
+	block_path(st, b, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	err = fsutil_write_all(fd, enc, b->n);
+	if (!err && fdatasync(fd))
+		err = errno;
+	if (close(fd) && !err)
+		err = errno;
+	if (err)
+		unlink(path);
+	return err;
+}
+
+int stage_put(struct stage *st, uint64_t id, uint32_t idx, const void *raw,
+	      uint32_t len)
+{
+	struct sblock *b;
+	char key[KEY_CAP];
+	void *enc;
+	int err;
+
+	if (!st || !id || (!raw && len) || len > st->o.block_size)
+		return EINVAL;
+	b = calloc(1, sizeof(*b));
+	enc = malloc(codec_bound(len));
+	if (!b || !enc) {
+		err = ENOMEM;
+		goto free_enc;
+	}
+	*b = (struct sblock){.id = id, .idx = idx, .len = len};
+	chunkstore_key(id, idx, len, key, sizeof(key));
+	err = codec_encode(raw, len, st->o.compress, enc, &b->n);
+	if (err) {
+		log_err("cannot encode block '%s': %s", key,
+			codec_strerror(err));
+		err = EIO;
+		goto free_enc;
+	}
+
+	/* Back-pressure: wait for uploads to make room. One block always
+	 * fits, so a bound smaller than a block cannot stop everything. */
+	pthread_mutex_lock(&st->lock);
+	while (st->used && st->used + b->n > st->o.max_bytes && !st->stop)
+		pthread_cond_wait(&st->room, &st->lock);
+	st->used += b->n;
+	pthread_mutex_unlock(&st->lock);
+
+	err = write_file(st, b, enc);
+	if (!err) {
+		pthread_mutex_lock(&st->lock);
+		link_block(st, b);
+		pthread_mutex_unlock(&st->lock);
+		free(enc);
+		return 0;
+	}
+	pthread_mutex_lock(&st->lock);
+	st->used -= b->n;
+	pthread_cond_broadcast(&st->room);
+	pthread_mutex_unlock(&st->lock);
+	/* A staging disk that is full or failing costs speed, not data: the
+	 * block is still in memory, so it goes to the store now, as it would
+	 * without --writeback. */
+	log_warn("cannot stage block '%s' in '%s': %s (putting it in the "
+		 "store at once)",
+		 key, st->dir, strerror(err));
+	err = objstore_put(st->store, key, enc, b->n);
+	if (err) {
+		log_err("cannot upload block '%s': %s", key,
+			objstore_strerror(err));
+		err =
+		    err == ENOMEM || err == ENOSPC || err == EDQUOT ? err : EIO;
+	} else {
+		STAT_ADD(st, direct, 1);
+	}
+free_enc:
+	free(enc);
+	free(b);
+	return err;
+}
+
+int stage_durable(struct stage *st)
+{
+	int err = 0;
+
+	if (!st)
+		return 0;
+	pthread_mutex_lock(&st->lock);
+	uint64_t mine = st->seq;
+	while (st->dsynced < mine && !err) {
+		if (st->dsyncing) {
+			pthread_cond_wait(&st->room, &st->lock);
+			continue;
+		}
+		/* one fsync of the directory for everyone staged so far */
+		uint64_t upto = st->seq;
+		st->dsyncing = 1;
+		pthread_mutex_unlock(&st->lock);
+		err = fsync(st->dir_fd) ? errno : 0;
+		pthread_mutex_lock(&st->lock);
+		st->dsyncing = 0;
+		if (!err)
+			st->dsynced = upto;
+		pthread_cond_broadcast(&st->room);
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (err)
+		log_err("cannot make staged blocks durable in '%s': %s",
+			st->dir, strerror(err));
+	return err;
+}
+
+int stage_get(struct stage *st, uint64_t id, uint32_t idx, void **enc,
+	      size_t *n)
+{
+	struct sblock *b;
+	int err;
+
+	if (!st)
+		return ENOENT;
+	pthread_mutex_lock(&st->lock);
+	b = find(st, id, idx);
+	if (b && enc)
+		b->readers++;
+	pthread_mutex_unlock(&st->lock);
+	if (!b)
+		return ENOENT;
+	if (!enc)
+		return 0;
+	err = read_block(st, b, enc);
+	if (!err)
+		*n = b->n;
+	pthread_mutex_lock(&st->lock);
+	if (--b->readers == 0)
+		pthread_cond_broadcast(&st->room);
+	pthread_mutex_unlock(&st->lock);
+	return err;
+}
+
+void stage_drop(struct stage *st, uint64_t id)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	/* the upload threads skip these, or delete them after their put */
+	for (struct sblock *b = *bucket(st, id); b; b = b->hnext)
+		if (b->id == id)
+			b->dead = 1;
+	pthread_mutex_unlock(&st->lock);
+}
+
+int stage_sync(struct stage *st)
+{
+	int err;
+
+	if (!st)
+		return 0;
+	pthread_mutex_lock(&st->lock);
+	st->sync_err = 0;
+	uint64_t upto = st->seq;
+	/* the FIFO is in seq order: only its head can be older */
+	while (st->head && st->head->seq <= upto && !st->sync_err)
+		fsutil_wait_until_ms(&st->room, &st->lock,
+				     fsutil_mono_ms() + 100);
+	err = st->sync_err;
+	pthread_mutex_unlock(&st->lock);
+	return err;
+}
