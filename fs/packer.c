@@ -26,13 +26,13 @@
 #include "fsutil.h"
 #include "log.h"
 
-#define KEY_CAP	       96
-#define PACK_SIZE_MIN  (64u << 10)
-#define PACK_SIZE_MAX  (64u << 20)
-#define WINDOW_MAX_MS  600000u
-#define STAGE_SLOTS    64	/* staging dirs per root: mounts at once */
-#define RETRY_MAX_MS   30000	/* upload retry backoff cap */
-#define CLOSE_TRIES    3	/* uploads tried per pack when unmounting */
+#define KEY_CAP	      96
+#define PACK_SIZE_MIN (64u << 10)
+#define PACK_SIZE_MAX (64u << 20)
+#define WINDOW_MAX_MS 600000u
+#define STAGE_SLOTS   64    /* staging dirs per root: mounts at once */
+#define RETRY_MAX_MS  30000 /* upload retry backoff cap */
+#define CLOSE_TRIES   3	    /* uploads tried per pack when unmounting */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
 
@@ -47,8 +47,8 @@ struct pack {
 	int64_t deadline_ms; /* CLOCK_MONOTONIC: seal by then */
 	int users;
 	int frames;
-	int state; /* enum pack_state */
-	int err;   /* PK_DONE: what its users return */
+	int state;	     /* enum pack_state */
+	int err;	     /* PK_DONE: what its users return */
 	pthread_cond_t done; /* broadcast when state becomes PK_DONE */
 
 	/* writeback: len is the bytes reserved in the staging file */
@@ -62,7 +62,8 @@ struct pack {
 	 * that are done when it starts */
 	uint64_t wseq, synced;
 	int syncing, sync_err;
-	int64_t retry_ms;  /* not before this (CLOCK_MONOTONIC) */
+	int named;	  /* its directory entry was fsync'd */
+	int64_t retry_ms; /* not before this (CLOCK_MONOTONIC) */
 };
 
 struct packer {
@@ -269,8 +270,8 @@ static void put_pack(struct packer *p, struct pack *k)
 	if (err) {
 		log_err("cannot upload pack '%s' (%zu bytes): %s", key, k->len,
 			objstore_strerror(err));
-		err = err == ENOMEM || err == ENOSPC || err == EDQUOT ? err
-								      : EIO;
+		err =
+		    err == ENOMEM || err == ENOSPC || err == EDQUOT ? err : EIO;
 	} else {
 		err = p->cbs.total(p->cbs.arg, k->id, k->len, NULL);
 		if (err)
@@ -666,8 +667,8 @@ static void *uploader_main(void *arg)
 			STAT_ADD(p, errors, 1);
 			p->sync_err = err;
 			pick->tries++;
-			int64_t backoff = 500ll << (pick->tries < 6 ? pick->tries
-								   : 6);
+			int64_t backoff =
+			    500ll << (pick->tries < 6 ? pick->tries : 6);
 			pick->retry_ms =
 			    fsutil_mono_ms() +
 			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
@@ -799,6 +800,18 @@ struct frame {
 	size_t len;
 };
 
+/* fsync the directory at path. */
+static int dir_sync(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+
+	if (fd < 0)
+		return errno;
+	err = fsync(fd) ? errno : 0;
+	close(fd);
+	return err;
+}
+
 /*
  * Make what this caller wrote into k durable: writers that arrive while an
  * fdatasync runs wait for it, and one of them runs the next for them all
@@ -820,8 +833,13 @@ static int group_sync(struct packer *p, struct pack *k)
 		k->syncing = 1;
 		pthread_mutex_unlock(&p->lock);
 		int e = fdatasync(k->fd) ? errno : 0;
+		/* a new file's name is durable only once its directory is
+		 * (a crash could lose the file with its committed frames) */
+		if (!e && !k->named)
+			e = dir_sync(p->dir);
 		pthread_mutex_lock(&p->lock);
 		k->syncing = 0;
+		k->named |= !e;
 		if (e) {
 			/* after a failed fdatasync the page cache cannot be
 			 * trusted: this write and every later one into the
@@ -885,9 +903,9 @@ static int put_staged(struct packer *p, struct packer_item *items,
 		const char *b = fr[i].enc;
 		size_t done = 0;
 		while (done < fr[i].len) {
-			ssize_t w = pwrite(mine[j]->fd, b + done,
-					   fr[i].len - done,
-					   (off_t)(items[i].at.off + done));
+			ssize_t w =
+			    pwrite(mine[j]->fd, b + done, fr[i].len - done,
+				   (off_t)(items[i].at.off + done));
 			if (w < 0) {
 				if (!err)
 					err = errno;
@@ -910,8 +928,8 @@ static int put_staged(struct packer *p, struct packer_item *items,
 	/* A frame that failed to be written is never committed: the
 	 * pack's upload carries its bytes as dead weight for gc. */
 	return err == ENOSPC || err == EDQUOT || err == ENOMEM ? err
-	       : err						 ? EIO
-								 : 0;
+	       : err					       ? EIO
+							       : 0;
 }
 
 int packer_put(struct packer *p, struct packer_item *items, size_t n)
