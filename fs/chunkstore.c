@@ -48,7 +48,8 @@ struct centry {
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
-	void *data;
+	void *mem;	  /* what the block's bytes live in (freed with it) */
+	const void *data; /* the raw bytes, len of them, inside mem */
 	int refs;
 	int state; /* enum centry_state */
 	int err;   /* CE_FAILED: what waiters return */
@@ -208,7 +209,7 @@ free_cs:
 static void centry_free(struct centry *e)
 {
 	pthread_cond_destroy(&e->done);
-	free(e->data);
+	free(e->mem);
 	free(e);
 }
 
@@ -371,9 +372,15 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 
 /* ---- fetch ---- */
 
+/* A fetched block: its raw bytes (data) inside the buffer to free (mem). */
+struct fetched {
+	void *mem;
+	const void *data;
+};
+
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
-		      int quiet, void **out);
+		      int quiet, struct fetched *out);
 
 /* The object holding a block or frame, and the byte range of it to get
  * (len 0: all of it). */
@@ -393,14 +400,17 @@ static void object_of(uint64_t id, uint32_t idx, uint32_t len,
 }
 
 /*
- * Get and decode one block into a malloc'd buffer of exactly len bytes. A
- * block that fails its check may be a bad local copy (a disk cache entry):
+ * Get and check one block of len raw bytes. A block stored raw is kept
+ * where the store put it (no copy: the checksums are checked in place); a
+ * compressed one is decoded into a buffer of its own. A block that fails
+ * its check may be a bad local copy (a disk cache entry):
  * the copy is evicted and the block fetched once more from the store.
  * quiet: a missing block is no news (a prefetch of a file deleted meanwhile;
  * a reader that needs the block fetches it again and says so).
  */
 static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
-		 const struct chunkstore_frame *fr, int quiet, void **out)
+		 const struct chunkstore_frame *fr, int quiet,
+		 struct fetched *out)
 {
 	int err = fetch_once(cs, id, idx, len, fr, quiet, out);
 	if (err == CODEC_ECORRUPT) {
@@ -416,7 +426,7 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
-		      int quiet, void **out)
+		      int quiet, struct fetched *out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
@@ -471,16 +481,21 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
 	STAT_ADD(cs, get_bytes, got);
-	raw = malloc(len ? len : 1);
-	if (!raw) {
-		err = ENOMEM;
-		goto free_blk;
-	}
-	err = codec_decode(blk, got, raw, len, &raw_len);
+	const void *view = NULL;
+	err = codec_view(blk, got, &view, &raw_len);
 	if (!err && raw_len != len)
-		err = CODEC_ECORRUPT;
-	if (err == ENOSPC)
-		err = CODEC_ECORRUPT; /* declares more bytes than its key */
+		err = CODEC_ECORRUPT; /* declares other bytes than its key */
+	/* a compressed block is decoded into a buffer of its own */
+	if (!err && !view) {
+		raw = malloc(len ? len : 1);
+		if (!raw) {
+			err = ENOMEM;
+			goto free_blk;
+		}
+		err = codec_decode(blk, got, raw, len, &raw_len);
+		if (!err && raw_len != len)
+			err = CODEC_ECORRUPT;
+	}
 	if (err) {
 		if (err == CODEC_ECORRUPT) {
 			STAT_ADD(cs, corrupt, 1);
@@ -501,8 +516,14 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		err = err == ENOMEM || err == CODEC_ECORRUPT ? err : EIO;
 		goto free_raw;
 	}
-	free(blk);
-	*out = raw;
+	if (view) {
+		out->mem = blk;
+		out->data = view;
+	} else {
+		free(blk);
+		out->mem = raw;
+		out->data = raw;
+	}
 	return 0;
 
 free_raw:
@@ -544,8 +565,8 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
  * the table, so that the next reader tries the store again. */
 static int entry_load(struct chunkstore *cs, struct centry *e)
 {
-	void *data = NULL;
-	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &data);
+	struct fetched f = {NULL, NULL};
+	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &f);
 
 	pthread_mutex_lock(&cs->lock);
 	if (err) {
@@ -559,7 +580,8 @@ static int entry_load(struct chunkstore *cs, struct centry *e)
 		pthread_mutex_unlock(&cs->lock);
 		return err;
 	}
-	e->data = data;
+	e->mem = f.mem;
+	e->data = f.data;
 	e->state = CE_READY;
 	if (e->hashed)
 		cs->cached_bytes += e->len;

@@ -354,6 +354,36 @@ int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
 	return 0;
 }
 
+int codec_view(const void *blk, size_t blk_len, const void **raw,
+	       size_t *raw_len)
+{
+	const unsigned char *hdr = blk;
+	size_t rlen, stored;
+	int version, err;
+
+	if (!raw || !raw_len)
+		return EINVAL;
+	err = check_header(hdr, blk_len, &version, &rlen, &stored);
+	if (err)
+		return err;
+	const unsigned char *payload = hdr + CODEC_HDR_SIZE;
+	if (version == 1 && (hdr[5] & CODEC_F_LZ4)) {
+		*raw = NULL;
+	} else if (version == 1) {
+		if (XXH3_64bits(payload, rlen) != get_u64(hdr + 16))
+			return CODEC_ECORRUPT;
+		*raw = payload;
+	} else {
+		err =
+		    check_segments(payload, payload + table_len(rlen), 0, rlen);
+		if (err)
+			return err;
+		*raw = payload + table_len(rlen);
+	}
+	*raw_len = rlen;
+	return 0;
+}
+
 /* ---- ranged reads ---- */
 
 size_t codec_prefix_len(size_t raw_len)

@@ -80,6 +80,16 @@ int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len);
 int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
 		 size_t *raw_len);
 
+/*
+ * Check a whole block where it lies, without copying it: for a block
+ * stored raw (v2, or v1 without LZ4) verify every checksum and point *raw
+ * at its raw bytes inside blk; for a compressed one set *raw to NULL (then
+ * decode it with codec_decode()). *raw_len is the raw length either way.
+ * Errors as codec_decode(). Thread-safe, no allocation.
+ */
+int codec_view(const void *blk, size_t blk_len, const void **raw,
+	       size_t *raw_len);
+
 /* ---- ranged reads (v2) ---- */
 
 /* Bytes at the start of a v2 block of raw_len bytes holding its header and

@@ -642,3 +642,45 @@ Test(codec, v2_random_ranges_match)
 	free(raw);
 	free(blk);
 }
+
+Test(codec, view_checks_in_place)
+{
+	unsigned char raw[9000], blk[V2_LEN(sizeof(raw))];
+	const void *v = NULL;
+	size_t blen, rl = 0;
+	uint64_t st = 11;
+
+	/* v2: the raw bytes where they lie, checked */
+	fill_random(raw, sizeof(raw), &st);
+	cr_assert_eq(codec_encode(raw, sizeof(raw), CODEC_LZ4, blk, &blen), 0);
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_eq(rl, sizeof(raw));
+	cr_assert(v > (const void *)blk && v < (const void *)(blk + blen));
+	cr_assert_eq(memcmp(v, raw, sizeof(raw)), 0);
+	/* any flipped bit, header, table or payload, is refused */
+	for (size_t bit = 0; bit < blen * 8; bit += 61) {
+		blk[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		int err = codec_view(blk, blen, &v, &rl);
+		cr_assert(err == CODEC_ECORRUPT || err == CODEC_EVERSION,
+			  "bit %zu: view returned %d", bit, err);
+		blk[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+	}
+	cr_assert_eq(codec_view(blk, blen - 1, &v, &rl), CODEC_ECORRUPT);
+
+	/* v1 stored raw: the same, under its one checksum */
+	blen = v1_plain(raw, sizeof(raw), blk);
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_eq(v, blk + CODEC_HDR_SIZE);
+	blk[CODEC_HDR_SIZE + 4000] ^= 1;
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), CODEC_ECORRUPT);
+
+	/* compressed: no view, the length to decode into */
+	fill_text(raw, sizeof(raw));
+	cr_assert_eq(codec_encode(raw, sizeof(raw), CODEC_LZ4, blk, &blen), 0);
+	cr_assert_eq(blk[5] & CODEC_F_LZ4, CODEC_F_LZ4);
+	v = blk;
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_null(v);
+	cr_assert_eq(rl, sizeof(raw));
+	cr_assert_eq(codec_view(blk, blen, NULL, &rl), EINVAL);
+}
