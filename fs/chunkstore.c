@@ -1172,47 +1172,114 @@ free_enc:
 	return err;
 }
 
+/* A pin of bytes that are in no cache: a free-standing entry owning buf,
+ * freed by its release. */
+static struct chunkstore_pin *pin_buffer(void *buf, uint32_t len)
+{
+	struct centry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	pthread_cond_init(&e->done, NULL);
+	e->mem = buf;
+	e->data = buf;
+	e->len = len;
+	e->refs = 1;
+	e->state = CE_READY;
+	return (struct chunkstore_pin *)e;
+}
+
+void chunkstore_unpin(struct chunkstore *cs, struct chunkstore_pin *pin)
+{
+	if (pin)
+		block_put(cs, (struct centry *)pin);
+}
+
+/*
+ * Bytes [off, off+len) of slice (id, size), block by block: copied to dst,
+ * or, with dst NULL, handed to fn where they are (pinned).
+ */
+static int read_blocks(struct chunkstore *cs, uint64_t id, uint32_t size,
+		       uint32_t off, uint32_t len, char *dst,
+		       chunkstore_run_fn fn, void *arg)
+{
+	uint32_t bs = cs->o.block_size;
+	uint32_t first = off / bs;
+	uint32_t last = (uint32_t)(((uint64_t)off + len - 1) / bs);
+
+	for (uint32_t i = first; i <= last; i++) {
+		uint64_t bstart = (uint64_t)i * bs;
+		uint64_t from = off > bstart ? off : bstart;
+		uint64_t to = (uint64_t)off + len < bstart + bs
+				  ? (uint64_t)off + len
+				  : bstart + bs;
+		uint32_t n = (uint32_t)(to - from);
+		uint32_t boff = (uint32_t)(from - bstart);
+		uint32_t blen = block_len(cs, size, i);
+		struct centry *e = NULL;
+		int err = RANGE_WHOLE;
+
+		/* A small piece of a block not in memory: its segments only;
+		 * to hand them out they need a buffer of their own. */
+		if (dst) {
+			err = ranged_read(cs, id, i, blen, boff, n, dst);
+		} else if (n < blen / RANGE_FRACTION) {
+			char *buf = malloc(n);
+			if (!buf)
+				return ENOMEM;
+			err = ranged_read(cs, id, i, blen, boff, n, buf);
+			struct chunkstore_pin *pin = NULL;
+			if (!err && !(pin = pin_buffer(buf, n)))
+				err = ENOMEM;
+			if (err) {
+				free(buf);
+			} else {
+				err = fn(arg, buf, n, pin);
+				if (err)
+					return err;
+				continue;
+			}
+		}
+		if (err != RANGE_WHOLE) {
+			if (err)
+				return err;
+			dst += n;
+			continue;
+		}
+		err = block_get(cs, id, i, blen, &no_frame, &e);
+		if (err)
+			return err;
+		const char *at = (const char *)e->data + boff;
+		if (dst) {
+			memcpy(dst, at, n);
+			dst += n;
+			block_put(cs, e);
+		} else if ((err = fn(arg, at, n, (struct chunkstore_pin *)e))) {
+			return err;
+		}
+	}
+	return 0;
+}
+
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 		    uint32_t off, uint32_t len, void *buf)
 {
-	uint32_t bs, first, last;
-	char *dst = buf;
-
 	if (!cs || (!buf && len) || (uint64_t)off + len > size)
 		return EINVAL;
 	if (len == 0)
 		return 0;
-	bs = cs->o.block_size;
-	first = off / bs;
-	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
-	for (uint32_t i = first; i <= last; i++) {
-		uint64_t bstart = (uint64_t)i * bs;
-		uint64_t from = off > bstart ? off : bstart;
-		uint64_t to = (uint64_t)off + len;
-		struct centry *e = NULL;
-		int err;
+	return read_blocks(cs, id, size, off, len, buf, NULL, NULL);
+}
 
-		if (to > bstart + bs)
-			to = bstart + bs;
-		/* A small piece of a block not in memory: its segments only. */
-		err = ranged_read(cs, id, i, block_len(cs, size, i),
-				  (uint32_t)(from - bstart),
-				  (uint32_t)(to - from), dst);
-		if (err != RANGE_WHOLE) {
-			if (err)
-				return err;
-			dst += to - from;
-			continue;
-		}
-		err = block_get(cs, id, i, block_len(cs, size, i), &no_frame,
-				&e);
-		if (err)
-			return err;
-		memcpy(dst, (char *)e->data + (from - bstart), to - from);
-		dst += to - from;
-		block_put(cs, e);
-	}
-	return 0;
+int chunkstore_read_pinned(struct chunkstore *cs, uint64_t id, uint32_t size,
+			   uint32_t off, uint32_t len, chunkstore_run_fn fn,
+			   void *arg)
+{
+	if (!cs || !fn || (uint64_t)off + len > size)
+		return EINVAL;
+	if (len == 0)
+		return 0;
+	return read_blocks(cs, id, size, off, len, NULL, fn, arg);
 }
 
 int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
@@ -1245,26 +1312,49 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 
 /* ---- packed slices ---- */
 
+/* The frame's cached entry (block 0 of its slice: slice ids are unique,
+ * and a slice is either packed or in blocks, never both); *e NULL when
+ * there is nothing to read. */
+static int frame_get(struct chunkstore *cs, uint64_t id, uint32_t size,
+		     const struct chunkstore_frame *f, uint32_t off,
+		     uint32_t len, struct centry **e)
+{
+	*e = NULL;
+	if (!cs || !f || !f->pack || (uint64_t)off + len > size)
+		return EINVAL;
+	return len ? block_get(cs, id, 0, size, f, e) : 0;
+}
+
 int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
 			  const struct chunkstore_frame *f, uint32_t off,
 			  uint32_t len, void *buf)
 {
-	struct centry *e = NULL;
-	int err;
+	struct centry *e;
 
-	if (!cs || !f || !f->pack || (!buf && len) ||
-	    (uint64_t)off + len > size)
+	if (!buf && len)
 		return EINVAL;
-	if (len == 0)
-		return 0;
-	/* A frame is cached as block 0 of its slice: slice ids are unique,
-	 * and a slice is either packed or in blocks, never both. */
-	err = block_get(cs, id, 0, size, f, &e);
-	if (err)
+	int err = frame_get(cs, id, size, f, off, len, &e);
+	if (err || !e)
 		return err;
-	memcpy(buf, (char *)e->data + off, len);
+	memcpy(buf, (const char *)e->data + off, len);
 	block_put(cs, e);
 	return 0;
+}
+
+int chunkstore_read_frame_pinned(struct chunkstore *cs, uint64_t id,
+				 uint32_t size,
+				 const struct chunkstore_frame *f, uint32_t off,
+				 uint32_t len, chunkstore_run_fn fn, void *arg)
+{
+	struct centry *e;
+
+	if (!fn)
+		return EINVAL;
+	int err = frame_get(cs, id, size, f, off, len, &e);
+	if (err || !e)
+		return err;
+	return fn(arg, (const char *)e->data + off, len,
+		  (struct chunkstore_pin *)e);
 }
 
 void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,

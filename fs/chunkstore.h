@@ -71,6 +71,28 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 		    uint32_t off, uint32_t len, void *buf);
 /*
+ * Zero-copy reads: the same bytes as chunkstore_read and _read_frame, handed
+ * to fn run by run, in order, where they lie in the memory cache. Each run
+ * comes with a pin that keeps its bytes valid and in memory: fn owns it
+ * (also when it returns an error, which stops the read and is returned)
+ * and releases it with chunkstore_unpin(). Pinned blocks are not evicted,
+ * so pins are to be held briefly (for one reply). A small piece of a block
+ * that is not cached (a ranged read) comes in a buffer of its own, freed by
+ * its unpin.
+ */
+struct chunkstore_pin;
+typedef int (*chunkstore_run_fn)(void *arg, const void *data, size_t len,
+				 struct chunkstore_pin *pin);
+int chunkstore_read_pinned(struct chunkstore *cs, uint64_t id, uint32_t size,
+			   uint32_t off, uint32_t len, chunkstore_run_fn fn,
+			   void *arg);
+int chunkstore_read_frame_pinned(struct chunkstore *cs, uint64_t id,
+				 uint32_t size,
+				 const struct chunkstore_frame *f, uint32_t off,
+				 uint32_t len, chunkstore_run_fn fn, void *arg);
+void chunkstore_unpin(struct chunkstore *cs,
+		      struct chunkstore_pin *pin); /* NULL-safe */
+/*
  * Ask for the blocks covering [off, off+len) of slice (id, size) to be
  * fetched in the background into the memory cache (and through the store,
  * so a disk cache fills too). Never blocks: a block already cached or in
@@ -78,7 +100,7 @@ int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
  * dropped (counted in prefetch_drops).
  */
 void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
-                         uint32_t off, uint32_t len);
+			 uint32_t off, uint32_t len);
 /* chunkstore_read and chunkstore_prefetch for a slice stored as frame f. */
 int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
 			  const struct chunkstore_frame *f, uint32_t off,

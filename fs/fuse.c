@@ -1173,6 +1173,38 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
+/* A read reply gathered from pinned runs of cached blocks. */
+#define REPLY_RUNS	64
+#define REPLY_RUNS_FULL (-1) /* internal: more runs than that */
+
+struct reply_runs {
+	struct chunkstore *cs;
+	struct iovec iov[REPLY_RUNS];
+	struct chunkstore_pin *pin[REPLY_RUNS];
+	size_t n;
+};
+
+static int reply_run(void *arg, const void *data, size_t len,
+		     struct chunkstore_pin *pin)
+{
+	struct reply_runs *r = arg;
+
+	if (r->n == REPLY_RUNS) {
+		chunkstore_unpin(r->cs, pin);
+		return REPLY_RUNS_FULL;
+	}
+	r->iov[r->n] = (struct iovec){(void *)(uintptr_t)data, len};
+	r->pin[r->n++] = pin;
+	return 0;
+}
+
+static void reply_runs_release(struct reply_runs *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		chunkstore_unpin(r->cs, r->pin[i]);
+	r->n = 0;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1190,9 +1222,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if ((uint64_t)off >= length || size == 0)
 		return (void)fuse_reply_buf(req, NULL, 0);
 
-	char *buf = malloc(size);
-	if (!buf)
-		return reply_err(req, "read", ENOMEM);
 	size_t got = 0;
 	struct rctx rc = {fs, n};
 	uint64_t pf_off, pf_len;
@@ -1204,6 +1233,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (pf_len)
 		reader_prefetch(fs->cs, n->ino, length, pf_off, pf_len,
 				rcb_chunk, &rc);
+
+	/* The reply goes out from where the blocks are cached (no copy,
+	 * no buffer); a read in too many pieces is copied instead. */
+	struct reply_runs rr = {.cs = fs->cs};
+	err = reader_read_pinned(fs->cs, n->ino, length, off, size, &got,
+				 reply_run, &rr, rcb_chunk, &rc);
+	if (!err)
+		fuse_reply_iov(req, rr.iov, (int)rr.n);
+	reply_runs_release(&rr);
+	if (err != REPLY_RUNS_FULL) {
+		if (err)
+			reply_err(req, "read", err);
+		return;
+	}
+
+	char *buf = malloc(size);
+	if (!buf)
+		return reply_err(req, "read", ENOMEM);
 	err = reader_read(fs->cs, n->ino, length, off, size, buf, &got,
 			  rcb_chunk, &rc);
 	if (err)
