@@ -49,6 +49,10 @@
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
+/* The kernel's readahead of a file read through the mount. It caps what
+ * init asks for at the 128 KiB default of the mount's backing device, so
+ * that is raised too once the mount is up (kernel_readahead()). */
+#define KERNEL_RA_BYTES (4u << 20)
 #define RECLAIM_BATCH	64
 
 /* ---- state ---------------------------------------------------------- */
@@ -625,7 +629,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->max_write = 1 << 20;
-	conn->max_readahead = 1 << 20;
+	conn->max_readahead = KERNEL_RA_BYTES;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 }
@@ -2167,6 +2171,43 @@ static void report_ready(struct fs *fs, int err, const char *msg)
 }
 
 /* Waits for the kernel's INIT, then checks the mount answers a statfs. */
+/*
+ * Let the kernel read ahead KERNEL_RA_BYTES of a file read through the
+ * mount (its backing device starts at 128 KiB, whatever init asked for):
+ * a sequential reader then sends 1 MiB requests, several at a time, rather
+ * than a stream of 128 KiB ones, each a round trip through the daemon.
+ * Best effort: only root may write the setting.
+ */
+static void kernel_readahead(const char *mountpoint)
+{
+	char line[PATH_MAX + 512], dev[32], ours[32] = "", mp[PATH_MAX + 1];
+	char path[96];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last match is ours
+	 * (a mount point with spaces is escaped and never matches; then the
+	 * setting is left alone) */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %31s %*s %4096s", dev, mp) == 2 &&
+		    strcmp(mp, mountpoint) == 0)
+			memcpy(ours, dev, sizeof(ours));
+	fclose(f);
+	if (!ours[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", ours);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char kb[16];
+	int n = snprintf(kb, sizeof(kb), "%u", KERNEL_RA_BYTES >> 10);
+	if (write(fd, kb, (size_t)n) != n)
+		log_debug("cannot set the kernel readahead in '%s': %s", path,
+			  strerror(errno));
+	close(fd);
+}
+
 static void *ready_watcher(void *arg)
 {
 	struct fs *fs = arg;
@@ -2212,6 +2253,7 @@ static void *ready_watcher(void *arg)
 		report_ready(fs, err, msg);
 		return NULL;
 	}
+	kernel_readahead(fs->o->mountpoint);
 	report_ready(fs, 0, NULL);
 	return NULL;
 }
