@@ -77,8 +77,11 @@ struct chunkstore {
 	struct pf_req *pf_q;	      /* protected by pf_lock */
 	size_t pf_cap, pf_head, pf_n; /* protected by pf_lock */
 	int pf_stop;		      /* protected by pf_lock */
-	pthread_t *pf_threads;	      /* set at open, joined at close */
-	int pf_nthreads;	      /* written only by open and close */
+	uint64_t *pf_busy;   /* slice each worker fetches (0: none); pf_lock */
+	uint64_t *pf_recent; /* slices of the last pf_nrecent requests taken */
+	size_t pf_nrecent, pf_at; /* ring of them; protected by pf_lock */
+	pthread_t *pf_threads;	  /* set at open, joined at close */
+	int pf_nthreads;	  /* written only by open and close */
 
 	/* Ranged reads: block prefixes (header + segment table), see the
 	 * "ranged reads" section. Leaf lock: never held with another. */
@@ -175,7 +178,11 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
 		cs->pf_q = calloc(cs->pf_cap, sizeof(*cs->pf_q));
 		cs->pf_threads = calloc(n, sizeof(*cs->pf_threads));
-		if (!cs->pf_q || !cs->pf_threads)
+		cs->pf_busy = calloc(n, sizeof(*cs->pf_busy));
+		cs->pf_nrecent = 2 * n;
+		cs->pf_recent = calloc(cs->pf_nrecent, sizeof(*cs->pf_recent));
+		if (!cs->pf_q || !cs->pf_threads || !cs->pf_busy ||
+		    !cs->pf_recent)
 			goto free_pf;
 		for (; cs->pf_nthreads < o->prefetch_threads;
 		     cs->pf_nthreads++) {
@@ -195,6 +202,8 @@ stop_threads:
 	pf_stop_all(cs);
 free_pf:
 	free(cs->pf_threads);
+	free(cs->pf_busy);
+	free(cs->pf_recent);
 	free(cs->pf_q);
 	pthread_cond_destroy(&cs->pf_cond);
 	pthread_mutex_destroy(&cs->pf_lock);
@@ -220,6 +229,8 @@ void chunkstore_close(struct chunkstore *cs)
 	/* First: the workers are the only other holders of entries. */
 	pf_stop_all(cs);
 	free(cs->pf_threads);
+	free(cs->pf_busy);
+	free(cs->pf_recent);
 	free(cs->pf_q);
 	pthread_cond_destroy(&cs->pf_cond);
 	pthread_mutex_destroy(&cs->pf_lock);
@@ -668,24 +679,73 @@ static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
 		block_put(cs, e); /* onto the LRU like any block read */
 }
 
+/* Under pf_lock: how much of the workers' time slice id has had lately:
+ * its fetches in flight and its share of the requests taken last. */
+static size_t pf_share(const struct chunkstore *cs, uint64_t id)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < cs->pf_nthreads; k++)
+		n += cs->pf_busy[k] == id;
+	for (size_t k = 0; k < cs->pf_nrecent; k++)
+		n += cs->pf_recent[k] == id;
+	return n;
+}
+
+/*
+ * Under pf_lock: take the queued block to fetch next. Several files read
+ * at once share the workers fairly: the oldest request of the slice that
+ * had the least of them lately goes first, so one reader's deep window
+ * cannot keep the others waiting behind it. (Slices stand for readers: a
+ * sequential reader is inside one slice, or two, at a time.)
+ */
+static struct pf_req pf_take(struct chunkstore *cs)
+{
+	size_t best = 0, best_share = SIZE_MAX;
+
+	for (size_t i = 0; i < cs->pf_n && best_share > 0; i++) {
+		uint64_t id = cs->pf_q[(cs->pf_head + i) % cs->pf_cap].id;
+		size_t share = pf_share(cs, id);
+		if (share < best_share) {
+			best = i;
+			best_share = share;
+		}
+	}
+	struct pf_req r = cs->pf_q[(cs->pf_head + best) % cs->pf_cap];
+	/* close the gap: the requests before it move up one */
+	for (size_t i = best; i > 0; i--)
+		cs->pf_q[(cs->pf_head + i) % cs->pf_cap] =
+		    cs->pf_q[(cs->pf_head + i - 1) % cs->pf_cap];
+	cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
+	cs->pf_n--;
+	cs->pf_recent[cs->pf_at] = r.id;
+	cs->pf_at = (cs->pf_at + 1) % cs->pf_nrecent;
+	return r;
+}
+
 static void *pf_worker(void *arg)
 {
 	struct chunkstore *cs = arg;
+	int slot = -1;
 
+	pthread_mutex_lock(&cs->pf_lock);
 	for (;;) {
-		pthread_mutex_lock(&cs->pf_lock);
 		while (!cs->pf_stop && cs->pf_n == 0)
 			pthread_cond_wait(&cs->pf_cond, &cs->pf_lock);
-		if (cs->pf_stop) {
-			pthread_mutex_unlock(&cs->pf_lock);
-			return NULL;
-		}
-		struct pf_req r = cs->pf_q[cs->pf_head];
-		cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
-		cs->pf_n--;
+		if (cs->pf_stop)
+			break;
+		struct pf_req r = pf_take(cs);
+		/* a free slot: there is one per worker */
+		for (slot = 0; cs->pf_busy[slot]; slot++)
+			;
+		cs->pf_busy[slot] = r.id ? r.id : UINT64_MAX;
 		pthread_mutex_unlock(&cs->pf_lock);
 		prefetch_one(cs, &r);
+		pthread_mutex_lock(&cs->pf_lock);
+		cs->pf_busy[slot] = 0;
 	}
+	pthread_mutex_unlock(&cs->pf_lock);
+	return NULL;
 }
 
 /* Drop what is queued, let each worker finish the block it is on, join. */

@@ -97,6 +97,12 @@ struct fs {
 	struct objstore *store; /* the disk cache over the store, if any */
 	int disk_cache;		/* store is a diskcache */
 	uint64_t ra_max;	/* readahead window cap, bytes */
+	/* Readahead of all open files together stays within ra_total (half
+	 * the memory cache it fills, so no file's blocks are evicted before
+	 * they are read); each of the ra_streams files reading sequentially
+	 * now gets an equal share. ra_streams: __atomic. */
+	uint64_t ra_total;
+	uint64_t ra_streams;
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
@@ -1044,8 +1050,10 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- files ---------------------------------------------------------- */
 
-static void fh_free(struct fh *h)
+static void fh_free(struct fs *fs, struct fh *h)
 {
+	if (h->ra.window) /* a stream ends */
+		__atomic_fetch_sub(&fs->ra_streams, 1, __ATOMIC_RELAXED);
 	pthread_mutex_destroy(&h->ra_lock);
 	free(h);
 }
@@ -1137,7 +1145,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return reply_err(req, "open", err);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* interrupted: the kernel will not release it */
-		fh_free((struct fh *)(uintptr_t)fi->fh);
+		fh_free(fs, (struct fh *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -1173,7 +1181,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	node_lookup_ref(fs, ino, &a);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_forget(fs, ino, 1);
-		fh_free((struct fh *)(uintptr_t)fi->fh);
+		fh_free(fs, (struct fh *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -1229,11 +1237,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0;
 	struct rctx rc = {fs, n};
 	uint64_t pf_off, pf_len;
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	uint64_t streams = __atomic_load_n(&fs->ra_streams, __ATOMIC_RELAXED);
+	uint64_t cap = fs->ra_total / (streams ? streams : 1);
+	if (cap > fs->ra_max)
+		cap = fs->ra_max;
+	if (cap < 2 * (uint64_t)bs)
+		cap = 2 * (uint64_t)bs;
 	pthread_mutex_lock(&h->ra_lock);
-	readahead_update(&h->ra, off, size, length,
-			 chunkstore_block_size(fs->cs), fs->ra_max, &pf_off,
-			 &pf_len);
+	int was = h->ra.window != 0;
+	readahead_update(&h->ra, off, size, length, bs, cap, &pf_off, &pf_len);
+	int is = h->ra.window != 0;
 	pthread_mutex_unlock(&h->ra_lock);
+	if (is != was)
+		__atomic_fetch_add(&fs->ra_streams, is ? 1 : (uint64_t)-1,
+				   __ATOMIC_RELAXED);
 	if (pf_len)
 		reader_prefetch(fs->cs, n->ino, length, pf_off, pf_len,
 				rcb_chunk, &rc);
@@ -1346,7 +1364,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		}
 	}
 	node_unpin(fs, n);
-	fh_free(h);
+	fh_free(fs, h);
 	fuse_reply_err(req, 0);
 }
 
@@ -2337,7 +2355,9 @@ int fs_mount(const struct fs_opts *o,
 	    .compress = fs->vol.compress,
 	    .mem_cache_bytes =
 		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
-	    .prefetch_threads = o->prefetch < 0 ? 4 : o->prefetch,
+	    /* as many GETs in flight as a parallel GET of a big object
+	       needs to reach the store's bandwidth */
+	    .prefetch_threads = o->prefetch < 0 ? 8 : o->prefetch,
 	    .staged_get = ccb_staged_get,
 	    .staged_arg = fs,
 	};
@@ -2345,6 +2365,7 @@ int fs_mount(const struct fs_opts *o,
 	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
 			 ? co.mem_cache_bytes / 4
 			 : (64u << 20);
+	fs->ra_total = co.mem_cache_bytes / 2;
 	err = chunkstore_open(fs->store, &co, &fs->cs);
 	if (err) {
 		err =

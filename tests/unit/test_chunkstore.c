@@ -31,6 +31,8 @@ struct slow_store {
 	/* >= 0: gets see this byte of every object flipped, like a bad
 	 * local copy, until the next evict */
 	long bad_at;
+	uint64_t order[64]; /* slice of each block get, in order */
+	int norder;	    /* __atomic */
 };
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
@@ -39,6 +41,12 @@ static int slow_get(struct objstore *s, const char *key, uint64_t off,
 	struct slow_store *w = (struct slow_store *)s;
 
 	__atomic_fetch_add(&w->gets, 1, __ATOMIC_RELAXED);
+	unsigned long long id;
+	if (sscanf(key, "blocks/%*u/%*u/%llu_", &id) == 1) {
+		int i = __atomic_fetch_add(&w->norder, 1, __ATOMIC_RELAXED);
+		if (i < 64)
+			w->order[i] = id;
+	}
 	if (w->delay_us)
 		usleep((useconds_t)w->delay_us);
 	int err = objstore_get(w->inner, w->alias ? w->alias : key, off, len,
@@ -586,6 +594,38 @@ Test(chunkstore, prefetch_races_reads)
 {
 	/* reads overtake a queue that two threads work through */
 	prefetch_then_read(2, 0);
+}
+
+Test(chunkstore, prefetch_shares_the_workers_between_readers)
+{
+	const uint32_t size = 6 * BS;
+	unsigned char *data = malloc(size);
+
+	/* one worker, a reader far ahead (slice 41, six blocks queued),
+	 * then another (slice 42) asks for two */
+	setup_cs_pf(CODEC_NONE, 16 * BS, 1);
+	fill_random(data, size, 40);
+	put_slice(41, data, size);
+	put_slice(42, data, 2 * BS);
+	slow.delay_us = 10 * 1000;
+	chunkstore_prefetch(cs, 41, size, 0, size);
+	chunkstore_prefetch(cs, 42, 2 * BS, 0, 2 * BS);
+	wait_gets(8);
+	/* the second reader does not wait for the first one's window:
+	 * its blocks come in turn with the first one's, not after them */
+	int first = -1, second = -1;
+	for (int i = 0; i < 8; i++) {
+		if (slow.order[i] == 42 && first < 0)
+			first = i;
+		else if (slow.order[i] == 42)
+			second = i;
+	}
+	cr_assert(first >= 0 && first <= 2, "slice 42 first fetched %dth",
+		  first + 1);
+	cr_assert(second >= 0 && second <= 4, "slice 42 fetched %dth again",
+		  second + 1);
+	free(data);
+	teardown_cs();
 }
 
 Test(chunkstore, prefetch_skips_cached_and_queued)
