@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bigbuf.h"
 #include "log.h"
 
 #define BLOCK_MIN      (64u << 10)
@@ -218,7 +219,7 @@ free_cs:
 static void centry_free(struct centry *e)
 {
 	pthread_cond_destroy(&e->done);
-	free(e->mem);
+	bigbuf_free(e->mem);
 	free(e);
 }
 
@@ -1205,7 +1206,7 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 
 	if (!cs || (!raw && len) || len > cs->o.block_size)
 		return EINVAL;
-	enc = malloc(codec_bound(len));
+	enc = bigbuf_alloc(codec_bound(len));
 	if (!enc)
 		return ENOMEM;
 	err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
@@ -1228,7 +1229,7 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	 * attempt of the same bytes; drop it anyway rather than trust that. */
 	drop_cached(cs, id, idx);
 free_enc:
-	free(enc);
+	bigbuf_free(enc);
 	return err;
 }
 

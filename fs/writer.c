@@ -14,13 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigbuf.h"
 #include "log.h"
 
 /* Pending slices per writer before a write forces a flush: bounds the
  * memory of the slice table and the size of one metadata commit. */
 #define WRITER_MAX_SLICES 256
 /* Buffers start small and double, so a small file does not take a whole
- * block of the shared budget. */
+ * block of the shared budget; one that reaches BIGBUF_MIN (a stream) takes
+ * the whole block at once. */
 #define BUF_GRAIN 4096u
 
 /* Internal: reserve() flushed the writer; the caller must look again. */
@@ -130,7 +132,7 @@ static void *uploader_main(void *arg)
 		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
 		struct writer *w = b->w;
 		uint32_t cap = b->cap;
-		free(b->data);
+		bigbuf_free(b->data);
 		free(b);
 
 		pthread_mutex_lock(&p->lock);
@@ -141,8 +143,8 @@ static void *uploader_main(void *arg)
 		 * unless the store is full: that it can act on */
 		if (err && !w->err)
 			w->err = err == ENOMEM || err == ENOSPC || err == EDQUOT
-			             ? err
-			             : EIO;
+				     ? err
+				     : EIO;
 		pthread_cond_broadcast(&p->freed);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -259,7 +261,7 @@ static void unreserve(struct writer *w, size_t n)
 static void drop_block(struct writer *w, struct wblock *b)
 {
 	unreserve(w, b->cap);
-	free(b->data);
+	bigbuf_free(b->data);
 	free(b);
 }
 
@@ -487,7 +489,9 @@ static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
 	uint32_t want = (upto + BUF_GRAIN - 1) / BUF_GRAIN * BUF_GRAIN;
 	if (want < 2 * have)
 		want = 2 * have;
-	if (want > bs)
+	/* A big write is a stream: the whole block at once, a buffer used
+	 * before (bigbuf.h), rather than growing one page by page. */
+	if (want > bs || want >= BIGBUF_MIN)
 		want = bs;
 	err = reserve(w, want - have, bs - have, &got);
 	if (err)
@@ -502,7 +506,7 @@ static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
 		b->id = s->id;
 		b->idx = s->size / bs;
 	}
-	char *d = realloc(b->data, want);
+	char *d = b->data ? realloc(b->data, want) : bigbuf_alloc(want);
 	if (!d) {
 		if (!s->cur)
 			free(b);
