@@ -1196,28 +1196,39 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 
 /* ---- public ---- */
 
-int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
-			 const void *raw, uint32_t len)
+/* Encode and put one block: copied into a buffer of its own, or with
+ * room (chunkstore_headroom() bytes before raw) in place when it is stored
+ * raw. */
+static int put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		     void *raw, uint32_t len, int room)
 {
 	char key[KEY_CAP];
 	size_t enc_len = 0;
-	void *enc;
+	void *enc = NULL, *blk = NULL;
 	int err;
 
 	if (!cs || (!raw && len) || len > cs->o.block_size)
 		return EINVAL;
-	enc = bigbuf_alloc(codec_bound(len));
-	if (!enc)
-		return ENOMEM;
-	err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
+	/* in place, only a compressed block needs a buffer */
+	if (!room || cs->o.compress != CODEC_NONE) {
+		enc = bigbuf_alloc(codec_bound(len));
+		if (!enc)
+			return ENOMEM;
+	}
+	if (room) {
+		err = codec_encode_inplace(raw, len, cs->o.compress, enc, &blk,
+					   &enc_len);
+	} else {
+		err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
+		blk = enc;
+	}
+	chunkstore_key(id, idx, len, key, sizeof(key));
 	if (err) {
-		chunkstore_key(id, idx, len, key, sizeof(key));
 		log_err("cannot encode block '%s': %s", key,
 			codec_strerror(err));
 		goto free_enc;
 	}
-	chunkstore_key(id, idx, len, key, sizeof(key));
-	err = objstore_put(cs->store, key, enc, enc_len);
+	err = objstore_put(cs->store, key, blk, enc_len);
 	if (err) {
 		log_err("cannot upload block '%s': %s", key,
 			objstore_strerror(err));
@@ -1231,6 +1242,24 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 free_enc:
 	bigbuf_free(enc);
 	return err;
+}
+
+int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
+			 const void *raw, uint32_t len)
+{
+	/* not written to: without room the block is copied */
+	return put_block(cs, id, idx, (void *)(uintptr_t)raw, len, 0);
+}
+
+size_t chunkstore_headroom(const struct chunkstore *cs)
+{
+	return codec_prefix_len(cs->o.block_size);
+}
+
+int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
+				 uint32_t idx, void *raw, uint32_t len)
+{
+	return put_block(cs, id, idx, raw, len, 1);
 }
 
 /* A pin of bytes that are in no cache: a free-standing entry owning buf,

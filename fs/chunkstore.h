@@ -27,7 +27,7 @@ struct chunkstore_opts {
 	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */
 	enum codec_compress compress;
 	size_t mem_cache_bytes; /* 0 = no memory cache */
-	int prefetch_threads;   /* background fetchers; 0 = no prefetch */
+	int prefetch_threads;	/* background fetchers; 0 = no prefetch */
 	/* Frames of packs that are on this node only (writeback staging):
 	 * bytes [off, off+len) of pack in a malloc'd *data, or ENOENT when
 	 * the store has them. NULL: none. */
@@ -65,6 +65,14 @@ struct chunkstore_frame {
 /* Encode and put one block; durable on return. */
 int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			 const void *raw, uint32_t len);
+/* Bytes a caller of chunkstore_put_block_inplace() leaves free (and
+ * writable) just before the raw bytes of a block. */
+size_t chunkstore_headroom(const struct chunkstore *cs);
+/* chunkstore_put_block without a copy of a block stored raw: its header
+ * and checksum table are written into the headroom before raw, and the
+ * block is put from there (compressed blocks still get a buffer). */
+int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
+				 uint32_t idx, void *raw, uint32_t len);
 /* Copy bytes [off, off+len) of slice (id, size) into buf, fetching the
  * blocks needed. A block that fails its checksum gives EIO (and a log
  * line); a missing block gives EIO too. */

@@ -62,6 +62,18 @@ size_t codec_bound(size_t raw_len);
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len);
 
+/*
+ * codec_encode without copying the raw bytes of a block stored raw: it is
+ * laid out as a v2 block where it is, its header and table written into
+ * the codec_prefix_len(raw_len) bytes just before raw, which the caller
+ * owns. With CODEC_LZ4 the block is compressed into lz (codec_bound()
+ * bytes) instead when that pays, as codec_encode() decides. *blk is where
+ * the block starts (lz, or raw - codec_prefix_len(raw_len)) and *blk_len
+ * its length. EINVAL as codec_encode(), or for LZ4 without lz.
+ */
+int codec_encode_inplace(void *raw, size_t raw_len, enum codec_compress c,
+			 void *lz, void **blk, size_t *blk_len);
+
 /* Encoded length (header included) of the block whose first avail bytes
  * (at least CODEC_HDR_SIZE) are at hdr, from its header fields alone (the
  * checksums are checked by a decode): to walk blocks laid end to end, as in

@@ -60,11 +60,18 @@ struct wblock {
 	struct wblock *next; /* upload queue; protected by pool->lock */
 	struct writer *w;
 	uint64_t id;
-	uint32_t idx; /* block index inside the slice */
-	uint32_t len; /* bytes filled */
-	uint32_t cap; /* bytes allocated, and charged to the budget */
+	uint32_t idx;  /* block index inside the slice */
+	uint32_t len;  /* bytes filled */
+	uint32_t cap;  /* bytes allocated, and charged to the budget */
+	uint32_t room; /* bytes before data: the block is encoded in place */
 	char *data;
 };
+
+static void wblock_free(struct wblock *b)
+{
+	bigbuf_free(b->data ? b->data - b->room : NULL);
+	free(b);
+}
 
 struct wslice {
 	uint32_t chunk, pos, size;
@@ -78,6 +85,7 @@ struct wpool {
 	struct packer *pk; /* NULL: no packing */
 	uint32_t pack_max; /* slices up to this many bytes are packed */
 	uint32_t bs;
+	size_t room; /* chunkstore_headroom() */
 	size_t budget;
 	int nthreads;
 	pthread_t *threads;
@@ -128,12 +136,13 @@ static void *uploader_main(void *arg)
 			p->qtail = NULL;
 		pthread_mutex_unlock(&p->lock);
 
-		int err =
-		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
+		int err = b->room ? chunkstore_put_block_inplace(
+					p->cs, b->id, b->idx, b->data, b->len)
+				  : chunkstore_put_block(p->cs, b->id, b->idx,
+							 b->data, b->len);
 		struct writer *w = b->w;
 		uint32_t cap = b->cap;
-		bigbuf_free(b->data);
-		free(b);
+		wblock_free(b);
 
 		pthread_mutex_lock(&p->lock);
 		p->buffered -= cap;
@@ -172,6 +181,7 @@ int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
 	}
 	p->cs = cs;
 	p->bs = chunkstore_block_size(cs);
+	p->room = chunkstore_headroom(cs);
 	p->budget = buffer_size;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->work, NULL);
@@ -261,8 +271,7 @@ static void unreserve(struct writer *w, size_t n)
 static void drop_block(struct writer *w, struct wblock *b)
 {
 	unreserve(w, b->cap);
-	bigbuf_free(b->data);
-	free(b);
+	wblock_free(b);
 }
 
 /* Tell the packer whether this writer may soon bring it a small slice. */
@@ -506,13 +515,21 @@ static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
 		b->id = s->id;
 		b->idx = s->size / bs;
 	}
-	char *d = b->data ? realloc(b->data, want) : bigbuf_alloc(want);
+	/* A whole block leaves room to be encoded in place (no copy of 4
+	 * MiB on upload); a small one stays small. */
+	char *d;
+	if (b->data) {
+		d = realloc(b->data - b->room, b->room + want);
+	} else {
+		b->room = want == bs ? (uint32_t)w->p->room : 0;
+		d = bigbuf_alloc(b->room + want);
+	}
 	if (!d) {
 		if (!s->cur)
 			free(b);
 		goto unreserve;
 	}
-	b->data = d;
+	b->data = d + b->room;
 	b->cap = want;
 	s->cur = b;
 	return 0;
@@ -672,8 +689,7 @@ void writer_close(struct writer *w)
 
 	while (dropped) {
 		struct wblock *next = dropped->next;
-		free(dropped->data);
-		free(dropped);
+		wblock_free(dropped);
 		dropped = next;
 	}
 	pthread_mutex_destroy(&w->lock);

@@ -684,3 +684,44 @@ Test(codec, view_checks_in_place)
 	cr_assert_eq(rl, sizeof(raw));
 	cr_assert_eq(codec_view(blk, blen, NULL, &rl), EINVAL);
 }
+
+/* Encode raw (n bytes, room before it) both ways: the same block, at
+ * where (NULL: just before raw). */
+static void expect_inplace(unsigned char *raw, size_t n, enum codec_compress c,
+			   unsigned char *lz, const unsigned char *where)
+{
+	unsigned char *ref = malloc(codec_bound(n));
+	size_t blen, ilen;
+	void *blk = NULL;
+
+	cr_assert_eq(codec_encode(raw, n, c, ref, &blen), 0);
+	cr_assert_eq(codec_encode_inplace(raw, n, c, lz, &blk, &ilen), 0);
+	cr_assert_eq(blk, where ? where : raw - codec_prefix_len(n));
+	cr_assert_eq(ilen, blen);
+	cr_assert_eq(memcmp(blk, ref, blen), 0, "not the block encode makes");
+	free(ref);
+}
+
+Test(codec, inplace_is_the_same_block)
+{
+	enum { N = 9000 };
+	size_t pre = codec_prefix_len(N);
+	unsigned char *room = malloc(pre + N), *raw = room + pre;
+	unsigned char *lz = malloc(codec_bound(N));
+	uint64_t st = 21;
+	void *blk;
+	size_t ilen;
+
+	/* stored raw: header and table land just before the bytes */
+	fill_random(raw, N, &st);
+	expect_inplace(raw, N, CODEC_NONE, NULL, NULL);
+	fill_random(raw, N, &st);
+	expect_inplace(raw, N, CODEC_LZ4, lz, NULL);
+	/* compressed: into lz */
+	fill_text(raw, N);
+	expect_inplace(raw, N, CODEC_LZ4, lz, lz);
+	cr_assert_eq(codec_encode_inplace(raw, N, CODEC_LZ4, NULL, &blk, &ilen),
+		     EINVAL);
+	free(room);
+	free(lz);
+}
