@@ -1217,6 +1217,30 @@ static void reply_runs_release(struct reply_runs *r)
 	r->n = 0;
 }
 
+/* Account a read of h and say what to fetch ahead of it: the file's
+ * window is capped at its share of the read-ahead memory (see ra_total),
+ * and the count of streams follows the window opening and closing. */
+static void fh_readahead(struct fs *fs, struct fh *h, uint64_t off, size_t size,
+			 uint64_t length, uint64_t *pf_off, uint64_t *pf_len)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	uint64_t streams = __atomic_load_n(&fs->ra_streams, __ATOMIC_RELAXED);
+	uint64_t cap = fs->ra_total / (streams ? streams : 1);
+
+	if (cap > fs->ra_max)
+		cap = fs->ra_max;
+	if (cap < 2 * (uint64_t)bs)
+		cap = 2 * (uint64_t)bs;
+	pthread_mutex_lock(&h->ra_lock);
+	int was = h->ra.window != 0;
+	readahead_update(&h->ra, off, size, length, bs, cap, pf_off, pf_len);
+	int is = h->ra.window != 0;
+	pthread_mutex_unlock(&h->ra_lock);
+	if (is != was)
+		__atomic_fetch_add(&fs->ra_streams, is ? 1 : (uint64_t)-1,
+				   __ATOMIC_RELAXED);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1237,21 +1261,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0;
 	struct rctx rc = {fs, n};
 	uint64_t pf_off, pf_len;
-	uint32_t bs = chunkstore_block_size(fs->cs);
-	uint64_t streams = __atomic_load_n(&fs->ra_streams, __ATOMIC_RELAXED);
-	uint64_t cap = fs->ra_total / (streams ? streams : 1);
-	if (cap > fs->ra_max)
-		cap = fs->ra_max;
-	if (cap < 2 * (uint64_t)bs)
-		cap = 2 * (uint64_t)bs;
-	pthread_mutex_lock(&h->ra_lock);
-	int was = h->ra.window != 0;
-	readahead_update(&h->ra, off, size, length, bs, cap, &pf_off, &pf_len);
-	int is = h->ra.window != 0;
-	pthread_mutex_unlock(&h->ra_lock);
-	if (is != was)
-		__atomic_fetch_add(&fs->ra_streams, is ? 1 : (uint64_t)-1,
-				   __ATOMIC_RELAXED);
+	fh_readahead(fs, h, (uint64_t)off, size, length, &pf_off, &pf_len);
 	if (pf_len)
 		reader_prefetch(fs->cs, n->ino, length, pf_off, pf_len,
 				rcb_chunk, &rc);
