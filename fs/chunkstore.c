@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bigbuf.h"
 #include "log.h"
 
 #define BLOCK_MIN      (64u << 10)
@@ -48,7 +49,8 @@ struct centry {
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
-	void *data;
+	void *mem;	  /* what the block's bytes live in (freed with it) */
+	const void *data; /* the raw bytes, len of them, inside mem */
 	int refs;
 	int state; /* enum centry_state */
 	int err;   /* CE_FAILED: what waiters return */
@@ -76,8 +78,11 @@ struct chunkstore {
 	struct pf_req *pf_q;	      /* protected by pf_lock */
 	size_t pf_cap, pf_head, pf_n; /* protected by pf_lock */
 	int pf_stop;		      /* protected by pf_lock */
-	pthread_t *pf_threads;	      /* set at open, joined at close */
-	int pf_nthreads;	      /* written only by open and close */
+	uint64_t *pf_busy;   /* slice each worker fetches (0: none); pf_lock */
+	uint64_t *pf_recent; /* slices of the last pf_nrecent requests taken */
+	size_t pf_nrecent, pf_at; /* ring of them; protected by pf_lock */
+	pthread_t *pf_threads;	  /* set at open, joined at close */
+	int pf_nthreads;	  /* written only by open and close */
 
 	/* Ranged reads: block prefixes (header + segment table), see the
 	 * "ranged reads" section. Leaf lock: never held with another. */
@@ -174,7 +179,11 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
 		cs->pf_q = calloc(cs->pf_cap, sizeof(*cs->pf_q));
 		cs->pf_threads = calloc(n, sizeof(*cs->pf_threads));
-		if (!cs->pf_q || !cs->pf_threads)
+		cs->pf_busy = calloc(n, sizeof(*cs->pf_busy));
+		cs->pf_nrecent = 2 * n;
+		cs->pf_recent = calloc(cs->pf_nrecent, sizeof(*cs->pf_recent));
+		if (!cs->pf_q || !cs->pf_threads || !cs->pf_busy ||
+		    !cs->pf_recent)
 			goto free_pf;
 		for (; cs->pf_nthreads < o->prefetch_threads;
 		     cs->pf_nthreads++) {
@@ -194,6 +203,8 @@ stop_threads:
 	pf_stop_all(cs);
 free_pf:
 	free(cs->pf_threads);
+	free(cs->pf_busy);
+	free(cs->pf_recent);
 	free(cs->pf_q);
 	pthread_cond_destroy(&cs->pf_cond);
 	pthread_mutex_destroy(&cs->pf_lock);
@@ -208,7 +219,7 @@ free_cs:
 static void centry_free(struct centry *e)
 {
 	pthread_cond_destroy(&e->done);
-	free(e->data);
+	bigbuf_free(e->mem);
 	free(e);
 }
 
@@ -219,6 +230,8 @@ void chunkstore_close(struct chunkstore *cs)
 	/* First: the workers are the only other holders of entries. */
 	pf_stop_all(cs);
 	free(cs->pf_threads);
+	free(cs->pf_busy);
+	free(cs->pf_recent);
 	free(cs->pf_q);
 	pthread_cond_destroy(&cs->pf_cond);
 	pthread_mutex_destroy(&cs->pf_lock);
@@ -371,9 +384,15 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 
 /* ---- fetch ---- */
 
+/* A fetched block: its raw bytes (data) inside the buffer to free (mem). */
+struct fetched {
+	void *mem;
+	const void *data;
+};
+
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
-		      int quiet, void **out);
+		      int quiet, struct fetched *out);
 
 /* The object holding a block or frame, and the byte range of it to get
  * (len 0: all of it). */
@@ -393,14 +412,17 @@ static void object_of(uint64_t id, uint32_t idx, uint32_t len,
 }
 
 /*
- * Get and decode one block into a malloc'd buffer of exactly len bytes. A
- * block that fails its check may be a bad local copy (a disk cache entry):
+ * Get and check one block of len raw bytes. A block stored raw is kept
+ * where the store put it (no copy: the checksums are checked in place); a
+ * compressed one is decoded into a buffer of its own. A block that fails
+ * its check may be a bad local copy (a disk cache entry):
  * the copy is evicted and the block fetched once more from the store.
  * quiet: a missing block is no news (a prefetch of a file deleted meanwhile;
  * a reader that needs the block fetches it again and says so).
  */
 static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
-		 const struct chunkstore_frame *fr, int quiet, void **out)
+		 const struct chunkstore_frame *fr, int quiet,
+		 struct fetched *out)
 {
 	int err = fetch_once(cs, id, idx, len, fr, quiet, out);
 	if (err == CODEC_ECORRUPT) {
@@ -416,7 +438,7 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
-		      int quiet, void **out)
+		      int quiet, struct fetched *out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
@@ -474,16 +496,21 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
 	STAT_ADD(cs, get_bytes, got);
-	raw = malloc(len ? len : 1);
-	if (!raw) {
-		err = ENOMEM;
-		goto free_blk;
-	}
-	err = codec_decode(blk, got, raw, len, &raw_len);
+	const void *view = NULL;
+	err = codec_view(blk, got, &view, &raw_len);
 	if (!err && raw_len != len)
-		err = CODEC_ECORRUPT;
-	if (err == ENOSPC)
-		err = CODEC_ECORRUPT; /* declares more bytes than its key */
+		err = CODEC_ECORRUPT; /* declares other bytes than its key */
+	/* a compressed block is decoded into a buffer of its own */
+	if (!err && !view) {
+		raw = malloc(len ? len : 1);
+		if (!raw) {
+			err = ENOMEM;
+			goto free_blk;
+		}
+		err = codec_decode(blk, got, raw, len, &raw_len);
+		if (!err && raw_len != len)
+			err = CODEC_ECORRUPT;
+	}
 	if (err) {
 		if (err == CODEC_ECORRUPT) {
 			STAT_ADD(cs, corrupt, 1);
@@ -504,8 +531,14 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		err = err == ENOMEM || err == CODEC_ECORRUPT ? err : EIO;
 		goto free_raw;
 	}
-	free(blk);
-	*out = raw;
+	if (view) {
+		out->mem = blk;
+		out->data = view;
+	} else {
+		free(blk);
+		out->mem = raw;
+		out->data = raw;
+	}
 	return 0;
 
 free_raw:
@@ -547,8 +580,8 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
  * the table, so that the next reader tries the store again. */
 static int entry_load(struct chunkstore *cs, struct centry *e)
 {
-	void *data = NULL;
-	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &data);
+	struct fetched f = {NULL, NULL};
+	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &f);
 
 	pthread_mutex_lock(&cs->lock);
 	if (err) {
@@ -562,7 +595,8 @@ static int entry_load(struct chunkstore *cs, struct centry *e)
 		pthread_mutex_unlock(&cs->lock);
 		return err;
 	}
-	e->data = data;
+	e->mem = f.mem;
+	e->data = f.data;
 	e->state = CE_READY;
 	if (e->hashed)
 		cs->cached_bytes += e->len;
@@ -649,24 +683,73 @@ static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
 		block_put(cs, e); /* onto the LRU like any block read */
 }
 
+/* Under pf_lock: how much of the workers' time slice id has had lately:
+ * its fetches in flight and its share of the requests taken last. */
+static size_t pf_share(const struct chunkstore *cs, uint64_t id)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < cs->pf_nthreads; k++)
+		n += cs->pf_busy[k] == id;
+	for (size_t k = 0; k < cs->pf_nrecent; k++)
+		n += cs->pf_recent[k] == id;
+	return n;
+}
+
+/*
+ * Under pf_lock: take the queued block to fetch next. Several files read
+ * at once share the workers fairly: the oldest request of the slice that
+ * had the least of them lately goes first, so one reader's deep window
+ * cannot keep the others waiting behind it. (Slices stand for readers: a
+ * sequential reader is inside one slice, or two, at a time.)
+ */
+static struct pf_req pf_take(struct chunkstore *cs)
+{
+	size_t best = 0, best_share = SIZE_MAX;
+
+	for (size_t i = 0; i < cs->pf_n && best_share > 0; i++) {
+		uint64_t id = cs->pf_q[(cs->pf_head + i) % cs->pf_cap].id;
+		size_t share = pf_share(cs, id);
+		if (share < best_share) {
+			best = i;
+			best_share = share;
+		}
+	}
+	struct pf_req r = cs->pf_q[(cs->pf_head + best) % cs->pf_cap];
+	/* close the gap: the requests before it move up one */
+	for (size_t i = best; i > 0; i--)
+		cs->pf_q[(cs->pf_head + i) % cs->pf_cap] =
+		    cs->pf_q[(cs->pf_head + i - 1) % cs->pf_cap];
+	cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
+	cs->pf_n--;
+	cs->pf_recent[cs->pf_at] = r.id;
+	cs->pf_at = (cs->pf_at + 1) % cs->pf_nrecent;
+	return r;
+}
+
 static void *pf_worker(void *arg)
 {
 	struct chunkstore *cs = arg;
+	int slot = -1;
 
+	pthread_mutex_lock(&cs->pf_lock);
 	for (;;) {
-		pthread_mutex_lock(&cs->pf_lock);
 		while (!cs->pf_stop && cs->pf_n == 0)
 			pthread_cond_wait(&cs->pf_cond, &cs->pf_lock);
-		if (cs->pf_stop) {
-			pthread_mutex_unlock(&cs->pf_lock);
-			return NULL;
-		}
-		struct pf_req r = cs->pf_q[cs->pf_head];
-		cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
-		cs->pf_n--;
+		if (cs->pf_stop)
+			break;
+		struct pf_req r = pf_take(cs);
+		/* a free slot: there is one per worker */
+		for (slot = 0; cs->pf_busy[slot]; slot++)
+			;
+		cs->pf_busy[slot] = r.id ? r.id : UINT64_MAX;
 		pthread_mutex_unlock(&cs->pf_lock);
 		prefetch_one(cs, &r);
+		pthread_mutex_lock(&cs->pf_lock);
+		cs->pf_busy[slot] = 0;
 	}
+	pthread_mutex_unlock(&cs->pf_lock);
+	return NULL;
 }
 
 /* Drop what is queued, let each worker finish the block it is on, join. */
@@ -1122,28 +1205,39 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 
 /* ---- public ---- */
 
-int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
-			 const void *raw, uint32_t len)
+/* Encode and put one block: copied into a buffer of its own, or with
+ * room (chunkstore_headroom() bytes before raw) in place when it is stored
+ * raw. */
+static int put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
+		     void *raw, uint32_t len, int room)
 {
 	char key[KEY_CAP];
 	size_t enc_len = 0;
-	void *enc;
+	void *enc = NULL, *blk = NULL;
 	int err;
 
 	if (!cs || (!raw && len) || len > cs->o.block_size)
 		return EINVAL;
-	enc = malloc(codec_bound(len));
-	if (!enc)
-		return ENOMEM;
-	err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
+	/* in place, only a compressed block needs a buffer */
+	if (!room || cs->o.compress != CODEC_NONE) {
+		enc = bigbuf_alloc(codec_bound(len));
+		if (!enc)
+			return ENOMEM;
+	}
+	if (room) {
+		err = codec_encode_inplace(raw, len, cs->o.compress, enc, &blk,
+					   &enc_len);
+	} else {
+		err = codec_encode(raw, len, cs->o.compress, enc, &enc_len);
+		blk = enc;
+	}
+	chunkstore_key(id, idx, len, key, sizeof(key));
 	if (err) {
-		chunkstore_key(id, idx, len, key, sizeof(key));
 		log_err("cannot encode block '%s': %s", key,
 			codec_strerror(err));
 		goto free_enc;
 	}
-	chunkstore_key(id, idx, len, key, sizeof(key));
-	err = objstore_put(cs->store, key, enc, enc_len);
+	err = objstore_put(cs->store, key, blk, enc_len);
 	if (err) {
 		log_err("cannot upload block '%s': %s", key,
 			objstore_strerror(err));
@@ -1155,51 +1249,136 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	 * attempt of the same bytes; drop it anyway rather than trust that. */
 	drop_cached(cs, id, idx);
 free_enc:
-	free(enc);
+	bigbuf_free(enc);
 	return err;
+}
+
+int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
+			 const void *raw, uint32_t len)
+{
+	/* not written to: without room the block is copied */
+	return put_block(cs, id, idx, (void *)(uintptr_t)raw, len, 0);
+}
+
+size_t chunkstore_headroom(const struct chunkstore *cs)
+{
+	return codec_prefix_len(cs->o.block_size);
+}
+
+int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
+				 uint32_t idx, void *raw, uint32_t len)
+{
+	return put_block(cs, id, idx, raw, len, 1);
+}
+
+/* A pin of bytes that are in no cache: a free-standing entry owning buf,
+ * freed by its release. */
+static struct chunkstore_pin *pin_buffer(void *buf, uint32_t len)
+{
+	struct centry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	pthread_cond_init(&e->done, NULL);
+	e->mem = buf;
+	e->data = buf;
+	e->len = len;
+	e->refs = 1;
+	e->state = CE_READY;
+	return (struct chunkstore_pin *)e;
+}
+
+void chunkstore_unpin(struct chunkstore *cs, struct chunkstore_pin *pin)
+{
+	if (pin)
+		block_put(cs, (struct centry *)pin);
+}
+
+/*
+ * Bytes [off, off+len) of slice (id, size), block by block: copied to dst,
+ * or, with dst NULL, handed to fn where they are (pinned).
+ */
+static int read_blocks(struct chunkstore *cs, uint64_t id, uint32_t size,
+		       uint32_t off, uint32_t len, char *dst,
+		       chunkstore_run_fn fn, void *arg)
+{
+	uint32_t bs = cs->o.block_size;
+	uint32_t first = off / bs;
+	uint32_t last = (uint32_t)(((uint64_t)off + len - 1) / bs);
+
+	for (uint32_t i = first; i <= last; i++) {
+		uint64_t bstart = (uint64_t)i * bs;
+		uint64_t from = off > bstart ? off : bstart;
+		uint64_t to = (uint64_t)off + len < bstart + bs
+				  ? (uint64_t)off + len
+				  : bstart + bs;
+		uint32_t n = (uint32_t)(to - from);
+		uint32_t boff = (uint32_t)(from - bstart);
+		uint32_t blen = block_len(cs, size, i);
+		struct centry *e = NULL;
+		int err = RANGE_WHOLE;
+
+		/* A small piece of a block not in memory: its segments only;
+		 * to hand them out they need a buffer of their own. */
+		if (dst) {
+			err = ranged_read(cs, id, i, blen, boff, n, dst);
+		} else if (n < blen / RANGE_FRACTION) {
+			char *buf = malloc(n);
+			if (!buf)
+				return ENOMEM;
+			err = ranged_read(cs, id, i, blen, boff, n, buf);
+			struct chunkstore_pin *pin = NULL;
+			if (!err && !(pin = pin_buffer(buf, n)))
+				err = ENOMEM;
+			if (err) {
+				free(buf);
+			} else {
+				err = fn(arg, buf, n, pin);
+				if (err)
+					return err;
+				continue;
+			}
+		}
+		if (err != RANGE_WHOLE) {
+			if (err)
+				return err;
+			dst += n;
+			continue;
+		}
+		err = block_get(cs, id, i, blen, &no_frame, &e);
+		if (err)
+			return err;
+		const char *at = (const char *)e->data + boff;
+		if (dst) {
+			memcpy(dst, at, n);
+			dst += n;
+			block_put(cs, e);
+		} else if ((err = fn(arg, at, n, (struct chunkstore_pin *)e))) {
+			return err;
+		}
+	}
+	return 0;
 }
 
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 		    uint32_t off, uint32_t len, void *buf)
 {
-	uint32_t bs, first, last;
-	char *dst = buf;
-
 	if (!cs || (!buf && len) || (uint64_t)off + len > size)
 		return EINVAL;
 	if (len == 0)
 		return 0;
-	bs = cs->o.block_size;
-	first = off / bs;
-	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
-	for (uint32_t i = first; i <= last; i++) {
-		uint64_t bstart = (uint64_t)i * bs;
-		uint64_t from = off > bstart ? off : bstart;
-		uint64_t to = (uint64_t)off + len;
-		struct centry *e = NULL;
-		int err;
+	return read_blocks(cs, id, size, off, len, buf, NULL, NULL);
+}
 
-		if (to > bstart + bs)
-			to = bstart + bs;
-		/* A small piece of a block not in memory: its segments only. */
-		err = ranged_read(cs, id, i, block_len(cs, size, i),
-				  (uint32_t)(from - bstart),
-				  (uint32_t)(to - from), dst);
-		if (err != RANGE_WHOLE) {
-			if (err)
-				return err;
-			dst += to - from;
-			continue;
-		}
-		err = block_get(cs, id, i, block_len(cs, size, i), &no_frame,
-				&e);
-		if (err)
-			return err;
-		memcpy(dst, (char *)e->data + (from - bstart), to - from);
-		dst += to - from;
-		block_put(cs, e);
-	}
-	return 0;
+int chunkstore_read_pinned(struct chunkstore *cs, uint64_t id, uint32_t size,
+			   uint32_t off, uint32_t len, chunkstore_run_fn fn,
+			   void *arg)
+{
+	if (!cs || !fn || (uint64_t)off + len > size)
+		return EINVAL;
+	if (len == 0)
+		return 0;
+	return read_blocks(cs, id, size, off, len, NULL, fn, arg);
 }
 
 int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
@@ -1235,26 +1414,49 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 
 /* ---- packed slices ---- */
 
+/* The frame's cached entry (block 0 of its slice: slice ids are unique,
+ * and a slice is either packed or in blocks, never both); *e NULL when
+ * there is nothing to read. */
+static int frame_get(struct chunkstore *cs, uint64_t id, uint32_t size,
+		     const struct chunkstore_frame *f, uint32_t off,
+		     uint32_t len, struct centry **e)
+{
+	*e = NULL;
+	if (!cs || !f || !f->pack || (uint64_t)off + len > size)
+		return EINVAL;
+	return len ? block_get(cs, id, 0, size, f, e) : 0;
+}
+
 int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
 			  const struct chunkstore_frame *f, uint32_t off,
 			  uint32_t len, void *buf)
 {
-	struct centry *e = NULL;
-	int err;
+	struct centry *e;
 
-	if (!cs || !f || !f->pack || (!buf && len) ||
-	    (uint64_t)off + len > size)
+	if (!buf && len)
 		return EINVAL;
-	if (len == 0)
-		return 0;
-	/* A frame is cached as block 0 of its slice: slice ids are unique,
-	 * and a slice is either packed or in blocks, never both. */
-	err = block_get(cs, id, 0, size, f, &e);
-	if (err)
+	int err = frame_get(cs, id, size, f, off, len, &e);
+	if (err || !e)
 		return err;
-	memcpy(buf, (char *)e->data + off, len);
+	memcpy(buf, (const char *)e->data + off, len);
 	block_put(cs, e);
 	return 0;
+}
+
+int chunkstore_read_frame_pinned(struct chunkstore *cs, uint64_t id,
+				 uint32_t size,
+				 const struct chunkstore_frame *f, uint32_t off,
+				 uint32_t len, chunkstore_run_fn fn, void *arg)
+{
+	struct centry *e;
+
+	if (!fn)
+		return EINVAL;
+	int err = frame_get(cs, id, size, f, off, len, &e);
+	if (err || !e)
+		return err;
+	return fn(arg, (const char *)e->data + off, len,
+		  (struct chunkstore_pin *)e);
 }
 
 void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,

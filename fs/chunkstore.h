@@ -27,7 +27,7 @@ struct chunkstore_opts {
 	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */
 	enum codec_compress compress;
 	size_t mem_cache_bytes; /* 0 = no memory cache */
-	int prefetch_threads;   /* background fetchers; 0 = no prefetch */
+	int prefetch_threads;	/* background fetchers; 0 = no prefetch */
 	/* Frames of packs that are on this node only (writeback staging):
 	 * bytes [off, off+len) of pack in a malloc'd *data, or ENOENT when
 	 * the store has them. NULL: none. */
@@ -76,11 +76,41 @@ struct chunkstore_frame {
 /* Encode and put one block; durable on return. */
 int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			 const void *raw, uint32_t len);
+/* Bytes a caller of chunkstore_put_block_inplace() leaves free (and
+ * writable) just before the raw bytes of a block. */
+size_t chunkstore_headroom(const struct chunkstore *cs);
+/* chunkstore_put_block without a copy of a block stored raw: its header
+ * and checksum table are written into the headroom before raw, and the
+ * block is put from there (compressed blocks still get a buffer). */
+int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
+				 uint32_t idx, void *raw, uint32_t len);
 /* Copy bytes [off, off+len) of slice (id, size) into buf, fetching the
  * blocks needed. A block that fails its checksum gives EIO (and a log
  * line); a missing block gives EIO too. */
 int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
 		    uint32_t off, uint32_t len, void *buf);
+/*
+ * Zero-copy reads: the same bytes as chunkstore_read and _read_frame, handed
+ * to fn run by run, in order, where they lie in the memory cache. Each run
+ * comes with a pin that keeps its bytes valid and in memory: fn owns it
+ * (also when it returns an error, which stops the read and is returned)
+ * and releases it with chunkstore_unpin(). Pinned blocks are not evicted,
+ * so pins are to be held briefly (for one reply). A small piece of a block
+ * that is not cached (a ranged read) comes in a buffer of its own, freed by
+ * its unpin.
+ */
+struct chunkstore_pin;
+typedef int (*chunkstore_run_fn)(void *arg, const void *data, size_t len,
+				 struct chunkstore_pin *pin);
+int chunkstore_read_pinned(struct chunkstore *cs, uint64_t id, uint32_t size,
+			   uint32_t off, uint32_t len, chunkstore_run_fn fn,
+			   void *arg);
+int chunkstore_read_frame_pinned(struct chunkstore *cs, uint64_t id,
+				 uint32_t size,
+				 const struct chunkstore_frame *f, uint32_t off,
+				 uint32_t len, chunkstore_run_fn fn, void *arg);
+void chunkstore_unpin(struct chunkstore *cs,
+		      struct chunkstore_pin *pin); /* NULL-safe */
 /*
  * Ask for the blocks covering [off, off+len) of slice (id, size) to be
  * fetched in the background into the memory cache (and through the store,
@@ -89,7 +119,7 @@ int chunkstore_read(struct chunkstore *cs, uint64_t id, uint32_t size,
  * dropped (counted in prefetch_drops).
  */
 void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
-                         uint32_t off, uint32_t len);
+			 uint32_t off, uint32_t len);
 /* chunkstore_read and chunkstore_prefetch for a slice stored as frame f. */
 int chunkstore_read_frame(struct chunkstore *cs, uint64_t id, uint32_t size,
 			  const struct chunkstore_frame *f, uint32_t off,

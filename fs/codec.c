@@ -115,7 +115,7 @@ static size_t encode_v2(const unsigned char *raw, size_t raw_len,
 							  : CODEC_SEG_SIZE;
 		put_u32(table + 4 * i, seg_sum(raw + off, n, i));
 	}
-	if (raw_len)
+	if (raw_len && table + tlen != raw) /* not laid out in place */
 		memcpy(table + tlen, raw, raw_len);
 	memcpy(hdr, CODEC_MAGIC, 4);
 	hdr[4] = 2;
@@ -128,32 +128,57 @@ static size_t encode_v2(const unsigned char *raw, size_t raw_len,
 	return CODEC_HDR_SIZE + tlen + raw_len;
 }
 
+/* A v1 LZ4 block of raw into hdr, if that pays: 1 and *out_len, else 0. */
+static int encode_lz4(const void *raw, size_t raw_len, unsigned char *hdr,
+		      size_t *out_len)
+{
+	if (raw_len < 2)
+		return 0;
+	/* A block LZ4 shrinks by less than 1/8 is stored raw: the little
+	 * space saved is not worth making every small read of it fetch the
+	 * whole block. LZ4 gives up (returns 0) as soon as the result would
+	 * not fit the capacity, quickly on incompressible bytes. */
+	size_t save = raw_len / 8 ? raw_len / 8 : 1;
+	int n = LZ4_compress_default(raw, (char *)hdr + CODEC_HDR_SIZE,
+				     (int)raw_len, (int)(raw_len - save));
+	if (n <= 0)
+		return 0;
+	encode_v1_lz4(raw, raw_len, (size_t)n, hdr);
+	*out_len = CODEC_HDR_SIZE + (size_t)n;
+	return 1;
+}
+
+static int encode_args_ok(const void *raw, size_t raw_len,
+			  enum codec_compress c)
+{
+	return (raw || !raw_len) && raw_len <= CODEC_MAX_RAW &&
+	       (c == CODEC_NONE || c == CODEC_LZ4);
+}
+
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len)
 {
-	unsigned char *hdr = out;
-
-	if ((!raw && raw_len) || !out || !out_len)
+	if (!out || !out_len || !encode_args_ok(raw, raw_len, c))
 		return EINVAL;
-	if (raw_len > CODEC_MAX_RAW || (c != CODEC_NONE && c != CODEC_LZ4))
-		return EINVAL;
+	if (c == CODEC_LZ4 && encode_lz4(raw, raw_len, out, out_len))
+		return 0;
+	*out_len = encode_v2(raw, raw_len, out);
+	return 0;
+}
 
-	if (c == CODEC_LZ4 && raw_len > 1) {
-		/* A block LZ4 shrinks by less than 1/8 is stored raw: the
-		 * little space saved is not worth making every small read of
-		 * it fetch the whole block. LZ4 gives up (returns 0) as soon
-		 * as the result would not fit the capacity. */
-		size_t save = raw_len / 8 ? raw_len / 8 : 1;
-		int n =
-		    LZ4_compress_default(raw, (char *)hdr + CODEC_HDR_SIZE,
-					 (int)raw_len, (int)(raw_len - save));
-		if (n > 0) {
-			encode_v1_lz4(raw, raw_len, (size_t)n, hdr);
-			*out_len = CODEC_HDR_SIZE + (size_t)n;
-			return 0;
-		}
+int codec_encode_inplace(void *raw, size_t raw_len, enum codec_compress c,
+			 void *lz, void **blk, size_t *blk_len)
+{
+	if (!raw || !blk || !blk_len || !encode_args_ok(raw, raw_len, c) ||
+	    (c == CODEC_LZ4 && !lz))
+		return EINVAL;
+	if (c == CODEC_LZ4 && encode_lz4(raw, raw_len, lz, blk_len)) {
+		*blk = lz;
+		return 0;
 	}
-	*out_len = encode_v2(raw, raw_len, hdr);
+	unsigned char *hdr = (unsigned char *)raw - codec_prefix_len(raw_len);
+	*blk_len = encode_v2(raw, raw_len, hdr);
+	*blk = hdr;
 	return 0;
 }
 
@@ -351,6 +376,36 @@ int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
 		return err;
 	if (raw_len)
 		*raw_len = rlen;
+	return 0;
+}
+
+int codec_view(const void *blk, size_t blk_len, const void **raw,
+	       size_t *raw_len)
+{
+	const unsigned char *hdr = blk;
+	size_t rlen, stored;
+	int version, err;
+
+	if (!raw || !raw_len)
+		return EINVAL;
+	err = check_header(hdr, blk_len, &version, &rlen, &stored);
+	if (err)
+		return err;
+	const unsigned char *payload = hdr + CODEC_HDR_SIZE;
+	if (version == 1 && (hdr[5] & CODEC_F_LZ4)) {
+		*raw = NULL;
+	} else if (version == 1) {
+		if (XXH3_64bits(payload, rlen) != get_u64(hdr + 16))
+			return CODEC_ECORRUPT;
+		*raw = payload;
+	} else {
+		err =
+		    check_segments(payload, payload + table_len(rlen), 0, rlen);
+		if (err)
+			return err;
+		*raw = payload + table_len(rlen);
+	}
+	*raw_len = rlen;
 	return 0;
 }
 

@@ -62,6 +62,18 @@ size_t codec_bound(size_t raw_len);
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len);
 
+/*
+ * codec_encode without copying the raw bytes of a block stored raw: it is
+ * laid out as a v2 block where it is, its header and table written into
+ * the codec_prefix_len(raw_len) bytes just before raw, which the caller
+ * owns. With CODEC_LZ4 the block is compressed into lz (codec_bound()
+ * bytes) instead when that pays, as codec_encode() decides. *blk is where
+ * the block starts (lz, or raw - codec_prefix_len(raw_len)) and *blk_len
+ * its length. EINVAL as codec_encode(), or for LZ4 without lz.
+ */
+int codec_encode_inplace(void *raw, size_t raw_len, enum codec_compress c,
+			 void *lz, void **blk, size_t *blk_len);
+
 /* Encoded length (header included) of the block whose first avail bytes
  * (at least CODEC_HDR_SIZE) are at hdr, from its header fields alone (the
  * checksums are checked by a decode): to walk blocks laid end to end, as in
@@ -79,6 +91,16 @@ int codec_raw_len(const void *blk, size_t blk_len, size_t *raw_len);
  */
 int codec_decode(const void *blk, size_t blk_len, void *raw, size_t raw_cap,
 		 size_t *raw_len);
+
+/*
+ * Check a whole block where it lies, without copying it: for a block
+ * stored raw (v2, or v1 without LZ4) verify every checksum and point *raw
+ * at its raw bytes inside blk; for a compressed one set *raw to NULL (then
+ * decode it with codec_decode()). *raw_len is the raw length either way.
+ * Errors as codec_decode(). Thread-safe, no allocation.
+ */
+int codec_view(const void *blk, size_t blk_len, const void **raw,
+	       size_t *raw_len);
 
 /* ---- ranged reads (v2) ---- */
 

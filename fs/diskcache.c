@@ -7,6 +7,7 @@
  * store's checksum and is evicted.
  */
 #include "diskcache.h"
+#include "bigbuf.h"
 #include "fsutil.h"
 #include "log.h"
 
@@ -461,7 +462,7 @@ static int read_entry(struct dc_dir *d, const char *key, uint64_t size,
 		if (len && len < n)
 			n = len;
 	}
-	unsigned char *buf = malloc(n ? n : 1);
+	unsigned char *buf = bigbuf_alloc(n);
 	if (!buf) {
 		err = ENOMEM;
 		goto close_fd;

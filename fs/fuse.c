@@ -50,6 +50,10 @@
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
+/* The kernel's readahead of a file read through the mount. It caps what
+ * init asks for at the 128 KiB default of the mount's backing device, so
+ * that is raised too once the mount is up (kernel_readahead()). */
+#define KERNEL_RA_BYTES (4u << 20)
 #define RECLAIM_BATCH	64
 
 /* ---- state ---------------------------------------------------------- */
@@ -96,6 +100,12 @@ struct fs {
 	struct objstore *store; /* the disk cache over the store, if any */
 	int disk_cache;		/* store is a diskcache */
 	uint64_t ra_max;	/* readahead window cap, bytes */
+	/* Readahead of all open files together stays within ra_total (half
+	 * the memory cache it fills, so no file's blocks are evicted before
+	 * they are read); each of the ra_streams files reading sequentially
+	 * now gets an equal share. ra_streams: __atomic. */
+	uint64_t ra_total;
+	uint64_t ra_streams;
 	struct chunkstore *cs;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
@@ -670,7 +680,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->max_write = 1 << 20;
-	conn->max_readahead = 1 << 20;
+	conn->max_readahead = KERNEL_RA_BYTES;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 }
@@ -1098,8 +1108,10 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- files ---------------------------------------------------------- */
 
-static void fh_free(struct fh *h)
+static void fh_free(struct fs *fs, struct fh *h)
 {
+	if (h->ra.window) /* a stream ends */
+		__atomic_fetch_sub(&fs->ra_streams, 1, __ATOMIC_RELAXED);
 	pthread_mutex_destroy(&h->ra_lock);
 	free(h);
 }
@@ -1192,7 +1204,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return reply_err(req, "open", err);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* interrupted: the kernel will not release it */
-		fh_free((struct fh *)(uintptr_t)fi->fh);
+		fh_free(fs, (struct fh *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -1230,8 +1242,64 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	node_lookup_ref(fs, ino, &a, 0);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		node_forget(fs, ino, 1);
-		fh_free((struct fh *)(uintptr_t)fi->fh);
+		fh_free(fs, (struct fh *)(uintptr_t)fi->fh);
 	}
+}
+
+/* A read reply gathered from pinned runs of cached blocks. */
+#define REPLY_RUNS	64
+#define REPLY_RUNS_FULL (-1) /* internal: more runs than that */
+
+struct reply_runs {
+	struct chunkstore *cs;
+	struct iovec iov[REPLY_RUNS];
+	struct chunkstore_pin *pin[REPLY_RUNS];
+	size_t n;
+};
+
+static int reply_run(void *arg, const void *data, size_t len,
+		     struct chunkstore_pin *pin)
+{
+	struct reply_runs *r = arg;
+
+	if (r->n == REPLY_RUNS) {
+		chunkstore_unpin(r->cs, pin);
+		return REPLY_RUNS_FULL;
+	}
+	r->iov[r->n] = (struct iovec){(void *)(uintptr_t)data, len};
+	r->pin[r->n++] = pin;
+	return 0;
+}
+
+static void reply_runs_release(struct reply_runs *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		chunkstore_unpin(r->cs, r->pin[i]);
+	r->n = 0;
+}
+
+/* Account a read of h and say what to fetch ahead of it: the file's
+ * window is capped at its share of the read-ahead memory (see ra_total),
+ * and the count of streams follows the window opening and closing. */
+static void fh_readahead(struct fs *fs, struct fh *h, uint64_t off, size_t size,
+			 uint64_t length, uint64_t *pf_off, uint64_t *pf_len)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	uint64_t streams = __atomic_load_n(&fs->ra_streams, __ATOMIC_RELAXED);
+	uint64_t cap = fs->ra_total / (streams ? streams : 1);
+
+	if (cap > fs->ra_max)
+		cap = fs->ra_max;
+	if (cap < 2 * (uint64_t)bs)
+		cap = 2 * (uint64_t)bs;
+	pthread_mutex_lock(&h->ra_lock);
+	int was = h->ra.window != 0;
+	readahead_update(&h->ra, off, size, length, bs, cap, pf_off, pf_len);
+	int is = h->ra.window != 0;
+	pthread_mutex_unlock(&h->ra_lock);
+	if (is != was)
+		__atomic_fetch_add(&fs->ra_streams, is ? 1 : (uint64_t)-1,
+				   __ATOMIC_RELAXED);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1251,20 +1319,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if ((uint64_t)off >= length || size == 0)
 		return (void)fuse_reply_buf(req, NULL, 0);
 
-	char *buf = malloc(size);
-	if (!buf)
-		return reply_err(req, "read", ENOMEM);
 	size_t got = 0;
 	struct rctx rc = {fs, n};
 	uint64_t pf_off, pf_len;
-	pthread_mutex_lock(&h->ra_lock);
-	readahead_update(&h->ra, off, size, length,
-			 chunkstore_block_size(fs->cs), fs->ra_max, &pf_off,
-			 &pf_len);
-	pthread_mutex_unlock(&h->ra_lock);
+	fh_readahead(fs, h, (uint64_t)off, size, length, &pf_off, &pf_len);
 	if (pf_len)
 		reader_prefetch(fs->cs, n->ino, length, pf_off, pf_len,
 				rcb_chunk, &rc);
+
+	/* The reply goes out from where the blocks are cached (no copy,
+	 * no buffer); a read in too many pieces is copied instead. */
+	struct reply_runs rr = {.cs = fs->cs};
+	err = reader_read_pinned(fs->cs, n->ino, length, off, size, &got,
+				 reply_run, &rr, rcb_chunk, &rc);
+	if (!err)
+		fuse_reply_iov(req, rr.iov, (int)rr.n);
+	reply_runs_release(&rr);
+	if (err != REPLY_RUNS_FULL) {
+		if (err)
+			reply_err(req, "read", err);
+		return;
+	}
+
+	char *buf = malloc(size);
+	if (!buf)
+		return reply_err(req, "read", ENOMEM);
 	err = reader_read(fs->cs, n->ino, length, off, size, buf, &got,
 			  rcb_chunk, &rc);
 	if (err)
@@ -1356,7 +1435,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		}
 	}
 	node_unpin(fs, n);
-	fh_free(h);
+	fh_free(fs, h);
 	fuse_reply_err(req, 0);
 }
 
@@ -2345,6 +2424,43 @@ static void report_ready(struct fs *fs, int err, const char *msg)
 }
 
 /* Waits for the kernel's INIT, then checks the mount answers a statfs. */
+/*
+ * Let the kernel read ahead KERNEL_RA_BYTES of a file read through the
+ * mount (its backing device starts at 128 KiB, whatever init asked for):
+ * a sequential reader then sends 1 MiB requests, several at a time, rather
+ * than a stream of 128 KiB ones, each a round trip through the daemon.
+ * Best effort: only root may write the setting.
+ */
+static void kernel_readahead(const char *mountpoint)
+{
+	char line[PATH_MAX + 512], dev[32], ours[32] = "", mp[PATH_MAX + 1];
+	char path[96];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last match is ours
+	 * (a mount point with spaces is escaped and never matches; then the
+	 * setting is left alone) */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %31s %*s %4096s", dev, mp) == 2 &&
+		    strcmp(mp, mountpoint) == 0)
+			memcpy(ours, dev, sizeof(ours));
+	fclose(f);
+	if (!ours[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", ours);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char kb[16];
+	int n = snprintf(kb, sizeof(kb), "%u", KERNEL_RA_BYTES >> 10);
+	if (write(fd, kb, (size_t)n) != n)
+		log_debug("cannot set the kernel readahead in '%s': %s", path,
+			  strerror(errno));
+	close(fd);
+}
+
 static void *ready_watcher(void *arg)
 {
 	struct fs *fs = arg;
@@ -2390,6 +2506,7 @@ static void *ready_watcher(void *arg)
 		report_ready(fs, err, msg);
 		return NULL;
 	}
+	kernel_readahead(fs->o->mountpoint);
 	report_ready(fs, 0, NULL);
 	return NULL;
 }
@@ -2473,7 +2590,9 @@ int fs_mount(const struct fs_opts *o,
 	    .compress = fs->vol.compress,
 	    .mem_cache_bytes =
 		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
-	    .prefetch_threads = o->prefetch < 0 ? 4 : o->prefetch,
+	    /* as many GETs in flight as a parallel GET of a big object
+	       needs to reach the store's bandwidth */
+	    .prefetch_threads = o->prefetch < 0 ? 8 : o->prefetch,
 	    .staged_get = ccb_staged_get,
 	    .staged_block = ccb_staged_block,
 	    .staged_drop = ccb_staged_drop,
@@ -2486,6 +2605,7 @@ int fs_mount(const struct fs_opts *o,
 	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
 			 ? co.mem_cache_bytes / 4
 			 : (64u << 20);
+	fs->ra_total = co.mem_cache_bytes / 2;
 	err = chunkstore_open(fs->store, &co, &fs->cs);
 	if (err) {
 		err =

@@ -13,6 +13,7 @@
  * they are reused by later writes and removing them would race with puts.
  */
 #include "objstore.h"
+#include "bigbuf.h"
 #include "fsutil.h"
 #include "log.h"
 
@@ -218,7 +219,7 @@ static int file_get(struct objstore *s, const char *key, uint64_t off,
 		if (len && len < n)
 			n = len;
 	}
-	unsigned char *buf = malloc(n ? n : 1);
+	unsigned char *buf = bigbuf_alloc(n);
 	if (!buf) {
 		err = ENOMEM;
 		goto close_fd;

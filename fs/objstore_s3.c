@@ -14,6 +14,7 @@
  * S3_TIMEOUT_TRIES times and then reported as OBJSTORE_EUNREACH.
  */
 #include "objstore.h"
+#include "bigbuf.h"
 #include "log.h"
 
 #include <errno.h>
@@ -291,7 +292,7 @@ static S3Status on_get_data(int size, const char *data, void *arg)
 			cap = (size_t)r->content_length;
 		while (cap < r->got + n)
 			cap *= 2;
-		void *nb = realloc(r->buf, cap);
+		void *nb = r->buf ? realloc(r->buf, cap) : bigbuf_alloc(cap);
 		if (!nb) {
 			r->cb_err = ENOMEM;
 			return S3StatusAbortedByCallback;
@@ -521,7 +522,7 @@ static int s3_get(struct objstore *os, const char *key, uint64_t off,
 	r.want = len;
 	r.off = off;
 	if (len) {
-		r.buf = malloc(len);
+		r.buf = bigbuf_alloc(len);
 		if (!r.buf)
 			return ENOMEM;
 		r.cap = len;

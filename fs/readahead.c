@@ -8,10 +8,13 @@
 
 #include <string.h>
 
-/* The kernel's own readahead sends a few requests slightly out of order;
- * reads that land this close to the expected offset still count as a
- * stream. */
-#define RA_TOLERANCE (128u << 10)
+/* The kernel's own readahead sends a few requests at once, and the
+ * daemon's threads may take them slightly out of order: reads that land
+ * within RA_TOLERANCE, or within RA_TOLERANCE_READS reads of their own size
+ * (1 MiB requests, 4 MiB of kernel readahead in flight), of the expected
+ * offset still count as a stream. */
+#define RA_TOLERANCE	   (128u << 10)
+#define RA_TOLERANCE_READS 4
 
 /* A run must have read this much before anything is fetched ahead: shuffled
  * small reads that happen to land near each other (or a file's header read
@@ -32,9 +35,12 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 /* Does [off, end) touch [next - tolerance, next + tolerance]? */
 static int near_next(const struct readahead *ra, uint64_t off, uint64_t end)
 {
-	uint64_t lo = ra->next > RA_TOLERANCE ? ra->next - RA_TOLERANCE : 0;
+	uint64_t tol = (end - off) * RA_TOLERANCE_READS;
+	if (tol < RA_TOLERANCE)
+		tol = RA_TOLERANCE;
+	uint64_t lo = ra->next > tol ? ra->next - tol : 0;
 
-	return off <= ra->next + RA_TOLERANCE && end >= lo;
+	return off <= ra->next + tol && end >= lo;
 }
 
 void readahead_update(struct readahead *ra, uint64_t off, size_t len,

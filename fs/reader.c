@@ -118,27 +118,85 @@ static int read_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
 	return err == EINVAL ? EIO : err; /* the record points past its slice */
 }
 
+/* Walk [off, off+len) of a file of `length` bytes, clipped to it, and say
+ * in *got how much that was. */
+static int walk_read(uint64_t ino, uint64_t length, uint64_t off, size_t len,
+		     size_t *got, reader_chunk_fn fn, void *arg, piece_fn piece,
+		     void *ctx)
+{
+	if (off >= length || len == 0)
+		return 0;
+	uint64_t end = length - off < len ? length : off + len;
+	int err = walk(ino, off, end, fn, arg, piece, ctx);
+	if (!err)
+		*got = (size_t)(end - off);
+	return err;
+}
+
 int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
 		uint64_t off, size_t len, void *buf, size_t *got,
 		reader_chunk_fn fn, void *arg)
 {
 	struct read_ctx r = {cs, buf, off};
-	uint64_t end;
-	int err;
 
 	if (!got)
 		return EINVAL;
 	*got = 0;
 	if (!cs || !fn || (!buf && len))
 		return EINVAL;
-	if (off >= length || len == 0)
-		return 0;
-	end = length - off < len ? length : off + len;
-	err = walk(ino, off, end, fn, arg, read_piece, &r);
-	if (err)
+	return walk_read(ino, length, off, len, got, fn, arg, read_piece, &r);
+}
+
+/* ---- read without copying ---- */
+
+/* Holes are handed out as runs of this, a piece at a time. */
+static const char zeros[64u << 10];
+
+struct pin_ctx {
+	struct chunkstore *cs;
+	chunkstore_run_fn fn;
+	void *arg;
+};
+
+static int pinned_piece(void *ctx, const struct meta_slice *e, uint32_t soff,
+			uint64_t at, uint64_t n)
+{
+	struct pin_ctx *p = ctx;
+	int err = 0;
+	(void)at;
+
+	if (!e) {
+		for (uint64_t k; n && !err; n -= k) {
+			k = n < sizeof(zeros) ? n : sizeof(zeros);
+			err = p->fn(p->arg, zeros, (size_t)k, NULL);
+		}
 		return err;
-	*got = (size_t)(end - off);
-	return 0;
+	}
+	if (e->pack) {
+		struct chunkstore_frame f = {e->pack, e->poff, e->plen};
+		err = chunkstore_read_frame_pinned(p->cs, e->id, e->size, &f,
+						   soff, (uint32_t)n, p->fn,
+						   p->arg);
+	} else {
+		err = chunkstore_read_pinned(p->cs, e->id, e->size, soff,
+					     (uint32_t)n, p->fn, p->arg);
+	}
+	return err == EINVAL ? EIO : err; /* the record points past its slice */
+}
+
+int reader_read_pinned(struct chunkstore *cs, uint64_t ino, uint64_t length,
+		       uint64_t off, size_t len, size_t *got,
+		       chunkstore_run_fn run, void *run_arg, reader_chunk_fn fn,
+		       void *arg)
+{
+	struct pin_ctx p = {cs, run, run_arg};
+
+	if (!got)
+		return EINVAL;
+	*got = 0;
+	if (!cs || !fn || !run)
+		return EINVAL;
+	return walk_read(ino, length, off, len, got, fn, arg, pinned_piece, &p);
 }
 
 /* ---- prefetch ---- */

@@ -24,10 +24,21 @@ int reader_read(struct chunkstore *cs, uint64_t ino, uint64_t length,
 		uint64_t off, size_t len, void *buf, size_t *got,
 		reader_chunk_fn fn, void *arg);
 
+/*
+ * reader_read without the copy: the bytes go to run, in order, as
+ * chunkstore_read_pinned() hands them out (holes as runs of zeros with a
+ * NULL pin); run owns every pin it gets. *got as reader_read. An error
+ * from run stops the read and is returned.
+ */
+int reader_read_pinned(struct chunkstore *cs, uint64_t ino, uint64_t length,
+		       uint64_t off, size_t len, size_t *got,
+		       chunkstore_run_fn run, void *run_arg, reader_chunk_fn fn,
+		       void *arg);
+
 /* Start background fetches of the blocks holding [off, off+len) of the
  * file (see chunkstore_prefetch); holes and bytes past length are skipped.
  * Returns what fn returns, or 0. */
 int reader_prefetch(struct chunkstore *cs, uint64_t ino, uint64_t length,
-                    uint64_t off, uint64_t len, reader_chunk_fn fn, void *arg);
+		    uint64_t off, uint64_t len, reader_chunk_fn fn, void *arg);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigbuf.h"
 #include "log.h"
 #include "stage.h"
 
@@ -21,7 +22,8 @@
  * memory of the slice table and the size of one metadata commit. */
 #define WRITER_MAX_SLICES 256
 /* Buffers start small and double, so a small file does not take a whole
- * block of the shared budget. */
+ * block of the shared budget; one that reaches BIGBUF_MIN (a stream) takes
+ * the whole block at once. */
 #define BUF_GRAIN 4096u
 
 /* Internal: reserve() flushed the writer; the caller must look again. */
@@ -59,11 +61,18 @@ struct wblock {
 	struct wblock *next; /* upload queue; protected by pool->lock */
 	struct writer *w;
 	uint64_t id;
-	uint32_t idx; /* block index inside the slice */
-	uint32_t len; /* bytes filled */
-	uint32_t cap; /* bytes allocated, and charged to the budget */
+	uint32_t idx;  /* block index inside the slice */
+	uint32_t len;  /* bytes filled */
+	uint32_t cap;  /* bytes allocated, and charged to the budget */
+	uint32_t room; /* bytes before data: the block is encoded in place */
 	char *data;
 };
+
+static void wblock_free(struct wblock *b)
+{
+	bigbuf_free(b->data ? b->data - b->room : NULL);
+	free(b);
+}
 
 struct wslice {
 	uint32_t chunk, pos, size;
@@ -78,6 +87,7 @@ struct wpool {
 	struct stage *stage; /* NULL: blocks go to the store at once */
 	uint32_t pack_max;   /* slices up to this many bytes are packed */
 	uint32_t bs;
+	size_t room; /* chunkstore_headroom() */
 	size_t budget;
 	int nthreads;
 	pthread_t *threads;
@@ -128,14 +138,19 @@ static void *uploader_main(void *arg)
 			p->qtail = NULL;
 		pthread_mutex_unlock(&p->lock);
 
-		int err = p->stage ? stage_put(p->stage, b->id, b->idx, b->data,
-					       b->len)
-				   : chunkstore_put_block(p->cs, b->id, b->idx,
-							  b->data, b->len);
+		int err;
+		if (p->stage)
+			err = stage_put(p->stage, b->id, b->idx, b->data,
+					b->len);
+		else if (b->room)
+			err = chunkstore_put_block_inplace(p->cs, b->id, b->idx,
+							   b->data, b->len);
+		else
+			err = chunkstore_put_block(p->cs, b->id, b->idx,
+						   b->data, b->len);
 		struct writer *w = b->w;
 		uint32_t cap = b->cap;
-		free(b->data);
-		free(b);
+		wblock_free(b);
 
 		pthread_mutex_lock(&p->lock);
 		p->buffered -= cap;
@@ -145,8 +160,8 @@ static void *uploader_main(void *arg)
 		 * unless the store is full: that it can act on */
 		if (err && !w->err)
 			w->err = err == ENOMEM || err == ENOSPC || err == EDQUOT
-			             ? err
-			             : EIO;
+				     ? err
+				     : EIO;
 		pthread_cond_broadcast(&p->freed);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -174,6 +189,7 @@ int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
 	}
 	p->cs = cs;
 	p->bs = chunkstore_block_size(cs);
+	p->room = chunkstore_headroom(cs);
 	p->budget = buffer_size;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->work, NULL);
@@ -268,8 +284,7 @@ static void unreserve(struct writer *w, size_t n)
 static void drop_block(struct writer *w, struct wblock *b)
 {
 	unreserve(w, b->cap);
-	free(b->data);
-	free(b);
+	wblock_free(b);
 }
 
 /* Tell the packer whether this writer may soon bring it a small slice. */
@@ -499,7 +514,9 @@ static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
 	uint32_t want = (upto + BUF_GRAIN - 1) / BUF_GRAIN * BUF_GRAIN;
 	if (want < 2 * have)
 		want = 2 * have;
-	if (want > bs)
+	/* A big write is a stream: the whole block at once, a buffer used
+	 * before (bigbuf.h), rather than growing one page by page. */
+	if (want > bs || want >= BIGBUF_MIN)
 		want = bs;
 	err = reserve(w, want - have, bs - have, &got);
 	if (err)
@@ -514,13 +531,21 @@ static int ensure_room(struct writer *w, struct wslice *s, uint32_t upto)
 		b->id = s->id;
 		b->idx = s->size / bs;
 	}
-	char *d = realloc(b->data, want);
+	/* A whole block leaves room to be encoded in place (no copy of 4
+	 * MiB on upload); a small one stays small. */
+	char *d;
+	if (b->data) {
+		d = realloc(b->data - b->room, b->room + want);
+	} else {
+		b->room = want == bs ? (uint32_t)w->p->room : 0;
+		d = bigbuf_alloc(b->room + want);
+	}
 	if (!d) {
 		if (!s->cur)
 			free(b);
 		goto unreserve;
 	}
-	b->data = d;
+	b->data = d + b->room;
 	b->cap = want;
 	s->cur = b;
 	return 0;
@@ -680,8 +705,7 @@ void writer_close(struct writer *w)
 
 	while (dropped) {
 		struct wblock *next = dropped->next;
-		free(dropped->data);
-		free(dropped);
+		wblock_free(dropped);
 		dropped = next;
 	}
 	pthread_mutex_destroy(&w->lock);

@@ -31,6 +31,8 @@ struct slow_store {
 	/* >= 0: gets see this byte of every object flipped, like a bad
 	 * local copy, until the next evict */
 	long bad_at;
+	uint64_t order[64]; /* slice of each block get, in order */
+	int norder;	    /* __atomic */
 };
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
@@ -39,6 +41,12 @@ static int slow_get(struct objstore *s, const char *key, uint64_t off,
 	struct slow_store *w = (struct slow_store *)s;
 
 	__atomic_fetch_add(&w->gets, 1, __ATOMIC_RELAXED);
+	unsigned long long id;
+	if (sscanf(key, "blocks/%*u/%*u/%llu_", &id) == 1) {
+		int i = __atomic_fetch_add(&w->norder, 1, __ATOMIC_RELAXED);
+		if (i < 64)
+			w->order[i] = id;
+	}
 	if (w->delay_us)
 		usleep((useconds_t)w->delay_us);
 	int err = objstore_get(w->inner, w->alias ? w->alias : key, off, len,
@@ -586,6 +594,38 @@ Test(chunkstore, prefetch_races_reads)
 {
 	/* reads overtake a queue that two threads work through */
 	prefetch_then_read(2, 0);
+}
+
+Test(chunkstore, prefetch_shares_the_workers_between_readers)
+{
+	const uint32_t size = 6 * BS;
+	unsigned char *data = malloc(size);
+
+	/* one worker, a reader far ahead (slice 41, six blocks queued),
+	 * then another (slice 42) asks for two */
+	setup_cs_pf(CODEC_NONE, 16 * BS, 1);
+	fill_random(data, size, 40);
+	put_slice(41, data, size);
+	put_slice(42, data, 2 * BS);
+	slow.delay_us = 10 * 1000;
+	chunkstore_prefetch(cs, 41, size, 0, size);
+	chunkstore_prefetch(cs, 42, 2 * BS, 0, 2 * BS);
+	wait_gets(8);
+	/* the second reader does not wait for the first one's window:
+	 * its blocks come in turn with the first one's, not after them */
+	int first = -1, second = -1;
+	for (int i = 0; i < 8; i++) {
+		if (slow.order[i] == 42 && first < 0)
+			first = i;
+		else if (slow.order[i] == 42)
+			second = i;
+	}
+	cr_assert(first >= 0 && first <= 2, "slice 42 first fetched %dth",
+		  first + 1);
+	cr_assert(second >= 0 && second <= 4, "slice 42 fetched %dth again",
+		  second + 1);
+	free(data);
+	teardown_cs();
 }
 
 Test(chunkstore, prefetch_skips_cached_and_queued)
@@ -1203,4 +1243,108 @@ Test(chunkstore, ranged_random_integrity)
 	teardown_cs();
 	for (int i = 0; i < PF_SLICES; i++)
 		free(m.data[i]);
+}
+
+/* ---- zero-copy reads ---- */
+
+struct runs {
+	struct chunkstore_pin *pin[16];
+	const void *data[16];
+	size_t len[16];
+	int n;
+	int fail_at; /* return EINTR for this run (-1: never) */
+};
+
+static int keep_run(void *arg, const void *data, size_t len,
+		    struct chunkstore_pin *pin)
+{
+	struct runs *r = arg;
+
+	cr_assert_lt(r->n, 16);
+	r->pin[r->n] = pin;
+	r->data[r->n] = data;
+	r->len[r->n] = len;
+	return r->n++ == r->fail_at ? EINTR : 0;
+}
+
+static void unpin_runs(struct runs *r)
+{
+	for (int i = 0; i < r->n; i++)
+		chunkstore_unpin(cs, r->pin[i]);
+	r->n = 0;
+}
+
+Test(chunkstore, pinned_runs_are_the_bytes_and_stay_put)
+{
+	const uint32_t size = 3 * BS + 3392;
+	unsigned char *data = malloc(size), buf[WHOLE];
+	struct runs r = {.fail_at = -1};
+
+	setup_cs(CODEC_NONE, BS); /* room for one block */
+	fill_random(data, size, 31);
+	put_slice(31, data, size);
+
+	/* one run per block touched, each the slice's bytes */
+	cr_assert_eq(chunkstore_read_pinned(cs, 31, size, BS - 100, BS + 200,
+					    keep_run, &r),
+		     0);
+	cr_assert_eq(r.n, 3);
+	cr_assert_eq(r.len[0], 100);
+	cr_assert_eq(r.len[1], BS);
+	cr_assert_eq(r.len[2], 100);
+	cr_assert_eq(memcmp(r.data[0], data + BS - 100, 100), 0);
+	cr_assert_eq(memcmp(r.data[1], data + BS, BS), 0);
+	cr_assert_eq(memcmp(r.data[2], data + 2 * BS, 100), 0);
+	/* the small pieces of blocks not cached came by ranged reads */
+	cr_assert_eq(stats().ranged_reads, 2);
+
+	/* reading the rest through a one-block cache evicts everything
+	 * unpinned, but not the pinned block: its bytes stay valid */
+	cr_assert_eq(chunkstore_read(cs, 31, size, 0, WHOLE, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 31, size, 2 * BS, WHOLE, buf), 0);
+	cr_assert_eq(memcmp(r.data[1], data + BS, BS), 0);
+	uint64_t gets = stats().gets;
+	cr_assert_eq(chunkstore_read(cs, 31, size, BS, WHOLE, buf), 0);
+	cr_assert_eq(stats().gets, gets, "the pinned block was evicted");
+	unpin_runs(&r);
+	cr_assert_eq(chunkstore_read(cs, 31, size, 0, WHOLE, buf), 0);
+	cr_assert_eq(chunkstore_read(cs, 31, size, BS, WHOLE, buf), 0);
+	cr_assert_eq(stats().gets, gets + 2, "unpinned block still cached");
+	free(data);
+	teardown_cs(); /* asserts that no entry is still referenced */
+}
+
+Test(chunkstore, pinned_errors)
+{
+	const uint32_t size = 2 * BS;
+	unsigned char *data = malloc(size);
+	struct runs r = {.fail_at = -1};
+	char key[96];
+
+	setup_cs(CODEC_LZ4, 4 * BS);
+	fill_random(data, size, 32);
+	put_slice(32, data, size);
+	/* fn's error stops the read and comes back; the runs so far are
+	 * fn's to unpin */
+	r.fail_at = 0;
+	cr_assert_eq(
+	    chunkstore_read_pinned(cs, 32, size, 0, size, keep_run, &r), EINTR);
+	cr_assert_eq(r.n, 1);
+	unpin_runs(&r);
+	/* a missing block is EIO after the runs before it */
+	r.fail_at = -1;
+	chunkstore_key(32, 1, BS, key, sizeof(key));
+	cr_assert_eq(objstore_del(mem, key), 0);
+	cr_assert_eq(
+	    chunkstore_read_pinned(cs, 32, size, 10, size - 10, keep_run, &r),
+	    EIO);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(memcmp(r.data[0], data + 10, BS - 10), 0);
+	unpin_runs(&r);
+	cr_assert_eq(
+	    chunkstore_read_pinned(cs, 32, size, size - 1, 2, keep_run, &r),
+	    EINVAL);
+	cr_assert_eq(r.n, 0);
+	free(data);
+	teardown_cs();
 }

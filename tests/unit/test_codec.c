@@ -642,3 +642,86 @@ Test(codec, v2_random_ranges_match)
 	free(raw);
 	free(blk);
 }
+
+Test(codec, view_checks_in_place)
+{
+	unsigned char raw[9000], blk[V2_LEN(sizeof(raw))];
+	const void *v = NULL;
+	size_t blen, rl = 0;
+	uint64_t st = 11;
+
+	/* v2: the raw bytes where they lie, checked */
+	fill_random(raw, sizeof(raw), &st);
+	cr_assert_eq(codec_encode(raw, sizeof(raw), CODEC_LZ4, blk, &blen), 0);
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_eq(rl, sizeof(raw));
+	cr_assert(v > (const void *)blk && v < (const void *)(blk + blen));
+	cr_assert_eq(memcmp(v, raw, sizeof(raw)), 0);
+	/* any flipped bit, header, table or payload, is refused */
+	for (size_t bit = 0; bit < blen * 8; bit += 61) {
+		blk[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+		int err = codec_view(blk, blen, &v, &rl);
+		cr_assert(err == CODEC_ECORRUPT || err == CODEC_EVERSION,
+			  "bit %zu: view returned %d", bit, err);
+		blk[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+	}
+	cr_assert_eq(codec_view(blk, blen - 1, &v, &rl), CODEC_ECORRUPT);
+
+	/* v1 stored raw: the same, under its one checksum */
+	blen = v1_plain(raw, sizeof(raw), blk);
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_eq(v, blk + CODEC_HDR_SIZE);
+	blk[CODEC_HDR_SIZE + 4000] ^= 1;
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), CODEC_ECORRUPT);
+
+	/* compressed: no view, the length to decode into */
+	fill_text(raw, sizeof(raw));
+	cr_assert_eq(codec_encode(raw, sizeof(raw), CODEC_LZ4, blk, &blen), 0);
+	cr_assert_eq(blk[5] & CODEC_F_LZ4, CODEC_F_LZ4);
+	v = blk;
+	cr_assert_eq(codec_view(blk, blen, &v, &rl), 0);
+	cr_assert_null(v);
+	cr_assert_eq(rl, sizeof(raw));
+	cr_assert_eq(codec_view(blk, blen, NULL, &rl), EINVAL);
+}
+
+/* Encode raw (n bytes, room before it) both ways: the same block, at
+ * where (NULL: just before raw). */
+static void expect_inplace(unsigned char *raw, size_t n, enum codec_compress c,
+			   unsigned char *lz, const unsigned char *where)
+{
+	unsigned char *ref = malloc(codec_bound(n));
+	size_t blen, ilen;
+	void *blk = NULL;
+
+	cr_assert_eq(codec_encode(raw, n, c, ref, &blen), 0);
+	cr_assert_eq(codec_encode_inplace(raw, n, c, lz, &blk, &ilen), 0);
+	cr_assert_eq(blk, where ? where : raw - codec_prefix_len(n));
+	cr_assert_eq(ilen, blen);
+	cr_assert_eq(memcmp(blk, ref, blen), 0, "not the block encode makes");
+	free(ref);
+}
+
+Test(codec, inplace_is_the_same_block)
+{
+	enum { N = 9000 };
+	size_t pre = codec_prefix_len(N);
+	unsigned char *room = malloc(pre + N), *raw = room + pre;
+	unsigned char *lz = malloc(codec_bound(N));
+	uint64_t st = 21;
+	void *blk;
+	size_t ilen;
+
+	/* stored raw: header and table land just before the bytes */
+	fill_random(raw, N, &st);
+	expect_inplace(raw, N, CODEC_NONE, NULL, NULL);
+	fill_random(raw, N, &st);
+	expect_inplace(raw, N, CODEC_LZ4, lz, NULL);
+	/* compressed: into lz */
+	fill_text(raw, N);
+	expect_inplace(raw, N, CODEC_LZ4, lz, lz);
+	cr_assert_eq(codec_encode_inplace(raw, N, CODEC_LZ4, NULL, &blk, &ilen),
+		     EINVAL);
+	free(room);
+	free(lz);
+}

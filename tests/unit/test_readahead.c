@@ -191,10 +191,29 @@ Test(readahead, out_of_order_stays_a_stream)
 	readahead_update(&ra, 0, rs, t.length, BS, MAX, &po, &pl);
 	readahead_update(&ra, 2 * rs, rs, t.length, BS, MAX, &po, &pl);
 	cr_assert_eq(ra.window, 4 * BS);
-	/* Just beyond it is not. */
-	readahead_update(&ra, 3 * rs + 128 * KiB + 1, rs, t.length, BS, MAX,
-			 &po, &pl);
+	/* Just beyond it is not: four reads of the size read. */
+	readahead_update(&ra, 3 * rs + 4 * rs + 1, rs, t.length, BS, MAX, &po,
+			 &pl);
 	cr_assert_eq(ra.window, 0);
+
+	/* 1 MiB requests of a 4 MiB kernel readahead, as the daemon's
+	 * threads take them: up to three ahead of the one expected */
+	readahead_init(&ra);
+	memset(t.count, 0, sizeof(t.count));
+	t.calls = t.bytes = 0;
+	static const int order[] = {0, 1, 3, 2, 4, 7, 6, 5, 8, 9, 11, 10};
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		read_at(&ra, &t, (uint64_t)order[i] * MiB, MiB);
+		cr_assert_neq(ra.window, 0, "stream lost at read %zu", i);
+	}
+	/* small reads keep the small tolerance */
+	readahead_init(&ra);
+	readahead_update(&ra, 0, 4 * KiB, t.length, BS, MAX, &po, &pl);
+	readahead_update(&ra, 128 * KiB + 4 * KiB + 1, 4 * KiB, t.length, BS,
+			 MAX, &po, &pl);
+	cr_assert_eq(ra.next, 128 * KiB + 8 * KiB + 1,
+		     "a jump kept the stream");
+	cr_assert_eq(ra.run, 4 * KiB);
 }
 
 Test(readahead, rereading_one_spot_does_not_grow)

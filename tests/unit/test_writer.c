@@ -258,11 +258,48 @@ static void teardown(void)
 	fm_reset();
 }
 
+/* Runs of a zero-copy read, laid end to end, each unpinned at once. */
+struct gather {
+	char *buf;
+	size_t at;
+};
+
+static int gather_run(void *arg, const void *data, size_t len,
+		      struct chunkstore_pin *pin)
+{
+	struct gather *g = arg;
+
+	memcpy(g->buf + g->at, data, len);
+	g->at += len;
+	chunkstore_unpin(cs, pin);
+	return 0;
+}
+
+/* Read through reader_read, and check that reader_read_pinned hands out
+ * the very same bytes (or the same error). */
 static int read_file(uint64_t ino, uint64_t off, size_t len, void *buf,
 		     size_t *got)
 {
-	return reader_read(cs, ino, fm_length(ino), off, len, buf, got,
-			   fm_chunk, NULL);
+	uint64_t length = fm_length(ino);
+	int err =
+	    reader_read(cs, ino, length, off, len, buf, got, fm_chunk, NULL);
+	struct gather g = {malloc(len ? len : 1), 0};
+	size_t pgot = 0;
+
+	cr_assert(g.buf);
+	int perr = reader_read_pinned(cs, ino, length, off, len, &pgot,
+				      gather_run, &g, fm_chunk, NULL);
+	cr_assert_eq(perr, err, "pinned read: %d, copied read: %d", perr, err);
+	if (!err) {
+		cr_assert_eq(pgot, *got);
+		cr_assert_eq(g.at, pgot, "runs of %zu bytes for %zu", g.at,
+			     pgot);
+		cr_assert_eq(memcmp(g.buf, buf, pgot), 0,
+			     "pinned read of [%llu, +%zu) differs",
+			     (unsigned long long)off, len);
+	}
+	free(g.buf);
+	return err;
 }
 
 static uint64_t seed_from_env(const char *test)
@@ -1061,6 +1098,17 @@ Test(writer, small_files_packed, .timeout = 60)
 		cr_assert_eq(got, size[i]);
 		cr_assert_eq(gen_check(1000 + (uint64_t)i, 0, back, size[i]),
 			     -1, "file %d read by reader_read differs", i);
+		/* and without a copy, from the cached frame */
+		struct gather g = {(char *)back, 0};
+		memset(back, 0, size[i]);
+		cr_assert_eq(reader_read_pinned(cs, (uint64_t)i, size[i], 0,
+						size[i], &got, gather_run, &g,
+						pc_chunk, NULL),
+			     0);
+		cr_assert_eq(g.at, size[i]);
+		cr_assert_eq(gen_check(1000 + (uint64_t)i, 0, back, size[i]),
+			     -1, "file %d read by reader_read_pinned differs",
+			     i);
 	}
 	cr_log_info("%d small files flushed at once: %zu packs", PK_FILES,
 		    npacks);
