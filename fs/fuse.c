@@ -38,6 +38,7 @@
 
 #include "../meta/meta.h"
 #include "chunkstore.h"
+#include "closer.h"
 #include "codec.h"
 #include "diskcache.h"
 #include "fs.h"
@@ -50,6 +51,7 @@
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
 #define RECLAIM_BATCH	64
+#define CLOSE_DELAY_MS	10 /* a release waits this long for others */
 
 /* ---- state ---------------------------------------------------------- */
 
@@ -113,6 +115,8 @@ struct fs {
 	pthread_mutex_t table_lock;
 	struct node **buckets;	 /* protected by table_lock */
 	size_t nbuckets, nnodes; /* protected by table_lock */
+
+	struct closer *closer; /* releases of closed files; NULL: at once */
 
 	pthread_t reclaimer;
 	int reclaimer_running;
@@ -965,15 +969,21 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
+/* Wake the reclaimer: inodes were deleted, their data waits. */
+static void reclaim_soon(void *arg)
+{
+	struct fs *fs = arg;
+	pthread_mutex_lock(&fs->rc_lock);
+	pthread_cond_signal(&fs->rc_cond);
+	pthread_mutex_unlock(&fs->rc_lock);
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	int err = meta_unlink(fs->meta, m_ino(fs, parent), name);
-	if (!err) {
-		pthread_mutex_lock(&fs->rc_lock);
-		pthread_cond_signal(&fs->rc_cond);
-		pthread_mutex_unlock(&fs->rc_lock);
-	}
+	if (!err)
+		reclaim_soon(fs);
 	reply_err(req, "unlink", err);
 }
 
@@ -1251,6 +1261,21 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	op_flush(req, ino, fi);
 }
 
+/* Drop this client's open registration of ino: batched by the closer. */
+static void file_unregister(struct fs *fs, uint64_t ino)
+{
+	int freed = 0, err = 0;
+	if (fs->closer)
+		closer_add(fs->closer, ino);
+	else
+		err = meta_file_release(fs->meta, ino, &freed);
+	if (err)
+		log_err("close of inode %llu: %s", (unsigned long long)ino,
+			gr_strerror(err));
+	if (freed)
+		reclaim_soon(fs);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -1280,19 +1305,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		if (unregister)
 			n->meta_open = 0;
 		pthread_mutex_unlock(&fs->table_lock);
-		if (unregister) {
-			int freed = 0;
-			err = meta_file_release(fs->meta, n->ino, &freed);
-			if (err)
-				log_err("close of inode %llu: %s",
-					(unsigned long long)n->ino,
-					gr_strerror(err));
-			if (freed) { /* its data is ready to be deleted */
-				pthread_mutex_lock(&fs->rc_lock);
-				pthread_cond_signal(&fs->rc_cond);
-				pthread_mutex_unlock(&fs->rc_lock);
-			}
-		}
+		if (unregister)
+			file_unregister(fs, n->ino);
 	}
 	node_unpin(fs, n);
 	fh_free(h);
@@ -2322,6 +2336,11 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_pool;
 	}
+	/* without it, each release is a round trip of its own */
+	if (!o->read_only && closer_open(fs->meta, CLOSE_DELAY_MS, reclaim_soon,
+					 fs, &fs->closer))
+		log_warn("cannot start the closer thread: releasing files one "
+			 "by one");
 
 	snprintf(
 	    mopts, sizeof(mopts),
@@ -2386,6 +2405,8 @@ int fs_mount(const struct fs_opts *o,
 
 	fuse_session_unmount(fs->se);
 	flush_all(fs); /* destroy flushed already unless the kernel died */
+	closer_close(fs->closer); /* its releases may free data to reclaim */
+	fs->closer = NULL;
 	if (fs->reclaimer_running) {
 		pthread_mutex_lock(&fs->rc_lock);
 		fs->stopping = 1;
@@ -2399,6 +2420,7 @@ remove_handlers:
 destroy_se:
 	fuse_session_destroy(fs->se);
 close_session:
+	closer_close(fs->closer);
 	meta_session_close(fs->meta);
 close_pool:
 	wpool_close(fs->pool);

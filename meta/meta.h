@@ -204,6 +204,11 @@ int meta_file_close(struct meta *m, uint64_t ino);
 /* meta_file_close that also tells whether the inode was deleted (its data
  * then waits for meta_reclaim). freed may be NULL. */
 int meta_file_release(struct meta *m, uint64_t ino, int *freed);
+/* meta_file_release of n inodes in one round trip (a client's closes,
+ * batched: a file may appear more than once, once per open dropped);
+ * *freed (may be NULL) counts the inodes deleted. */
+int meta_files_release(struct meta *m, const uint64_t *inos, size_t n,
+		       size_t *freed);
 /* The slice list of one chunk, oldest first (caller frees *s). */
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		    struct meta_slice **s, size_t *n);

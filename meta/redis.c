@@ -2284,20 +2284,40 @@ int meta_file_close(struct meta *m, uint64_t ino)
 
 int meta_file_release(struct meta *m, uint64_t ino, int *freed)
 {
+	size_t n = 0;
+	int err = meta_files_release(m, &ino, 1, &n);
+
+	if (freed)
+		*freed = n > 0;
+	return err;
+}
+
+int meta_files_release(struct meta *m, const uint64_t *inos, size_t n,
+		       size_t *freed)
+{
 	struct cmd c;
 	redisReply *r;
+	uint8_t *buf;
 	int err;
 
 	if (freed)
 		*freed = 0;
+	if (!n)
+		return 0;
+	buf = malloc(n * 8);
+	if (!buf)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		st64(buf + 8 * i, inos[i]);
 	cmd_script(m, &c, SC_CLOSE);
-	cmd_u64(&c, ino);
 	cmd_u64(&c, atomic_load(&m->sid));
+	cmd_bin(&c, buf, n * 8);
 	err = run_script(m, 0, &c, &r);
+	free(buf);
 	if (err)
 		return err;
 	if (freed && r->elements > 1)
-		*freed = reply_u64(r->element[1]) > 0;
+		*freed = (size_t)reply_u64(r->element[1]);
 	freeReplyObject(r);
 	return 0;
 }

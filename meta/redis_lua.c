@@ -758,17 +758,23 @@ static const char s_open[] =
     "return {0, s}\n";
 
 static const char s_close[] =
-    "-- ARGV: ino, sid.\n"
-    "local ino, sid = tonumber(ARGV[1]), ARGV[2]\n"
-    "if sid ~= '0' then\n"
-    "	if redis.call('HINCRBY', key('o', ino), sid, -1) <= 0 then\n"
-    "		redis.call('HDEL', key('o', ino), sid)\n"
-    "		redis.call('SREM', 'so' .. sid, d(ino))\n"
+    "-- ARGV: sid, the inodes closed (u64 LE each; a client sends its\n"
+    "-- closes in batches). Returns {0, how many inodes were deleted}.\n"
+    "local sid, inos, freed = ARGV[1], ARGV[2], 0\n"
+    "for o = 1, #inos - 7, 8 do\n"
+    "	local ino = struct.unpack('<I8', inos, o)\n"
+    "	if sid ~= '0' then\n"
+    "		if redis.call('HINCRBY', key('o', ino), sid, -1) <= 0 then\n"
+    "			redis.call('HDEL', key('o', ino), sid)\n"
+    "			redis.call('SREM', 'so' .. sid, d(ino))\n"
+    "		end\n"
+    "	end\n"
+    "	if inode_release(ino) then\n"
+    "		freed = freed + 1\n"
     "	end\n"
     "end\n"
-    "local freed = inode_release(ino)\n"
     "iflush()\n"
-    "return {0, freed and 1 or 0}\n";
+    "return {0, freed}\n";
 
 static const char s_setxattr[] =
     "-- ARGV: ino, name, value, flags (1 = XATTR_CREATE, 2 = XATTR_REPLACE).\n"
