@@ -85,6 +85,7 @@ struct node {
 	struct meta_attr attr; /* protected by lock: as last fetched */
 	int64_t attr_ns;       /* protected by lock: when (monotonic) */
 	uint64_t gen;	       /* protected by lock: bumped on invalidation */
+	int64_t nocaps_ns;     /* protected by lock: see caps_absent */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
 };
@@ -1165,6 +1166,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return reply_err(req, "create", ENOMEM);
 	}
 	err = file_open(fs, n, fi, &a, 1);
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
+	pthread_mutex_unlock(&n->lock);
 	node_unpin(fs, n);
 	if (err)
 		return reply_err(req, "create", err);
@@ -1865,6 +1869,41 @@ static int acl_name(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
+#define XATTR_CAPS "security.capability"
+
+/*
+ * The kernel asks for security.capability before every write (to drop
+ * it, as it drops setuid bits). For a file this client created less than
+ * the attribute timeout ago the answer is known without a round trip:
+ * none, as the inode was made without xattrs and this client's own
+ * setxattr/removexattr of it ends the window (caps_forget). Another
+ * client's setxattr shows after the attribute timeout, the staleness the
+ * kernel already accepts for the mode bits it checks for the same purpose.
+ */
+static int caps_absent(struct fs *fs, uint64_t ino)
+{
+	struct node *n = node_get(fs, ino, 0);
+	int absent = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	absent = mono_ns() < n->nocaps_ns;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return absent;
+}
+
+static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct node *n = strcmp(name, XATTR_CAPS) ? NULL : node_get(fs, ino, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_ns = 0;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -1875,6 +1914,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return snapshot_xattr(req, fs, ino, value, size);
 	if (virtual_xattr(req, fs, ino, name, 0, 1))
 		return;
+	caps_forget(fs, m_ino(fs, ino), name);
 	reply_err(
 	    req, "setxattr",
 	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
@@ -1890,6 +1930,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return reply_err(req, "getxattr", ENODATA);
 	if (virtual_xattr(req, fs, ino, name, size, 0))
 		return;
+	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, m_ino(fs, ino)))
+		return reply_err(req, "getxattr", ENODATA);
 	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
 	if (err)
 		return reply_err(req, "getxattr", err);
@@ -1912,6 +1954,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = fs_of(req);
+	caps_forget(fs, m_ino(fs, ino), name);
 	reply_err(req, "removexattr",
 		  meta_removexattr(fs->meta, m_ino(fs, ino), name));
 }
