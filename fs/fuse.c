@@ -86,6 +86,9 @@ struct node {
 	int64_t attr_ns;       /* protected by lock: when (monotonic) */
 	uint64_t gen;	       /* protected by lock: bumped on invalidation */
 	int64_t nocaps_ns;     /* protected by lock: see caps_absent */
+	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
+	int64_t dattr_ns;	/* protected by lock: when (0: none) */
+	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
 };
@@ -105,6 +108,8 @@ struct fs {
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
+	uint64_t ns_gen; /* atomic: bumped by every change through this
+			    client but a create (see dir_attr_get) */
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
@@ -446,6 +451,65 @@ static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t ino,
 	struct stat st;
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+/*
+ * A create makes the kernel drop its copy of the directory's attributes
+ * and ask for them (GETATTR) at the next lookup there: one round trip per
+ * file of an ingest. The create's script hands out the directory's
+ * attributes as it left them; they answer that GETATTR while nothing else
+ * changed through this client since (ns_gen, bumped after every other
+ * change, before its reply) and for what is left of the attribute timeout
+ * after the create, which is all the kernel keeps them: as if the
+ * create's reply had carried them. Changes by other clients show after
+ * the attribute timeout, as they do everywhere else.
+ */
+static void ns_changed(struct fs *fs)
+{
+	__atomic_fetch_add(&fs->ns_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+/* gen: fs->ns_gen before the create started */
+static void dir_attr_note(struct fs *fs, uint64_t dir,
+			  const struct meta_attr *pa, uint64_t gen)
+{
+	if (gen != __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST))
+		return; /* a change overlapped the create */
+	struct node *n = node_get(fs, dir, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	/* of creates that overlapped each other, the last one's */
+	if (!n->dattr_ns || n->dattr_gen != gen || pa->ctime > n->dattr.ctime ||
+	    (pa->ctime == n->dattr.ctime && pa->ctimens >= n->dattr.ctimens)) {
+		n->dattr = *pa;
+		n->dattr_ns = mono_ns();
+		n->dattr_gen = gen;
+	}
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
+/* The noted attributes of directory ino, and how long they stay valid. */
+static int dir_attr_get(struct fs *fs, uint64_t ino, struct meta_attr *a,
+			double *left)
+{
+	struct node *n = node_get(fs, ino, 0);
+	int ok = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	int64_t age = mono_ns() - n->dattr_ns;
+	int64_t ttl = (int64_t)(fs->attr_timeout * 1e9);
+	if (n->dattr_ns && age < ttl &&
+	    n->dattr_gen == __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST)) {
+		*a = n->dattr;
+		*left = (double)(ttl - age) / 1e9;
+		ok = 1;
+	}
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return ok;
 }
 
 /* ---- data path glue --------------------------------------------------- */
@@ -836,7 +900,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
+	double left;
 	(void)fi;
+	if (!fs->read_only && dir_attr_get(fs, m_ino(fs, ino), &a, &left)) {
+		struct stat st;
+		attr_to_stat(fs, m_ino(fs, ino), &a, a.length, &st);
+		return (void)fuse_reply_attr(req, &st, left);
+	}
 	int err = meta_getattr(fs->meta, m_ino(fs, ino), &a);
 	if (err)
 		return reply_err(req, "getattr", err);
@@ -921,6 +991,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
 	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		err = ENOMEM;
 	}
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "setattr", err);
 	reply_attr(req, fs, ino, &out);
@@ -947,6 +1018,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int err =
 	    meta_mknod(fs->meta, m_ino(fs, parent), name, meta_type_of(mode),
 		       mode & 07777, ctx->uid, ctx->gid, rdev, link, &ino, &a);
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "create", err);
 	reply_entry(req, fs, ino, &a);
@@ -983,6 +1055,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	int err = meta_unlink(fs->meta, m_ino(fs, parent), name);
+	ns_changed(fs);
 	if (!err)
 		reclaim_soon(fs);
 	reply_err(req, "unlink", err);
@@ -991,7 +1064,9 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
-	reply_err(req, "rmdir", meta_rmdir(fs->meta, m_ino(fs, parent), name));
+	int err = meta_rmdir(fs->meta, m_ino(fs, parent), name);
+	ns_changed(fs);
+	reply_err(req, "rmdir", err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1003,6 +1078,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return reply_err(req, "rename", EINVAL);
 	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
 			      m_ino(fs, newparent), newname, flags);
+	ns_changed(fs);
 	reply_err(req, "rename", err);
 }
 
@@ -1013,6 +1089,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct meta_attr a;
 	int err = meta_link(fs->meta, m_ino(fs, ino), m_ino(fs, newparent),
 			    newname, &a);
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "link", err);
 	reply_entry(req, fs, m_ino(fs, ino), &a);
@@ -1155,11 +1232,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
+	struct meta_attr pa;
+	uint64_t gen = __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST);
 	/* the open is registered by the same script that creates the file */
 	int err = meta_create(fs->meta, m_ino(fs, parent), name, mode & 07777,
-			      ctx->uid, ctx->gid, &ino, &a);
-	if (err)
+			      ctx->uid, ctx->gid, &ino, &a, &pa);
+	if (err) {
+		ns_changed(fs); /* EIO: it may have been made */
 		return reply_err(req, "create", err);
+	}
+	dir_attr_note(fs, m_ino(fs, parent), &pa, gen);
 	struct node *n = node_get(fs, ino, 1);
 	if (!n) {
 		meta_file_close(fs->meta, ino);
@@ -1860,6 +1942,7 @@ static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			 (unsigned long long)st.dirs,
 			 (unsigned long long)st.bytes,
 			 (double)(mono_ns() - t0) / 1e6);
+	ns_changed(fs);
 	reply_err(req, XATTR_SNAPSHOT, err);
 }
 
@@ -1915,9 +1998,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (virtual_xattr(req, fs, ino, name, 0, 1))
 		return;
 	caps_forget(fs, m_ino(fs, ino), name);
-	reply_err(
-	    req, "setxattr",
-	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
+	int err =
+	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags);
+	ns_changed(fs);
+	reply_err(req, "setxattr", err);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -1955,8 +2039,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	caps_forget(fs, m_ino(fs, ino), name);
-	reply_err(req, "removexattr",
-		  meta_removexattr(fs->meta, m_ino(fs, ino), name));
+	int err = meta_removexattr(fs->meta, m_ino(fs, ino), name);
+	ns_changed(fs);
+	reply_err(req, "removexattr", err);
 }
 
 static const struct fuse_lowlevel_ops granary_ops = {

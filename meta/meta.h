@@ -166,10 +166,11 @@ int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
 	       uint16_t mode, uint32_t uid, uint32_t gid, uint32_t rdev,
 	       const char *symlink, uint64_t *ino, struct meta_attr *a);
 /* meta_mknod of a regular file that also registers an open of it by this
- * session (as meta_file_open would), in the same round trip. */
+ * session (as meta_file_open would), in the same round trip. *pa (may be
+ * NULL) receives the parent's attributes as the create left them. */
 int meta_create(struct meta *m, uint64_t parent, const char *name,
 		uint16_t mode, uint32_t uid, uint32_t gid, uint64_t *ino,
-		struct meta_attr *a);
+		struct meta_attr *a, struct meta_attr *pa);
 /* Remove a non-directory entry. If that was the last link and the file is
  * open by any live session, the inode stays (nlink 0) until the last
  * meta_file_close; otherwise its data is queued for reclamation. */

@@ -303,6 +303,7 @@ static const char s_lookup[] =
 static const char s_mknod[] =
     "-- ARGV: parent, name, ino, type, mode, uid, gid, rdev, symlink target,\n"
     "-- sid to register an open of the new inode for ('0': none).\n"
+    "-- Returns {0, the new inode's attributes, the parent's}.\n"
     "local parent, name, ino = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
     "local ty, mode = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
     "local uid, gid, rdev = tonumber(ARGV[6]), tonumber(ARGV[7]), "
@@ -347,7 +348,7 @@ static const char s_mknod[] =
     "	redis.call('SADD', 'so' .. ARGV[10], d(ino))\n"
     "end\n"
     "iflush()\n"
-    "return {0, attr_pack(a)}\n";
+    "return {0, attr_pack(a), attr_pack(p)}\n";
 
 static const char s_link[] =
     "-- ARGV: ino, newparent, newname.\n"

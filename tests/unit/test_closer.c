@@ -69,8 +69,8 @@ Test(closer, releases_in_batches)
 	for (int i = 0; i < NFILES; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "f%d", i);
-		cr_assert_eq(meta_create(m, 1, name, 0644, 0, 0, &ino[i], &a),
-			     0);
+		cr_assert_eq(
+		    meta_create(m, 1, name, 0644, 0, 0, &ino[i], &a, NULL), 0);
 		cr_assert_eq(meta_unlink(m, 1, name), 0);
 	}
 	cr_assert_eq(closer_open(m, 20, on_freed, NULL, &c), 0);
