@@ -38,6 +38,7 @@
 
 #include "../meta/meta.h"
 #include "chunkstore.h"
+#include "closer.h"
 #include "codec.h"
 #include "diskcache.h"
 #include "fs.h"
@@ -55,6 +56,7 @@
  * that is raised too once the mount is up (kernel_readahead()). */
 #define KERNEL_RA_BYTES (4u << 20)
 #define RECLAIM_BATCH	64
+#define CLOSE_DELAY_MS	10 /* a release waits this long for others */
 
 /* ---- state ---------------------------------------------------------- */
 
@@ -82,14 +84,18 @@ struct node {
 	int frozen;	   /* inside a version (DIR/.versions/...): read-only;
 			      set once; protected by fs->table_lock */
 
-	pthread_mutex_t lock;  /* after table_lock's release, before writer */
-	struct writer *writer; /* protected by lock; NULL until first write */
-	struct wctx wctx;      /* the writer's callback argument */
-	uint64_t length;       /* protected by lock: last length we know */
-	int seen;	       /* protected by lock: mtime/length are valid */
-	struct meta_attr attr; /* protected by lock: as last fetched */
-	int64_t attr_ns;       /* protected by lock: when (monotonic) */
-	uint64_t gen;	       /* protected by lock: bumped on invalidation */
+	pthread_mutex_t lock;	/* after table_lock's release, before writer */
+	struct writer *writer;	/* protected by lock; NULL until first write */
+	struct wctx wctx;	/* the writer's callback argument */
+	uint64_t length;	/* protected by lock: last length we know */
+	int seen;		/* protected by lock: mtime/length are valid */
+	struct meta_attr attr;	/* protected by lock: as last fetched */
+	int64_t attr_ns;	/* protected by lock: when (monotonic) */
+	uint64_t gen;		/* protected by lock: bumped on invalidation */
+	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
+	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
+	int64_t dattr_ns;	/* protected by lock: when (0: none) */
+	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
 };
@@ -117,6 +123,8 @@ struct fs {
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
+	uint64_t ns_gen; /* atomic: bumped by every change through this
+			    client but a create (see dir_attr_get) */
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
@@ -128,6 +136,8 @@ struct fs {
 	pthread_mutex_t table_lock;
 	struct node **buckets;	 /* protected by table_lock */
 	size_t nbuckets, nnodes; /* protected by table_lock */
+
+	struct closer *closer; /* releases of closed files; NULL: at once */
 
 	pthread_t reclaimer;
 	int reclaimer_running;
@@ -482,6 +492,65 @@ static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t ino,
 	struct stat st;
 	attr_to_stat(fs, ino, a, visible_length(fs, ino, a), &st);
 	fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+/*
+ * A create makes the kernel drop its copy of the directory's attributes
+ * and ask for them (GETATTR) at the next lookup there: one round trip per
+ * file of an ingest. The create's script hands out the directory's
+ * attributes as it left them; they answer that GETATTR while nothing else
+ * changed through this client since (ns_gen, bumped after every other
+ * change, before its reply) and for what is left of the attribute timeout
+ * after the create, which is all the kernel keeps them: as if the
+ * create's reply had carried them. Changes by other clients show after
+ * the attribute timeout, as they do everywhere else.
+ */
+static void ns_changed(struct fs *fs)
+{
+	__atomic_fetch_add(&fs->ns_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+/* gen: fs->ns_gen before the create started */
+static void dir_attr_note(struct fs *fs, uint64_t dir,
+			  const struct meta_attr *pa, uint64_t gen)
+{
+	if (gen != __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST))
+		return; /* a change overlapped the create */
+	struct node *n = node_get(fs, dir, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	/* of creates that overlapped each other, the last one's */
+	if (!n->dattr_ns || n->dattr_gen != gen || pa->ctime > n->dattr.ctime ||
+	    (pa->ctime == n->dattr.ctime && pa->ctimens >= n->dattr.ctimens)) {
+		n->dattr = *pa;
+		n->dattr_ns = mono_ns();
+		n->dattr_gen = gen;
+	}
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
+/* The noted attributes of directory ino, and how long they stay valid. */
+static int dir_attr_get(struct fs *fs, uint64_t ino, struct meta_attr *a,
+			double *left)
+{
+	struct node *n = node_get(fs, ino, 0);
+	int ok = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	int64_t age = mono_ns() - n->dattr_ns;
+	int64_t ttl = (int64_t)(fs->attr_timeout * 1e9);
+	if (n->dattr_ns && age < ttl &&
+	    n->dattr_gen == __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST)) {
+		*a = n->dattr;
+		*left = (double)(ttl - age) / 1e9;
+		ok = 1;
+	}
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return ok;
 }
 
 /* ---- data path glue --------------------------------------------------- */
@@ -887,7 +956,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_of(req);
 	struct meta_attr a;
+	double left;
 	(void)fi;
+	if (!fs->read_only && dir_attr_get(fs, m_ino(fs, ino), &a, &left)) {
+		struct stat st;
+		attr_to_stat(fs, m_ino(fs, ino), &a, a.length, &st);
+		return (void)fuse_reply_attr(req, &st, left);
+	}
 	int err = meta_getattr(fs->meta, m_ino(fs, ino), &a);
 	if (err)
 		return reply_err(req, "getattr", err);
@@ -974,6 +1049,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
 	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		err = ENOMEM;
 	}
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "setattr", err);
 	reply_attr(req, fs, ino, &out);
@@ -1002,6 +1078,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int err =
 	    meta_mknod(fs->meta, m_ino(fs, parent), name, meta_type_of(mode),
 		       mode & 07777, ctx->uid, ctx->gid, rdev, link, &ino, &a);
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "create", err);
 	reply_entry(req, fs, ino, &a, 0);
@@ -1025,17 +1102,24 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
+/* Wake the reclaimer: inodes were deleted, their data waits. */
+static void reclaim_soon(void *arg)
+{
+	struct fs *fs = arg;
+	pthread_mutex_lock(&fs->rc_lock);
+	pthread_cond_signal(&fs->rc_cond);
+	pthread_mutex_unlock(&fs->rc_lock);
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	if (frozen(fs, parent))
 		return reply_err(req, "unlink", EROFS);
 	int err = meta_unlink(fs->meta, m_ino(fs, parent), name);
-	if (!err) {
-		pthread_mutex_lock(&fs->rc_lock);
-		pthread_cond_signal(&fs->rc_cond);
-		pthread_mutex_unlock(&fs->rc_lock);
-	}
+	ns_changed(fs);
+	if (!err)
+		reclaim_soon(fs);
 	reply_err(req, "unlink", err);
 }
 
@@ -1044,7 +1128,9 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs *fs = fs_of(req);
 	if (frozen(fs, parent))
 		return reply_err(req, "rmdir", EROFS);
-	reply_err(req, "rmdir", meta_rmdir(fs->meta, m_ino(fs, parent), name));
+	int err = meta_rmdir(fs->meta, m_ino(fs, parent), name);
+	ns_changed(fs);
+	reply_err(req, "rmdir", err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1058,6 +1144,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return reply_err(req, "rename", EROFS);
 	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
 			      m_ino(fs, newparent), newname, flags);
+	ns_changed(fs);
 	reply_err(req, "rename", err);
 }
 
@@ -1070,6 +1157,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		return reply_err(req, "link", EROFS);
 	int err = meta_link(fs->meta, m_ino(fs, ino), m_ino(fs, newparent),
 			    newname, &a);
+	ns_changed(fs);
 	if (err)
 		return reply_err(req, "link", err);
 	reply_entry(req, fs, m_ino(fs, ino), &a, 0);
@@ -1215,19 +1303,27 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t ino;
 	struct meta_attr a;
+	struct meta_attr pa;
+	uint64_t gen = __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST);
 	if (frozen(fs, parent))
 		return reply_err(req, "create", EROFS);
 	/* the open is registered by the same script that creates the file */
 	int err = meta_create(fs->meta, m_ino(fs, parent), name, mode & 07777,
-			      ctx->uid, ctx->gid, &ino, &a);
-	if (err)
+			      ctx->uid, ctx->gid, &ino, &a, &pa);
+	if (err) {
+		ns_changed(fs); /* EIO: it may have been made */
 		return reply_err(req, "create", err);
+	}
+	dir_attr_note(fs, m_ino(fs, parent), &pa, gen);
 	struct node *n = node_get(fs, ino, 1);
 	if (!n) {
 		meta_file_close(fs->meta, ino);
 		return reply_err(req, "create", ENOMEM);
 	}
 	err = file_open(fs, n, fi, &a, 1);
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
+	pthread_mutex_unlock(&n->lock);
 	node_unpin(fs, n);
 	if (err)
 		return reply_err(req, "create", err);
@@ -1391,6 +1487,21 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	op_flush(req, ino, fi);
 }
 
+/* Drop this client's open registration of ino: batched by the closer. */
+static void file_unregister(struct fs *fs, uint64_t ino)
+{
+	int freed = 0, err = 0;
+	if (fs->closer)
+		closer_add(fs->closer, ino);
+	else
+		err = meta_file_release(fs->meta, ino, &freed);
+	if (err)
+		log_err("close of inode %llu: %s", (unsigned long long)ino,
+			gr_strerror(err));
+	if (freed)
+		reclaim_soon(fs);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -1420,19 +1531,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		if (unregister)
 			n->meta_open = 0;
 		pthread_mutex_unlock(&fs->table_lock);
-		if (unregister) {
-			int freed = 0;
-			err = meta_file_release(fs->meta, n->ino, &freed);
-			if (err)
-				log_err("close of inode %llu: %s",
-					(unsigned long long)n->ino,
-					gr_strerror(err));
-			if (freed) { /* its data is ready to be deleted */
-				pthread_mutex_lock(&fs->rc_lock);
-				pthread_cond_signal(&fs->rc_cond);
-				pthread_mutex_unlock(&fs->rc_lock);
-			}
-		}
+		if (unregister)
+			file_unregister(fs, n->ino);
 	}
 	node_unpin(fs, n);
 	fh_free(fs, h);
@@ -1994,6 +2094,7 @@ static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			 (unsigned long long)st.dirs,
 			 (unsigned long long)st.bytes,
 			 (double)(mono_ns() - t0) / 1e6);
+	ns_changed(fs);
 	reply_err(req, XATTR_SNAPSHOT, err);
 }
 
@@ -2078,6 +2179,7 @@ static void version_set(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	if (!err)
 		err = version_do(fs, dir, op, tag, arg);
 	free(tag);
+	ns_changed(fs);
 	reply_err(req, op, err);
 }
 
@@ -2112,6 +2214,41 @@ static int acl_name(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
+#define XATTR_CAPS "security.capability"
+
+/*
+ * The kernel asks for security.capability before every write (to drop
+ * it, as it drops setuid bits). For a file this client created less than
+ * the attribute timeout ago the answer is known without a round trip:
+ * none, as the inode was made without xattrs and this client's own
+ * setxattr/removexattr of it ends the window (caps_forget). Another
+ * client's setxattr shows after the attribute timeout, the staleness the
+ * kernel already accepts for the mode bits it checks for the same purpose.
+ */
+static int caps_absent(struct fs *fs, uint64_t ino)
+{
+	struct node *n = node_get(fs, ino, 0);
+	int absent = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	absent = mono_ns() < n->nocaps_ns;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return absent;
+}
+
+static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct node *n = strcmp(name, XATTR_CAPS) ? NULL : node_get(fs, ino, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_ns = 0;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -2128,9 +2265,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	if (frozen(fs, ino))
 		return reply_err(req, "setxattr", EROFS);
-	reply_err(
-	    req, "setxattr",
-	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags));
+	caps_forget(fs, m_ino(fs, ino), name);
+	int err =
+	    meta_setxattr(fs->meta, m_ino(fs, ino), name, value, size, flags);
+	ns_changed(fs);
+	reply_err(req, "setxattr", err);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -2146,6 +2285,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 				   name + strlen(XATTR_VERSION_GET), size);
 	if (virtual_xattr(req, fs, ino, name, size, 0))
 		return;
+	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, m_ino(fs, ino)))
+		return reply_err(req, "getxattr", ENODATA);
 	int err = meta_getxattr(fs->meta, m_ino(fs, ino), name, &v, &n);
 	if (err)
 		return reply_err(req, "getxattr", err);
@@ -2170,8 +2311,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct fs *fs = fs_of(req);
 	if (frozen(fs, ino))
 		return reply_err(req, "removexattr", EROFS);
-	reply_err(req, "removexattr",
-		  meta_removexattr(fs->meta, m_ino(fs, ino), name));
+	caps_forget(fs, m_ino(fs, ino), name);
+	int err = meta_removexattr(fs->meta, m_ino(fs, ino), name);
+	ns_changed(fs);
+	reply_err(req, "removexattr", err);
 }
 
 static const struct fuse_lowlevel_ops granary_ops = {
@@ -2683,6 +2826,11 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_pool;
 	}
+	/* without it, each release is a round trip of its own */
+	if (!o->read_only && closer_open(fs->meta, CLOSE_DELAY_MS, reclaim_soon,
+					 fs, &fs->closer))
+		log_warn("cannot start the closer thread: releasing files one "
+			 "by one");
 
 	snprintf(
 	    mopts, sizeof(mopts),
@@ -2747,6 +2895,8 @@ int fs_mount(const struct fs_opts *o,
 
 	fuse_session_unmount(fs->se);
 	flush_all(fs); /* destroy flushed already unless the kernel died */
+	closer_close(fs->closer); /* its releases may free data to reclaim */
+	fs->closer = NULL;
 	if (fs->reclaimer_running) {
 		pthread_mutex_lock(&fs->rc_lock);
 		fs->stopping = 1;
@@ -2760,6 +2910,7 @@ remove_handlers:
 destroy_se:
 	fuse_session_destroy(fs->se);
 close_session:
+	closer_close(fs->closer);
 	meta_session_close(fs->meta);
 close_pool:
 	wpool_close(fs->pool);

@@ -166,10 +166,11 @@ int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
 	       uint16_t mode, uint32_t uid, uint32_t gid, uint32_t rdev,
 	       const char *symlink, uint64_t *ino, struct meta_attr *a);
 /* meta_mknod of a regular file that also registers an open of it by this
- * session (as meta_file_open would), in the same round trip. */
+ * session (as meta_file_open would), in the same round trip. *pa (may be
+ * NULL) receives the parent's attributes as the create left them. */
 int meta_create(struct meta *m, uint64_t parent, const char *name,
 		uint16_t mode, uint32_t uid, uint32_t gid, uint64_t *ino,
-		struct meta_attr *a);
+		struct meta_attr *a, struct meta_attr *pa);
 /* Remove a non-directory entry. If that was the last link and the file is
  * open by any live session, the inode stays (nlink 0) until the last
  * meta_file_close; otherwise its data is queued for reclamation. */
@@ -204,6 +205,11 @@ int meta_file_close(struct meta *m, uint64_t ino);
 /* meta_file_close that also tells whether the inode was deleted (its data
  * then waits for meta_reclaim). freed may be NULL. */
 int meta_file_release(struct meta *m, uint64_t ino, int *freed);
+/* meta_file_release of n inodes in one round trip (a client's closes,
+ * batched: a file may appear more than once, once per open dropped);
+ * *freed (may be NULL) counts the inodes deleted. */
+int meta_files_release(struct meta *m, const uint64_t *inos, size_t n,
+		       size_t *freed);
 /* The slice list of one chunk, oldest first (caller frees *s). */
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		    struct meta_slice **s, size_t *n);

@@ -881,18 +881,27 @@ static int run_script(struct meta *m, int flags, const struct cmd *c,
 	return 0;
 }
 
-/* A script whose reply is {0, packed attr}: unpack it into a (may be
- * NULL). */
-static int run_script_attr(struct meta *m, const struct cmd *c,
-			   struct meta_attr *a)
+/* A script whose reply is {0, packed attr[, packed attr]}: unpack them
+ * into a and b (each may be NULL). */
+static int run_script_attrs(struct meta *m, const struct cmd *c,
+			    struct meta_attr *a, struct meta_attr *b)
 {
 	redisReply *r;
 	int err = run_script(m, 0, c, &r);
 	if (err)
 		return err;
 	err = r->elements < 2 ? META_EPROTO : reply_attr(r->element[1], a);
+	if (!err && b)
+		err = r->elements < 3 ? META_EPROTO
+				      : reply_attr(r->element[2], b);
 	freeReplyObject(r);
 	return err;
+}
+
+static int run_script_attr(struct meta *m, const struct cmd *c,
+			   struct meta_attr *a)
+{
+	return run_script_attrs(m, c, a, NULL);
 }
 
 static int run_script_void(struct meta *m, const struct cmd *c)
@@ -1860,28 +1869,28 @@ static int new_name_check(struct meta *m, const char *name)
 static int mknod_open(struct meta *m, uint64_t parent, const char *name,
 		      uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
 		      uint32_t rdev, const char *symlink, int open,
-		      uint64_t *ino, struct meta_attr *a);
+		      uint64_t *ino, struct meta_attr *a, struct meta_attr *pa);
 
 int meta_mknod(struct meta *m, uint64_t parent, const char *name, uint8_t type,
 	       uint16_t mode, uint32_t uid, uint32_t gid, uint32_t rdev,
 	       const char *symlink, uint64_t *ino, struct meta_attr *a)
 {
 	return mknod_open(m, parent, name, type, mode, uid, gid, rdev, symlink,
-			  0, ino, a);
+			  0, ino, a, NULL);
 }
 
 int meta_create(struct meta *m, uint64_t parent, const char *name,
 		uint16_t mode, uint32_t uid, uint32_t gid, uint64_t *ino,
-		struct meta_attr *a)
+		struct meta_attr *a, struct meta_attr *pa)
 {
 	return mknod_open(m, parent, name, META_FILE, mode, uid, gid, 0, NULL,
-			  1, ino, a);
+			  1, ino, a, pa);
 }
 
 static int mknod_open(struct meta *m, uint64_t parent, const char *name,
 		      uint8_t type, uint16_t mode, uint32_t uid, uint32_t gid,
 		      uint32_t rdev, const char *symlink, int open,
-		      uint64_t *ino, struct meta_attr *a)
+		      uint64_t *ino, struct meta_attr *a, struct meta_attr *pa)
 {
 	struct cmd c;
 	uint64_t id;
@@ -1914,7 +1923,7 @@ static int mknod_open(struct meta *m, uint64_t parent, const char *name,
 	cmd_u64(&c, rdev);
 	cmd_str(&c, type == META_SYMLINK ? symlink : "");
 	cmd_u64(&c, open ? atomic_load(&m->sid) : 0);
-	err = run_script_attr(m, &c, a);
+	err = run_script_attrs(m, &c, a, pa);
 	if (err && err != EIO) /* EIO: it may have been created */
 		ino_untake(m, id);
 	if (!err && ino)
@@ -2295,20 +2304,40 @@ int meta_file_close(struct meta *m, uint64_t ino)
 
 int meta_file_release(struct meta *m, uint64_t ino, int *freed)
 {
+	size_t n = 0;
+	int err = meta_files_release(m, &ino, 1, &n);
+
+	if (freed)
+		*freed = n > 0;
+	return err;
+}
+
+int meta_files_release(struct meta *m, const uint64_t *inos, size_t n,
+		       size_t *freed)
+{
 	struct cmd c;
 	redisReply *r;
+	uint8_t *buf;
 	int err;
 
 	if (freed)
 		*freed = 0;
+	if (!n)
+		return 0;
+	buf = malloc(n * 8);
+	if (!buf)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		st64(buf + 8 * i, inos[i]);
 	cmd_script(m, &c, SC_CLOSE);
-	cmd_u64(&c, ino);
 	cmd_u64(&c, atomic_load(&m->sid));
+	cmd_bin(&c, buf, n * 8);
 	err = run_script(m, 0, &c, &r);
+	free(buf);
 	if (err)
 		return err;
 	if (freed && r->elements > 1)
-		*freed = reply_u64(r->element[1]) > 0;
+		*freed = (size_t)reply_u64(r->element[1]);
 	freeReplyObject(r);
 	return 0;
 }

@@ -335,6 +335,7 @@ static const char s_lookup[] =
 static const char s_mknod[] =
     "-- ARGV: parent, name, ino, type, mode, uid, gid, rdev, symlink target,\n"
     "-- sid to register an open of the new inode for ('0': none).\n"
+    "-- Returns {0, the new inode's attributes, the parent's}.\n"
     "local parent, name, ino = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])\n"
     "local ty, mode = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
     "local uid, gid, rdev = tonumber(ARGV[6]), tonumber(ARGV[7]), "
@@ -379,7 +380,7 @@ static const char s_mknod[] =
     "	redis.call('SADD', 'so' .. ARGV[10], d(ino))\n"
     "end\n"
     "iflush()\n"
-    "return {0, attr_pack(a)}\n";
+    "return {0, attr_pack(a), attr_pack(p)}\n";
 
 static const char s_link[] =
     "-- ARGV: ino, newparent, newname.\n"
@@ -790,17 +791,23 @@ static const char s_open[] =
     "return {0, s}\n";
 
 static const char s_close[] =
-    "-- ARGV: ino, sid.\n"
-    "local ino, sid = tonumber(ARGV[1]), ARGV[2]\n"
-    "if sid ~= '0' then\n"
-    "	if redis.call('HINCRBY', key('o', ino), sid, -1) <= 0 then\n"
-    "		redis.call('HDEL', key('o', ino), sid)\n"
-    "		redis.call('SREM', 'so' .. sid, d(ino))\n"
+    "-- ARGV: sid, the inodes closed (u64 LE each; a client sends its\n"
+    "-- closes in batches). Returns {0, how many inodes were deleted}.\n"
+    "local sid, inos, freed = ARGV[1], ARGV[2], 0\n"
+    "for o = 1, #inos - 7, 8 do\n"
+    "	local ino = struct.unpack('<I8', inos, o)\n"
+    "	if sid ~= '0' then\n"
+    "		if redis.call('HINCRBY', key('o', ino), sid, -1) <= 0 then\n"
+    "			redis.call('HDEL', key('o', ino), sid)\n"
+    "			redis.call('SREM', 'so' .. sid, d(ino))\n"
+    "		end\n"
+    "	end\n"
+    "	if inode_release(ino) then\n"
+    "		freed = freed + 1\n"
     "	end\n"
     "end\n"
-    "local freed = inode_release(ino)\n"
     "iflush()\n"
-    "return {0, freed and 1 or 0}\n";
+    "return {0, freed}\n";
 
 static const char s_setxattr[] =
     "-- ARGV: ino, name, value, flags (1 = XATTR_CREATE, 2 = XATTR_REPLACE).\n"

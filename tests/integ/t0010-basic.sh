@@ -187,5 +187,23 @@ fallocate -l 1M "$M/fb"
 check_eq "$(stat -c %s "$M/fb")" 1048576 "size after fallocate"
 ok "fallocate modes"
 
+# a directory's attributes right after creates in it (the client answers
+# the kernel's GETATTR from what the create left) follow every other change
+mkdir "$M/da"
+t0=$(stat -c %Y.%Z "$M/da")
+sleep 1.1
+: >"$M/da/f1"
+check_eq "$(stat -c %h "$M/da")" 2 "nlink of a dir after a create in it"
+[ "$(stat -c %Y.%Z "$M/da")" != "$t0" ] || fail "mtime/ctime of a dir did not move with a create"
+mkdir "$M/da/sub"
+check_eq "$(stat -c %h "$M/da")" 3 "nlink after a create, then a mkdir"
+: >"$M/da/f2"
+chmod 0700 "$M/da"
+check_eq "$(stat -c %a:%h "$M/da")" 700:3 "mode after a create, then a chmod"
+: >"$M/da/f3"
+rmdir "$M/da/sub"
+check_eq "$(stat -c %h "$M/da")" 2 "nlink after a create, then an rmdir"
+ok "directory attributes after creates in it"
+
 umount_vol "$M"
 ok "umount"

@@ -52,6 +52,17 @@ expect_errno "Operation not permitted" as_nobody touch -d '2001-01-01' "$M/tmp/r
 as_nobody touch "$M/tmp/rootowned" || fail "nobody cannot touch a 0666 file"
 ok "chmod/chown/utimes by a non-owner refused"
 
+# a write drops file capabilities (the kernel asks for them first); also on
+# a file just created, whose lack of them the client answers by itself
+printf x >"$M/capfile"
+setfattr -n security.capability -v 0x0000000200000000000000000000000000000000 "$M/capfile" ||
+	fail "cannot set security.capability"
+getfattr -n security.capability "$M/capfile" >/dev/null 2>&1 || fail "capability not set"
+printf y >>"$M/capfile"
+expect_errno "No such attribute" getfattr -n security.capability "$M/capfile"
+check_eq "$(cat "$M/capfile")" xy "content after the capability was dropped"
+ok "a write to a new file drops the capability set on it"
+
 # without --allow-other other users cannot enter the mount at all
 M2=$TMP/mnt2
 mount_vol "$META" "$M2"

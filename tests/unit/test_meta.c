@@ -2324,9 +2324,10 @@ Test(meta, memory_per_packed_small_file)
 	meta_close(m);
 }
 
-/* meta_create registers the creator's open in the same script: an unlink
- * by another client right after keeps the inode until the creator closes,
- * and a handle without a session registers nothing. */
+/* meta_create registers the creator's open in the same script (and hands
+ * out the parent's new attributes): an unlink by another client right
+ * after keeps the inode until the creator closes, and a handle without a
+ * session registers nothing. */
 Test(meta, create_registers_open)
 {
 	struct meta *m = fresh(57), *b = mopen(57);
@@ -2334,12 +2335,19 @@ Test(meta, create_registers_open)
 	uint64_t f, g;
 
 	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
-	cr_assert_eq(meta_create(m, 1, "f", 0644, 1, 2, &f, &a), 0);
+	struct meta_attr pa;
+	cr_assert_eq(meta_create(m, 1, "f", 0644, 1, 2, &f, &a, &pa), 0);
+	struct meta_attr root = attr(m, 1);
+	cr_expect_eq(pa.type, META_DIR, "the parent's attributes come along");
+	cr_expect_eq(pa.nlink, root.nlink);
+	cr_expect(pa.mtime == root.mtime && pa.mtimens == root.mtimens &&
+		      pa.ctime == root.ctime && pa.ctimens == root.ctimens,
+		  "the parent's times as the create left them");
 	cr_expect_eq(a.type, META_FILE);
 	cr_expect_eq(a.mode, 0644);
 	cr_expect_eq(a.uid, 1);
 	cr_expect_eq(a.nlink, 1);
-	cr_expect_eq(meta_create(m, 1, "f", 0644, 1, 2, &g, &a), EEXIST);
+	cr_expect_eq(meta_create(m, 1, "f", 0644, 1, 2, &g, &a, NULL), EEXIST);
 	put(m, f, 0, 100);
 	cr_assert_eq(meta_unlink(b, 1, "f"), 0);
 	a = attr(m, f);
@@ -2349,10 +2357,53 @@ Test(meta, create_registers_open)
 	cr_expect_eq(meta_getattr(m, f, &a), ENOENT, "reclaimed at close");
 
 	/* no session: nothing registered, the unlink deletes at once */
-	cr_assert_eq(meta_create(b, 1, "g", 0600, 0, 0, &g, &a), 0);
+	cr_assert_eq(meta_create(b, 1, "g", 0600, 0, 0, &g, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(b, 1, "g"), 0);
 	cr_expect_eq(meta_getattr(b, g, &a), ENOENT);
 	meta_close(b);
+	meta_close(m);
+}
+
+/* meta_files_release drops the opens of a batch of inodes in one call:
+ * each listed once per open, an unlinked one deleted once its last open
+ * is gone, the others kept, and the count of deleted inodes returned. */
+Test(meta, files_release_batch)
+{
+	struct meta *m = fresh(29);
+	struct meta_attr a;
+	uint64_t f[3];
+	size_t freed = 9;
+
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%d", i);
+		cr_assert_eq(
+		    meta_create(m, 1, name, 0644, 1, 2, &f[i], &a, NULL), 0);
+	}
+	cr_assert_eq(meta_file_open(m, f[1], &a), 0); /* a second open */
+	cr_assert_eq(meta_unlink(m, 1, "f1"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "f2"), 0);
+	cr_expect_eq(attr(m, f[2]).nlink, 0, "kept by its open");
+
+	uint64_t batch[] = {f[0], f[1], f[2]};
+	cr_assert_eq(meta_files_release(m, batch, 3, &freed), 0);
+	cr_expect_eq(freed, 1, "only f2 lost its last open");
+	cr_expect_eq(meta_getattr(m, f[2], &a), ENOENT);
+	cr_expect_eq(attr(m, f[0]).nlink, 1);
+	cr_expect_eq(attr(m, f[1]).nlink, 0, "f1 is still open once");
+
+	redisContext *c = raw(29);
+	redisReply *r = redisCommand(c, "EXISTS o%" PRIu64, f[0]);
+	cr_expect_eq(r->integer, 0, "no open of f0 left");
+	freeReplyObject(r);
+	redisFree(c);
+
+	cr_assert_eq(meta_files_release(m, &f[1], 1, &freed), 0);
+	cr_expect_eq(freed, 1);
+	cr_expect_eq(meta_getattr(m, f[1], &a), ENOENT);
+	cr_expect_eq(meta_files_release(m, NULL, 0, &freed), 0);
+	cr_expect_eq(freed, 0);
 	meta_close(m);
 }
 
