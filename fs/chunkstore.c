@@ -27,7 +27,7 @@
 #define PF_QUEUE_MIN   64 /* entries; at least 4 per thread */
 /* How long a read waits for a pack that is not in the store yet: a
  * writeback client uploads its packs within its pack window and then some. */
-#define PACK_WAIT_MS   15000
+#define PACK_WAIT_MS 15000
 
 /* The table cache of ranged reads: 1024 chains, 4 entries each at most on
  * average. */
@@ -415,8 +415,10 @@ static void object_of(uint64_t id, uint32_t idx, uint32_t len,
  * Get and check one block of len raw bytes. A block stored raw is kept
  * where the store put it (no copy: the checksums are checked in place); a
  * compressed one is decoded into a buffer of its own. A block that fails
- * its check may be a bad local copy (a disk cache entry):
- * the copy is evicted and the block fetched once more from the store.
+ * its check may be a bad local copy (a disk cache entry): the copy is
+ * evicted and the block fetched once more from the store. A frame that
+ * its pack is too short for (EAGAIN from fetch_once) is fetched once
+ * more too, from the store after a moment when there is no local copy.
  * quiet: a missing block is no news (a prefetch of a file deleted meanwhile;
  * a reader that needs the block fetches it again and says so).
  */
@@ -425,15 +427,23 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 		 struct fetched *out)
 {
 	int err = fetch_once(cs, id, idx, len, fr, quiet, out);
-	if (err == CODEC_ECORRUPT) {
+	if (err == CODEC_ECORRUPT || err == EAGAIN) {
 		char key[KEY_CAP];
 		uint64_t off;
 		size_t n;
 		object_of(id, idx, len, fr, key, &off, &n);
-		if (objstore_evict(cs->store, key) == 0)
+		if (objstore_evict(cs->store, key) == 0) {
 			err = fetch_once(cs, id, idx, len, fr, quiet, out);
+		} else if (err == EAGAIN) {
+			/* no local copy to blame: a torn answer of the store
+			 * (a server that rewrites an object in place while a
+			 * retried put runs) is asked again a moment later */
+			struct timespec ts = {0, 200 * 1000000L};
+			nanosleep(&ts, NULL);
+			err = fetch_once(cs, id, idx, len, fr, quiet, out);
+		}
 	}
-	return err == CODEC_ECORRUPT ? EIO : err;
+	return err == CODEC_ECORRUPT || err == EAGAIN ? EIO : err;
 }
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
@@ -468,17 +478,20 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 				log_info("slice %" PRIu64 " is not in '%s' "
 					 "yet: waiting for its upload",
 					 id, key);
-			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+			struct timespec ts = {ms / 1000,
+					      (ms % 1000) * 1000000L};
 			nanosleep(&ts, NULL);
-			err = objstore_get(cs->store, key, off, want, &blk,
-					   &got);
+			err =
+			    objstore_get(cs->store, key, off, want, &blk, &got);
 		}
 	}
 	STAT_ADD(cs, gets, 1);
 	if (!err && want && got != want) {
+		log_err("slice %" PRIu64 ": pack '%s' ends before its frame "
+			"(bytes %" PRIu32 "+%" PRIu32 ", got %zu)",
+			id, key, fr->off, fr->len, got);
 		free(blk);
-		blk = NULL;
-		err = ENOENT; /* the pack ends before the frame does */
+		return EAGAIN; /* fetch() tries once more */
 	}
 	if (err) {
 		if (err == ENOENT && fr->pack)
@@ -515,7 +528,8 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		if (err == CODEC_ECORRUPT) {
 			STAT_ADD(cs, corrupt, 1);
 			if (fr->pack)
-				log_err("corrupt slice %" PRIu64 " in pack '%s' "
+				log_err("corrupt slice %" PRIu64
+					" in pack '%s' "
 					"(bytes %" PRIu32 "+%" PRIu32 "): %s",
 					id, key, fr->off, fr->len,
 					codec_strerror(err));
@@ -552,7 +566,8 @@ free_blk:
  * who must then call entry_load(). Under cs->lock. */
 static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
 				uint32_t idx, uint32_t len,
-				const struct chunkstore_frame *fr, int by_prefetch)
+				const struct chunkstore_frame *fr,
+				int by_prefetch)
 {
 	struct centry *e = calloc(1, sizeof(*e));
 
