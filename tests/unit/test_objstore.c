@@ -288,23 +288,37 @@ static void *conc_worker(void *p)
 		snprintf(key, sizeof(key), "conc/t%d/k%d", a->id, r % 5);
 		size_t len = 1000 + (size_t)(a->id * 997 + r * 131) % 19000;
 		fill(buf, len, (uint64_t)(a->id * 1000 + r));
-		if (objstore_put(a->s, key, buf, len)) {
+		int err = objstore_put(a->s, key, buf, len);
+		if (err) {
+			fprintf(stderr, "thread %d: put '%s': %s\n", a->id, key,
+				objstore_strerror(err));
 			a->failures++;
 			continue;
 		}
-		void *d;
-		size_t got;
-		if (objstore_get(a->s, key, 0, 0, &d, &got) || got != len ||
-		    memcmp(d, buf, len))
+		void *d = NULL;
+		size_t got = 0;
+		err = objstore_get(a->s, key, 0, 0, &d, &got);
+		if (err || got != len || memcmp(d, buf, len)) {
+			fprintf(stderr,
+				"thread %d: get '%s' after put: %s, %zu bytes "
+				"of %zu%s\n",
+				a->id, key, err ? objstore_strerror(err) : "ok",
+				got, len,
+				!err && got == len ? ", different bytes" : "");
 			a->failures++;
-		else
-			free(d);
+		}
+		free(d);
+		d = NULL;
 		/* everyone reads the shared object, which never changes */
-		if (objstore_get(a->s, "conc/shared", 100, 50, &d, &got) ||
-		    got != 50 || memcmp(d, conc_shared + 100, 50))
+		err = objstore_get(a->s, "conc/shared", 100, 50, &d, &got);
+		if (err || got != 50 || memcmp(d, conc_shared + 100, 50)) {
+			fprintf(stderr,
+				"thread %d: get of the shared object: %s\n",
+				a->id,
+				err ? objstore_strerror(err) : "wrong bytes");
 			a->failures++;
-		else
-			free(d);
+		}
+		free(d);
 	}
 	return NULL;
 }
