@@ -120,6 +120,7 @@ struct fs {
 	struct meta_volume vol;
 	uint64_t root;	 /* volume inode served as FUSE_ROOT_ID */
 	int root_frozen; /* --subdir inside a version: read-only */
+	int any_frozen;	 /* atomic: some node was ever marked frozen */
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
@@ -315,6 +316,8 @@ static void node_lookup_ref(struct fs *fs, uint64_t ino,
 	if (n) {
 		n->nlookup++;
 		n->frozen |= frozen;
+		if (frozen)
+			__atomic_store_n(&fs->any_frozen, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&fs->table_lock);
 	if (!n)
@@ -340,6 +343,10 @@ static int frozen(struct fs *fs, fuse_ino_t ino)
 
 	if (ino == FUSE_ROOT_ID)
 		return fs->root_frozen;
+	/* a client that never looked into a version skips the table: the
+	 * check runs on every lookup and create */
+	if (!__atomic_load_n(&fs->any_frozen, __ATOMIC_RELAXED))
+		return 0;
 	pthread_mutex_lock(&fs->table_lock);
 	for (struct node *n = fs->buckets[bucket_of(fs, vino)]; n; n = n->next)
 		if (n->ino == vino) {
