@@ -17,14 +17,14 @@
 
 #define META_ROOT_INO	    1
 #define META_CHUNK_SIZE	    (64u << 20) /* a file is cut into chunks by offset */
-#define META_FORMAT_VERSION 1
+#define META_FORMAT_VERSION 2
 #define META_NAME_MAX	    255
 
 #define META_ENOVOLUME (-301) /* the database holds no granary volume */
 #define META_EEXIST    (-302) /* a volume already exists (format w/o force) */
 #define META_EUNREACH  (-303) /* cannot reach the metadata server */
 #define META_EURL      (-304) /* malformed metadata URL */
-#define META_EVERSION  (-305) /* volume written by a newer granary */
+#define META_EVERSION  (-305) /* volume of another format version */
 #define META_EAUTH     (-306) /* password refused */
 #define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
 
@@ -102,7 +102,18 @@ void meta_url_redact(const char *url, char *buf, size_t cap);
 /* Write settings and the root directory; META_EEXIST unless force (force
  * wipes every granary key in the database first). */
 int meta_format(struct meta *m, const struct meta_volume *v, int force);
+/* META_EVERSION (logged: what to do) when the volume's format is not
+ * META_FORMAT_VERSION; v is filled all the same. */
 int meta_load_volume(struct meta *m, struct meta_volume *v);
+/*
+ * Rewrite a volume of an older format version into META_FORMAT_VERSION
+ * (SCHEMA.md, "Upgrades"), in place. Refused with EBUSY while a client
+ * has it mounted (a session with a heartbeat within the session TTL). An
+ * interrupted upgrade is finished by running it again; the volume's
+ * format_version changes last. *from gets the version found (= current:
+ * nothing was done), *n the records rewritten.
+ */
+int meta_upgrade(struct meta *m, uint32_t *from, uint64_t *n);
 struct meta_usage {
 	uint64_t used_bytes, inodes;
 };

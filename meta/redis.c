@@ -38,14 +38,15 @@ const char *meta_redis_lua(const char *name);
 #define INO_BATCH	  100  /* inode numbers taken from nextinode at once */
 #define SLICE_BATCH	  1000 /* slice ids taken from nextslice at once */
 #define ATTR_LEN	  59   /* packed inode record, see SCHEMA.md */
+#define INO_PER_HASH	  32   /* inodes per hash n<ino / 32>, see SCHEMA.md */
 #define REC_LEN		  25   /* packed slice record, full form */
 #define REC_SHORT_LEN	  17   /* short form: a whole slice */
 #define REC_PACK_EXTRA	  16   /* forms 3 and 4 add pack, poff, plen */
 #define REC_MAX		  (REC_LEN + REC_PACK_EXTRA)
-#define DENT_LEN	  9    /* packed directory entry value */
+#define DENT_MAX	  9 /* directory entry value: type, ino (1-8 bytes) */
 #define SCAN_COUNT	  1000 /* HSCAN page of a large directory */
-#define MGET_BATCH	  512  /* attributes per MGET in readdirplus */
-#define PIPE_DEPTH	  16   /* MGETs in flight per round trip */
+#define PIPE_DEPTH	  16   /* commands in flight per round trip */
+#define HMGET_DEPTH	  256  /* inode hashes read per trip in readdirplus */
 #define RECLAIM_BUDGET	  256  /* chunk lists dropped per reclaim script */
 #define CLEAN_BATCH	  1000 /* opens dropped per session cleanup script */
 #define SNAP_BUDGET	  256  /* entries per snapshot script (~3 ms) */
@@ -86,17 +87,19 @@ enum script {
 	SC_VERSION_DIR,
 	SC_VERSION_RM,
 	SC_VERSION_SWAP,
+	SC_UPGRADE_INODES,
+	SC_UPGRADE_DIR,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
-    "format",	  "lookup",	  "mknod",	   "link",
-    "unlink",	  "rmdir",	  "rename",	   "setattr",
-    "truncate",	  "fallocate",	  "write",	   "open",
-    "close",	  "setxattr",	  "removexattr",   "session_new",
-    "heartbeat",  "session_dead", "session_clean", "reclaim",
-    "pack_total", "snap_begin",	  "snap_copy",	   "snap_commit",
-    "snap_claim", "snap_drop",	  "clone_data",	   "version_dir",
-    "version_rm", "version_swap",
+    "format",	  "lookup",	  "mknod",	    "link",
+    "unlink",	  "rmdir",	  "rename",	    "setattr",
+    "truncate",	  "fallocate",	  "write",	    "open",
+    "close",	  "setxattr",	  "removexattr",    "session_new",
+    "heartbeat",  "session_dead", "session_clean",  "reclaim",
+    "pack_total", "snap_begin",	  "snap_copy",	    "snap_commit",
+    "snap_claim", "snap_drop",	  "clone_data",	    "version_dir",
+    "version_rm", "version_swap", "upgrade_inodes", "upgrade_dir",
 };
 
 struct addr {
@@ -340,8 +343,9 @@ const char *meta_strerror(int err)
 		       "redis://[:PASSWORD@]HOST[:PORT]/DB or "
 		       "unix:///PATH/redis.sock?db=N)";
 	case META_EVERSION:
-		return "the volume was written by a newer granary (upgrade "
-		       "granary to use it)";
+		return "the volume has another format version than this "
+		       "granary's (a newer granary wrote it, or it needs "
+		       "`granary upgrade`)";
 	case META_EAUTH:
 		return "the metadata server refused the password (set "
 		       "GRANARY_META_PASSWORD or put it in the URL)";
@@ -701,10 +705,18 @@ static void cmd_i64(struct cmd *c, int64_t v)
 	cmd_fmt(c, "%" PRId64, v);
 }
 
-/* A per-inode key: prefix and decimal inode number ("i123"). */
+/* A per-inode key: prefix and decimal inode number ("d123"). */
 static void cmd_key(struct cmd *c, const char *prefix, uint64_t ino)
 {
 	cmd_fmt(c, "%s%" PRIu64, prefix, ino);
+}
+
+/* The hash that holds inode ino, and the field of its attributes or, with
+ * tail, of chunk 0's slice records while they are short (SCHEMA.md). */
+static void cmd_inode(struct cmd *c, uint64_t ino, int tail)
+{
+	cmd_fmt(c, "n%" PRIu64, ino / INO_PER_HASH);
+	cmd_u64(c, ino % INO_PER_HASH + (tail ? INO_PER_HASH : 0));
 }
 
 static void cmd_script(struct meta *m, struct cmd *c, enum script s)
@@ -1153,7 +1165,15 @@ static uint64_t field_u64(const redisReply *r)
 	return strtoull(buf, NULL, 10);
 }
 
+static int load_volume(struct meta *m, struct meta_volume *v, int quiet);
+
 int meta_load_volume(struct meta *m, struct meta_volume *v)
+{
+	return load_volume(m, v, 0);
+}
+
+/* quiet: no message for an older format (the upgrade's own look) */
+static int load_volume(struct meta *m, struct meta_volume *v, int quiet)
 {
 	struct cmd c;
 	redisReply *r;
@@ -1208,10 +1228,214 @@ int meta_load_volume(struct meta *m, struct meta_volume *v)
 			"granary reads up to %u: upgrade granary",
 			m->where, v->format_version, META_FORMAT_VERSION);
 		err = META_EVERSION;
+	} else if (v->format_version < META_FORMAT_VERSION) {
+		if (!quiet)
+			log_err(
+			    "the volume at '%s' has format version %u, older "
+			    "than "
+			    "this granary's %u: unmount it everywhere, then "
+			    "run `granary upgrade META_URL`",
+			    m->where, v->format_version, META_FORMAT_VERSION);
+		err = META_EVERSION;
 	}
 free_r:
 	freeReplyObject(r);
 	return err;
+}
+
+/* ---- upgrades -------------------------------------------------------- */
+
+/* The keys "<prefix><digits>" of one SCAN page, as inode numbers. */
+static int scan_inos(struct meta *m, const char *prefix, char *cursor,
+		     size_t cap, uint64_t *inos, size_t *n)
+{
+	struct cmd c;
+	redisReply *r;
+	char pat[8];
+	int err;
+
+	*n = 0;
+	snprintf(pat, sizeof pat, "%s[0-9]*", prefix);
+	cmd_init(&c, "SCAN");
+	cmd_str(&c, cursor);
+	cmd_str(&c, "MATCH");
+	cmd_str(&c, pat);
+	cmd_str(&c, "COUNT");
+	cmd_str(&c, "1000");
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
+		err = META_EPROTO;
+		goto free_r;
+	}
+	snprintf(cursor, cap, "%s", r->element[0]->str);
+	for (size_t i = 0; i < r->element[1]->elements; i++) {
+		const redisReply *k = r->element[1]->element[i];
+		const char *p = k->str + strlen(prefix);
+		char *end;
+		if (k->type != REDIS_REPLY_STRING)
+			continue;
+		errno = 0;
+		uint64_t ino = strtoull(p, &end, 10);
+		if (!errno && end != p && !*end)
+			inos[(*n)++] = ino;
+	}
+free_r:
+	freeReplyObject(r);
+	return err;
+}
+
+/* Clients with a heartbeat within the session TTL. */
+static int live_sessions(struct meta *m, long long *n)
+{
+	struct cmd c;
+	redisReply *r;
+	long long now;
+	int err;
+
+	cmd_init(&c, "TIME");
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	now = atoll(r->element[0]->str);
+	freeReplyObject(r);
+	cmd_init(&c, "ZCOUNT");
+	cmd_str(&c, "sessions");
+	cmd_i64(&c, now - m->opts.session_ttl);
+	cmd_str(&c, "+inf");
+	err = run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_INTEGER)
+		err = META_EPROTO;
+	else
+		*n = r->integer;
+	freeReplyObject(r);
+	return err;
+}
+
+/* Format 1 -> 2: the records i<ino> of inos moved into the inode hashes. */
+static int upgrade_inodes(struct meta *m, const uint64_t *inos, size_t cnt,
+			  uint64_t *n)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	cmd_script(m, &c, SC_UPGRADE_INODES);
+	for (size_t k = 0; k < cnt; k++)
+		cmd_u64(&c, inos[k]);
+	err = run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (r->elements != 2 || r->element[1]->type != REDIS_REPLY_INTEGER)
+		err = META_EPROTO;
+	else
+		*n += (uint64_t)r->element[1]->integer;
+	freeReplyObject(r);
+	return err;
+}
+
+/* Format 1 -> 2: the entries of directory dir in their short form, about
+ * 1000 per script. */
+static int upgrade_dir(struct meta *m, uint64_t dir, uint64_t *n)
+{
+	char cursor[32] = "0";
+	int err;
+
+	do {
+		struct cmd c;
+		redisReply *r;
+		cmd_script(m, &c, SC_UPGRADE_DIR);
+		cmd_u64(&c, dir);
+		cmd_str(&c, cursor);
+		err = run_script(m, 0, &c, &r);
+		if (err)
+			return err;
+		if (r->elements != 3 ||
+		    r->element[1]->type != REDIS_REPLY_STRING ||
+		    r->element[2]->type != REDIS_REPLY_INTEGER) {
+			err = META_EPROTO;
+		} else {
+			snprintf(cursor, sizeof cursor, "%s",
+				 r->element[1]->str);
+			*n += (uint64_t)r->element[2]->integer;
+		}
+		freeReplyObject(r);
+	} while (!err && strcmp(cursor, "0"));
+	return err;
+}
+
+/* Format 1 -> 2 (SCHEMA.md): every inode record, then every directory.
+ * Each step skips what is done, so a second run finishes the first. */
+static int upgrade_1(struct meta *m, uint64_t *n)
+{
+	uint64_t inos[1000];
+	char cursor[32] = "0";
+	size_t cnt;
+	int err;
+
+	do {
+		err = scan_inos(m, "i", cursor, sizeof cursor, inos, &cnt);
+		/* a script takes what fits in one command */
+		for (size_t i = 0; !err && i < cnt; i += CMD_MAX - 4)
+			err = upgrade_inodes(
+			    m, inos + i,
+			    cnt - i < CMD_MAX - 4 ? cnt - i : CMD_MAX - 4, n);
+	} while (!err && strcmp(cursor, "0"));
+	snprintf(cursor, sizeof cursor, "0");
+	while (!err) {
+		err = scan_inos(m, "d", cursor, sizeof cursor, inos, &cnt);
+		for (size_t i = 0; !err && i < cnt; i++)
+			err = upgrade_dir(m, inos[i], n);
+		if (!strcmp(cursor, "0"))
+			break;
+	}
+	return err;
+}
+
+int meta_upgrade(struct meta *m, uint32_t *from, uint64_t *n)
+{
+	struct meta_volume v;
+	struct cmd c;
+	long long live = 0;
+	int err = load_volume(m, &v, 1);
+
+	*from = v.format_version;
+	*n = 0;
+	if (err != META_EVERSION)
+		return err; /* 0: current already */
+	if (v.format_version > META_FORMAT_VERSION)
+		return META_EVERSION;
+	if (m->opts.read_only)
+		return EROFS;
+	err = live_sessions(m, &live);
+	if (err)
+		return err;
+	if (live > 0) {
+		log_err("%lld client(s) of the volume at '%s' are alive: "
+			"unmount them first",
+			live, m->where);
+		return EBUSY;
+	}
+	log_info("upgrading the volume at '%s' from format version %u to %u",
+		 m->where, v.format_version, META_FORMAT_VERSION);
+	err = upgrade_1(m, n);
+	if (err)
+		return err;
+	cmd_init(&c, "HSET");
+	cmd_str(&c, "setting");
+	cmd_str(&c, "format_version");
+	cmd_u64(&c, META_FORMAT_VERSION);
+	return run_void(m, RUN_RETRY, &c);
 }
 
 static uint64_t reply_u64(const redisReply *r)
@@ -1701,16 +1925,12 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a)
 	redisReply *r;
 	int err;
 
-	/* the attributes only, not chunk 0's records behind them */
-	cmd_init(&c, "GETRANGE");
-	cmd_key(&c, "i", ino);
-	cmd_str(&c, "0");
-	cmd_u64(&c, ATTR_LEN - 1);
+	cmd_init(&c, "HGET");
+	cmd_inode(&c, ino, 0);
 	err = run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	err = r->type == REDIS_REPLY_STRING && r->len == 0 ? ENOENT
-							   : reply_attr(r, a);
+	err = r->type == REDIS_REPLY_NIL ? ENOENT : reply_attr(r, a);
 	freeReplyObject(r);
 	return err;
 }
@@ -2028,8 +2248,8 @@ int meta_readlink(struct meta *m, uint64_t ino, char **target)
 	*target = NULL;
 	cmd_init(&c1, "GET");
 	cmd_key(&c1, "s", ino);
-	cmd_init(&c2, "EXISTS");
-	cmd_key(&c2, "i", ino);
+	cmd_init(&c2, "HEXISTS");
+	cmd_inode(&c2, ino, 0);
 	reqs[0] = (struct req){c1.argc, c1.argv, c1.len, -1};
 	reqs[1] = (struct req){c2.argc, c2.argv, c2.len, -1};
 	err = run_reqs(m, RUN_RETRY, reqs, 2, r);
@@ -2066,7 +2286,8 @@ static int dirlist_add(struct dirlist *l, const redisReply *page)
 		struct meta_dirent *e;
 
 		if (k->type != REDIS_REPLY_STRING ||
-		    v->type != REDIS_REPLY_STRING || v->len != DENT_LEN)
+		    v->type != REDIS_REPLY_STRING || v->len < 2 ||
+		    v->len > DENT_MAX)
 			return META_EPROTO;
 		if (l->n == l->cap) {
 			size_t cap = l->cap ? l->cap * 2 : 64;
@@ -2082,8 +2303,9 @@ static int dirlist_add(struct dirlist *l, const redisReply *page)
 		if (!e->name)
 			return ENOMEM;
 		p = (const uint8_t *)v->str;
-		e->ino = ld64(p);
-		e->type = p[8];
+		e->type = p[0];
+		for (size_t b = (size_t)v->len - 1; b >= 1; b--)
+			e->ino = e->ino << 8 | p[b];
 		l->n++;
 	}
 	return 0;
@@ -2126,75 +2348,174 @@ static int scan_page(struct dirlist *l, const redisReply *r, char *cursor,
 	return dirlist_add(l, r->element[1]);
 }
 
-/* Fill the attributes (MGET, PIPE_DEPTH batches per round trip); entries
- * whose inode vanished meanwhile are left out. MGET brings whole inode
- * records, chunk 0's slice records included: 17 bytes more for a small file
- * written once, 17-25 bytes a slice for files written in many pieces (there
- * is no multi-key GETRANGE; a script could trim them, but would run on the
- * server, which is single-threaded). */
-static int dirlist_attrs(struct meta *m, struct dirlist *l)
+struct ino_ord {
+	uint64_t ino;
+	size_t i; /* index in the dirlist */
+};
+
+static int ino_ord_cmp(const void *a, const void *b)
 {
-	const size_t per_trip = (size_t)MGET_BATCH * PIPE_DEPTH;
-	char(*keys)[24] = malloc(per_trip * sizeof *keys);
-	const char **argv = malloc((per_trip + PIPE_DEPTH) * sizeof *argv);
-	size_t *lens = malloc((per_trip + PIPE_DEPTH) * sizeof *lens);
-	size_t o = 0;
+	const struct ino_ord *x = a, *y = b;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Files whose tail field came back empty: their chunk 0 may be in
+ * c<ino>_0 (too long for the field), asked for with MGET, PIPE_DEPTH
+ * batches of up to 512 keys per trip. */
+static int dirlist_chunk0(struct meta *m, struct dirlist *l, const size_t *idx,
+			  size_t cnt)
+{
+	enum { BATCH = 512 };
+	char(*keys)[32] = malloc((size_t)BATCH * PIPE_DEPTH * sizeof *keys);
+	const char **argv = malloc((BATCH + 1) * PIPE_DEPTH * sizeof *argv);
+	size_t *lens = malloc((BATCH + 1) * PIPE_DEPTH * sizeof *lens);
 	int err = 0;
 
-	if (!keys || !argv || !lens) {
+	if (!keys || !argv || !lens)
+		err = ENOMEM;
+	for (size_t base = 0; !err && base < cnt;
+	     base += (size_t)BATCH * PIPE_DEPTH) {
+		struct req reqs[PIPE_DEPTH];
+		redisReply *r[PIPE_DEPTH];
+		size_t a = 0, j = base;
+		int nreq = 0;
+
+		while (j < cnt && nreq < PIPE_DEPTH) {
+			size_t k = 0, a0 = a;
+			argv[a] = "MGET";
+			lens[a++] = 4;
+			for (; j < cnt && k < BATCH; j++, k++) {
+				size_t q = (size_t)nreq * BATCH + k;
+				int len = snprintf(keys[q], sizeof keys[q],
+						   "c%" PRIu64 "_0",
+						   l->e[idx[j]].ino);
+				argv[a] = keys[q];
+				lens[a++] = (size_t)len;
+			}
+			reqs[nreq++] = (struct req){(int)(k + 1), &argv[a0],
+						    &lens[a0], -1};
+		}
+		err = run_reqs(m, RUN_RETRY, reqs, nreq, r);
+		if (err)
+			break;
+		j = base;
+		for (int q = 0; q < nreq; q++) {
+			size_t k = (size_t)reqs[q].argc - 1;
+			if (!err && (r[q]->type != REDIS_REPLY_ARRAY ||
+				     r[q]->elements != k))
+				err = META_EPROTO;
+			for (size_t e = 0; !err && e < k; e++) {
+				const redisReply *v = r[q]->element[e];
+				struct meta_dirent *d = &l->e[idx[j + e]];
+				if (v->type == REDIS_REPLY_STRING)
+					err = recs_unpack(
+					    v->str, (size_t)v->len, &d->chunk0,
+					    &d->nchunk0);
+			}
+			j += k;
+			freeReplyObject(r[q]);
+		}
+	}
+	free(keys);
+	free(argv);
+	free(lens);
+	return err;
+}
+
+/*
+ * Fill the attributes and chunk 0 of the entries: the entries sorted by
+ * inode so that one HMGET reads every entry of one inode hash (files made
+ * together have neighbouring numbers), HMGET_DEPTH of them per round trip;
+ * then MGET for the files whose chunk 0 is in c<ino>_0. Entries whose
+ * inode vanished meanwhile are left out.
+ */
+static int dirlist_attrs(struct meta *m, struct dirlist *l)
+{
+	enum { PER = 2 * INO_PER_HASH }; /* fields per HMGET, at most */
+	struct ino_ord *ord = malloc((l->n ? l->n : 1) * sizeof *ord);
+	char(*keys)[24] = malloc(HMGET_DEPTH * sizeof *keys);
+	char(*flds)[4] = malloc((size_t)HMGET_DEPTH * PER * sizeof *flds);
+	const char **argv =
+	    malloc((size_t)HMGET_DEPTH * (PER + 2) * sizeof *argv);
+	size_t *lens = malloc((size_t)HMGET_DEPTH * (PER + 2) * sizeof *lens);
+	size_t *more = malloc((l->n ? l->n : 1) * sizeof *more);
+	struct req *reqs = malloc(HMGET_DEPTH * sizeof *reqs);
+	redisReply **r = malloc(HMGET_DEPTH * sizeof *r);
+	size_t *first = malloc(HMGET_DEPTH * sizeof *first);
+	size_t p = 0, nmore = 0, o = 0;
+	int err = 0;
+
+	if (!ord || !keys || !flds || !argv || !lens || !more || !reqs || !r ||
+	    !first) {
 		err = ENOMEM;
 		goto free_bufs;
 	}
-	for (size_t base = 0; base < l->n && !err; base += per_trip) {
-		size_t cnt = l->n - base < per_trip ? l->n - base : per_trip;
-		struct req reqs[PIPE_DEPTH];
-		redisReply *r[PIPE_DEPTH];
-		int nreq = 0;
+	for (size_t i = 0; i < l->n; i++)
+		ord[i] = (struct ino_ord){l->e[i].ino, i};
+	qsort(ord, l->n, sizeof *ord, ino_ord_cmp);
+	while (p < l->n && !err) {
 		size_t a = 0;
+		int nreq = 0;
 
-		for (size_t i = 0; i < cnt; i += MGET_BATCH) {
-			size_t k = cnt - i < MGET_BATCH ? cnt - i : MGET_BATCH;
-			reqs[nreq] =
-			    (struct req){(int)k + 1, &argv[a], &lens[a], -1};
-			argv[a] = "MGET";
-			lens[a++] = 4;
-			for (size_t j = i; j < i + k; j++) {
-				int n =
-				    snprintf(keys[j], sizeof keys[j],
-					     "i%" PRIu64, l->e[base + j].ino);
-				argv[a] = keys[j];
-				lens[a++] = (size_t)n;
+		/* one HMGET per hash; a hash's entries beyond PER / 2 (hard
+		 * links of one file) go to the next HMGET */
+		while (p < l->n && nreq < HMGET_DEPTH) {
+			uint64_t h = ord[p].ino / INO_PER_HASH;
+			size_t a0 = a, k = 0;
+			argv[a] = "HMGET";
+			lens[a++] = 5;
+			argv[a] = keys[nreq];
+			lens[a++] = (size_t)snprintf(keys[nreq], sizeof keys[0],
+						     "n%" PRIu64, h);
+			first[nreq] = p;
+			for (; p < l->n && k < PER &&
+			       ord[p].ino / INO_PER_HASH == h;
+			     p++, k += 2) {
+				char *f = flds[(size_t)nreq * PER + k];
+				unsigned x =
+				    (unsigned)(ord[p].ino % INO_PER_HASH);
+				argv[a] = f;
+				lens[a++] = (size_t)snprintf(f, 4, "%u", x);
+				f = flds[(size_t)nreq * PER + k + 1];
+				argv[a] = f;
+				lens[a++] = (size_t)snprintf(f, 4, "%u",
+							     x + INO_PER_HASH);
 			}
-			nreq++;
+			reqs[nreq++] = (struct req){(int)(a - a0), &argv[a0],
+						    &lens[a0], -1};
 		}
 		err = run_reqs(m, RUN_RETRY, reqs, nreq, r);
 		if (err)
 			break;
 		for (int q = 0; q < nreq; q++) {
-			if (!err &&
-			    (r[q]->type != REDIS_REPLY_ARRAY ||
-			     r[q]->elements != (size_t)reqs[q].argc - 1))
+			size_t k = (size_t)reqs[q].argc - 2;
+			if (!err && (r[q]->type != REDIS_REPLY_ARRAY ||
+				     r[q]->elements != k))
 				err = META_EPROTO;
-			for (size_t j = 0; !err && j < r[q]->elements; j++) {
-				struct meta_dirent *e =
-				    &l->e[base + (size_t)q * MGET_BATCH + j];
-				if (r[q]->element[j]->type == REDIS_REPLY_NIL) {
+			for (size_t j = 0; !err && j < k; j += 2) {
+				size_t i = ord[first[q] + j / 2].i;
+				struct meta_dirent *e = &l->e[i];
+				const redisReply *v = r[q]->element[j],
+						 *t = r[q]->element[j + 1];
+				if (v->type == REDIS_REPLY_NIL) {
 					e->ino = 0; /* unlinked meanwhile */
 					continue;
 				}
-				err = reply_attr(r[q]->element[j], &e->attr);
-				/* chunk 0 came along in the inode record */
-				const redisReply *v = r[q]->element[j];
-				if (!err && e->attr.type == META_FILE &&
-				    (size_t)v->len > ATTR_LEN)
+				err = reply_attr(v, &e->attr);
+				if (err || e->attr.type != META_FILE)
+					continue;
+				if (t->type == REDIS_REPLY_STRING)
 					err = recs_unpack(
-					    v->str + ATTR_LEN,
-					    (size_t)v->len - ATTR_LEN,
-					    &e->chunk0, &e->nchunk0);
+					    t->str, (size_t)t->len, &e->chunk0,
+					    &e->nchunk0);
+				else if (e->attr.length)
+					more[nmore++] = i;
 			}
 			freeReplyObject(r[q]);
 		}
 	}
+	if (!err && nmore)
+		err = dirlist_chunk0(m, l, more, nmore);
 	/* drop the vanished */
 	for (size_t i = 0; !err && i < l->n; i++) {
 		if (l->e[i].ino) {
@@ -2207,9 +2528,15 @@ static int dirlist_attrs(struct meta *m, struct dirlist *l)
 	if (!err)
 		l->n = o;
 free_bufs:
+	free(ord);
 	free(keys);
+	free(flds);
 	free(argv);
 	free(lens);
+	free(more);
+	free(reqs);
+	free(r);
+	free(first);
 	return err;
 }
 
@@ -2227,8 +2554,8 @@ int meta_readdir(struct meta *m, uint64_t ino, int plus,
 	*ents = NULL;
 	*n = 0;
 	/* the directory's attributes and the first page in one trip */
-	cmd_init(&c1, "GET"); /* a directory's record has no slice records */
-	cmd_key(&c1, "i", ino);
+	cmd_init(&c1, "HGET");
+	cmd_inode(&c1, ino, 0);
 	cmd_init(&c2, "HSCAN");
 	cmd_key(&c2, "d", ino);
 	cmd_str(&c2, "0");
@@ -2367,6 +2694,65 @@ static int recs_unpack(const char *p, size_t len, struct meta_slice **s,
 	return 0;
 }
 
+/* Chunk 0's records from the inode's tail field h and c<ino>_0 k (either
+ * may be nil). A script can run between the two reads of a pipeline and
+ * move a growing tail from h to k: then k holds h's records and more, and
+ * reading h's again in front of them changes nothing (a newer record
+ * covers an older one). */
+static int tail_unpack(const redisReply *h, const redisReply *k,
+		       struct meta_slice **s, size_t *n)
+{
+	char *buf;
+	size_t hl, kl;
+	int err;
+
+	*s = NULL;
+	*n = 0;
+	if ((h->type != REDIS_REPLY_NIL && h->type != REDIS_REPLY_STRING) ||
+	    (k->type != REDIS_REPLY_NIL && k->type != REDIS_REPLY_STRING))
+		return META_EPROTO;
+	hl = h->type == REDIS_REPLY_STRING ? (size_t)h->len : 0;
+	kl = k->type == REDIS_REPLY_STRING ? (size_t)k->len : 0;
+	if (!kl)
+		return recs_unpack(h->str, hl, s, n);
+	if (!hl)
+		return recs_unpack(k->str, kl, s, n);
+	buf = malloc(hl + kl);
+	if (!buf)
+		return ENOMEM;
+	memcpy(buf, h->str, hl);
+	memcpy(buf + hl, k->str, kl);
+	err = recs_unpack(buf, hl + kl, s, n);
+	free(buf);
+	return err;
+}
+
+/* Chunk 0: in the inode's hash while short, else in c<ino>_0; both are
+ * asked for in one trip. A missing inode reads as an empty
+ * chunk, like a missing chunk key. */
+static int read_chunk0(struct meta *m, uint64_t ino, struct meta_slice **s,
+		       size_t *n)
+{
+	struct cmd c1, c2;
+	struct req reqs[2];
+	redisReply *r[2];
+	int err;
+
+	cmd_init(&c1, "HGET");
+	cmd_inode(&c1, ino, 1);
+	cmd_init(&c2, "GET");
+	cmd_fmt(&c2, "c%" PRIu64 "_0", ino);
+	reqs[0] = (struct req){c1.argc, c1.argv, c1.len, -1};
+	reqs[1] = (struct req){c2.argc, c2.argv, c2.len, -1};
+	err = run_reqs(m, RUN_RETRY, reqs, 2, r);
+	if (err)
+		return err;
+	err = tail_unpack(r[0], r[1], s, n);
+	freeReplyObject(r[0]);
+	freeReplyObject(r[1]);
+	return err;
+}
+
 int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		    struct meta_slice **s, size_t *n)
 {
@@ -2376,17 +2762,10 @@ int meta_read_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 
 	*s = NULL;
 	*n = 0;
-	if (idx == 0) {
-		/* behind the attributes in the inode record; a missing inode
-		 * reads as an empty chunk, like a missing chunk key */
-		cmd_init(&c, "GETRANGE");
-		cmd_key(&c, "i", ino);
-		cmd_u64(&c, ATTR_LEN);
-		cmd_str(&c, "-1");
-	} else {
-		cmd_init(&c, "GET");
-		cmd_fmt(&c, "c%" PRIu64 "_%" PRIu32, ino, idx);
-	}
+	if (idx == 0)
+		return read_chunk0(m, ino, s, n);
+	cmd_init(&c, "GET");
+	cmd_fmt(&c, "c%" PRIu64 "_%" PRIu32, ino, idx);
 	err = run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;

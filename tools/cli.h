@@ -29,6 +29,7 @@ int cmd_warmup(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_upgrade(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]

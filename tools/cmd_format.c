@@ -216,10 +216,11 @@ int cmd_format(int argc, char **argv)
 		exists = 1;
 		if (!force) {
 			if (err)
-				cli_error(
-				    "redis at '%s' already holds a volume "
-				    "of a newer granary",
-				    shown);
+				cli_error("redis at '%s' already holds a "
+					  "volume of format version %u (this "
+					  "granary's: %u)",
+					  shown, old.format_version,
+					  META_FORMAT_VERSION);
 			else
 				cli_error("redis at '%s' already holds volume "
 					  "'%s' (uuid %s)",

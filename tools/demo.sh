@@ -75,9 +75,16 @@ start() {
 
 	if "$bin" status "$meta" >/dev/null 2>&1; then
 		say "reusing volume 'demo' in $state"
-	else
+	elif out=$("$bin" upgrade "$meta" 2>&1); then
+		# a volume made by an older granary (it is not mounted: the
+		# upgrade refuses while a client is alive)
+		say "$out"
+	elif printf '%s' "$out" | grep -q "no granary volume"; then
 		mkdir -p "$state/data"
 		"$bin" format "$meta" demo --storage "file://$state/data"
+	else
+		printf '%s\n' "$out" >&2
+		die "cannot use the volume in $state"
 	fi
 
 	if is_mounted; then

@@ -40,6 +40,8 @@ static const struct cmd commands[] = {
      "make a copy-on-write copy of a file or directory tree"},
     {"version", cmd_version, CMD_LOG_STDERR,
      "record, list, compare and restore versions of a directory"},
+    {"upgrade", cmd_upgrade, CMD_LOG_STDERR,
+     "rewrite an unmounted volume of an older format into this one's"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -28,14 +28,16 @@ BG_PIDS=""
 (cd "$A/ckpt" && sha256sum -c --quiet "$TMP/sums") || fail "checksums on the writing client"
 ok "$RANKS ranks saved $MB MiB each at once with fsync through a 16 MiB budget"
 
-# each shard is a few large slices: count the records in chunk 0 (the
-# inode record's tail: 59 bytes, then 17 or 25 bytes a slice)
+# each shard is a few large slices: count the records in chunk 0 (17 or
+# 25 bytes a slice; a field of the inode's hash n<ino/32> while at most 64
+# bytes, else the key c<ino>_0: meta/SCHEMA.md)
 for r in $(seq 0 $((RANKS - 1))); do
 	ino=$(stat -c %i "$A/ckpt/rank$r.pt")
-	len=$(rcli STRLEN "i$ino")
-	n=$(((len - 59 + 16) / 17))
+	len=$(($(rcli HSTRLEN "n$((ino / 32))" $((ino % 32 + 32))) + $(rcli STRLEN "c${ino}_0")))
+	[ "$len" -gt 0 ] || fail "rank $r: no slice record found for inode $ino"
+	n=$(((len + 16) / 17))
 	[ "$n" -le $((MB / 4)) ] ||
-		fail "rank $r: about $n slices in its first chunk ($len bytes of inode record) for $MB MiB"
+		fail "rank $r: about $n slices in its first chunk ($len bytes of records) for $MB MiB"
 done
 ok "no shard is cut into small slices (at most one per 4 MiB block)"
 

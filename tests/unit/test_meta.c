@@ -1862,34 +1862,6 @@ static long long db_memory(redisContext *c)
 	return total;
 }
 
-Test(meta, memory_per_small_file)
-{
-	struct meta *m = fresh(50);
-	redisContext *c = raw(50);
-	char name[32];
-	long long before, after, per;
-
-	mkdir_(m, 1, "data");
-	uint64_t d = lookup(m, 1, "data");
-	before = db_memory(c);
-	for (int i = 0; i < 1000; i++) {
-		snprintf(name, sizeof name, "img%06d.jpg", i);
-		uint64_t f = mkfile(m, d, name);
-		put(m, f, 0, 100000);
-	}
-	after = db_memory(c);
-	per = (after - before) / 1000;
-	cr_log_info("redis memory per small file (attr + 1 slice + entry): "
-		    "%lld bytes",
-		    per);
-	fprintf(stderr, "test_meta: redis memory per small file: %lld bytes\n",
-		per);
-	cr_expect_lt(per, 200, "%lld bytes of redis memory per small file",
-		     per);
-	redisFree(c);
-	meta_close(m);
-}
-
 Test(meta, password)
 {
 	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
@@ -2065,6 +2037,18 @@ static void expect_pack_usage(struct meta *m, uint64_t pack, uint64_t total,
 		     dead);
 }
 
+/* Bytes of inode ino's attribute field, or (tail) of its chunk-0 field,
+ * in its hash n<ino / 32> (SCHEMA.md). */
+static long long field_len(redisContext *c, uint64_t ino, int tail)
+{
+	redisReply *r = redisCommand(c, "HSTRLEN n%" PRIu64 " %u", ino / 32,
+				     (unsigned)(ino % 32 + (tail ? 32 : 0)));
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	long long n = r->integer;
+	freeReplyObject(r);
+	return n;
+}
+
 static long long strlen_of(redisContext *c, const char *key)
 {
 	redisReply *r = redisCommand(c, "STRLEN %s", key);
@@ -2117,17 +2101,20 @@ Test(meta, packed_records_round_trip)
 	expect_slices(d[0].chunk0, d[0].nchunk0, c0, 3, "readdirplus");
 	meta_dirents_free(d, nd);
 
-	/* record sizes: 59 attribute bytes + 33 (form 3) or + 41 (form 4) */
+	/* record sizes: 59 attribute bytes, 33 (form 3) or 41 (form 4) */
 	uint64_t g = put_packed(m, "g", P, 500, 11048, 524);
-	snprintf(key, sizeof key, "i%" PRIu64, g);
-	cr_expect_eq(strlen_of(c, key), 59 + 33);
+	cr_expect_eq(field_len(c, g, 0), 59);
+	cr_expect_eq(field_len(c, g, 1), 33);
 	uint64_t h = mkfile(m, 1, "h");
 	w[0] = (struct meta_chunk_slice){
 	    0, pslice(ids[1], 8000, 10, 20, 0, P, 3024, 8024)};
 	cr_assert_eq(meta_write(m, h, w, 1, NULL), 0);
-	snprintf(key, sizeof key, "i%" PRIu64, h);
-	cr_expect_eq(strlen_of(c, key), 59 + 41);
+	cr_expect_eq(field_len(c, h, 1), 41);
 	expect_packed_chunk(m, h, 0, &w[0].s, 1, "form 4 alone");
+	/* f's chunk 0 (33 + 41 + 17 bytes) is too long for a field */
+	cr_expect_eq(field_len(c, f, 1), 0);
+	snprintf(key, sizeof key, "c%" PRIu64 "_0", f);
+	cr_expect_eq(strlen_of(c, key), 33 + 41 + 17);
 
 	/* a packed slice needs a slice id and a frame */
 	w[0] = (struct meta_chunk_slice){0, pslice(0, 10, 0, 10, 0, P, 0, 34)};
@@ -2282,46 +2269,95 @@ Test(meta, packed_truncate_and_overwrite)
 	meta_close(m);
 }
 
-Test(meta, memory_per_packed_small_file)
+/* used_memory of INFO memory: what the server holds, allocator and
+ * dictionary overhead included */
+static long long used_memory(redisContext *c)
 {
-	struct meta *m = fresh(63);
-	redisContext *c = raw(63);
+	redisReply *r = redisCommand(c, "INFO memory");
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	const char *p = strstr(r->str, "used_memory:");
+	cr_assert(p);
+	long long n = atoll(p + strlen("used_memory:"));
+	freeReplyObject(r);
+	return n;
+}
+
+/* 4000 small files in one directory, as an image dataset is ingested:
+ * one slice each, packed (form 3, the largest common record) or not. On a
+ * server of its own, so that used_memory counts this volume alone. */
+static void memory_per_file(int packed)
+{
+	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
+	struct meta *m = NULL;
+	struct meta_volume v;
+	redisContext *c;
+	const int n = 4000;
 	char name[32];
-	long long before, after, per;
-	uint64_t pack = 0;
-	uint32_t poff = 0;
+	long long before, after, ubefore, uafter, per, uper;
+	uint64_t P = 0;
+	pid_t pid;
+
+	test_sock();
+	cr_assert(mkdtemp(dir));
+	snprintf(sockp, sizeof sockp, "%s/r.sock", dir);
+	pid = redis_start(dir, sockp, NULL);
+	snprintf(url, sizeof url, "unix://%s", sockp);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	vol_init(&v, "test");
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	c = redisConnectUnix(sockp);
+	cr_assert(c && !c->err);
 
 	mkdir_(m, 1, "data");
 	uint64_t d = lookup(m, 1, "data");
 	before = db_memory(c);
-	for (int i = 0; i < 1000; i++) {
-		/* 100 files a pack, as a close of many files makes them */
-		if (i % 100 == 0) {
-			cr_assert_eq(meta_new_slice_id(m, &pack), 0);
-			cr_assert_eq(
-			    meta_pack_total(m, pack, 100 * 100024ull, NULL), 0);
-			poff = 0;
-		}
-		snprintf(name, sizeof name, "img%06d.jpg", i);
+	ubefore = used_memory(c);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "img_%07d.jpg", i);
 		uint64_t f = mkfile(m, d, name);
-		struct meta_chunk_slice w = {0};
-		cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
-		w.s = pslice(w.s.id, 100000, 0, 100000, 0, pack, poff, 100024);
-		cr_assert_eq(meta_write(m, f, &w, 1, NULL), 0);
-		poff += 100024;
+		if (packed && i % 100 == 0) {
+			/* 100 files a pack, as a close of many files makes */
+			cr_assert_eq(meta_new_slice_id(m, &P), 0);
+			cr_assert_eq(
+			    meta_pack_total(m, P, 100 * 131100ull, NULL), 0);
+		}
+		if (packed) {
+			struct meta_chunk_slice w = {0};
+			cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+			w.s = pslice(w.s.id, 131072, 0, 131072, 0, P,
+				     (uint32_t)(i % 100) * 131100, 131100);
+			cr_assert_eq(meta_write(m, f, &w, 1, NULL), 0);
+		} else {
+			put(m, f, 0, 131072);
+		}
 	}
 	after = db_memory(c);
-	per = (after - before) / 1000;
-	cr_log_info("redis memory per packed small file (attr + 1 packed "
-		    "slice + entry): %lld bytes",
-		    per);
+	uafter = used_memory(c);
+	per = (after - before) / n;
+	uper = (uafter - ubefore) / n;
 	fprintf(stderr,
-		"test_meta: redis memory per packed small file: %lld bytes\n",
-		per);
-	cr_expect_lt(per, 216, "%lld bytes of redis memory per packed file",
-		     per);
+		"test_meta: redis memory per small file (%s): %lld bytes of "
+		"records, %lld bytes of used_memory\n",
+		packed ? "packed" : "one object", per, uper);
+	cr_expect_lt(per, 200, "%lld bytes of records per small file", per);
+	cr_expect_lt(uper, 200, "%lld bytes of used_memory per small file",
+		     uper);
 	redisFree(c);
 	meta_close(m);
+	redis_kill(pid);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+Test(meta, memory_per_small_file)
+{
+	memory_per_file(0);
+}
+
+Test(meta, memory_per_packed_small_file)
+{
+	memory_per_file(1);
 }
 
 /* meta_create registers the creator's open in the same script (and hands
@@ -3068,14 +3104,19 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	for (int i = 0; i < FILES; i++) {
 		uint64_t ino = ino0 + (uint64_t)i;
 		file_rec(rec, 4096, id0 + (uint64_t)i);
-		for (int k = 0; k < 8; k++)
-			dent[k] = (uint8_t)(ino >> (8 * k));
-		dent[8] = META_FILE;
+		/* SCHEMA.md: type, then the inode number without its high
+		 * zero bytes */
+		size_t dl = 1;
+		dent[0] = META_FILE;
+		for (uint64_t x = ino; x; x >>= 8)
+			dent[dl++] = (uint8_t)x;
 		snprintf(name, sizeof name, "file-%06d.jpg", i);
-		redisAppendCommand(c, "SET i%" PRIu64 " %b", ino, rec,
-				   sizeof rec);
+		redisAppendCommand(c, "HSET n%" PRIu64 " %u %b %u %b", ino / 32,
+				   (unsigned)(ino % 32), rec, (size_t)59,
+				   (unsigned)(ino % 32 + 32), rec + 59,
+				   sizeof rec - 59);
 		redisAppendCommand(c, "HSET d%" PRIu64 " %s %b", dirs[i % DIRS],
-				   name, dent, sizeof dent);
+				   name, dent, dl);
 		if (i % 1000 == 999 || i == FILES - 1)
 			for (int k = 0; k < (i % 1000 + 1) * 2; k++) {
 				cr_assert_eq(redisGetReply(c, (void **)&r),
@@ -3450,6 +3491,161 @@ Test(meta, version_rmdir_drops_versions)
 	cr_expect_eq(usage(m).used_bytes, u0.used_bytes);
 	cr_expect_eq(reclaim_all(m, got, 16), 1);
 	cr_expect_eq(got[0], id);
+	redisFree(c);
+	meta_close(m);
+}
+
+/* ---- upgrades -------------------------------------------------------- */
+
+/* Rewrites a volume of this format into format 1, as its clients left it:
+ * i<ino> = 59 attribute bytes then chunk 0 (c<ino>_0 only for deleted
+ * files), directory entries u64 ino + u8 type. */
+static const char downgrade_lua[] =
+    "for _, k in ipairs(redis.call('KEYS', 'n[0-9]*')) do\n"
+    "  local b, h, f = tonumber(string.sub(k, 2)), redis.call('HGETALL', k), "
+    "{}\n"
+    "  for i = 1, #h, 2 do f[tonumber(h[i])] = h[i + 1] end\n"
+    "  for x = 0, 31 do\n"
+    "    if f[x] then\n"
+    "      local ino = string.format('%d', b * 32 + x)\n"
+    "      local t = (f[x + 32] or '') .. (redis.call('GET', 'c' .. ino .. "
+    "'_0') or '')\n"
+    "      redis.call('DEL', 'c' .. ino .. '_0')\n"
+    "      redis.call('SET', 'i' .. ino, f[x] .. t)\n"
+    "    end\n"
+    "  end\n"
+    "  redis.call('DEL', k)\n"
+    "end\n"
+    "for _, k in ipairs(redis.call('KEYS', 'd[0-9]*')) do\n"
+    "  local h = redis.call('HGETALL', k)\n"
+    "  for i = 1, #h, 2 do\n"
+    "    local v, ino = h[i + 1], 0\n"
+    "    for j = #v, 2, -1 do ino = ino * 256 + string.byte(v, j) end\n"
+    "    redis.call('HSET', k, h[i], struct.pack('<I8B', ino, string.byte(v, "
+    "1)))\n"
+    "  end\n"
+    "end\n"
+    "redis.call('HSET', 'setting', 'format_version', 1)\n"
+    "return 0\n";
+
+static int dirent_cmp_name(const void *x, const void *y)
+{
+	return strcmp(((const struct meta_dirent *)x)->name,
+		      ((const struct meta_dirent *)y)->name);
+}
+
+/* Everything a client sees of directory dir, recursively: names, inode
+ * numbers, attributes, chunk 0, symlink targets, as text. */
+static void tree_dump(struct meta *m, uint64_t dir, FILE *out)
+{
+	struct meta_dirent *e;
+	size_t n;
+
+	cr_assert_eq(meta_readdir(m, dir, 1, &e, &n), 0);
+	qsort(e, n, sizeof *e, dirent_cmp_name);
+	for (size_t i = 0; i < n; i++) {
+		const struct meta_attr *a = &e[i].attr;
+		struct meta_slice *s;
+		size_t ns;
+		fprintf(out,
+			"%" PRIu64 "/%s ino %" PRIu64 " type %u mode %o "
+			"nlink %u len %" PRIu64 " mtime %" PRId64 ".%u\n",
+			dir, e[i].name, e[i].ino, a->type, a->mode, a->nlink,
+			a->length, a->mtime, a->mtimens);
+		for (size_t k = 0; k < e[i].nchunk0; k++)
+			fprintf(out, "  plus %" PRIu64 " %u+%u\n",
+				e[i].chunk0[k].id, e[i].chunk0[k].pos,
+				e[i].chunk0[k].len);
+		if (a->type == META_FILE) {
+			cr_assert_eq(meta_read_chunk(m, e[i].ino, 0, &s, &ns),
+				     0);
+			for (size_t k = 0; k < ns; k++)
+				fprintf(out, "  c0 %" PRIu64 " %u+%u\n",
+					s[k].id, s[k].pos, s[k].len);
+			free(s);
+		}
+		if (a->type == META_SYMLINK) {
+			char *t;
+			cr_assert_eq(meta_readlink(m, e[i].ino, &t), 0);
+			fprintf(out, "  -> %s\n", t);
+			free(t);
+		}
+		if (a->type == META_DIR)
+			tree_dump(m, e[i].ino, out);
+	}
+	meta_dirents_free(e, n);
+}
+
+static char *tree_text(struct meta *m)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	cr_assert(f);
+	tree_dump(m, 1, f);
+	fclose(f);
+	return buf;
+}
+
+Test(meta, upgrade_from_format_1)
+{
+	struct meta *m = fresh(19), *other;
+	redisContext *c = raw(19);
+	uint32_t from;
+	uint64_t n;
+	char url[200];
+	struct meta_volume v;
+
+	uint64_t a = mkdir_(m, 1, "a"), b = mkdir_(m, a, "b");
+	uint64_t f1 = mkfile(m, a, "one-slice"), f2 = mkfile(m, a, "pieces");
+	uint64_t f3 = mkfile(m, b, "deep"), gone = mkfile(m, 1, "gone");
+	put(m, f1, 0, 1000);
+	for (int i = 0; i < 6; i++) /* 6 x 17 bytes: chunk 0 in c<ino>_0 */
+		put(m, f2, (uint64_t)i * 100, 100);
+	put(m, f2, (uint64_t)CS + 5, 10); /* chunk 1 */
+	put(m, f3, 0, 7);
+	put(m, gone, 0, 9);
+	cr_assert_eq(meta_link(m, f1, b, "hardlink", NULL), 0);
+	cr_assert_eq(meta_mknod(m, a, "sym", META_SYMLINK, 0777, 0, 0, 0,
+				"one-slice", NULL, NULL),
+		     0);
+	cr_assert_eq(meta_unlink(m, 1, "gone"), 0); /* waits for reclaim */
+	char *before = tree_text(m);
+
+	redisReply *r = redisCommand(c, "EVAL %s 0", downgrade_lua);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER, "downgrade: %s",
+		  r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+	freeReplyObject(r);
+	cr_expect_eq(meta_load_volume(m, &v), META_EVERSION);
+	cr_expect_eq(v.format_version, 1);
+	cr_expect_eq(meta_getattr(m, f1, NULL), ENOENT, "format 1 unread");
+
+	/* a live client makes it refuse */
+	url_for(19, url, sizeof url);
+	cr_assert_eq(meta_open(url, NULL, &other), 0);
+	cr_assert_eq(meta_session_open(other, "/mnt/old"), 0);
+	cr_expect_eq(meta_upgrade(m, &from, &n), EBUSY);
+	meta_close(other);
+
+	cr_assert_eq(meta_upgrade(m, &from, &n), 0);
+	cr_expect_eq(from, 1);
+	cr_expect_gt(n, 8, "records rewritten: %" PRIu64, n);
+	cr_expect_eq(meta_load_volume(m, &v), 0);
+	cr_expect_eq(v.format_version, META_FORMAT_VERSION);
+	char *after = tree_text(m);
+	cr_expect_str_eq(after, before);
+	cr_expect_eq(raw_int(c, "EXISTS i1"), 0, "no format 1 record left");
+
+	/* a deleted file's data is still reclaimed, and all works on */
+	uint64_t ids[16];
+	cr_expect_eq(reclaim_all(m, ids, 16), 1);
+	put(m, f1, 2000, 5);
+	cr_expect_eq(attr(m, f1).length, 2005);
+	cr_expect_eq(meta_upgrade(m, &from, &n), 0);
+	cr_expect_eq(from, META_FORMAT_VERSION, "a second run does nothing");
+	free(before);
+	free(after);
 	redisFree(c);
 	meta_close(m);
 }
