@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "bigbuf.h"
+#include "fsutil.h"
 #include "log.h"
 
 #define BLOCK_MIN      (64u << 10)
@@ -49,8 +50,9 @@ struct centry {
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
-	void *mem;	  /* what the block's bytes live in (freed with it) */
-	const void *data; /* the raw bytes, len of them, inside mem */
+	void *mem; /* what the block's bytes live in (freed with it) */
+	struct objstore_view view; /* or these (released with it) */
+	const void *data; /* the raw bytes, len of them, inside mem or view */
 	int refs;
 	int state; /* enum centry_state */
 	int err;   /* CE_FAILED: what waiters return */
@@ -220,6 +222,7 @@ static void centry_free(struct centry *e)
 {
 	pthread_cond_destroy(&e->done);
 	bigbuf_free(e->mem);
+	objstore_view_release(&e->view);
 	free(e);
 }
 
@@ -384,10 +387,12 @@ static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 
 /* ---- fetch ---- */
 
-/* A fetched block: its raw bytes (data) inside the buffer to free (mem). */
+/* A fetched block: its raw bytes (data) inside the buffer to free (mem) or
+ * the view to release (v). */
 struct fetched {
 	void *mem;
 	const void *data;
+	struct objstore_view v;
 };
 
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
@@ -446,13 +451,57 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 	return err == CODEC_ECORRUPT || err == EAGAIN ? EIO : err;
 }
 
+/* A whole object comes as a view (mapped where the store has files, no
+ * copy), a range of one into a buffer (*blk). */
+static int get_object(struct chunkstore *cs, const char *key, uint64_t off,
+		      size_t want, void **blk, size_t *got,
+		      struct objstore_view *v)
+{
+	if (want)
+		return objstore_get(cs->store, key, off, want, blk, got);
+	int err = objstore_get_view(cs->store, key, v);
+	*got = err ? 0 : v->len;
+	return err;
+}
+
+/* The checks of a fetched block, run under fsutil_guard_sigbus() when its
+ * bytes are a file mapping: a disk error while reading them is an EIO. */
+struct check {
+	const void *blk;
+	size_t n;
+	uint32_t len;
+	const void *view; /* out: the raw bytes in blk, or NULL: compressed */
+	void *raw;	  /* a compressed block is decoded into this */
+	size_t raw_len;
+};
+
+static int check_view(void *arg)
+{
+	struct check *c = arg;
+
+	return codec_view(c->blk, c->n, &c->view, &c->raw_len);
+}
+
+static int check_decode(void *arg)
+{
+	struct check *c = arg;
+
+	return codec_decode(c->blk, c->n, c->raw, c->len, &c->raw_len);
+}
+
+static int run_check(int (*fn)(void *), struct check *c, int mapped)
+{
+	return mapped ? fsutil_guard_sigbus(fn, c) : fn(c);
+}
+
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
 		      int quiet, struct fetched *out)
 {
 	char key[KEY_CAP];
 	void *blk = NULL, *raw = NULL;
-	size_t got = 0, raw_len = 0, want;
+	struct objstore_view v = {0};
+	size_t got = 0, want;
 	uint64_t off;
 	int err;
 
@@ -468,7 +517,7 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	if (err == ENOENT) {
 		int wait_ms =
 		    fr->pack ? PACK_WAIT_MS : (int)cs->o.block_wait_ms;
-		err = objstore_get(cs->store, key, off, want, &blk, &got);
+		err = get_object(cs, key, off, want, &blk, &got, &v);
 		/* Another client's writeback pack or block may still be on
 		 * its way to the store: a reader waits for it a while. */
 		for (int ms = 100, waited = 0;
@@ -481,8 +530,7 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			struct timespec ts = {ms / 1000,
 					      (ms % 1000) * 1000000L};
 			nanosleep(&ts, NULL);
-			err =
-			    objstore_get(cs->store, key, off, want, &blk, &got);
+			err = get_object(cs, key, off, want, &blk, &got, &v);
 		}
 	}
 	STAT_ADD(cs, gets, 1);
@@ -509,47 +557,55 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
 	STAT_ADD(cs, get_bytes, got);
-	const void *view = NULL;
-	err = codec_view(blk, got, &view, &raw_len);
-	if (!err && raw_len != len)
+	struct check c = {blk ? blk : v.data, got, len, NULL, NULL, 0};
+	err = run_check(check_view, &c, v.mapped);
+	if (!err && c.raw_len != len)
 		err = CODEC_ECORRUPT; /* declares other bytes than its key */
 	/* a compressed block is decoded into a buffer of its own */
-	if (!err && !view) {
+	if (!err && !c.view) {
 		raw = malloc(len ? len : 1);
 		if (!raw) {
 			err = ENOMEM;
 			goto free_blk;
 		}
-		err = codec_decode(blk, got, raw, len, &raw_len);
-		if (!err && raw_len != len)
+		c.raw = raw;
+		err = run_check(check_decode, &c, v.mapped);
+		if (!err && c.raw_len != len)
 			err = CODEC_ECORRUPT;
 	}
 	if (err) {
-		if (err == CODEC_ECORRUPT) {
+		if (err == CODEC_ECORRUPT || err == EIO)
 			STAT_ADD(cs, corrupt, 1);
-			if (fr->pack)
-				log_err("corrupt slice %" PRIu64
-					" in pack '%s' "
-					"(bytes %" PRIu32 "+%" PRIu32 "): %s",
-					id, key, fr->off, fr->len,
-					codec_strerror(err));
-			else
-				log_err("corrupt block '%s' (%zu bytes stored, "
-					"%" PRIu32 " raw expected): %s",
-					key, got, len, codec_strerror(err));
-		} else {
+		if (err == EIO) /* SIGBUS: the disk under a mapping failed */
+			log_err("cannot read block '%s': %s", key,
+				strerror(err));
+		else if (err != CODEC_ECORRUPT)
 			log_err("cannot decode block '%s': %s", key,
 				codec_strerror(err));
-		}
-		/* corruption is told apart: fetch() may retry it */
-		err = err == ENOMEM || err == CODEC_ECORRUPT ? err : EIO;
+		else if (fr->pack)
+			log_err("corrupt slice %" PRIu64 " in pack '%s' "
+				"(bytes %" PRIu32 "+%" PRIu32 "): %s",
+				id, key, fr->off, fr->len, codec_strerror(err));
+		else
+			log_err("corrupt block '%s' (%zu bytes stored, "
+				"%" PRIu32 " raw expected): %s",
+				key, got, len, codec_strerror(err));
+		/* corruption is told apart: fetch() may retry it (a local
+		 * copy that cannot be read counts as corrupt) */
+		err = err == ENOMEM			    ? err
+		      : err == CODEC_ECORRUPT || err == EIO ? CODEC_ECORRUPT
+							    : EIO;
 		goto free_raw;
 	}
-	if (view) {
+	/* checked: a disk cache may keep these very bytes now */
+	objstore_view_verified(&v);
+	if (c.view) {
 		out->mem = blk;
-		out->data = view;
+		out->data = c.view;
+		out->v = v; /* blk or v, the other is empty */
 	} else {
 		free(blk);
+		objstore_view_release(&v);
 		out->mem = raw;
 		out->data = raw;
 	}
@@ -559,6 +615,7 @@ free_raw:
 	free(raw);
 free_blk:
 	free(blk);
+	objstore_view_release(&v);
 	return err;
 }
 
@@ -595,7 +652,7 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
  * the table, so that the next reader tries the store again. */
 static int entry_load(struct chunkstore *cs, struct centry *e)
 {
-	struct fetched f = {NULL, NULL};
+	struct fetched f = {0};
 	int err = fetch(cs, e->id, e->idx, e->len, &e->fr, e->by_prefetch, &f);
 
 	pthread_mutex_lock(&cs->lock);
@@ -611,6 +668,7 @@ static int entry_load(struct chunkstore *cs, struct centry *e)
 		return err;
 	}
 	e->mem = f.mem;
+	e->view = f.v;
 	e->data = f.data;
 	e->state = CE_READY;
 	if (e->hashed)

@@ -36,6 +36,10 @@
 #define STATVFS_EVERY_MS 1000  /* free space is asked at most this often */
 #define ADMIT_ROUNDS	 4     /* evict-and-retry rounds before giving up */
 #define SCAN_MAX	 4096  /* LRU entries looked at per admission */
+/* Fills waiting for the filler thread; one more is dropped (the object is
+ * just not cached). Each holds its object's bytes: 16 blocks of 4 MiB, most
+ * of them shared with the chunk store's memory cache. */
+#define FILLQ_MAX 16
 
 #define STAT_ADD(dc, f, n)                                                     \
 	__atomic_add_fetch(&(dc)->st.f, (n), __ATOMIC_RELAXED)
@@ -72,6 +76,12 @@ struct dc_space {
 	uint64_t inflight; /* reserved, not yet committed; protected by lock */
 };
 
+/* A verified object to write as the FILLING placeholder ph's file. */
+struct fill_req {
+	struct dc_entry *ph;
+	struct objstore_view v; /* a reference of its own */
+};
+
 struct dc_dir {
 	char *path; /* DIR/<ns> */
 	int fd;	    /* O_DIRECTORY on path; entries are *at() relative */
@@ -103,6 +113,20 @@ struct diskcache {
 	int64_t nofill_until_ms;   /* after ENOSPC; protected by lock */
 	struct diskcache_stats st; /* counters atomic; entries/bytes
 				      protected by lock */
+
+	/*
+	 * Verified views waiting to be written (objstore_view_verified):
+	 * a ring that one filler thread drains. Lock order: fq_lock is a
+	 * leaf too, never held with lock nor during a fill.
+	 */
+	pthread_mutex_t fq_lock;
+	pthread_cond_t fq_cond;	       /* new work, or stop */
+	struct fill_req fq[FILLQ_MAX]; /* protected by fq_lock */
+	size_t fq_head, fq_n;	       /* protected by fq_lock */
+	int fq_stop, fq_busy;	       /* protected by fq_lock */
+	pthread_cond_t fq_idle;	       /* fq_n == 0 && !fq_busy */
+	pthread_t filler;
+	int has_filler; /* set at open */
 };
 
 static const struct objstore_ops dc_ops;
@@ -633,43 +657,67 @@ static int drop(struct diskcache *dc, const char *key,
 static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 		     size_t len, void **data, size_t *got, int *err);
 
+/* How a hit is served: read_entry() or map_entry() with their arguments;
+ * *n the bytes served. */
+struct hit_req {
+	uint64_t off;
+	size_t len;
+	void **data;
+	size_t *got;
+	struct objstore_view *v; /* non-NULL: map instead */
+};
+
+static int map_entry(struct dc_dir *d, const char *key, uint64_t size,
+		     struct objstore_view *v);
+
+/* Serve key from its entry if cached: 1 with *err set when it answered, 0
+ * on a miss (an entry that cannot be read is dropped first). */
+static int serve_hit(struct diskcache *dc, const char *key,
+		     const struct hit_req *r, int *err)
+{
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *e = *find(dc, key_hash(key), key);
+	if (!e || e->state != DC_READY) {
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	uint16_t dir = e->dir;
+	uint64_t size = e->size;
+	e->last_use = now_s();
+	lru_remove(dc, e);
+	lru_push(dc, e);
+	pthread_mutex_unlock(&dc->lock);
+	*err = r->v ? map_entry(&dc->dirs[dir], key, size, r->v)
+		    : read_entry(&dc->dirs[dir], key, size, r->off, r->len,
+				 r->data, r->got);
+	if (!*err) {
+		STAT_ADD(dc, hits, 1);
+		STAT_ADD(dc, hit_bytes, r->v ? r->v->len : *r->got);
+		return 1;
+	}
+	if (*err == ENOMEM)
+		return 1;
+	/* Not dropped: evicted or deleted since we looked. */
+	if (drop(dc, key, e)) {
+		STAT_ADD(dc, bad_entries, 1);
+		log_warn("dropped disk cache entry '%s' in '%s': %s", key,
+			 dc->dirs[dir].path,
+			 *err == DC_ESIZE ? "size differs from the index"
+					  : strerror(*err));
+	}
+	return 0;
+}
+
 static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		  void **data, size_t *got)
 {
 	struct diskcache *dc = dc_of(s);
-	struct dc_entry *e, *ph = NULL;
+	struct hit_req r = {off, len, data, got, NULL};
+	struct dc_entry *ph = NULL;
 	int err;
 
-	pthread_mutex_lock(&dc->lock);
-	e = *find(dc, key_hash(key), key);
-	if (e && e->state == DC_READY) {
-		uint16_t dir = e->dir;
-		uint64_t size = e->size;
-		e->last_use = now_s();
-		lru_remove(dc, e);
-		lru_push(dc, e);
-		pthread_mutex_unlock(&dc->lock);
-		err =
-		    read_entry(&dc->dirs[dir], key, size, off, len, data, got);
-		if (!err) {
-			STAT_ADD(dc, hits, 1);
-			STAT_ADD(dc, hit_bytes, *got);
-			return 0;
-		}
-		if (err == ENOMEM)
-			return err;
-		/* Not dropped: evicted or deleted since we looked. */
-		if (drop(dc, key, e)) {
-			STAT_ADD(dc, bad_entries, 1);
-			log_warn("dropped disk cache entry '%s' in '%s': %s",
-				 key, dc->dirs[dir].path,
-				 err == DC_ESIZE ? "size differs from the index"
-						 : strerror(err));
-		}
-	} else {
-		pthread_mutex_unlock(&dc->lock);
-	}
-
+	if (serve_hit(dc, key, &r, &err))
+		return err;
 	STAT_ADD(dc, misses, 1);
 	if (len && get_whole(dc, key, off, len, data, got, &err))
 		return err;
@@ -683,6 +731,127 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 			fill(dc, ph, *data, *got);
 	}
 	return err;
+}
+
+/* ---- views ---- */
+
+/* Map an entry of `size` bytes; as read_entry() otherwise. */
+static int map_entry(struct dc_dir *d, const char *key, uint64_t size,
+		     struct objstore_view *v)
+{
+	struct stat st;
+	int fd, err;
+
+	fd = openat(d->fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno;
+	if (fstat(fd, &st))
+		err = errno;
+	else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+		err = DC_ESIZE;
+	else /* entries are replaced by rename, never rewritten in place */
+		err = objstore_view_of_fd(v, fd, (size_t)size);
+	close(fd);
+	return err;
+}
+
+/*
+ * A hit is the entry's file mapped: no copy, and its checksums are checked
+ * by the reader in place. A miss gets the backend's view and hangs the
+ * fill on it, to be written from those very bytes once the reader has
+ * checked them (view_fill).
+ */
+static int dc_get_view(struct objstore *s, const char *key,
+		       struct objstore_view *v)
+{
+	struct diskcache *dc = dc_of(s);
+	struct hit_req r = {0, 0, NULL, NULL, v};
+	struct dc_entry *ph;
+	int err;
+
+	if (serve_hit(dc, key, &r, &err))
+		return err;
+	STAT_ADD(dc, misses, 1);
+	/* before the backend call: a put or delete meanwhile marks it stale */
+	ph = placeholder(dc, key);
+	err = objstore_get_view(dc->backend, key, v);
+	if (err || !ph) {
+		if (ph)
+			unplace(dc, ph);
+		return err;
+	}
+	gr_assert(!v->filler);
+	v->filler = s;
+	v->fill = ph;
+	return 0;
+}
+
+/* The filler thread: write queued views, one at a time. */
+static void *filler_main(void *arg)
+{
+	struct diskcache *dc = arg;
+
+	pthread_mutex_lock(&dc->fq_lock);
+	for (;;) {
+		while (!dc->fq_stop && dc->fq_n == 0)
+			pthread_cond_wait(&dc->fq_cond, &dc->fq_lock);
+		if (dc->fq_n == 0)
+			break; /* stopped, and nothing left */
+		struct fill_req r = dc->fq[dc->fq_head];
+		dc->fq_head = (dc->fq_head + 1) % FILLQ_MAX;
+		dc->fq_n--;
+		dc->fq_busy = 1;
+		pthread_mutex_unlock(&dc->fq_lock);
+		fill(dc, r.ph, r.v.data, r.v.len);
+		objstore_view_release(&r.v);
+		pthread_mutex_lock(&dc->fq_lock);
+		dc->fq_busy = 0;
+		if (dc->fq_n == 0)
+			pthread_cond_broadcast(&dc->fq_idle);
+	}
+	pthread_mutex_unlock(&dc->fq_lock);
+	return NULL;
+}
+
+/* A view's pending fill: queued when its bytes were checked (ok), else,
+ * or when the queue is full, the placeholder goes. Never waits. */
+static void dc_view_fill(struct objstore *s, struct objstore_view *v, int ok)
+{
+	struct diskcache *dc = dc_of(s);
+	struct dc_entry *ph = v->fill;
+
+	v->fill = NULL;
+	if (ok) {
+		pthread_mutex_lock(&dc->fq_lock);
+		if (dc->has_filler && !dc->fq_stop && dc->fq_n < FILLQ_MAX) {
+			struct fill_req *r =
+			    &dc->fq[(dc->fq_head + dc->fq_n) % FILLQ_MAX];
+			r->ph = ph;
+			objstore_view_ref(v, &r->v);
+			dc->fq_n++;
+			pthread_cond_signal(&dc->fq_cond);
+			pthread_mutex_unlock(&dc->fq_lock);
+			return;
+		}
+		pthread_mutex_unlock(&dc->fq_lock);
+		STAT_ADD(dc, fill_drops, 1);
+	}
+	unplace(dc, ph);
+}
+
+/* Wait until every queued fill is written (tests, close). */
+static void fills_wait(struct diskcache *dc)
+{
+	pthread_mutex_lock(&dc->fq_lock);
+	while (dc->fq_n || dc->fq_busy)
+		pthread_cond_wait(&dc->fq_idle, &dc->fq_lock);
+	pthread_mutex_unlock(&dc->fq_lock);
+}
+
+void diskcache_sync(struct objstore *cache)
+{
+	if (cache && cache->ops == &dc_ops)
+		fills_wait(dc_of(cache));
 }
 
 /* Would an entry of len bytes be admitted now (evicting what may go)? */
@@ -824,12 +993,24 @@ static void dc_free(struct diskcache *dc)
 	}
 	free(dc->dirs);
 	pthread_mutex_destroy(&dc->lock);
+	pthread_mutex_destroy(&dc->fq_lock);
+	pthread_cond_destroy(&dc->fq_cond);
+	pthread_cond_destroy(&dc->fq_idle);
 	free(dc);
 }
 
 static void dc_close(struct objstore *s)
 {
 	struct diskcache *dc = dc_of(s);
+
+	/* the queued fills are written: a clean unmount keeps them */
+	if (dc->has_filler) {
+		pthread_mutex_lock(&dc->fq_lock);
+		dc->fq_stop = 1;
+		pthread_cond_broadcast(&dc->fq_cond);
+		pthread_mutex_unlock(&dc->fq_lock);
+		pthread_join(dc->filler, NULL);
+	}
 
 	objstore_close(dc->backend);
 	dc_free(dc);
@@ -843,6 +1024,8 @@ static const struct objstore_ops dc_ops = {
     .head = dc_head,
     .list = dc_list,
     .evict = dc_evict,
+    .get_view = dc_get_view,
+    .view_fill = dc_view_fill,
     .close = dc_close,
 };
 
@@ -1127,6 +1310,9 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 	if (!dc)
 		return ENOMEM;
 	pthread_mutex_init(&dc->lock, NULL);
+	pthread_mutex_init(&dc->fq_lock, NULL);
+	pthread_cond_init(&dc->fq_cond, NULL);
+	pthread_cond_init(&dc->fq_idle, NULL);
 	dc->backend = backend;
 	dc->o = *o;
 	dc->o.dirs = dc->o.ns = NULL;
@@ -1151,6 +1337,13 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	}
 	dc->base.ops = &dc_ops;
+	/* without the thread, verified views just fill nothing */
+	err = pthread_create(&dc->filler, NULL, filler_main, dc);
+	if (err)
+		log_warn("cannot start the disk cache filler: %s; caching "
+			 "through gets only",
+			 strerror(err));
+	dc->has_filler = !err;
 	*out = &dc->base;
 	return 0;
 
@@ -1177,6 +1370,7 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
 	st->hit_bytes = __atomic_load_n(&dc->st.hit_bytes, __ATOMIC_RELAXED);
 	st->fills = __atomic_load_n(&dc->st.fills, __ATOMIC_RELAXED);
 	st->fill_skips = __atomic_load_n(&dc->st.fill_skips, __ATOMIC_RELAXED);
+	st->fill_drops = __atomic_load_n(&dc->st.fill_drops, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
 	st->bad_entries =
 	    __atomic_load_n(&dc->st.bad_entries, __ATOMIC_RELAXED);

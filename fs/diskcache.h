@@ -12,6 +12,13 @@
  * over); a full disk, or a fill that fails, means no caching, never a failed
  * read.
  *
+ * Whole-object views (objstore_get_view): a hit maps the entry's file (no
+ * copy); a miss fills the cache from the backend's view once the reader
+ * calls objstore_view_verified(), on a filler thread fed by a bounded
+ * queue (FILLQ_MAX): when it is full the object is not cached, and the
+ * read goes on as if nothing happened. A view released unverified (it
+ * failed its checksum) fills nothing.
+ *
  * Eviction: least recently used, with an admission guard for training
  * epochs. A dataset larger than the cache read once per epoch in shuffled
  * order would make plain LRU churn (each block evicted just before its next
@@ -29,12 +36,12 @@
 #include "objstore.h"
 
 struct diskcache_opts {
-	const char *dirs;    /* "DIR[:DIR...]"; entries spread by key hash */
-	const char *ns;      /* subdirectory per volume (its uuid) */
-	uint64_t size;       /* byte limit over all dirs; must be > 0 */
-	double free_ratio;   /* keep this fraction of each disk free (0.1) */
-	unsigned min_age;    /* seconds; see the eviction rule above (600) */
-	int cache_writes;    /* also keep what is put through the cache */
+	const char *dirs;  /* "DIR[:DIR...]"; entries spread by key hash */
+	const char *ns;	   /* subdirectory per volume (its uuid) */
+	uint64_t size;	   /* byte limit over all dirs; must be > 0 */
+	double free_ratio; /* keep this fraction of each disk free (0.1) */
+	unsigned min_age;  /* seconds; see the eviction rule above (600) */
+	int cache_writes;  /* also keep what is put through the cache */
 	/* A ranged get of a key under this prefix (NULL: none) that misses
 	 * fetches and caches the whole object when the cache would admit
 	 * whole_est bytes: for packs, whose other frames the same epoch will
@@ -46,6 +53,7 @@ struct diskcache_opts {
 struct diskcache_stats {
 	uint64_t hits, misses, hit_bytes;
 	uint64_t fills, fill_skips; /* skipped: full, guarded, disk error */
+	uint64_t fill_drops;	    /* verified views not written: queue full */
 	uint64_t evictions, bad_entries;
 	uint64_t entries, bytes; /* now */
 };
@@ -57,10 +65,12 @@ struct diskcache_stats {
  * component. Errors: a directory that cannot be created or read.
  */
 int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
-                   struct objstore **out);
+		   struct objstore **out);
 /* The wrapped store (for counting the gets that reached it). */
 struct objstore *diskcache_backend(struct objstore *cache);
 void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st);
+/* Wait until the fills queued by objstore_view_verified() are written. */
+void diskcache_sync(struct objstore *cache);
 /* 1 if key is cached whole, 0 if not. */
 int diskcache_contains(struct objstore *cache, const char *key);
 

@@ -4,6 +4,9 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,4 +76,50 @@ void fsutil_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t at_ms)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_cond_timedwait(c, m, &ts);
+}
+
+/* ---- SIGBUS guard ---- */
+
+/* Where the thread's guarded call resumes; NULL outside one. */
+static __thread sigjmp_buf *guard_jmp;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *jb = guard_jmp;
+	(void)si;
+	(void)uc;
+
+	if (jb)
+		siglongjmp(*jb, 1);
+	/* not ours: the default action, when the fault happens again */
+	signal(sig, SIG_DFL);
+}
+
+static void guard_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+int fsutil_guard_sigbus(int (*fn)(void *arg), void *arg)
+{
+	sigjmp_buf jb;
+	int err;
+
+	pthread_once(&guard_once, guard_install);
+	/* the mask is saved: SIGBUS is blocked in the handler we leave */
+	if (sigsetjmp(jb, 1)) {
+		guard_jmp = NULL;
+		return EIO;
+	}
+	guard_jmp = &jb;
+	err = fn(arg);
+	guard_jmp = NULL;
+	return err;
 }

@@ -16,6 +16,12 @@ int fsutil_write_all(int fd, const void *p, size_t len);
  * or EIO when the file ends first. */
 int fsutil_pread_all(int fd, void *p, size_t len, uint64_t off);
 
+/* Run fn(arg) and return what it returns, or EIO if it raised SIGBUS
+ * (a mapped file whose disk failed, or that shrank): for reading mapped
+ * files. fn must take no lock and allocate nothing: it is left by a jump.
+ * A SIGBUS outside such a call keeps its default action. */
+int fsutil_guard_sigbus(int (*fn)(void *arg), void *arg);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t fsutil_mono_ms(void);
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC. */

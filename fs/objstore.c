@@ -5,11 +5,13 @@
  * objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
 #include "objstore.h"
+#include "bigbuf.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +23,7 @@ int objstore_file_open(const char *url, struct objstore **out);
 int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		     struct objstore **out);
 
-#define KEY_MAX 1024
+#define KEY_MAX		  1024
 #define STAT_ADD(s, f, n) __atomic_add_fetch(&(s)->st.f, (n), __ATOMIC_RELAXED)
 
 /* ---- open / close ---- */
@@ -190,6 +192,120 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size)
 		return err;
 	STAT_ADD(s, heads, 1);
 	return s->ops->head(s, key, size ? size : &dummy);
+}
+
+/* ---- views ---- */
+
+/* Who owns a view's bytes: a malloc'd buffer or a mapping. */
+struct objstore_buf {
+	int refs; /* atomic */
+	void *mem;
+	void *map;
+	size_t map_len;
+};
+
+int objstore_view_of_mem(struct objstore_view *v, void *mem, const void *data,
+			 size_t len)
+{
+	struct objstore_buf *b = malloc(sizeof(*b));
+
+	memset(v, 0, sizeof(*v));
+	if (!b)
+		return ENOMEM;
+	*b = (struct objstore_buf){1, mem, NULL, 0};
+	v->data = data;
+	v->len = len;
+	v->buf = b;
+	return 0;
+}
+
+int objstore_view_of_fd(struct objstore_view *v, int fd, size_t len)
+{
+	static const char empty[1];
+
+	memset(v, 0, sizeof(*v));
+	if (len == 0) {
+		v->data = empty; /* nothing to map */
+		return 0;
+	}
+	struct objstore_buf *b = malloc(sizeof(*b));
+	if (!b)
+		return ENOMEM;
+	/* populated at once: one call instead of a fault per few pages */
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED) {
+		int err = errno;
+		free(b);
+		return err;
+	}
+	*b = (struct objstore_buf){1, NULL, p, len};
+	v->data = p;
+	v->len = len;
+	v->buf = b;
+	v->mapped = 1;
+	return 0;
+}
+
+int objstore_get_view(struct objstore *s, const char *key,
+		      struct objstore_view *v)
+{
+	void *data = NULL;
+	size_t got = 0;
+	int err;
+
+	if (!s || !v)
+		return EINVAL;
+	memset(v, 0, sizeof(*v));
+	if (!key_valid(key))
+		return EINVAL;
+	if ((err = injected_fault(s)))
+		return err;
+	if (s->ops->get_view) {
+		err = s->ops->get_view(s, key, v);
+	} else {
+		err = s->ops->get(s, key, 0, 0, &data, &got);
+		if (!err && (err = objstore_view_of_mem(v, data, data, got)))
+			bigbuf_free(data);
+	}
+	STAT_ADD(s, gets, 1);
+	if (err)
+		STAT_ADD(s, errors, 1);
+	else
+		STAT_ADD(s, get_bytes, v->len);
+	return err;
+}
+
+void objstore_view_verified(struct objstore_view *v)
+{
+	struct objstore *f = v->filler;
+
+	v->filler = NULL;
+	if (f)
+		f->ops->view_fill(f, v, 1);
+}
+
+void objstore_view_ref(const struct objstore_view *v, struct objstore_view *to)
+{
+	*to = *v;
+	to->filler = NULL;
+	to->fill = NULL;
+	if (v->buf)
+		__atomic_add_fetch(&v->buf->refs, 1, __ATOMIC_RELAXED);
+}
+
+void objstore_view_release(struct objstore_view *v)
+{
+	struct objstore_buf *b = v->buf;
+
+	if (v->filler)
+		v->filler->ops->view_fill(v->filler, v, 0);
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (b->map)
+			munmap(b->map, b->map_len);
+		bigbuf_free(b->mem);
+		free(b);
+	}
+	memset(v, 0, sizeof(*v));
 }
 
 int objstore_evict(struct objstore *s, const char *key)

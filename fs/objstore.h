@@ -36,6 +36,8 @@ struct objstore_creds {
 
 typedef int (*objstore_list_fn)(void *arg, const char *key, uint64_t size);
 
+struct objstore_view;
+
 struct objstore_ops {
 	const char *scheme;
 	int (*get)(struct objstore *s, const char *key, uint64_t off,
@@ -48,6 +50,12 @@ struct objstore_ops {
 		    void *arg);
 	/* optional (caches): forget a local copy of key; NULL = nothing */
 	int (*evict)(struct objstore *s, const char *key);
+	/* optional: the whole object as a view (objstore_get_view); NULL =
+	 * a get into a buffer */
+	int (*get_view)(struct objstore *s, const char *key,
+			struct objstore_view *v);
+	/* optional (caches): a view's pending fill, kept (ok 1) or dropped */
+	void (*view_fill)(struct objstore *s, struct objstore_view *v, int ok);
 	void (*close)(struct objstore *s);
 };
 
@@ -58,7 +66,7 @@ struct objstore_stats {
 
 struct objstore {
 	const struct objstore_ops *ops;
-	char *url; /* as opened, without credentials */
+	char *url;		  /* as opened, without credentials */
 	struct objstore_stats st; /* updated atomically by the wrappers */
 	/* fault injection for tests: fail the next N calls with this error */
 	int fail_next, fail_err;
@@ -101,6 +109,46 @@ int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
  * the store again: 0 when a copy was dropped, ENOENT when there was none
  * (always, for stores that keep no copies). */
 int objstore_evict(struct objstore *s, const char *key);
+/*
+ * Whole objects without a copy. objstore_get_view() hands out the bytes of
+ * a whole object in *v: mapped read-only from the file they lie in where
+ * the store keeps objects in local files (file://, a disk cache hit), else
+ * in a buffer as objstore_get() would fill. A view is valid until
+ * objstore_view_release(); objstore_view_ref() shares it (the bytes live
+ * until the last release). Errors as objstore_get().
+ *
+ * Mapped bytes may raise SIGBUS when read if the disk under them fails:
+ * read them under fsutil_guard_sigbus() (or hand them to the kernel, which
+ * says EFAULT instead).
+ *
+ * A disk cache that missed does not fill itself from a view at once: the
+ * view carries the pending fill, and objstore_view_verified() (called by a
+ * reader that checked the bytes) lets it go ahead, off the caller's thread;
+ * a view released unchecked fills nothing.
+ */
+struct objstore_buf; /* the owner of a view's bytes; private */
+struct objstore_view {
+	const void *data;
+	size_t len;
+	struct objstore_buf *buf; /* NULL: nothing to free */
+	int mapped;		  /* data is a file mapping */
+	struct objstore *filler;  /* a cache with a pending fill, or NULL */
+	void *fill;		  /* the filler's own */
+};
+int objstore_get_view(struct objstore *s, const char *key,
+		      struct objstore_view *v);
+/* Let a pending fill go ahead: the bytes passed the reader's checks. */
+void objstore_view_verified(struct objstore_view *v);
+/* Another reference to the same bytes (no pending fill), in *to. */
+void objstore_view_ref(const struct objstore_view *v, struct objstore_view *to);
+/* Drop the view (a pending fill with it); NULL data is fine. */
+void objstore_view_release(struct objstore_view *v);
+/* For backends: a view of malloc'd mem (data inside it), or of len bytes of
+ * the regular file fd mapped read-only. 0, ENOMEM, or mmap's errno. */
+int objstore_view_of_mem(struct objstore_view *v, void *mem, const void *data,
+			 size_t len);
+int objstore_view_of_fd(struct objstore_view *v, int fd, size_t len);
+
 /* A snapshot of the counters. */
 void objstore_get_stats(struct objstore *s, struct objstore_stats *st);
 

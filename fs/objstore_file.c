@@ -246,6 +246,29 @@ close_fd:
 	return err;
 }
 
+/* The object mapped, not read: its pages are the page cache's. */
+static int file_get_view(struct objstore *s, const char *key,
+			 struct objstore_view *v)
+{
+	struct file_dir *d = dir_of(s, key);
+	struct stat st;
+	int fd, err;
+
+	if (!key_ok(key))
+		return EINVAL;
+	fd = openat(d->fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOTDIR || errno == ELOOP ? ENOENT : errno;
+	if (fstat(fd, &st))
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		err = ENOENT; /* a directory is not an object */
+	else /* never truncated in place: puts replace it by rename */
+		err = objstore_view_of_fd(v, fd, (size_t)st.st_size);
+	close(fd);
+	return err;
+}
+
 static int file_head(struct objstore *s, const char *key, uint64_t *size)
 {
 	struct file_dir *d = dir_of(s, key);
@@ -389,6 +412,7 @@ static void file_close(struct objstore *s)
 static const struct objstore_ops file_ops = {
     .scheme = "file",
     .get = file_get,
+    .get_view = file_get_view,
     .put = file_put,
     .del = file_del,
     .head = file_head,

@@ -408,9 +408,18 @@ static void *par_reader(void *arg)
 		void *p = NULL;
 		key_of(i, key, sizeof(key));
 		unsigned char *want = make_data(key, 0, len);
-		if (objstore_get(dc, key, 0, 0, &p, &got) || got != len ||
-		    memcmp(p, want, len))
+		if (n % 2) { /* a view, filled from by the filler thread */
+			struct objstore_view v;
+			if (objstore_get_view(dc, key, &v) || v.len != len ||
+			    memcmp(v.data, want, len))
+				__atomic_add_fetch(&par_bad, 1,
+						   __ATOMIC_RELAXED);
+			objstore_view_verified(&v);
+			objstore_view_release(&v);
+		} else if (objstore_get(dc, key, 0, 0, &p, &got) ||
+			   got != len || memcmp(p, want, len)) {
 			__atomic_add_fetch(&par_bad, 1, __ATOMIC_RELAXED);
+		}
 		free(p);
 		free(want);
 	}
@@ -456,6 +465,7 @@ Test(diskcache, size_limit_parallel, .fini = teardown)
 			     0);
 	for (int i = 0; i < PAR_THREADS; i++)
 		pthread_join(t[i], NULL);
+	diskcache_sync(dc);
 	__atomic_store_n(&par_stop, 1, __ATOMIC_RELEASE);
 	pthread_join(w, NULL);
 
@@ -486,6 +496,95 @@ Test(diskcache, size_limit_parallel, .fini = teardown)
 		if (contains(dc, i))
 			expect_obj(dc, i, par_len(i));
 	cr_assert_eq(cstats(dc).hits, st.hits + st.entries);
+}
+
+/* ---- views ---- */
+
+static int view_of(struct objstore *c, int i, size_t len,
+		   struct objstore_view *v)
+{
+	char key[64];
+	key_of(i, key, sizeof(key));
+	unsigned char *want = make_data(key, 0, len);
+	int err = objstore_get_view(c, key, v);
+	if (!err) {
+		cr_assert_eq(v->len, len, "'%s': %zu bytes, want %zu", key,
+			     v->len, len);
+		cr_assert_eq(memcmp(v->data, want, len), 0,
+			     "'%s': bytes differ", key);
+	}
+	free(want);
+	return err;
+}
+
+Test(diskcache, view_fills_once_verified, .fini = teardown)
+{
+	struct objstore *m = open_mem("mem://");
+	struct objstore_view v;
+
+	make_root();
+	put_backend(m, 1, 300000);
+	dc = open_cache(m, root, 16 << 20, 600, 0, 0);
+	/* released unchecked (a reader found it corrupt): not cached */
+	cr_assert_eq(view_of(dc, 1, 300000, &v), 0);
+	cr_assert_not(v.mapped);
+	objstore_view_release(&v);
+	diskcache_sync(dc);
+	cr_assert_not(contains(dc, 1));
+	cr_assert_eq(du(root).files, 0);
+	/* checked: written by the filler from these bytes */
+	cr_assert_eq(view_of(dc, 1, 300000, &v), 0);
+	objstore_view_verified(&v);
+	objstore_view_release(&v);
+	diskcache_sync(dc);
+	cr_assert(contains(dc, 1));
+	cr_assert_eq(cstats(dc).fills, 1);
+	/* a hit is the cache file mapped, without the backend */
+	uint64_t gets = backend_gets(dc);
+	cr_assert_eq(view_of(dc, 1, 300000, &v), 0);
+	cr_assert(v.mapped);
+	objstore_view_release(&v);
+	cr_assert_eq(backend_gets(dc), gets);
+	cr_assert_eq(cstats(dc).hits, 1);
+}
+
+Test(diskcache, full_fill_queue_drops_fills_not_reads, .fini = teardown)
+{
+	enum { N = 48, LEN = 512 << 10 };
+	struct objstore *m = open_mem("mem://");
+	struct objstore_view v[N];
+
+	make_root();
+	for (int i = 0; i < N; i++)
+		put_backend(m, i, LEN);
+	dc = open_cache(m, root, 64 << 20, 600, 0, 0);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(view_of(dc, i, LEN, &v[i]), 0);
+	/* faster than the filler writes 512 KiB files: the queue fills */
+	for (int i = 0; i < N; i++)
+		objstore_view_verified(&v[i]);
+	/* the readers' bytes are all there, dropped fill or not */
+	for (int i = 0; i < N; i++) {
+		char key[64];
+		key_of(i, key, sizeof(key));
+		unsigned char *want = make_data(key, 0, LEN);
+		cr_assert_eq(memcmp(v[i].data, want, LEN), 0);
+		free(want);
+		objstore_view_release(&v[i]);
+	}
+	diskcache_sync(dc);
+	struct diskcache_stats st = cstats(dc);
+	cr_assert_gt(st.fill_drops, 0, "the queue of fills never filled");
+	cr_assert_eq(st.fills + st.fill_drops, N);
+	cr_assert_eq(st.entries, st.fills);
+	cr_assert_eq(du(root).files, st.fills);
+	/* a dropped one is fetched from the backend again, and right */
+	for (int i = 0; i < N; i++) {
+		uint64_t gets = backend_gets(dc);
+		int had = contains(dc, i);
+		expect_obj(dc, i, LEN);
+		cr_assert_eq(backend_gets(dc), gets + !had);
+	}
 }
 
 Test(diskcache, lru_order, .fini = teardown)
@@ -783,6 +882,7 @@ Test(diskcache, chunkstore_repairs_corrupt_entry, .fini = teardown)
 	cr_assert_eq(chunkstore_read(cs, 77, len, 0, len, buf), 0);
 	cr_assert_eq(memcmp(buf, raw, len), 0);
 	chunkstore_close(cs);
+	diskcache_sync(dc); /* the fill runs on the filler thread */
 	chunkstore_key(77, 0, len, key, sizeof(key));
 	cr_assert(diskcache_contains(dc, key));
 	uint64_t gets = backend_gets(dc);
@@ -802,6 +902,7 @@ Test(diskcache, chunkstore_repairs_corrupt_entry, .fini = teardown)
 	chunkstore_get_stats(cs, &cst);
 	cr_assert_eq(cst.corrupt, 1);
 	chunkstore_close(cs);
+	diskcache_sync(dc);
 	cr_assert_eq(cstats(dc).bad_entries, 1);
 	cr_assert_eq(backend_gets(dc), gets + 1);
 	cr_assert(diskcache_contains(dc, key));

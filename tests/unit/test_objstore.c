@@ -4,6 +4,7 @@
  * what only one backend can get wrong: URL parsing, credentials and bucket
  * errors, unreachable servers, disk full and crash leftovers.
  */
+#include "../../fs/fsutil.h"
 #include "../../fs/objstore.h"
 
 #include <criterion/criterion.h>
@@ -601,6 +602,61 @@ Test(objstore, file_list)
 }
 
 /* ---- URLs ---- */
+
+/* Reading a view's bytes under the guard. */
+struct view_sum {
+	const unsigned char *p;
+	size_t n;
+	uint64_t sum;
+};
+
+static int sum_bytes(void *arg)
+{
+	struct view_sum *s = arg;
+	for (size_t i = 0; i < s->n; i += 512)
+		s->sum += s->p[i];
+	return 0;
+}
+
+Test(objstore, file_view_mapped_and_guarded)
+{
+	enum { LEN = 1 << 20 };
+	struct objstore *s = open_backend("file");
+	struct objstore_view v, w;
+	unsigned char *data = malloc(LEN);
+	char path[PATH_MAX];
+
+	fill(data, LEN, 7);
+	cr_assert_eq(objstore_put(s, "blocks/0/0/9_0_1", data, LEN), 0);
+	cr_assert_eq(objstore_get_view(s, "blocks/0/0/9_0_1", &v), 0);
+	cr_assert(v.mapped);
+	cr_assert_eq(v.len, LEN);
+	cr_assert_eq(memcmp(v.data, data, LEN), 0);
+	cr_assert_eq(objstore_get_view(s, "blocks/0/0/nope", &w), ENOENT);
+	/* the bytes live as long as a reference does */
+	objstore_view_ref(&v, &w);
+	objstore_view_release(&v);
+	cr_assert_eq(memcmp(w.data, data, LEN), 0);
+
+	/* the file shrinks under the mapping (a failing disk reads the
+	 * same way): reading it is an EIO, not a crash */
+	int found = 0;
+	for (int d = 0; d < 3 && !found; d++) {
+		snprintf(path, sizeof(path), "%s/d%d/blocks/0/0/9_0_1",
+			 tmp_root, d);
+		found = truncate(path, 0) == 0;
+	}
+	cr_assert(found, "the object's file was not found");
+	struct view_sum vs = {w.data, LEN, 0};
+	cr_assert_eq(fsutil_guard_sigbus(sum_bytes, &vs), EIO);
+	/* and the guard is not left armed */
+	struct view_sum ok = {data, LEN, 0};
+	cr_assert_eq(fsutil_guard_sigbus(sum_bytes, &ok), 0);
+	cr_assert_gt(ok.sum, 0);
+	objstore_view_release(&w);
+	free(data);
+	close_backend(s);
+}
 
 Test(objstore, malformed_urls)
 {
