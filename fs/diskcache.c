@@ -36,9 +36,11 @@
 #define STATVFS_EVERY_MS 1000  /* free space is asked at most this often */
 #define ADMIT_ROUNDS	 4     /* evict-and-retry rounds before giving up */
 #define SCAN_MAX	 4096  /* LRU entries looked at per admission */
-/* Fills waiting for the filler thread; one more is dropped (the object is
- * just not cached). Each holds its object's bytes: 16 blocks of 4 MiB, most
- * of them shared with the chunk store's memory cache. */
+/* Fills waiting for the filler thread; beyond them the reader writes the
+ * entry itself, as a plain get does (a cold pass must leave the cache
+ * whole: a dropped fill is a second fetch from the store next epoch). Each
+ * holds its object's bytes: 16 blocks of 4 MiB, most of them shared with
+ * the chunk store's memory cache. */
 #define FILLQ_MAX 16
 
 #define STAT_ADD(dc, f, n)                                                     \
@@ -60,6 +62,13 @@ struct dc_entry {
 	uint16_t dir;
 	uint8_t state; /* enum dc_state */
 	uint8_t stale; /* FILLING: deleted/put/evicted meanwhile, roll back */
+	/* Views mapping the file (a hit through objstore_get_view): while
+	 * any is alive, LRU eviction passes the entry by, and a retired
+	 * entry keeps counting in `dropping` after its unlink (the mapping
+	 * holds the disk blocks) until the last view goes (orphan: out of
+	 * the hash, freed by the unpin). Protected by lock. */
+	uint32_t pins;
+	uint8_t orphan;
 	char key[];
 };
 
@@ -293,8 +302,12 @@ static void reap(struct diskcache *dc, struct dc_entry *list)
 	pthread_mutex_lock(&dc->lock);
 	for (e = list; e; e = next) {
 		next = e->next;
-		dc->dropping -= e->size;
 		hash_remove(dc, e);
+		if (e->pins) {
+			e->orphan = 1; /* see dc_view_unpin */
+			continue;
+		}
+		dc->dropping -= e->size;
 		free(e);
 	}
 	pthread_mutex_unlock(&dc->lock);
@@ -324,8 +337,8 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		if (dc->o.min_age && now - e->last_use < (int64_t)dc->o.min_age)
 			break;
 		int here = dc->dirs[e->dir].sp == sp;
-		if (need <= 0 && !here)
-			continue;
+		if ((need <= 0 && !here) || e->pins)
+			continue; /* pinned: mapped by a reader, in use */
 		need -= (int64_t)e->size;
 		if (here)
 			need_disk -= (int64_t)round_up(e->size, sp->frsize);
@@ -670,6 +683,22 @@ struct hit_req {
 static int map_entry(struct dc_dir *d, const char *key, uint64_t size,
 		     struct objstore_view *v);
 
+/* The last view of e's file is gone: e may be evicted again, or freed if
+ * it was retired meanwhile. */
+static void dc_view_unpin(struct objstore *s, void *pin)
+{
+	struct diskcache *dc = dc_of(s);
+	struct dc_entry *e = pin;
+
+	pthread_mutex_lock(&dc->lock);
+	gr_assert(e->pins > 0);
+	if (--e->pins == 0 && e->orphan) {
+		dc->dropping -= e->size;
+		free(e);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
 /* Serve key from its entry if cached: 1 with *err set when it answered, 0
  * on a miss (an entry that cannot be read is dropped first). */
 static int serve_hit(struct diskcache *dc, const char *key,
@@ -686,10 +715,17 @@ static int serve_hit(struct diskcache *dc, const char *key,
 	e->last_use = now_s();
 	lru_remove(dc, e);
 	lru_push(dc, e);
+	if (r->v)
+		e->pins++;
 	pthread_mutex_unlock(&dc->lock);
-	*err = r->v ? map_entry(&dc->dirs[dir], key, size, r->v)
-		    : read_entry(&dc->dirs[dir], key, size, r->off, r->len,
-				 r->data, r->got);
+	if (r->v) {
+		*err = map_entry(&dc->dirs[dir], key, size, r->v);
+		if (*err || objstore_view_pin(r->v, &dc->base, e))
+			dc_view_unpin(&dc->base, e); /* failed, or no bytes */
+	} else {
+		*err = read_entry(&dc->dirs[dir], key, size, r->off, r->len,
+				  r->data, r->got);
+	}
 	if (!*err) {
 		STAT_ADD(dc, hits, 1);
 		STAT_ADD(dc, hit_bytes, r->v ? r->v->len : *r->got);
@@ -813,8 +849,9 @@ static void *filler_main(void *arg)
 	return NULL;
 }
 
-/* A view's pending fill: queued when its bytes were checked (ok), else,
- * or when the queue is full, the placeholder goes. Never waits. */
+/* A view's pending fill: queued when its bytes were checked (ok), written
+ * here when the queue is full (back-pressure on readers while the filler
+ * is behind); a view that failed its check fills nothing. */
 static void dc_view_fill(struct objstore *s, struct objstore_view *v, int ok)
 {
 	struct diskcache *dc = dc_of(s);
@@ -834,7 +871,9 @@ static void dc_view_fill(struct objstore *s, struct objstore_view *v, int ok)
 			return;
 		}
 		pthread_mutex_unlock(&dc->fq_lock);
-		STAT_ADD(dc, fill_drops, 1);
+		STAT_ADD(dc, fill_inline, 1);
+		fill(dc, ph, v->data, v->len);
+		return;
 	}
 	unplace(dc, ph);
 }
@@ -1026,6 +1065,7 @@ static const struct objstore_ops dc_ops = {
     .evict = dc_evict,
     .get_view = dc_get_view,
     .view_fill = dc_view_fill,
+    .view_unpin = dc_view_unpin,
     .close = dc_close,
 };
 
@@ -1370,7 +1410,8 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
 	st->hit_bytes = __atomic_load_n(&dc->st.hit_bytes, __ATOMIC_RELAXED);
 	st->fills = __atomic_load_n(&dc->st.fills, __ATOMIC_RELAXED);
 	st->fill_skips = __atomic_load_n(&dc->st.fill_skips, __ATOMIC_RELAXED);
-	st->fill_drops = __atomic_load_n(&dc->st.fill_drops, __ATOMIC_RELAXED);
+	st->fill_inline =
+	    __atomic_load_n(&dc->st.fill_inline, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
 	st->bad_entries =
 	    __atomic_load_n(&dc->st.bad_entries, __ATOMIC_RELAXED);

@@ -15,9 +15,8 @@
  * Whole-object views (objstore_get_view): a hit maps the entry's file (no
  * copy); a miss fills the cache from the backend's view once the reader
  * calls objstore_view_verified(), on a filler thread fed by a bounded
- * queue (FILLQ_MAX): when it is full the object is not cached, and the
- * read goes on as if nothing happened. A view released unverified (it
- * failed its checksum) fills nothing.
+ * queue (FILLQ_MAX): when it is full the reader writes the entry itself.
+ * A view released unverified (it failed its checksum) fills nothing.
  *
  * Eviction: least recently used, with an admission guard for training
  * epochs. A dataset larger than the cache read once per epoch in shuffled
@@ -53,7 +52,7 @@ struct diskcache_opts {
 struct diskcache_stats {
 	uint64_t hits, misses, hit_bytes;
 	uint64_t fills, fill_skips; /* skipped: full, guarded, disk error */
-	uint64_t fill_drops;	    /* verified views not written: queue full */
+	uint64_t fill_inline;	    /* of fills: by the reader, queue full */
 	uint64_t evictions, bad_entries;
 	uint64_t entries, bytes; /* now */
 };

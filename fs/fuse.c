@@ -1943,7 +1943,7 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
-	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_drops\": "
+	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
 	    "%llu, \"evictions\": "
 	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
 	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
@@ -1962,7 +1962,8 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
 	    (unsigned long long)dc.fill_skips,
-	    (unsigned long long)dc.fill_drops, (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.fill_inline,
+	    (unsigned long long)dc.evictions,
 	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
 	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,

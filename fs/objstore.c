@@ -202,6 +202,8 @@ struct objstore_buf {
 	void *mem;
 	void *map;
 	size_t map_len;
+	struct objstore *pin_owner; /* told when the last reference goes */
+	void *pin;
 };
 
 int objstore_view_of_mem(struct objstore_view *v, void *mem, const void *data,
@@ -212,7 +214,7 @@ int objstore_view_of_mem(struct objstore_view *v, void *mem, const void *data,
 	memset(v, 0, sizeof(*v));
 	if (!b)
 		return ENOMEM;
-	*b = (struct objstore_buf){1, mem, NULL, 0};
+	*b = (struct objstore_buf){1, mem, NULL, 0, NULL, NULL};
 	v->data = data;
 	v->len = len;
 	v->buf = b;
@@ -238,7 +240,7 @@ int objstore_view_of_fd(struct objstore_view *v, int fd, size_t len)
 		free(b);
 		return err;
 	}
-	*b = (struct objstore_buf){1, NULL, p, len};
+	*b = (struct objstore_buf){1, NULL, p, len, NULL, NULL};
 	v->data = p;
 	v->len = len;
 	v->buf = b;
@@ -303,9 +305,21 @@ void objstore_view_release(struct objstore_view *v)
 		if (b->map)
 			munmap(b->map, b->map_len);
 		bigbuf_free(b->mem);
+		if (b->pin_owner)
+			b->pin_owner->ops->view_unpin(b->pin_owner, b->pin);
 		free(b);
 	}
 	memset(v, 0, sizeof(*v));
+}
+
+int objstore_view_pin(struct objstore_view *v, struct objstore *owner,
+		      void *pin)
+{
+	if (!v->buf)
+		return EINVAL;
+	v->buf->pin_owner = owner;
+	v->buf->pin = pin;
+	return 0;
 }
 
 int objstore_evict(struct objstore *s, const char *key)

@@ -56,6 +56,9 @@ struct objstore_ops {
 			struct objstore_view *v);
 	/* optional (caches): a view's pending fill, kept (ok 1) or dropped */
 	void (*view_fill)(struct objstore *s, struct objstore_view *v, int ok);
+	/* optional (caches): the last reference to a view pinned with
+	 * objstore_view_pin() is gone */
+	void (*view_unpin)(struct objstore *s, void *pin);
 	void (*close)(struct objstore *s);
 };
 
@@ -148,6 +151,11 @@ void objstore_view_release(struct objstore_view *v);
 int objstore_view_of_mem(struct objstore_view *v, void *mem, const void *data,
 			 size_t len);
 int objstore_view_of_fd(struct objstore_view *v, int fd, size_t len);
+/* For caches: call owner's view_unpin(pin) once the bytes of v (every
+ * reference) are released; 0, or EINVAL when v owns nothing (then the
+ * caller unpins at once). */
+int objstore_view_pin(struct objstore_view *v, struct objstore *owner,
+		      void *pin);
 
 /* A snapshot of the counters. */
 void objstore_get_stats(struct objstore *s, struct objstore_stats *st);
