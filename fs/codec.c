@@ -104,8 +104,10 @@ static void encode_v1_lz4(const void *raw, size_t raw_len, size_t stored,
 	put_u64(hdr + 16, XXH3_64bits(raw, raw_len));
 }
 
-static size_t encode_v2(const unsigned char *raw, size_t raw_len,
-			unsigned char *hdr)
+/* The header and table of a v2 block of raw at hdr; returns the length of
+ * the whole block (the raw bytes follow the table). */
+static size_t write_v2_prefix(const unsigned char *raw, size_t raw_len,
+			      unsigned char *hdr)
 {
 	unsigned char *table = hdr + CODEC_HDR_SIZE;
 	size_t tlen = table_len(raw_len);
@@ -115,8 +117,6 @@ static size_t encode_v2(const unsigned char *raw, size_t raw_len,
 							  : CODEC_SEG_SIZE;
 		put_u32(table + 4 * i, seg_sum(raw + off, n, i));
 	}
-	if (raw_len && table + tlen != raw) /* not laid out in place */
-		memcpy(table + tlen, raw, raw_len);
 	memcpy(hdr, CODEC_MAGIC, 4);
 	hdr[4] = 2;
 	hdr[5] = 0;
@@ -126,6 +126,16 @@ static size_t encode_v2(const unsigned char *raw, size_t raw_len,
 	put_u32(hdr + 12, (uint32_t)(tlen + raw_len));
 	put_u64(hdr + 16, header_sum(hdr, table, tlen));
 	return CODEC_HDR_SIZE + tlen + raw_len;
+}
+
+static size_t encode_v2(const unsigned char *raw, size_t raw_len,
+			unsigned char *hdr)
+{
+	unsigned char *payload = hdr + CODEC_HDR_SIZE + table_len(raw_len);
+
+	if (raw_len && payload != raw) /* not laid out in place */
+		memcpy(payload, raw, raw_len);
+	return write_v2_prefix(raw, raw_len, hdr);
 }
 
 /* A v1 LZ4 block of raw into hdr, if that pays: 1 and *out_len, else 0. */
@@ -179,6 +189,19 @@ int codec_encode_inplace(void *raw, size_t raw_len, enum codec_compress c,
 	unsigned char *hdr = (unsigned char *)raw - codec_prefix_len(raw_len);
 	*blk_len = encode_v2(raw, raw_len, hdr);
 	*blk = hdr;
+	return 0;
+}
+
+int codec_encode_gather(const void *raw, size_t raw_len, enum codec_compress c,
+			void *lz, size_t *lz_len, void *prefix)
+{
+	if (!lz_len || !prefix || !encode_args_ok(raw, raw_len, c) ||
+	    (c == CODEC_LZ4 && !lz))
+		return EINVAL;
+	*lz_len = 0;
+	if (c == CODEC_LZ4 && encode_lz4(raw, raw_len, lz, lz_len))
+		return 0;
+	write_v2_prefix(raw, raw_len, prefix);
 	return 0;
 }
 

@@ -74,6 +74,16 @@ int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 int codec_encode_inplace(void *raw, size_t raw_len, enum codec_compress c,
 			 void *lz, void **blk, size_t *blk_len);
 
+/*
+ * codec_encode without copying the raw bytes of a block stored raw, for a
+ * caller that writes the block out with a gather (pwritev): with CODEC_LZ4
+ * the block is compressed into lz (codec_bound() bytes) when that pays, as
+ * codec_encode() decides, and *lz_len is its length; otherwise *lz_len is
+ * 0 and the block is the codec_prefix_len(raw_len) bytes written at prefix
+ * followed by raw itself. EINVAL as codec_encode(), or for LZ4 without lz.
+ */
+int codec_encode_gather(const void *raw, size_t raw_len, enum codec_compress c,
+			void *lz, size_t *lz_len, void *prefix);
 /* Encoded length (header included) of the block whose first avail bytes
  * (at least CODEC_HDR_SIZE) are at hdr, from its header fields alone (the
  * checksums are checked by a decode): to walk blocks laid end to end, as in

@@ -52,6 +52,13 @@ int64_t fsutil_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t fsutil_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void fsutil_cond_init_mono(pthread_cond_t *c)
 {
 	pthread_condattr_t ca;

@@ -24,6 +24,8 @@ int fsutil_guard_sigbus(int (*fn)(void *arg), void *arg);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t fsutil_mono_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t fsutil_mono_ns(void);
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC. */
 void fsutil_cond_init_mono(pthread_cond_t *c);
 /* Wait on c (made by fsutil_cond_init_mono) until fsutil_mono_ms() at_ms

@@ -20,6 +20,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,9 +32,12 @@
 #define PACK_SIZE_MIN (64u << 10)
 #define PACK_SIZE_MAX (64u << 20)
 #define WINDOW_MAX_MS 600000u
-#define STAGE_SLOTS   64    /* staging dirs per root: mounts at once */
-#define RETRY_MAX_MS  30000 /* upload retry backoff cap */
-#define CLOSE_TRIES   3	    /* uploads tried per pack when unmounting */
+#define STAGE_SLOTS   64	 /* staging dirs per root: mounts at once */
+#define RETRY_MAX_MS  30000	 /* upload retry backoff cap */
+#define CLOSE_TRIES   3		 /* uploads tried per pack when unmounting */
+#define SCRATCH_KEEP  4		 /* LZ4 buffers kept for the next frames */
+#define SCRATCH_MAX   (2u << 20) /* larger ones are freed at once */
+#define GATHER_MAX_NS 2000000	 /* a sync waits this long for more frames */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
 
@@ -60,10 +64,11 @@ struct pack {
 	int uploading;	   /* an upload thread has it */
 	int tries;	   /* failed uploads */
 	/* group commit: writes numbered in order, one fdatasync for all
-	 * that are done when it starts */
+	 * that are done when it starts (see group_sync) */
 	uint64_t wseq, synced;
 	int syncing, sync_err;
-	int named;	  /* its directory entry was fsync'd */
+	int copying; /* callers with room reserved, still writing into it */
+	int named;   /* its directory entry was fsync'd */
 	int64_t retry_ms; /* not before this (CLOCK_MONOTONIC) */
 };
 
@@ -77,6 +82,10 @@ struct packer {
 	pthread_mutex_t lock;
 	struct pack *open; /* being filled, or NULL; protected by lock */
 	int holders;	   /* see packer_hold; protected by lock */
+	/* writeback group commit (see group_sync); protected by lock */
+	int parked;	       /* callers in group_sync */
+	int64_t sync_ns;       /* an fdatasync takes about this long */
+	pthread_cond_t gather; /* a frame was written, or a holder left */
 
 	/* writeback: every pack with a staging file, open one included */
 	struct pack *staged, *staged_tail; /* protected by lock */
@@ -86,7 +95,12 @@ struct packer {
 	pthread_cond_t work; /* uploaders: a pack to put, or stop */
 	pthread_cond_t room; /* writers: a staged pack is gone */
 	char *dir;	     /* our staging directory (stage_dir/<slot>) */
-	int lock_fd;	     /* flock'd: this directory is ours */
+	/* LZ4 output buffers used again (a fresh one would cost its page
+	 * faults per frame); protected by lock */
+	void *scratch[SCRATCH_KEEP];
+	size_t scratch_cap[SCRATCH_KEEP];
+	int nscratch;
+	int lock_fd; /* flock'd: this directory is ours */
 	pthread_t *threads;
 	int nthreads;
 
@@ -127,6 +141,8 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	pthread_mutex_init(&p->lock, NULL);
 	fsutil_cond_init_mono(&p->work);
 	fsutil_cond_init_mono(&p->room);
+	fsutil_cond_init_mono(&p->gather);
+	p->sync_ns = GATHER_MAX_NS / 4;
 	if (!o->stage_dir) {
 		*out = p;
 		return 0;
@@ -193,8 +209,11 @@ void packer_close(struct packer *p)
 	}
 	if (p->lock_fd >= 0)
 		close(p->lock_fd); /* releases the flock */
+	for (int i = 0; i < p->nscratch; i++)
+		free(p->scratch[i]);
 	free(p->threads);
 	free(p->dir);
+	pthread_cond_destroy(&p->gather);
 	pthread_cond_destroy(&p->room);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
@@ -813,13 +832,129 @@ void packer_hold(struct packer *p, int delta)
 	/* the waiters may be all that is left to come */
 	if (delta < 0 && p->open)
 		pthread_cond_broadcast(&p->open->done);
+	if (delta < 0)
+		pthread_cond_broadcast(&p->gather);
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* One encoded frame: enc[0..len) (default mode, or an LZ4 frame in a
+ * scratch buffer of scap bytes), or in writeback the v2 prefix followed by
+ * the caller's raw bytes, written with one pwritev (no copy of them). */
 struct frame {
 	void *enc;
-	size_t len;
+	size_t len; /* the whole frame */
+	size_t scap;
+	void *prefix;
+	size_t plen;
+	const void *raw;
 };
+
+/* An LZ4 output buffer of at least n bytes, kept from an earlier frame
+ * when one is big enough; *cap is its size. */
+static void *scratch_get(struct packer *p, size_t n, size_t *cap)
+{
+	pthread_mutex_lock(&p->lock);
+	for (int i = p->nscratch - 1; i >= 0; i--) {
+		if (p->scratch_cap[i] < n)
+			continue;
+		void *b = p->scratch[i];
+		*cap = p->scratch_cap[i];
+		p->nscratch--;
+		p->scratch[i] = p->scratch[p->nscratch];
+		p->scratch_cap[i] = p->scratch_cap[p->nscratch];
+		pthread_mutex_unlock(&p->lock);
+		return b;
+	}
+	pthread_mutex_unlock(&p->lock);
+	*cap = n;
+	return malloc(n);
+}
+
+static void scratch_put(struct packer *p, void *b, size_t cap)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (cap <= SCRATCH_MAX && p->nscratch < SCRATCH_KEEP) {
+		p->scratch[p->nscratch] = b;
+		p->scratch_cap[p->nscratch++] = cap;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(b);
+}
+
+/* Writeback: encode item into fr without copying raw bytes that are
+ * stored raw. */
+static int encode_gather(struct packer *p, const struct packer_item *it,
+			 struct frame *fr)
+{
+	size_t lz_len = 0;
+	int err;
+
+	fr->plen = codec_prefix_len(it->len);
+	fr->prefix = malloc(fr->plen);
+	if (!fr->prefix)
+		return ENOMEM;
+	if (p->o.compress == CODEC_LZ4) {
+		fr->enc = scratch_get(p, codec_bound(it->len), &fr->scap);
+		if (!fr->enc)
+			return ENOMEM;
+	}
+	err = codec_encode_gather(it->raw, it->len, p->o.compress, fr->enc,
+				  &lz_len, fr->prefix);
+	if (err)
+		return err;
+	if (lz_len) {
+		fr->len = lz_len;
+		free(fr->prefix);
+		fr->prefix = NULL;
+	} else {
+		scratch_put(p, fr->enc, fr->scap);
+		fr->enc = NULL;
+		fr->raw = it->raw;
+		fr->len = fr->plen + it->len;
+	}
+	return 0;
+}
+
+/* Write frame fr at off of fd, whole; 0 or errno. */
+static int frame_write(int fd, const struct frame *fr, uint64_t off)
+{
+	struct iovec v[2];
+	int nv = 0;
+	size_t done = 0;
+
+	if (fr->prefix) {
+		v[nv++] = (struct iovec){fr->prefix, fr->plen};
+		v[nv++] = (struct iovec){(void *)fr->raw, fr->len - fr->plen};
+	} else {
+		v[nv++] = (struct iovec){fr->enc, fr->len};
+	}
+	while (done < fr->len) {
+		ssize_t w = pwritev(fd, v, nv, (off_t)(off + done));
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (w == 0)
+			return EIO;
+		done += (size_t)w;
+		/* a short write: skip what went out */
+		for (size_t left = (size_t)w; left;) {
+			size_t k = left < v[0].iov_len ? left : v[0].iov_len;
+			v[0].iov_base = (char *)v[0].iov_base + k;
+			v[0].iov_len -= k;
+			left -= k;
+			if (!v[0].iov_len && nv > 1) {
+				v[0] = v[1];
+				nv = 1;
+			}
+		}
+	}
+	return 0;
+}
 
 /* fsync the directory at path. */
 static int dir_sync(const char *path)
@@ -837,7 +972,12 @@ static int dir_sync(const char *path)
  * Make what this caller wrote into k durable: writers that arrive while an
  * fdatasync runs wait for it, and one of them runs the next for them all
  * (ext4 makes each fdatasync a journal commit: one per file would halve
- * the ingest rate).
+ * the ingest rate). Before it starts one, a caller waits a little (at most
+ * about one fdatasync's time, GATHER_MAX_NS) while frames are still being
+ * copied into k, or while writers holding small data (packer_hold) have
+ * not reached here yet: files closed at about the same time then share
+ * one fdatasync. Every caller returns only after an fdatasync that
+ * started once its frames were written.
  */
 static int group_sync(struct packer *p, struct pack *k)
 {
@@ -845,34 +985,56 @@ static int group_sync(struct packer *p, struct pack *k)
 
 	pthread_mutex_lock(&p->lock);
 	uint64_t mine = ++k->wseq;
+	p->parked++;
+	pthread_cond_broadcast(&p->gather);
 	while (k->synced < mine) {
 		if (k->syncing) {
 			pthread_cond_wait(&k->done, &p->lock);
 			continue;
 		}
+		int64_t wait =
+		    p->sync_ns < GATHER_MAX_NS ? p->sync_ns : GATHER_MAX_NS;
+		int64_t until = fsutil_mono_ns() + wait;
+		while (!k->syncing && k->synced < mine &&
+		       (k->copying || p->holders > p->parked) &&
+		       fsutil_mono_ns() < until) {
+			struct timespec ts = {.tv_sec = until / 1000000000,
+					      .tv_nsec = until % 1000000000};
+			pthread_cond_timedwait(&p->gather, &p->lock, &ts);
+		}
+		if (k->syncing || k->synced >= mine)
+			continue; /* another caller started it meanwhile */
 		uint64_t upto = k->wseq;
 		k->syncing = 1;
 		pthread_mutex_unlock(&p->lock);
+		int64_t t0 = fsutil_mono_ns();
 		int e = fdatasync(k->fd) ? errno : 0;
+		int64_t took = fsutil_mono_ns() - t0;
 		/* a new file's name is durable only once its directory is
 		 * (a crash could lose the file with its committed frames) */
 		if (!e && !k->named)
 			e = dir_sync(p->dir);
 		pthread_mutex_lock(&p->lock);
+		p->sync_ns += (took - p->sync_ns) / 8;
 		k->syncing = 0;
 		k->named |= !e;
 		if (e) {
 			/* after a failed fdatasync the page cache cannot be
 			 * trusted: this write and every later one into the
-			 * pack fail (nothing of them gets committed) */
+			 * pack fail (nothing of them gets committed); new
+			 * frames go to a new pack. What was synced before
+			 * stays and is uploaded with the pack. */
 			k->sync_err = e;
 			err = e;
+			if (p->open == k)
+				seal(p);
 		}
 		k->synced = upto;
 		pthread_cond_broadcast(&k->done);
 	}
 	if (!err && k->sync_err)
 		err = k->sync_err;
+	p->parked--;
 	pthread_mutex_unlock(&p->lock);
 	return err;
 }
@@ -910,6 +1072,7 @@ static int put_staged(struct packer *p, struct packer_item *items,
 		if (!nmine || mine[nmine - 1] != k) {
 			mine[nmine++] = k;
 			k->writing++;
+			k->copying++;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -921,20 +1084,15 @@ static int put_staged(struct packer *p, struct packer_item *items,
 			j++;
 		if (j == nmine || !items[i].at.pack)
 			break;
-		const char *b = fr[i].enc;
-		size_t done = 0;
-		while (done < fr[i].len) {
-			ssize_t w =
-			    pwrite(mine[j]->fd, b + done, fr[i].len - done,
-				   (off_t)(items[i].at.off + done));
-			if (w < 0) {
-				if (!err)
-					err = errno;
-				break;
-			}
-			done += (size_t)w;
-		}
+		int e = frame_write(mine[j]->fd, &fr[i], items[i].at.off);
+		if (e && !err)
+			err = e;
 	}
+	pthread_mutex_lock(&p->lock);
+	for (j = 0; j < nmine; j++)
+		if (--mine[j]->copying == 0)
+			pthread_cond_broadcast(&p->gather);
+	pthread_mutex_unlock(&p->lock);
 	for (j = 0; j < nmine && !err; j++)
 		err = group_sync(p, mine[j]);
 	if (err)
@@ -975,6 +1133,17 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 	/* Encoding is the CPU work: done before taking the lock. */
 	for (size_t i = 0; i < n; i++) {
 		items[i].at = (struct chunkstore_frame){0};
+		if (p->dir) {
+			err = encode_gather(p, &items[i], &fr[i]);
+			if (err == EINVAL) {
+				log_err("cannot encode a slice for a pack: %s",
+					codec_strerror(err));
+				err = EIO;
+			}
+			if (err)
+				goto free_frames;
+			continue;
+		}
 		fr[i].enc = malloc(codec_bound(items[i].len));
 		if (!fr[i].enc) {
 			err = ENOMEM;
@@ -1056,8 +1225,13 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 	pthread_mutex_unlock(&p->lock);
 
 free_frames:
-	for (size_t i = 0; i < n; i++)
-		free(fr[i].enc);
+	for (size_t i = 0; i < n; i++) {
+		if (fr[i].scap)
+			scratch_put(p, fr[i].enc, fr[i].scap);
+		else
+			free(fr[i].enc);
+		free(fr[i].prefix);
+	}
 free_arrays:
 	free(full);
 	free(mine);

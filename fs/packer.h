@@ -9,16 +9,22 @@
  *
  * A pack is sealed when it reaches pack_size bytes, when every writer that
  * holds small data (packer_hold) has its frames in it, or window_ms after
- * its first frame arrived, whichever comes first; then it is put, its total is recorded in the
- * metadata (meta_pack_total, through the callback) and everyone whose frame
- * it holds is woken. Until then packer_put waits: on return the frame is
- * durable in the store, as a flushed block is. The window trades a little
- * latency of each close for fewer, larger objects when many files are
+ * its first frame arrived, whichever comes first; then it is put, its total is
+ * recorded in the metadata (meta_pack_total, through the callback) and everyone
+ * whose frame it holds is woken. Until then packer_put waits: on return the
+ * frame is durable in the store, as a flushed block is. The window trades a
+ * little latency of each close for fewer, larger objects when many files are
  * written at once.
  *
  * Writeback (stage_dir set): packer_put appends the frames to the open
- * pack's file in the staging directory on a local disk and returns once
- * they are fsync'd there; upload threads put each pack when it is full or
+ * pack's file in the staging directory on a local disk (a frame stored raw
+ * is written from the caller's bytes with pwritev, not copied) and returns
+ * once they are fsync'd there. Group commit: callers whose frames are in
+ * the file when an fdatasync starts share it, and the one about to start
+ * it first waits (about one fdatasync's time at most) for frames still
+ * being copied in and for holders (packer_hold) yet to arrive. A failed
+ * fdatasync fails every put waiting on it and seals the pack, so later
+ * puts go to a new one. Upload threads put each pack when it is full or
  * its window is over (the writer commits its metadata at once, so a pack's
  * total is recorded as META_PACK_OPEN before its first frame). Frames are
  * read from the staging file until the pack is in the store
@@ -32,6 +38,8 @@
  * Locks: packer->lock is taken after writer->lock (packer_put is called
  * from a flush) and is never held across a put, file I/O or a callback,
  * except new_id and (writeback) the META_PACK_OPEN record of a new pack.
+ * It is the only lock of the packer (group commit waits on conditions of
+ * it).
  */
 #ifndef GRANARY_PACKER_H
 #define GRANARY_PACKER_H

@@ -140,8 +140,8 @@ static void *uploader_main(void *arg)
 
 		int err;
 		if (p->stage)
-			err = stage_put(p->stage, b->id, b->idx, b->data,
-					b->len);
+			err =
+			    stage_put(p->stage, b->id, b->idx, b->data, b->len);
 		else if (b->room)
 			err = chunkstore_put_block_inplace(p->cs, b->id, b->idx,
 							   b->data, b->len);
@@ -365,6 +365,9 @@ static int flush_locked(struct writer *w, int clear)
 	}
 	/* while the blocks above upload */
 	pack_err = pack_slices(w);
+	/* nothing more for the packer: a writeback group commit waits for
+	 * holders, not for writers busy committing */
+	hold(w, 0);
 
 	pthread_mutex_lock(&p->lock);
 	while (w->inflight)

@@ -725,3 +725,52 @@ Test(codec, inplace_is_the_same_block)
 	free(room);
 	free(lz);
 }
+
+/* A gathered block (prefix then the raw bytes, or an LZ4 block in lz) is
+ * the block codec_encode makes, byte for byte. */
+static void expect_gather(const unsigned char *raw, size_t n,
+			  enum codec_compress c, int compressed)
+{
+	unsigned char *ref = malloc(codec_bound(n));
+	unsigned char *lz = malloc(codec_bound(n));
+	unsigned char *pre = malloc(codec_prefix_len(n));
+	size_t blen, lzlen = 1;
+
+	cr_assert_eq(codec_encode(raw, n, c, ref, &blen), 0);
+	cr_assert_eq(codec_encode_gather(raw, n, c, lz, &lzlen, pre), 0);
+	if (compressed) {
+		cr_assert_eq(lzlen, blen);
+		cr_assert_eq(memcmp(lz, ref, blen), 0, "not the LZ4 block");
+	} else {
+		size_t plen = codec_prefix_len(n);
+		cr_assert_eq(lzlen, 0, "an incompressible block went to lz");
+		cr_assert_eq(plen + n, blen);
+		cr_assert_eq(memcmp(pre, ref, plen), 0, "not the prefix");
+		cr_assert_eq(memcmp(raw, ref + plen, n), 0);
+	}
+	free(pre);
+	free(lz);
+	free(ref);
+}
+
+Test(codec, gather_is_the_same_block)
+{
+	enum { N = 9000 };
+	unsigned char *raw = malloc(N);
+	uint64_t st = 33;
+	size_t lzlen;
+	unsigned char pre[64];
+
+	fill_random(raw, N, &st);
+	expect_gather(raw, N, CODEC_NONE, 0);
+	expect_gather(raw, N, CODEC_LZ4, 0);
+	expect_gather(raw, 1, CODEC_LZ4, 0);
+	expect_gather(raw, 0, CODEC_NONE, 0);
+	fill_text(raw, N);
+	expect_gather(raw, N, CODEC_LZ4, 1);
+	cr_assert_eq(codec_encode_gather(raw, N, CODEC_LZ4, NULL, &lzlen, pre),
+		     EINVAL, "LZ4 without lz");
+	cr_assert_eq(codec_encode_gather(raw, N, CODEC_NONE, NULL, NULL, pre),
+		     EINVAL);
+	free(raw);
+}

@@ -2,8 +2,10 @@
  * test_packer.c - small slices packed into shared objects over a mem://
  * store: frame layout and decoding, the pack size bound, many writers
  * sharing packs (against shadow copies), holders sealing a pack early,
- * store and metadata errors, bad options. Pack ids come from a counter and
- * the metadata is a fake that records every total it is given.
+ * store and metadata errors, bad options; in writeback, that a put returns
+ * only once an fdatasync covered its frame, that puts share fdatasyncs,
+ * and what a failed fdatasync does. Pack ids come from a counter and the
+ * metadata is a fake that records every total it is given.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -14,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../../fs/chunkstore.h"
 #include "../../fs/codec.h"
@@ -832,4 +837,234 @@ Test(packer, bad_options, .init = setup, .fini = teardown)
 	cr_assert_eq(packer_open(store, &o, &fk_cbs, &p), 0);
 	packer_close(p);
 	packer_close(NULL);
+}
+
+/* ---- writeback: staged frames and their fdatasync ---- */
+
+/*
+ * fdatasync, interposed: libgranary.a is linked into this program, whose
+ * own definition wins. Each call may wait and may fail; one that succeeds
+ * keeps a copy of the pack file as it was when the call started: the bytes
+ * a crash right after it would have left on the disk.
+ */
+#define IMAGES 64
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned delay_us;
+	int fail, fail_left; /* the next fail_left calls fail with fail */
+	int calls;
+	struct {
+		uint64_t pack;
+		unsigned char *img;
+		size_t len;
+	} durable[IMAGES];
+} fsy = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The pack id of a staging file descriptor, or 0. */
+static uint64_t fd_pack(int fd)
+{
+	char lnk[64], path[PATH_MAX];
+	snprintf(lnk, sizeof(lnk), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(lnk, path, sizeof(path) - 1);
+	if (n <= 0)
+		return 0;
+	path[n] = '\0';
+	const char *base = strrchr(path, '/');
+	char *end;
+	uint64_t id = strtoull(base ? base + 1 : path, &end, 10);
+	return strcmp(end, ".pack") ? 0 : id;
+}
+
+int fdatasync(int fd)
+{
+	uint64_t pack = fd_pack(fd);
+	struct stat st;
+	unsigned char *img = NULL;
+	size_t len = 0;
+
+	if (pack && fstat(fd, &st) == 0) {
+		len = (size_t)st.st_size;
+		img = malloc(len ? len : 1);
+		cr_assert(img);
+		cr_assert_eq(pread(fd, img, len, 0), (ssize_t)len);
+	}
+	pthread_mutex_lock(&fsy.lock);
+	unsigned delay = fsy.delay_us;
+	int fail = fsy.fail_left > 0 ? fsy.fail : 0;
+	fsy.fail_left -= fsy.fail_left > 0;
+	fsy.calls++;
+	pthread_mutex_unlock(&fsy.lock);
+	if (delay)
+		usleep(delay);
+	if (fail || syscall(SYS_fdatasync, fd)) {
+		free(img);
+		errno = fail ? fail : errno;
+		return -1;
+	}
+	if (!pack)
+		return 0;
+	pthread_mutex_lock(&fsy.lock);
+	int i = 0;
+	while (i < IMAGES && fsy.durable[i].pack && fsy.durable[i].pack != pack)
+		i++;
+	cr_assert_lt(i, IMAGES, "too many packs for the test");
+	if (fsy.durable[i].len <= len) { /* syncs may end out of order */
+		free(fsy.durable[i].img);
+		fsy.durable[i].pack = pack;
+		fsy.durable[i].img = img;
+		fsy.durable[i].len = len;
+		img = NULL;
+	}
+	pthread_mutex_unlock(&fsy.lock);
+	free(img);
+	return 0;
+}
+
+/* it's frame is whole in the durable bytes of its staging file. */
+static void expect_durable(const struct packer_item *it, const char *what)
+{
+	unsigned char *raw = malloc(it->len + 1);
+	size_t rl = 0;
+	int err = -1;
+
+	pthread_mutex_lock(&fsy.lock);
+	for (int i = 0; i < IMAGES && fsy.durable[i].pack; i++)
+		if (fsy.durable[i].pack == it->at.pack &&
+		    fsy.durable[i].len >= (size_t)it->at.off + it->at.len)
+			err = codec_decode(fsy.durable[i].img + it->at.off,
+					   it->at.len, raw, it->len + 1, &rl);
+	pthread_mutex_unlock(&fsy.lock);
+	cr_assert_eq(err, 0,
+		     "%s: frame %" PRIu64 "+%" PRIu32
+		     " not durable when its put returned (%d)",
+		     what, it->at.pack, it->at.off, err);
+	cr_assert_eq(rl, it->len);
+	cr_assert_eq(memcmp(raw, it->raw, it->len), 0, "%s: bytes differ",
+		     what);
+	free(raw);
+}
+
+static char wb_dir[64];
+
+static struct packer *popen_wb(enum codec_compress c)
+{
+	struct packer_opts o = {.pack_size = 256 * KB,
+				.window_ms = 2000,
+				.compress = c,
+				.stage_dir = wb_dir,
+				.uploaders = 2,
+				.max_staged = 8};
+	struct packer *p = NULL;
+
+	snprintf(wb_dir, sizeof(wb_dir), "/tmp/granary-pk.XXXXXX");
+	cr_assert_not_null(mkdtemp(wb_dir));
+	int err = packer_open(store, &o, &fk_cbs, &p);
+	cr_assert_eq(err, 0, "packer_open: %s", strerror(err));
+	return p;
+}
+
+static void close_wb(struct packer *p)
+{
+	char cmd[128];
+
+	packer_close(p);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wb_dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+#define WB_THREADS 4
+#define WB_PUTS	   30
+
+struct wb_writer {
+	struct packer *p;
+	uint64_t seed;
+	struct packer_item it[WB_PUTS];
+	int err;
+};
+
+static void *wb_writer_main(void *arg)
+{
+	struct wb_writer *w = arg;
+
+	for (int i = 0; i < WB_PUTS && !w->err; i++) {
+		size_t len = 1000 + xs(&w->seed) % (20 * KB);
+		w->it[i] = (struct packer_item){.raw = gen(&w->seed, len),
+						.len = (uint32_t)len};
+		packer_hold(w->p, 1);
+		w->err = packer_put(w->p, &w->it[i], 1);
+		packer_hold(w->p, -1);
+		if (!w->err)
+			expect_durable(&w->it[i], "concurrent put");
+	}
+	return NULL;
+}
+
+/* A put returns only once an fdatasync that started after its frame was
+ * written is over, and puts made at once share fdatasyncs. */
+Test(packer, writeback_put_returns_after_its_fdatasync, .init = setup,
+     .fini = teardown, .timeout = 60)
+{
+	uint64_t seed =
+	    seed_from_env("writeback_put_returns_after_its_fdatasync");
+	struct wb_writer w[WB_THREADS];
+	pthread_t t[WB_THREADS];
+
+	fsy.delay_us = 2000; /* a slow disk: others arrive meanwhile */
+	for (int c = 0; c < 2; c++) {
+		struct packer *p = popen_wb(c ? CODEC_LZ4 : CODEC_NONE);
+		int calls0 = fsy.calls;
+		for (int i = 0; i < WB_THREADS; i++) {
+			w[i] = (struct wb_writer){.p = p,
+						  .seed = seed + 7919 * i + c};
+			pthread_create(&t[i], NULL, wb_writer_main, &w[i]);
+		}
+		for (int i = 0; i < WB_THREADS; i++) {
+			pthread_join(t[i], NULL);
+			cr_assert_eq(w[i].err, 0, "put: %s",
+				     strerror(w[i].err));
+		}
+		int syncs = fsy.calls - calls0;
+		cr_expect_lt(syncs, WB_THREADS * WB_PUTS * 3 / 4,
+			     "%d fdatasyncs for %d puts: not shared", syncs,
+			     WB_THREADS * WB_PUTS);
+		/* and the store gets every frame */
+		cr_assert_eq(packer_sync(p), 0);
+		for (int i = 0; i < WB_THREADS; i++)
+			for (int k = 0; k < WB_PUTS; k++) {
+				expect_frame(&w[i].it[k], "uploaded");
+				free((void *)w[i].it[k].raw);
+			}
+		close_wb(p);
+	}
+}
+
+/* A put whose fdatasync fails reports EIO; what was put before stays, and
+ * later puts go to a new pack and succeed. */
+Test(packer, writeback_failed_fdatasync, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	uint64_t seed = seed_from_env("writeback_failed_fdatasync");
+	struct packer *p = popen_wb(CODEC_LZ4);
+	struct packer_item a = {.raw = gen(&seed, 5000), .len = 5000};
+	struct packer_item b = {.raw = gen(&seed, 6000), .len = 6000};
+	struct packer_item c = {.raw = gen(&seed, 7000), .len = 7000};
+
+	cr_assert_eq(packer_put(p, &a, 1), 0);
+	expect_durable(&a, "before the failure");
+	fsy.fail = EIO;
+	fsy.fail_left = 1;
+	cr_expect_eq(packer_put(p, &b, 1), EIO, "a failed fdatasync is EIO");
+	cr_assert_eq(packer_put(p, &c, 1), 0, "a put after the failure");
+	expect_durable(&c, "after the failure");
+	cr_expect_eq(b.at.pack, a.at.pack);
+	cr_expect_neq(c.at.pack, b.at.pack,
+		      "a put after a failed fdatasync went to the same pack");
+	cr_assert_eq(packer_sync(p), 0);
+	expect_frame(&a, "put before the failure");
+	expect_frame(&c, "put after the failure");
+	free((void *)a.raw);
+	free((void *)b.raw);
+	free((void *)c.raw);
+	close_wb(p);
 }
