@@ -580,6 +580,21 @@ static int pcb_total(void *arg, uint64_t pack, uint64_t total, int *dead)
 	return meta_pack_total(fs->meta, pack, total, dead);
 }
 
+/* writeback: objects staged here, named for other clients' reclamation */
+static int pcb_staged(void *arg, uint64_t pack, int done)
+{
+	struct fs *fs = arg;
+	return done ? meta_staging_done(fs->meta, 'p', pack, 0)
+		    : meta_staging_mark(fs->meta, 'p', pack, 0);
+}
+
+static int scb_staged(void *arg, uint64_t id, uint32_t idx, int done)
+{
+	struct fs *fs = arg;
+	return done ? meta_staging_done(fs->meta, 'b', id, idx)
+		    : meta_staging_mark(fs->meta, 'b', id, idx);
+}
+
 /* chunkstore: frames of packs this node has staged but not uploaded */
 static int ccb_staged_get(void *arg, uint64_t pack, uint32_t off, uint32_t len,
 			  void **data)
@@ -2474,6 +2489,8 @@ static int open_stage(struct fs *fs, const struct fs_opts *o)
 	    .uploaders = 4,
 	    .max_bytes = o->stage_size ? o->stage_size : 1ull << 30,
 	    .test_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0,
+	    .cb_arg = fs,
+	    .staged = scb_staged,
 	};
 	int err = stage_open(fs->store, &so, &fs->stage);
 
@@ -2792,7 +2809,8 @@ int fs_mount(const struct fs_opts *o,
 		    .uploaders = 4,
 		    .max_staged = 64,
 		};
-		struct packer_cbs pc = {fs, pcb_new_id, pcb_total};
+		struct packer_cbs pc = {fs, pcb_new_id, pcb_total,
+					wb ? pcb_staged : NULL};
 		err = packer_open(fs->store, &po, &pc, &fs->packer);
 		if (err) {
 			err = mount_fail(

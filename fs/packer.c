@@ -560,6 +560,8 @@ static int stage_new(struct packer *p, struct pack **out)
 	if (err)
 		return err;
 	err = p->cbs.total(p->cbs.arg, k->id, META_PACK_OPEN, NULL);
+	if (!err && p->cbs.staged)
+		err = p->cbs.staged(p->cbs.arg, k->id, 0);
 	if (err) {
 		log_err("cannot record a new pack in the metadata");
 		goto free_k;
@@ -649,16 +651,21 @@ static int upload(struct packer *p, struct pack *k)
 		log_err("cannot record pack '%s' in the metadata", key);
 		return EIO;
 	}
-	if (dead || k->len == 0)
-		return 0;
-	err = put_file(p, k, key);
+	if (!dead && k->len)
+		err = put_file(p, k, key);
 	if (err) {
 		log_err("cannot upload pack '%s' (%zu bytes): %s (kept staged, "
 			"will retry)",
 			key, k->len, objstore_strerror(err));
-		err = EIO;
+		return EIO;
 	}
-	return err;
+	/* in the store (or never to be): reclamation may delete it now */
+	if (p->cbs.staged && p->cbs.staged(p->cbs.arg, k->id, 1)) {
+		log_err("cannot record pack '%s' as uploaded (will retry)",
+			key);
+		return EIO;
+	}
+	return 0;
 }
 
 static void *uploader_main(void *arg)

@@ -63,6 +63,12 @@ struct packer_cbs {
 	/* record the total bytes of a sealed pack (meta_pack_total); *dead
 	 * (may be NULL) is set when every frame of it is dead already */
 	int (*total)(void *arg, uint64_t pack, uint64_t total, int *dead);
+	/* writeback (may be NULL): a new staged pack is named before any
+	 * frame of it is committed (done 0; meta_staging_mark), and said to
+	 * be in the store, or never to be, once put or found all dead (done
+	 * 1; meta_staging_done). An error: no pack (done 0), or the upload
+	 * is tried again (done 1). */
+	int (*staged)(void *arg, uint64_t pack, int done);
 };
 
 struct packer_stats {

@@ -332,6 +332,18 @@ static int read_block(struct stage *st, const struct sblock *b, void **out)
 	return 0;
 }
 
+/* b is in the store, or never will be: tell the metadata (a failure makes
+ * the caller try the upload again). */
+static int staged_done(struct stage *st, const struct sblock *b)
+{
+	if (!st->o.staged || !st->o.staged(st->o.cb_arg, b->id, b->idx, 1))
+		return 0;
+	log_err("cannot record block %" PRIu64 "_%" PRIu32 " as uploaded "
+		"(will retry)",
+		b->id, b->idx);
+	return EIO;
+}
+
 /* Put b unless its slice died; delete it again if the slice died while it
  * was being put (see the order in stage.h). Called without the lock. */
 static int upload(struct stage *st, struct sblock *b)
@@ -345,7 +357,7 @@ static int upload(struct stage *st, struct sblock *b)
 	pthread_mutex_unlock(&st->lock);
 	if (dead) {
 		STAT_ADD(st, dropped, 1);
-		return 0;
+		return staged_done(st, b);
 	}
 	if (st->o.test_delay_ms) {
 		struct timespec ts = {st->o.test_delay_ms / 1000,
@@ -369,8 +381,11 @@ static int upload(struct stage *st, struct sblock *b)
 	pthread_mutex_unlock(&st->lock);
 	if (dead && objstore_del(st->store, key) == 0) {
 		STAT_ADD(st, dropped, 1);
-		return 0;
+		return staged_done(st, b);
 	}
+	err = staged_done(st, b);
+	if (err)
+		return err;
 	STAT_ADD(st, blocks, 1);
 	STAT_ADD(st, bytes, b->n);
 	return 0;
@@ -506,6 +521,14 @@ int stage_put(struct stage *st, uint64_t id, uint32_t idx, const void *raw,
 	pthread_mutex_unlock(&st->lock);
 
 	err = write_file(st, b, enc);
+	if (!err && st->o.staged && st->o.staged(st->o.cb_arg, id, idx, 0)) {
+		char path[PATH_MAX + 64];
+		log_warn("cannot record staged block '%s' in the metadata",
+			 key);
+		block_path(st, b, path, sizeof(path));
+		unlink(path);
+		err = EIO;
+	}
 	if (!err) {
 		pthread_mutex_lock(&st->lock);
 		link_block(st, b);

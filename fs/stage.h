@@ -16,9 +16,9 @@
  * right after its put. Either the put finished before stage_drop, and the
  * deletion that follows stage_drop removes the object; or the upload thread
  * sees the mark and deletes it: no object is left behind by a reclamation
- * on this node. A slice reclaimed by another client while its blocks are
- * staged here is not known here: its blocks are put, and gc's scan of
- * leaked objects deletes them (docs/operations.md).
+ * on this node. Another client's reclamation does not hand out a slice
+ * whose blocks are named as staged (o->staged): its record waits in the
+ * metadata until the last of them is put and said done.
  *
  * Locks: stage->lock is a leaf, never held across file I/O or a put.
  */
@@ -37,6 +37,13 @@ struct stage_opts {
 	int uploaders;		/* upload threads (1..16) */
 	uint64_t max_bytes;	/* staged bytes at most: stage_put waits */
 	unsigned test_delay_ms; /* tests: wait this long before each put */
+	/* Other clients' reclamation (may be NULL): a block is named before
+	 * stage_put returns, so before anything references it (done 0;
+	 * meta_staging_mark), and said to be in the store, or never to be
+	 * (done 1; meta_staging_done). An error: the block goes to the
+	 * store at once (done 0), or its upload is tried again (done 1). */
+	void *cb_arg;
+	int (*staged)(void *arg, uint64_t id, uint32_t idx, int done);
 };
 
 struct stage_stats {

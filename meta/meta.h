@@ -353,6 +353,17 @@ int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead);
 int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
 		    uint64_t *dead);
 
+/*
+ * Writeback against reclamation by any client (SCHEMA.md, "Staging"): name
+ * an object staged on this node's disk (kind 'b': block idx of slice id;
+ * kind 'p': pack id) before anything that references it is committed, and
+ * say when it is in the store, or never will be (done). While a dead
+ * slice or pack has an object named, meta_reclaim keeps its record back:
+ * a delete before the staged put would leave the object behind.
+ */
+int meta_staging_mark(struct meta *m, char kind, uint64_t id, uint32_t idx);
+int meta_staging_done(struct meta *m, char kind, uint64_t id, uint32_t idx);
+
 /* ---- reclamation ----------------------------------------------------- */
 /*
  * Advance background reclamation (deleted inodes, truncated chunks) and

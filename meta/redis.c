@@ -89,17 +89,19 @@ enum script {
 	SC_VERSION_SWAP,
 	SC_UPGRADE_INODES,
 	SC_UPGRADE_DIR,
+	SC_STAGING_DONE,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
-    "format",	  "lookup",	  "mknod",	    "link",
-    "unlink",	  "rmdir",	  "rename",	    "setattr",
-    "truncate",	  "fallocate",	  "write",	    "open",
-    "close",	  "setxattr",	  "removexattr",    "session_new",
-    "heartbeat",  "session_dead", "session_clean",  "reclaim",
-    "pack_total", "snap_begin",	  "snap_copy",	    "snap_commit",
-    "snap_claim", "snap_drop",	  "clone_data",	    "version_dir",
-    "version_rm", "version_swap", "upgrade_inodes", "upgrade_dir",
+    "format",	    "lookup",	    "mknod",	      "link",
+    "unlink",	    "rmdir",	    "rename",	      "setattr",
+    "truncate",	    "fallocate",    "write",	      "open",
+    "close",	    "setxattr",	    "removexattr",    "session_new",
+    "heartbeat",    "session_dead", "session_clean",  "reclaim",
+    "pack_total",   "snap_begin",   "snap_copy",      "snap_commit",
+    "snap_claim",   "snap_drop",    "clone_data",     "version_dir",
+    "version_rm",   "version_swap", "upgrade_inodes", "upgrade_dir",
+    "staging_done",
 };
 
 struct addr {
@@ -3598,6 +3600,44 @@ int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead)
 		*dead = reply_u64(r->element[1]) > 0;
 	freeReplyObject(r);
 	return err;
+}
+
+/* "b<id>_<idx>" or "p<id>" (SCHEMA.md, staging) */
+static void cmd_staging_name(struct cmd *c, char kind, uint64_t id,
+			     uint32_t idx)
+{
+	if (kind == 'b')
+		cmd_fmt(c, "b%" PRIu64 "_%" PRIu32, id, idx);
+	else
+		cmd_fmt(c, "p%" PRIu64, id);
+}
+
+int meta_staging_mark(struct meta *m, char kind, uint64_t id, uint32_t idx)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if ((kind != 'b' && kind != 'p') || !id)
+		return EINVAL;
+	cmd_init(&c, "HSET");
+	cmd_str(&c, "staging");
+	cmd_staging_name(&c, kind, id, idx);
+	cmd_u64(&c, meta_session_id(m));
+	return run_void(m, RUN_RETRY, &c);
+}
+
+int meta_staging_done(struct meta *m, char kind, uint64_t id, uint32_t idx)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if ((kind != 'b' && kind != 'p') || !id)
+		return EINVAL;
+	cmd_script(m, &c, SC_STAGING_DONE);
+	cmd_staging_name(&c, kind, id, idx);
+	return run_script_void(m, &c);
 }
 
 int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,

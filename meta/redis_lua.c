@@ -336,19 +336,48 @@ static const char prelude[] =
 	"	end\n"
 	"	return false\n"
 	"end\n"
+	"-- Objects staged on a client's disk and not yet in the store (writeback)\n"
+	"-- are named in staging ('b<id>_<idx>' a block, 'p<pack>' a pack); the\n"
+	"-- record that would have their objects deleted waits in stagedead until\n"
+	"-- the client has put them (staging_done), else the put would come after\n"
+	"-- the delete and leave the object behind.\n"
+	"local nstaging\n"
+	"-- does slice id (size bytes, blocks of its own) have a block staged?\n"
+	"local function staged_blocks(id, size)\n"
+	"	nstaging = nstaging or redis.call('HLEN', 'staging')\n"
+	"	if nstaging == 0 then\n"
+	"		return false\n"
+	"	end\n"
+	"	local bs = tonumber(redis.call('HGET', 'setting', 'block_size'))\n"
+	"	for idx = 0, math.max(math.ceil(size / bs), 1) - 1 do\n"
+	"		if redis.call('HEXISTS', 'staging',\n"
+	"			string.format('b%d_%d', id, idx)) == 1 then\n"
+	"			return true\n"
+	"		end\n"
+	"	end\n"
+	"	return false\n"
+	"end\n"
 	"-- plen more dead bytes in pack; a pack whose dead bytes reach its\n"
 	"-- recorded total is forgotten and handed out (appended to out) for its\n"
-	"-- object to be deleted. A pack with no total yet keeps counting.\n"
+	"-- object to be deleted, or parked in stagedead while it is staged.\n"
+	"-- A pack with no total yet keeps counting. True when all dead.\n"
 	"local function pack_dead(pack, plen, out)\n"
 	"	local dead = redis.call('HINCRBY', 'packdead', d(pack), plen)\n"
 	"	local total = tonumber(redis.call('HGET', 'packs', d(pack)))\n"
 	"	if total and dead >= total then\n"
 	"		redis.call('HDEL', 'packs', d(pack))\n"
 	"		redis.call('HDEL', 'packdead', d(pack))\n"
-	"		out[#out + 1] = struct.pack('<BI8I8', 5, pack, total)\n"
+	"		local rec = struct.pack('<BI8I8', 5, pack, total)\n"
+	"		if redis.call('HEXISTS', 'staging', 'p' .. d(pack)) == 1 then\n"
+	"			redis.call('HSET', 'stagedead', 'p' .. d(pack), rec)\n"
+	"		else\n"
+	"			out[#out + 1] = rec\n"
+	"		end\n"
+	"		return true\n"
 	"	elseif dead == 0 then\n"
 	"		redis.call('HDEL', 'packdead', d(pack))\n"
 	"	end\n"
+	"	return false\n"
 	"end\n"
 	"-- ---- script body ----\n";
 /* clang-format on */
@@ -1000,9 +1029,12 @@ static const char s_reclaim[] =
     "local dead = {}\n"
     "if cap > 0 then\n"
     "	for _, rec in ipairs(redis.call('LPOP', 'delslices', cap) or {}) do\n"
-    "		local ok, _, _, _, _, _, _, pack, plen = pcall(rec_at, rec, 1)\n"
+    "		local ok, _, _, id, size, _, _, pack, plen = pcall(rec_at, rec, 1)\n"
     "		if ok and pack then\n"
     "			pack_dead(pack, plen, dead)\n"
+    "		elseif ok and id ~= 0 and staged_blocks(id, size) then\n"
+    "			-- its blocks are still on their way to the store\n"
+    "			redis.call('HSET', 'stagedead', d(id), rec)\n"
     "		else\n"
     "			dead[#dead + 1] = rec\n"
     "		end\n"
@@ -1015,9 +1047,26 @@ static const char s_pack_total[] =
     "-- ARGV: pack, total. Returns {0, 1 if the pack is all dead already}.\n"
     "local pack, total = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
     "redis.call('HSET', 'packs', d(pack), d(total))\n"
-    "local dead = {}\n"
-    "pack_dead(pack, 0, dead)\n"
-    "return {0, #dead}\n";
+    "return {0, pack_dead(pack, 0, {}) and 1 or 0}\n";
+
+static const char s_staging_done[] =
+    "-- ARGV: name ('b<id>_<idx>' or 'p<pack>'): that staged object is in\n"
+    "-- the store now (or never will be). A dead record parked for it goes\n"
+    "-- back to delslices once nothing of its slice or pack is staged.\n"
+    "local name = ARGV[1]\n"
+    "redis.call('HDEL', 'staging', name)\n"
+    "local k = string.match(name, '^b(%d+)_%d+$') or name\n"
+    "local rec = redis.call('HGET', 'stagedead', k)\n"
+    "local ready = rec and true\n"
+    "if rec and k ~= name then\n"
+    "	local _, _, id, size = rec_at(rec, 1)\n"
+    "	ready = not staged_blocks(id, size)\n"
+    "end\n"
+    "if ready then\n"
+    "	redis.call('RPUSH', 'delslices', rec)\n"
+    "	redis.call('HDEL', 'stagedead', k)\n"
+    "end\n"
+    "return {0}\n";
 
 /* ---- snapshots -------------------------------------------------------- */
 /*
@@ -1662,6 +1711,7 @@ static const struct {
     {"session_clean", s_session_clean},
     {"reclaim", s_reclaim},
     {"pack_total", s_pack_total},
+    {"staging_done", s_staging_done},
     {"snap_begin", s_snap_begin},
     {"snap_copy", s_snap_copy},
     {"snap_commit", s_snap_commit},

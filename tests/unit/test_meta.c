@@ -3649,3 +3649,59 @@ Test(meta, upgrade_from_format_1)
 	redisFree(c);
 	meta_close(m);
 }
+
+/* ---- staging (writeback vs reclamation) ------------------------------ */
+
+/* A dead slice or pack whose objects a client still has staged is kept
+ * back from reclamation until they are in the store: else their delete
+ * would come first and the later put would leave them behind. */
+Test(meta, reclaim_waits_for_staged_objects)
+{
+	struct meta *m = fresh(18);
+	redisContext *c = raw(18);
+	struct meta_slice out[8];
+	uint64_t ids[8], P;
+	int dead = -1;
+
+	uint64_t big = mkfile(m, 1, "big"), other = mkfile(m, 1, "other");
+	uint64_t id = put(m, big, 0, 10 << 20); /* blocks 0, 1, 2 of 4 MiB */
+	uint64_t id2 = put(m, other, 0, 100);
+	cr_assert_eq(meta_staging_mark(m, 'b', id, 0), 0);
+	cr_assert_eq(meta_staging_mark(m, 'b', id, 2), 0);
+	cr_assert_eq(meta_staging_mark(m, 'x', id, 2), EINVAL);
+	cr_assert_eq(meta_unlink(m, 1, "big"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "other"), 0);
+	cr_assert_eq(reclaim_all(m, ids, 8), 1, "only the unstaged slice");
+	cr_expect_eq(ids[0], id2);
+	cr_expect_eq(raw_int(c, "HLEN stagedead"), 1);
+	cr_assert_eq(meta_staging_done(m, 'b', id, 0), 0);
+	cr_expect_eq(reclaim_all(m, ids, 8), 0, "block 2 is still staged");
+	cr_assert_eq(meta_staging_done(m, 'b', id, 2), 0);
+	cr_assert_eq(reclaim_all(m, ids, 8), 1, "all in the store: now");
+	cr_expect_eq(ids[0], id);
+	cr_expect_eq(raw_int(c, "HLEN staging"), 0);
+	cr_expect_eq(raw_int(c, "HLEN stagedead"), 0);
+	/* done for what died or was never named changes nothing */
+	cr_assert_eq(meta_staging_done(m, 'b', id, 1), 0);
+	cr_expect_eq(reclaim_all(m, ids, 8), 0);
+
+	/* a staged pack that dies whole before its upload */
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	cr_assert_eq(meta_pack_total(m, P, META_PACK_OPEN, NULL), 0);
+	cr_assert_eq(meta_staging_mark(m, 'p', P, 0), 0);
+	put_packed(m, "a", P, 1000, 0, 1024);
+	put_packed(m, "b", P, 2000, 1024, 2048);
+	cr_assert_eq(meta_unlink(m, 1, "a"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "b"), 0);
+	cr_expect_eq(reclaim_entries(m, out, 8), 0, "the pack is not sealed");
+	cr_assert_eq(meta_pack_total(m, P, 3072, &dead), 0);
+	cr_expect_eq(dead, 1, "all dead at its seal: no need to upload");
+	cr_expect_eq(reclaim_entries(m, out, 8), 0, "parked while staged");
+	cr_assert_eq(meta_staging_done(m, 'p', P, 0), 0);
+	cr_assert_eq(reclaim_entries(m, out, 8), 1);
+	cr_expect_eq(out[0].id, 0);
+	cr_expect_eq(out[0].pack, P, "the pack object, once");
+	cr_expect_eq(raw_int(c, "HLEN stagedead"), 0);
+	redisFree(c);
+	meta_close(m);
+}

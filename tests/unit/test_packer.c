@@ -1068,3 +1068,77 @@ Test(packer, writeback_failed_fdatasync, .init = setup, .fini = teardown,
 	free((void *)c.raw);
 	close_wb(p);
 }
+
+/* ---- naming staged packs for other clients' reclamation ---- */
+
+static struct {
+	pthread_mutex_t lock;
+	int marks, dones, in_store, fail_done;
+} pst = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int pst_staged(void *arg, uint64_t pack, int done)
+{
+	char key[128];
+	uint64_t size;
+	int err = 0;
+
+	(void)arg;
+	chunkstore_pack_key(pack, key, sizeof(key));
+	pthread_mutex_lock(&pst.lock);
+	if (!done)
+		pst.marks++;
+	else if (pst.fail_done > 0)
+		pst.fail_done--, err = EIO;
+	else
+		pst.dones++, pst.in_store += !objstore_head(store, key, &size);
+	pthread_mutex_unlock(&pst.lock);
+	return err;
+}
+
+/* Every staged pack is named before a frame of it is durable, and said
+ * done once it is in the store; a failed done makes the upload run again. */
+Test(packer, writeback_names_staged_packs, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+	struct packer_opts o = {.pack_size = 64 * KB,
+				.window_ms = 2000,
+				.compress = CODEC_NONE,
+				.stage_dir = wb_dir,
+				.uploaders = 2,
+				.max_staged = 8};
+	struct packer_cbs cbs = fk_cbs;
+	struct packer_item it[12];
+	struct packer *p = NULL;
+	uint64_t seed = 42;
+
+	cbs.staged = pst_staged;
+	pst.marks = pst.dones = pst.in_store = 0;
+	pst.fail_done = 1;
+	snprintf(wb_dir, sizeof(wb_dir), "/tmp/granary-pk.XXXXXX");
+	cr_assert_not_null(mkdtemp(wb_dir));
+	cr_assert_eq(packer_open(store, &o, &cbs, &p), 0);
+	for (int i = 0; i < 12; i++) {
+		it[i] = (struct packer_item){.raw = gen(&seed, 20 * KB),
+					     .len = 20 * KB};
+		cr_assert_eq(packer_put(p, &it[i], 1), 0);
+		pthread_mutex_lock(&pst.lock);
+		cr_expect_geq(pst.marks, 1 + (int)(it[i].at.pack - 1001),
+			      "pack %" PRIu64 " holds a durable frame, "
+			      "unnamed",
+			      it[i].at.pack);
+		pthread_mutex_unlock(&pst.lock);
+	}
+	int err = packer_sync(p);
+	for (int i = 0; err && i < 5; i++)
+		err = packer_sync(p);
+	cr_assert_eq(err, 0);
+	close_wb(p);
+	cr_expect_gt(pst.marks, 1, "12 frames of 20K in packs of 64K");
+	cr_expect_eq(pst.fail_done, 0);
+	cr_expect_eq(pst.dones, pst.marks, "every named pack is done");
+	cr_expect_eq(pst.in_store, pst.dones, "done before the put");
+	for (int i = 0; i < 12; i++) {
+		expect_frame(&it[i], "uploaded");
+		free((void *)it[i].raw);
+	}
+}

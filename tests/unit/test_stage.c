@@ -465,3 +465,85 @@ Test(stage, bad_options, .init = setup, .fini = teardown)
 	cr_assert_eq(stage_sync(NULL), 0);
 	cr_assert_eq(stage_get(NULL, 1, 0, NULL, NULL), ENOENT);
 }
+
+/* ---- naming staged blocks for other clients' reclamation ---- */
+
+static struct named {
+	pthread_mutex_t lock;
+	int marks, dones;
+	int in_store_at_done;	  /* the object was in the store at each done */
+	int fail_mark, fail_done; /* fail the next N calls */
+} nm = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int named_cb(void *arg, uint64_t id, uint32_t idx, int done)
+{
+	uint32_t len = (uint32_t)(uintptr_t)arg;
+	int err = 0;
+
+	pthread_mutex_lock(&nm.lock);
+	if (!done) {
+		if (nm.fail_mark > 0) {
+			nm.fail_mark--;
+			err = EIO;
+		} else {
+			nm.marks++;
+		}
+	} else if (nm.fail_done > 0) {
+		nm.fail_done--;
+		err = EIO;
+	} else {
+		nm.dones++;
+		nm.in_store_at_done += in_store(id, idx, len);
+	}
+	pthread_mutex_unlock(&nm.lock);
+	return err;
+}
+
+Test(stage, blocks_are_named_until_in_the_store, .init = setup,
+     .fini = teardown)
+{
+	enum { LEN = 10 * KB };
+	unsigned char raw[LEN];
+	struct stage_opts o = {.dir = dir,
+			       .compress = CODEC_LZ4,
+			       .block_size = 64 * KB,
+			       .uploaders = 2,
+			       .max_bytes = 1 << 20,
+			       .cb_arg = (void *)(uintptr_t)LEN,
+			       .staged = named_cb};
+	struct stage *st;
+	struct stage_stats ss;
+
+	memset(&nm.marks, 0, sizeof(nm) - offsetof(struct named, marks));
+	cr_assert_eq(stage_open(&g.base, &o, &st), 0);
+	fill(raw, LEN, 1);
+	/* a failed mark: the block goes to the store at once, unnamed */
+	nm.fail_mark = 1;
+	cr_assert_eq(stage_put(st, 8, 0, raw, LEN), 0);
+	cr_expect(in_store(8, 0, LEN));
+	cr_expect_not(file_exists(8, 0, LEN));
+	stage_get_stats(st, &ss);
+	cr_expect_eq(ss.direct, 1);
+	cr_expect_eq(nm.marks, 0);
+	/* named before stage_put returns, done only after the put */
+	gate_set(0);
+	cr_assert_eq(stage_put(st, 7, 0, raw, LEN), 0);
+	cr_expect_eq(nm.marks, 1, "named before stage_put returns");
+	gate_wait_for(1);
+	cr_expect_eq(nm.dones, 0, "done before the put");
+	/* a failed done: the upload is tried again, the file kept till then */
+	nm.fail_done = 1;
+	gate_set(1);
+	int err = stage_sync(st);
+	for (int i = 0; err && i < 5; i++)
+		err = stage_sync(st);
+	cr_assert_eq(err, 0);
+	stage_get_stats(st, &ss);
+	cr_expect_geq(ss.errors, 1, "the failed done counts as a failure");
+	cr_expect_eq(nm.fail_done, 0);
+	cr_expect_eq(nm.dones, 1);
+	cr_expect_eq(nm.in_store_at_done, 1, "done came before the put");
+	cr_expect_not(file_exists(7, 0, LEN));
+	expect_object(7, 0, raw, LEN);
+	stage_close(st);
+}
