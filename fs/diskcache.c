@@ -42,6 +42,7 @@
  * holds its object's bytes: 16 blocks of 4 MiB, most of them shared with
  * the chunk store's memory cache. */
 #define FILLQ_MAX 16
+#define FILLERS	  2 /* threads writing them: one falls behind 8 streams */
 
 #define STAT_ADD(dc, f, n)                                                     \
 	__atomic_add_fetch(&(dc)->st.f, (n), __ATOMIC_RELAXED)
@@ -125,17 +126,17 @@ struct diskcache {
 
 	/*
 	 * Verified views waiting to be written (objstore_view_verified):
-	 * a ring that one filler thread drains. Lock order: fq_lock is a
+	 * a ring that FILLERS threads drain. Lock order: fq_lock is a
 	 * leaf too, never held with lock nor during a fill.
 	 */
 	pthread_mutex_t fq_lock;
 	pthread_cond_t fq_cond;	       /* new work, or stop */
 	struct fill_req fq[FILLQ_MAX]; /* protected by fq_lock */
 	size_t fq_head, fq_n;	       /* protected by fq_lock */
-	int fq_stop, fq_busy;	       /* protected by fq_lock */
+	int fq_stop, fq_busy;	       /* busy: fillers writing; fq_lock */
 	pthread_cond_t fq_idle;	       /* fq_n == 0 && !fq_busy */
-	pthread_t filler;
-	int has_filler; /* set at open */
+	pthread_t filler[FILLERS];
+	int has_filler; /* threads started, set at open */
 };
 
 static const struct objstore_ops dc_ops;
@@ -836,13 +837,13 @@ static void *filler_main(void *arg)
 		struct fill_req r = dc->fq[dc->fq_head];
 		dc->fq_head = (dc->fq_head + 1) % FILLQ_MAX;
 		dc->fq_n--;
-		dc->fq_busy = 1;
+		dc->fq_busy++;
 		pthread_mutex_unlock(&dc->fq_lock);
 		fill(dc, r.ph, r.v.data, r.v.len);
 		objstore_view_release(&r.v);
 		pthread_mutex_lock(&dc->fq_lock);
-		dc->fq_busy = 0;
-		if (dc->fq_n == 0)
+		dc->fq_busy--;
+		if (dc->fq_n == 0 && !dc->fq_busy)
 			pthread_cond_broadcast(&dc->fq_idle);
 	}
 	pthread_mutex_unlock(&dc->fq_lock);
@@ -1048,7 +1049,8 @@ static void dc_close(struct objstore *s)
 		dc->fq_stop = 1;
 		pthread_cond_broadcast(&dc->fq_cond);
 		pthread_mutex_unlock(&dc->fq_lock);
-		pthread_join(dc->filler, NULL);
+		for (int i = 0; i < dc->has_filler; i++)
+			pthread_join(dc->filler[i], NULL);
 	}
 
 	objstore_close(dc->backend);
@@ -1377,13 +1379,17 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	}
 	dc->base.ops = &dc_ops;
-	/* without the thread, verified views just fill nothing */
-	err = pthread_create(&dc->filler, NULL, filler_main, dc);
-	if (err)
+	/* without a thread, readers write their fills themselves */
+	for (int i = 0; i < FILLERS; i++) {
+		err = pthread_create(&dc->filler[i], NULL, filler_main, dc);
+		if (err)
+			break;
+		dc->has_filler++;
+	}
+	if (!dc->has_filler)
 		log_warn("cannot start the disk cache filler: %s; caching "
 			 "through gets only",
 			 strerror(err));
-	dc->has_filler = !err;
 	*out = &dc->base;
 	return 0;
 

@@ -14,7 +14,7 @@
  *
  * Whole-object views (objstore_get_view): a hit maps the entry's file (no
  * copy); a miss fills the cache from the backend's view once the reader
- * calls objstore_view_verified(), on a filler thread fed by a bounded
+ * calls objstore_view_verified(), on filler threads fed by a bounded
  * queue (FILLQ_MAX): when it is full the reader writes the entry itself.
  * A view released unverified (it failed its checksum) fills nothing.
  *
