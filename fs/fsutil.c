@@ -52,6 +52,13 @@ int64_t fsutil_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t fsutil_retry_at_ms(int tries)
+{
+	int64_t backoff = 500ll << (tries < 6 ? tries : 6);
+
+	return fsutil_mono_ms() + (backoff < 30000 ? backoff : 30000);
+}
+
 int64_t fsutil_mono_ns(void)
 {
 	struct timespec ts;

@@ -24,6 +24,9 @@ int fsutil_guard_sigbus(int (*fn)(void *arg), void *arg);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t fsutil_mono_ms(void);
+/* When to try a failed upload again (fsutil_mono_ms() time), after tries
+ * failures: 1 s, doubling, at most 30 s from now. */
+int64_t fsutil_retry_at_ms(int tries);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t fsutil_mono_ns(void);
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC. */

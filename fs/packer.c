@@ -33,7 +33,6 @@
 #define PACK_SIZE_MAX (64u << 20)
 #define WINDOW_MAX_MS 600000u
 #define STAGE_SLOTS   64	 /* staging dirs per root: mounts at once */
-#define RETRY_MAX_MS  30000	 /* upload retry backoff cap */
 #define CLOSE_TRIES   3		 /* uploads tried per pack when unmounting */
 #define SCRATCH_KEEP  4		 /* LZ4 buffers kept for the next frames */
 #define SCRATCH_MAX   (2u << 20) /* larger ones are freed at once */
@@ -713,12 +712,7 @@ static void *uploader_main(void *arg)
 			pick->uploading = 0;
 			STAT_ADD(p, errors, 1);
 			p->sync_err = err;
-			pick->tries++;
-			int64_t backoff =
-			    500ll << (pick->tries < 6 ? pick->tries : 6);
-			pick->retry_ms =
-			    fsutil_mono_ms() +
-			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
+			pick->retry_ms = fsutil_retry_at_ms(++pick->tries);
 			if (p->stop && pick->tries >= CLOSE_TRIES) {
 				/* left on disk for the next mount */
 				log_err("leaving pack %" PRIu64 " staged in "

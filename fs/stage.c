@@ -21,10 +21,9 @@
 #include "fsutil.h"
 #include "log.h"
 
-#define KEY_CAP	     96
-#define NBUCKETS     1024
-#define RETRY_MAX_MS 30000 /* upload retry backoff cap */
-#define CLOSE_TRIES  3	   /* uploads tried per block when unmounting */
+#define KEY_CAP	    96
+#define NBUCKETS    1024
+#define CLOSE_TRIES 3 /* uploads tried per block when unmounting */
 
 /* One staged block. Fields after the key are protected by stage->lock. */
 struct sblock {
@@ -427,12 +426,7 @@ static void *uploader_main(void *arg)
 		if (err) {
 			STAT_ADD(st, errors, 1);
 			st->sync_err = err;
-			pick->tries++;
-			int64_t backoff =
-			    500ll << (pick->tries < 6 ? pick->tries : 6);
-			pick->retry_ms =
-			    fsutil_mono_ms() +
-			    (backoff < RETRY_MAX_MS ? backoff : RETRY_MAX_MS);
+			pick->retry_ms = fsutil_retry_at_ms(++pick->tries);
 			if (st->stop && pick->tries >= CLOSE_TRIES) {
 				log_err("leaving block %" PRIu64 "_%" PRIu32
 					" staged in '%s' for the next mount",

@@ -71,6 +71,17 @@ int cli_bad_option(int c, char **argv, const char *usage)
 	return cli_usage(usage, CLI_EXIT_USAGE);
 }
 
+int cli_one_operand(int argc, const char *what, const char *usage)
+{
+	if (argc - optind == 1)
+		return 0;
+	if (argc - optind < 1)
+		cli_error("%s is required", what);
+	else
+		cli_error("too many arguments");
+	return cli_usage(usage, CLI_EXIT_USAGE);
+}
+
 const char *cli_strerror(int err)
 {
 	if (err >= 0)

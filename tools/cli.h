@@ -52,6 +52,9 @@ int cli_usage(const char *usage, int status);
  * the usage to stderr, return 2.
  */
 int cli_bad_option(int c, char **argv, const char *usage);
+/* After getopt: exactly one operand (what names it in the message) left
+ * at argv[optind]? 0, or the error and the usage on stderr and 2. */
+int cli_one_operand(int argc, const char *what, const char *usage);
 /* Message for any granary error code: errno, META_E*, OBJSTORE_E*,
  * CODEC_E*. */
 const char *cli_strerror(int err);

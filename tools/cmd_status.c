@@ -153,8 +153,7 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		}
 		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %s\n", wsid,
 		       (unsigned long long)s[i].sid, whost, s[i].host, wpid,
-		       (long long)s[i].pid, wmp, s[i].mountpoint, a, b,
-		       staged);
+		       (long long)s[i].pid, wmp, s[i].mountpoint, a, b, staged);
 	}
 }
 
@@ -228,11 +227,8 @@ int cmd_status(int argc, char **argv)
 			return cli_bad_option(c, argv, usage);
 		}
 	}
-	if (argc - optind != 1) {
-		cli_error(argc - optind < 1 ? "META_URL is required"
-					    : "too many arguments");
-		return cli_usage(usage, CLI_EXIT_USAGE);
-	}
+	if (cli_one_operand(argc, "META_URL", usage))
+		return CLI_EXIT_USAGE;
 	if (cli_meta_open(argv[optind], &mo, &m))
 		return CLI_EXIT_FAIL;
 	meta_url_redact(argv[optind], shown, sizeof(shown));

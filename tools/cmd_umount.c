@@ -292,11 +292,8 @@ int cmd_umount(int argc, char **argv)
 			return cli_bad_option(c, argv, usage);
 		}
 	}
-	if (argc - optind != 1) {
-		cli_error(argc - optind < 1 ? "MOUNTPOINT is required"
-					    : "too many arguments");
-		return cli_usage(usage, CLI_EXIT_USAGE);
-	}
+	if (cli_one_operand(argc, "MOUNTPOINT", usage))
+		return CLI_EXIT_USAGE;
 	arg = argv[optind];
 
 	/* Canonical without stat-ing the mount itself: a hung daemon must

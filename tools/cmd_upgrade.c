@@ -41,11 +41,8 @@ int cmd_upgrade(int argc, char **argv)
 			return cli_bad_option(c, argv, usage);
 		}
 	}
-	if (argc - optind != 1) {
-		cli_error(argc - optind < 1 ? "META_URL is required"
-					    : "too many arguments");
-		return cli_usage(usage, CLI_EXIT_USAGE);
-	}
+	if (cli_one_operand(argc, "META_URL", usage))
+		return CLI_EXIT_USAGE;
 	if (cli_meta_open(argv[optind], NULL, &m))
 		return CLI_EXIT_FAIL;
 	meta_url_redact(argv[optind], shown, sizeof(shown));
