@@ -163,10 +163,13 @@ verify8() {
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
 saves() {
+	# each save starts with no dirty pages of the one before
+	timeout 120 sync
 	warm_src
 	[ -z "${3:-}" ] || hwm_reset "$3"
 	timed "$1" save1 "$MB" save1 "$2"
 	[ -z "${3:-}" ] || put "$1" hwm1 "$(hwm "$3")"
+	timeout 120 sync
 	warm_src
 	[ -z "${3:-}" ] || hwm_reset "$3"
 	timed "$1" save8 "$MB" save8 "$2"
@@ -204,6 +207,7 @@ t_local() {
 
 t_raw() { # ID URL
 	local l
+	timeout 120 sync
 	warm_src
 	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
 	put "$1" save1 "$(field "$l" mib_per_s)"
@@ -215,14 +219,23 @@ t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; rm -
 t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; free_bucket raw; }
 free_bucket() { find "$TMP/s3/data/$1" -type f -name '*._S3rver_*' -delete; }
 
-# a fresh granary mount: empty private disk cache, --buffer-size $BUF
-GMETA=""
+# a fresh granary mount: empty private disk cache, --buffer-size $BUF;
+# GCACHE=0: no --cache-dir, the mount's default (granary does not cache a
+# file:// store on the disk of its default cache directory)
+GMETA="" GCACHE=1
 gmount() { # MP
+	local cache=()
 	rm -rf "$TMP/gcache"
 	mkdir -p "$1" "$TMP/gcache"
-	"$G" mount "$GMETA" "$1" --log "$TMP/$(basename "$1").log" --cache-dir "$TMP/gcache" \
+	[ "$GCACHE" = 1 ] && cache=(--cache-dir "$TMP/gcache")
+	"$G" mount "$GMETA" "$1" --log "$TMP/$(basename "$1").log" "${cache[@]}" \
 		--buffer-size "$BUF" </dev/null >/dev/null || why "granary mount failed (see $(basename "$1").log)"
 	echo "granary $1 $(daemon_pid "$1")" >>"$REG"
+}
+fs_dev() { # PATH: the file system of PATH or of its nearest existing parent
+	local p=$1
+	until [ -e "$p" ]; do p=$(dirname "$p"); done
+	stat -c %d "$p"
 }
 daemon_pid() { # MP: the granary daemon serving MP (as tests/integ/lib.sh's mount_pids)
 	local p
@@ -259,7 +272,18 @@ t_granary() { # ID DB STORAGE_URL
 	unmount_all
 	reads "$1" gmount "$mp"
 }
-t_granary_file() { t_granary "$1" 2 "file://$TMP/granary-file"; rm -rf "$TMP/granary-file"; }
+# As a user would mount it: with no --cache-dir, when the store shares the
+# disk of the default cache directory (else a private one, not to fill
+# /var/cache/granary)
+t_granary_file() {
+	if [ "$(id -u)" = 0 ] && [ "$(fs_dev "$TMP")" = "$(fs_dev /var/cache/granary)" ]; then
+		GCACHE=0
+		echo "granary on file://: mounted with no --cache-dir; the store is on the disk of the default cache directory, so the mount has no disk cache and its warm read is from the store's files" >"$TMP/note-gfile"
+	fi
+	t_granary "$1" 2 "file://$TMP/granary-file"
+	GCACHE=1
+	rm -rf "$TMP/granary-file"
+}
 t_granary_s3() { t_granary "$1" 1 "$GRANARY_TEST_S3/granary"; free_bucket granary; }
 
 peer_mount() { # KIND MP CMD...: a FUSE client in the foreground, in the background

@@ -157,9 +157,14 @@ verify() {
 
 warm_source() { "$RD" -t "$W" "$LIST" "$SRC" >/dev/null; }
 
+# Every ingest starts with no dirty pages left by the targets before it
+# (their writeback would compete with this one's fsyncs).
+settle() { timeout 60 sync; }
+
 # the common steps: ingest, then cold and warm epochs, on a directory
 ingest_into() { # ID DIR
 	local l
+	settle
 	warm_source
 	l=$(readers -t "$W" -c "$SRC" "$LIST" "$2") || return 1
 	put "$1" ingest_secs "$(field "$l" secs)"
@@ -206,6 +211,7 @@ t_passthrough() {
 
 t_raw() {
 	local l url="s3+http://127.0.0.1:$S3PORT/raw" mark
+	settle
 	warm_source
 	mark=$(s3log_mark)
 	l=$(readers -t "$W" -s -c "$SRC" "$LIST" "$url")

@@ -2499,6 +2499,49 @@ static int open_stage(struct fs *fs, const struct fs_opts *o)
 	return err;
 }
 
+/* The file system holding path, or its nearest existing ancestor. */
+static int fs_dev_of(const char *path, dev_t *dev)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+		return -1;
+	for (;;) {
+		if (stat(p, &st) == 0) {
+			*dev = st.st_dev;
+			return 0;
+		}
+		char *slash = strrchr(p, '/');
+		if (errno != ENOENT || !slash)
+			return -1;
+		if (slash == p)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+}
+
+/*
+ * 1 if url is a file:// store with a directory on the file system of the
+ * cache directory dir: caching it there would copy local files to the same
+ * disk, costing a write per block read for no faster read.
+ */
+static int store_on_cache_fs(const char *url, const char *dir)
+{
+	dev_t cdev, sdev;
+	if (strncmp(url, "file://", 7) || fs_dev_of(dir, &cdev))
+		return 0;
+	char *copy = strdup(url + 7), *save = NULL;
+	int same = 0;
+	if (!copy)
+		return 0;
+	for (char *d = strtok_r(copy, ":", &save); d && !same;
+	     d = strtok_r(NULL, ":", &save))
+		same = fs_dev_of(d, &sdev) == 0 && sdev == cdev;
+	free(copy);
+	return same;
+}
+
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
 	uint64_t size =
@@ -2507,6 +2550,13 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
 		return 0;
+	/* the default directory only: a --cache-dir given is always used */
+	if (!o->cache_dir && store_on_cache_fs(fs->vol.storage, dirs)) {
+		log_info("no disk cache: the store is on the file system of %s "
+			 "(--cache-dir caches it anyway)",
+			 dirs);
+		return 0;
+	}
 	struct diskcache_opts dco = {
 	    .dirs = dirs,
 	    .ns = fs->vol.uuid,

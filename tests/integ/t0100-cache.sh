@@ -93,3 +93,33 @@ ok "read-only mount: later epochs cost no metadata round trips"
 "$GRANARY" warmup /etc >/dev/null 2>"$TMP/err" && fail "warmup outside a mount succeeded"
 grep -q "not on a granary mount" "$TMP/err" || fail "warmup outside a mount: $(cat "$TMP/err")"
 ok "warmup refuses paths outside a mount"
+
+# with no --cache-dir, a file:// store on the file system of the default
+# cache directory is not cached: the blocks would only be copied to the
+# same disk (a --cache-dir given is always used, as above)
+fs_dev() { # PATH: the file system of PATH or of its nearest existing parent
+	local p=$1
+	until [ -e "$p" ]; do p=$(dirname "$p"); done
+	stat -c %d "$p"
+}
+if [ "$GRANARY_STORAGE" != file ]; then
+	ok "skipped: same-disk cache rule (file:// stores only)"
+elif [ "$(id -u)" != 0 ] || [ "$(fs_dev /var/cache/granary)" != "$(fs_dev "$TMP")" ]; then
+	ok "skipped: same-disk cache rule ($TMP is not on the file system of /var/cache/granary)"
+else
+	M2=$TMP/mnt-nocache
+	mkdir -p "$M2"
+	MOUNTS="$MOUNTS $M2"
+	timeout 60 "$GRANARY" mount "$META" "$M2" --log "$TMP/log-mnt-nocache.log" \
+		>"$TMP/mount.out" 2>&1 || fail "mount without --cache-dir: $(cat "$TMP/mount.out")"
+	getfattr --absolute-names --only-values -n granary.stats "$M2" | tr -d ' \n' |
+		grep -q '"disk_cache":{"enabled":false' ||
+		fail "a file:// store on the default cache's disk was cached"
+	grep -q "no disk cache: the store is on the file system of /var/cache/granary" \
+		"$TMP/log-mnt-nocache.log" || fail "no log line says why the disk cache is off"
+	diff -r "$TMP/src" "$M2/ds" || fail "read without a disk cache: contents differ"
+	[ ! -e /var/cache/granary ] || [ -z "$(find /var/cache/granary -newer "$TMP/src" -type f -print -quit)" ] ||
+		fail "files were cached under /var/cache/granary"
+	umount_vol "$M2"
+	ok "no disk cache by default for a file:// store on the cache's disk"
+fi
