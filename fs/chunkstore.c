@@ -802,6 +802,7 @@ static struct pf_req pf_take(struct chunkstore *cs)
 
 static void *pf_worker(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-prefetch");
 	struct chunkstore *cs = arg;
 	int slot = -1;
 

@@ -44,6 +44,7 @@ static void release(struct closer *c, const uint64_t *inos, size_t n)
 
 static void *closer_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-closer");
 	struct closer *c = arg;
 	uint64_t batch[CLOSER_BATCH];
 

@@ -826,6 +826,7 @@ static int dc_get_view(struct objstore *s, const char *key,
 /* The filler thread: write queued views, one at a time. */
 static void *filler_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-cachefill");
 	struct diskcache *dc = arg;
 
 	pthread_mutex_lock(&dc->fq_lock);

@@ -2389,6 +2389,7 @@ static const struct fuse_lowlevel_ops granary_ops = {
 
 static void *reclaimer_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-reclaim");
 	struct fs *fs = arg;
 	struct meta_slice dead[RECLAIM_BATCH];
 	int64_t next_cleanup = 0;
@@ -2683,6 +2684,7 @@ static void kernel_readahead(const char *mountpoint)
 
 static void *ready_watcher(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-ready");
 	struct fs *fs = arg;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -669,6 +669,7 @@ static int upload(struct packer *p, struct pack *k)
 
 static void *uploader_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-packput");
 	struct packer *p = arg;
 
 	pthread_mutex_lock(&p->lock);

@@ -392,6 +392,7 @@ static int upload(struct stage *st, struct sblock *b)
 
 static void *uploader_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-stageput");
 	struct stage *st = arg;
 
 	pthread_mutex_lock(&st->lock);

@@ -124,6 +124,7 @@ struct writer {
 
 static void *uploader_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-blockput");
 	struct wpool *p = arg;
 
 	pthread_mutex_lock(&p->lock);

@@ -1595,6 +1595,7 @@ static void heartbeat(struct meta *m)
 
 static void *heartbeat_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "gr-heartbeat");
 	struct meta *m = arg;
 	long interval_ms = m->opts.session_ttl * 1000L / 3;
 	unsigned beats = 0;
