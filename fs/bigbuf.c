@@ -32,7 +32,9 @@ void *bigbuf_alloc(size_t n)
 		return p;
 	}
 	pthread_mutex_unlock(&lock);
-	return malloc(n);
+	/* page-aligned, so that a block can be written with O_DIRECT */
+	void *p;
+	return posix_memalign(&p, BIGBUF_ALIGN, n) ? NULL : p;
 }
 
 void bigbuf_free(void *p)

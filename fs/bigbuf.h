@@ -18,8 +18,9 @@
 
 #include <stddef.h>
 
-#define BIGBUF_MIN  (1u << 20) /* smaller requests are plain malloc */
-#define BIGBUF_KEEP 8	       /* buffers kept for reuse, at most */
+#define BIGBUF_MIN   (1u << 20) /* smaller requests are plain malloc */
+#define BIGBUF_KEEP  8		/* buffers kept for reuse, at most */
+#define BIGBUF_ALIGN 4096	/* new big buffers start on a page */
 
 /* A buffer of at least n bytes (n 0: 1), or NULL. Its contents are
  * undefined (a reused one holds an old block). */

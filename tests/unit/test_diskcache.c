@@ -14,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -546,6 +549,61 @@ Test(diskcache, view_fills_once_verified, .fini = teardown)
 	objstore_view_release(&v);
 	cr_assert_eq(backend_gets(dc), gets);
 	cr_assert_eq(cstats(dc).hits, 1);
+}
+
+/* Pages of path in the page cache, of len bytes. */
+static size_t resident_pages(const char *path, size_t len)
+{
+	size_t pages = (len + 4095) / 4096, n = 0;
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "open '%s': %s", path, strerror(errno));
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	unsigned char *vec = malloc(pages);
+	cr_assert_not_null(vec);
+	cr_assert_eq(mincore(p, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(p, len);
+	close(fd);
+	return n;
+}
+
+/* A fill from a page-aligned buffer (here the mapping of a file:// object)
+ * goes to the disk without a copy in the page cache: the entry reads back
+ * right, and at most its last, partial page was left there. */
+Test(diskcache, fill_bypasses_page_cache, .fini = teardown)
+{
+	char sdir[64] = "/tmp/granary-dcs-XXXXXX", url[96], path[256];
+	const size_t len = (4u << 20) + 100;
+	struct objstore_view v;
+	struct statfs sf;
+
+	make_root();
+	cr_assert_eq(statfs(root, &sf), 0);
+	if (sf.f_type == TMPFS_MAGIC)
+		cr_skip_test("%s is a tmpfs: its files live in the page cache",
+			     root);
+	cr_assert_not_null(mkdtemp(sdir));
+	snprintf(url, sizeof(url), "file://%s", sdir);
+	struct objstore *f = open_mem(url);
+	put_backend(f, 1, len);
+	dc = open_cache(f, root, 64 << 20, 600, 0, 0);
+	cr_assert_eq(view_of(dc, 1, len, &v), 0);
+	cr_assert(v.mapped);
+	objstore_view_verified(&v);
+	objstore_view_release(&v);
+	diskcache_sync(dc);
+	cr_assert(contains(dc, 1));
+	entry_path(1, path, sizeof(path));
+	size_t n = resident_pages(path, len);
+	cr_assert_leq(n, 1, "%zu of the entry's pages are in the page cache",
+		      n);
+	expect_obj(dc, 1, len);
+	objstore_close(dc);
+	dc = NULL;
+	nftw(sdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* A hit mapped by a reader holds the file's blocks: LRU eviction passes
