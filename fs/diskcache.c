@@ -445,12 +445,15 @@ static int write_bypassing_cache(int fd, const void *data, size_t len)
 	    fcntl(fd, F_SETFL, fl | O_DIRECT))
 		return fsutil_write_all(fd, data, len);
 	ssize_t n = write(fd, data, direct);
+	int werr = n < 0 ? errno : 0;
 	if (fcntl(fd, F_SETFL, fl))
 		return errno;
-	if (n < 0 && errno != EINVAL)
-		return errno;
+	/* refused for this file (EINVAL), or interrupted: all of it buffered,
+	 * from where the direct part stopped */
+	if (werr && werr != EINVAL && werr != EINTR)
+		return werr;
 	if (n < 0)
-		n = 0; /* O_DIRECT refused for this file: all of it buffered */
+		n = 0;
 	return fsutil_write_all(fd, (const char *)data + n, len - (size_t)n);
 }
 
