@@ -1051,13 +1051,21 @@ static int put_staged(struct packer *p, struct packer_item *items,
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < n && !err; i++) {
-		struct pack *k = p->open;
-		if (k && k->len && k->len + fr[i].len > p->o.pack_size) {
-			seal(p);
-			k = NULL;
+		struct pack *k;
+		for (;;) {
+			k = p->open;
+			if (k && k->len &&
+			    k->len + fr[i].len > p->o.pack_size) {
+				seal(p);
+				k = NULL;
+			}
+			if (k || p->nsealed < p->o.max_staged || p->stop)
+				break;
+			/* uploads lag; another writer may open the next pack
+			 * meanwhile: look again (replacing it would leave it
+			 * open, never sealed nor uploaded) */
+			pthread_cond_wait(&p->room, &p->lock);
 		}
-		while (!k && p->nsealed >= p->o.max_staged && !p->stop)
-			pthread_cond_wait(&p->room, &p->lock); /* uploads lag */
 		if (!k) {
 			err = stage_new(p, &k);
 			if (err)

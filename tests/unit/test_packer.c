@@ -23,6 +23,7 @@
 #include "../../fs/chunkstore.h"
 #include "../../fs/codec.h"
 #include "../../fs/packer.h"
+#include "../../meta/meta.h"
 
 #define KB	 (1u << 10)
 #define MB	 (1u << 20)
@@ -947,21 +948,30 @@ static void expect_durable(const struct packer_item *it, const char *what)
 
 static char wb_dir[64];
 
-static struct packer *popen_wb(enum codec_compress c)
+/* A writeback packer staging in a new wb_dir, with the pack size,
+ * compression, uploaders and max_staged given. */
+static struct packer *popen_wb_with(uint32_t pack_size, int uploaders,
+				    int max_staged, enum codec_compress c,
+				    const struct packer_cbs *cbs)
 {
-	struct packer_opts o = {.pack_size = 256 * KB,
+	struct packer_opts o = {.pack_size = pack_size,
 				.window_ms = 2000,
 				.compress = c,
 				.stage_dir = wb_dir,
-				.uploaders = 2,
-				.max_staged = 8};
+				.uploaders = uploaders,
+				.max_staged = max_staged};
 	struct packer *p = NULL;
 
 	snprintf(wb_dir, sizeof(wb_dir), "/tmp/granary-pk.XXXXXX");
 	cr_assert_not_null(mkdtemp(wb_dir));
-	int err = packer_open(store, &o, &fk_cbs, &p);
+	int err = packer_open(store, &o, cbs, &p);
 	cr_assert_eq(err, 0, "packer_open: %s", strerror(err));
 	return p;
+}
+
+static struct packer *popen_wb(enum codec_compress c)
+{
+	return popen_wb_with(256 * KB, 2, 8, c, &fk_cbs);
 }
 
 static void close_wb(struct packer *p)
@@ -1039,6 +1049,51 @@ Test(packer, writeback_put_returns_after_its_fdatasync, .init = setup,
 	}
 }
 
+/* Uploads that lag: recording a sealed pack's total (done just before its
+ * upload) takes a while. */
+static int slow_total(void *arg, uint64_t pack, uint64_t total, int *dead)
+{
+	if (total != META_PACK_OPEN)
+		usleep(3000);
+	return fk_total(arg, pack, total, dead);
+}
+
+/* Writers that wait for room while uploads lag (max_staged) each look at
+ * the open pack again when they wake: a pack another writer opened
+ * meanwhile is used or sealed, never left open, so that every frame is
+ * uploaded and a sync returns. */
+Test(packer, writeback_writers_waiting_for_room, .init = setup,
+     .fini = teardown, .timeout = 60)
+{
+	struct packer_cbs cbs = fk_cbs;
+	struct wb_writer w[WB_THREADS];
+	pthread_t t[WB_THREADS];
+
+	cbs.total = slow_total;
+	/* the least pack size; one upload at a time, one sealed pack */
+	struct packer *p = popen_wb_with(64 * KB, 1, 1, CODEC_NONE, &cbs);
+	for (int i = 0; i < WB_THREADS; i++) {
+		w[i] = (struct wb_writer){.p = p, .seed = 99 + 7919 * i};
+		pthread_create(&t[i], NULL, wb_writer_main, &w[i]);
+	}
+	for (int i = 0; i < WB_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(w[i].err, 0, "put: %s", strerror(w[i].err));
+	}
+	/* a pack left open would keep this from returning */
+	cr_assert_eq(packer_sync(p), 0);
+	struct packer_stats st;
+	packer_get_stats(p, &st);
+	cr_expect_eq(st.staged_packs, 0, "%" PRIu64 " packs still staged",
+		     st.staged_packs);
+	for (int i = 0; i < WB_THREADS; i++)
+		for (int k = 0; k < WB_PUTS; k++) {
+			expect_frame(&w[i].it[k], "uploaded");
+			free((void *)w[i].it[k].raw);
+		}
+	close_wb(p);
+}
+
 /* A put whose fdatasync fails reports EIO; what was put before stays, and
  * later puts go to a new pack and succeed. */
 Test(packer, writeback_failed_fdatasync, .init = setup, .fini = teardown,
@@ -1100,23 +1155,14 @@ static int pst_staged(void *arg, uint64_t pack, int done)
 Test(packer, writeback_names_staged_packs, .init = setup, .fini = teardown,
      .timeout = 60)
 {
-	struct packer_opts o = {.pack_size = 64 * KB,
-				.window_ms = 2000,
-				.compress = CODEC_NONE,
-				.stage_dir = wb_dir,
-				.uploaders = 2,
-				.max_staged = 8};
 	struct packer_cbs cbs = fk_cbs;
 	struct packer_item it[12];
-	struct packer *p = NULL;
 	uint64_t seed = 42;
 
 	cbs.staged = pst_staged;
 	pst.marks = pst.dones = pst.in_store = 0;
 	pst.fail_done = 1;
-	snprintf(wb_dir, sizeof(wb_dir), "/tmp/granary-pk.XXXXXX");
-	cr_assert_not_null(mkdtemp(wb_dir));
-	cr_assert_eq(packer_open(store, &o, &cbs, &p), 0);
+	struct packer *p = popen_wb_with(64 * KB, 2, 8, CODEC_NONE, &cbs);
 	for (int i = 0; i < 12; i++) {
 		it[i] = (struct packer_item){.raw = gen(&seed, 20 * KB),
 					     .len = 20 * KB};
