@@ -95,8 +95,10 @@ trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
 now() { date +%s.%N; }
 put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
 why() { echo "$*" >"$TMP/why"; return 1; }
+# no dirty pages left by what ran before (their writeback would compete)
+settle() { timeout 120 sync; }
 drop() {
-	timeout 120 sync
+	settle
 	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
 		echo "the page cache could not be dropped (not root?): cold and warm reads may be cached" >"$TMP/note-drop"
 }
@@ -163,13 +165,12 @@ verify8() {
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
 saves() {
-	# each save starts with no dirty pages of the one before
-	timeout 120 sync
+	settle
 	warm_src
 	[ -z "${3:-}" ] || hwm_reset "$3"
 	timed "$1" save1 "$MB" save1 "$2"
 	[ -z "${3:-}" ] || put "$1" hwm1 "$(hwm "$3")"
-	timeout 120 sync
+	settle
 	warm_src
 	[ -z "${3:-}" ] || hwm_reset "$3"
 	timed "$1" save8 "$MB" save8 "$2"
@@ -207,7 +208,7 @@ t_local() {
 
 t_raw() { # ID URL
 	local l
-	timeout 120 sync
+	settle
 	warm_src
 	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
 	put "$1" save1 "$(field "$l" mib_per_s)"

@@ -2522,27 +2522,6 @@ static int fs_dev_of(const char *path, dev_t *dev)
 	}
 }
 
-/*
- * 1 if url is a file:// store with a directory on the file system of the
- * cache directory dir: caching it there would copy local files to the same
- * disk, costing a write per block read for no faster read.
- */
-static int store_on_cache_fs(const char *url, const char *dir)
-{
-	dev_t cdev, sdev;
-	if (strncmp(url, "file://", 7) || fs_dev_of(dir, &cdev))
-		return 0;
-	char *copy = strdup(url + 7), *save = NULL;
-	int same = 0;
-	if (!copy)
-		return 0;
-	for (char *d = strtok_r(copy, ":", &save); d && !same;
-	     d = strtok_r(NULL, ":", &save))
-		same = fs_dev_of(d, &sdev) == 0 && sdev == cdev;
-	free(copy);
-	return same;
-}
-
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
 	uint64_t size =
@@ -2551,8 +2530,12 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
 		return 0;
-	/* the default directory only: a --cache-dir given is always used */
-	if (!o->cache_dir && store_on_cache_fs(fs->vol.storage, dirs)) {
+	/* Caching a store whose files share the cache's file system would
+	 * write every block read once more to the same disk, for no faster
+	 * read. The default directory only: a --cache-dir given is used. */
+	dev_t cdev;
+	if (!o->cache_dir && fs_dev_of(dirs, &cdev) == 0 &&
+	    objstore_on_dev(fs->store, cdev)) {
 		log_info("no disk cache: the store is on the file system of %s "
 			 "(--cache-dir caches it anyway)",
 			 dirs);

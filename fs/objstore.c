@@ -354,6 +354,11 @@ int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 
 /* ---- probe ---- */
 
+int objstore_on_dev(struct objstore *s, dev_t dev)
+{
+	return s && s->ops->on_dev ? s->ops->on_dev(s, dev) : 0;
+}
+
 int objstore_probe(struct objstore *s)
 {
 	char key[64], body[64];

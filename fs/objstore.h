@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Project-specific errors (negative); positive values are errno. */
 #define OBJSTORE_EURL	   (-201) /* malformed or unsupported URL */
@@ -59,6 +60,8 @@ struct objstore_ops {
 	/* optional (caches): the last reference to a view pinned with
 	 * objstore_view_pin() is gone */
 	void (*view_unpin)(struct objstore *s, void *pin);
+	/* optional (local stores): 1 if objects are files on dev */
+	int (*on_dev)(struct objstore *s, dev_t dev);
 	void (*close)(struct objstore *s);
 };
 
@@ -159,6 +162,10 @@ int objstore_view_pin(struct objstore_view *v, struct objstore *owner,
 
 /* A snapshot of the counters. */
 void objstore_get_stats(struct objstore *s, struct objstore_stats *st);
+
+/* 1 if s keeps its objects as files on the file system dev (a file://
+ * directory there), else 0. */
+int objstore_on_dev(struct objstore *s, dev_t dev);
 
 /*
  * Check that the store is reachable and writable: put, head, get and

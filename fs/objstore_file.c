@@ -409,6 +409,17 @@ static void file_close(struct objstore *s)
 	free(f);
 }
 
+static int file_on_dev(struct objstore *s, dev_t dev)
+{
+	struct file_store *f = (struct file_store *)s;
+	struct stat st;
+
+	for (size_t i = 0; i < f->ndirs; i++)
+		if (fstat(f->dirs[i].fd, &st) == 0 && st.st_dev == dev)
+			return 1;
+	return 0;
+}
+
 static const struct objstore_ops file_ops = {
     .scheme = "file",
     .get = file_get,
@@ -417,6 +428,7 @@ static const struct objstore_ops file_ops = {
     .del = file_del,
     .head = file_head,
     .list = file_list,
+    .on_dev = file_on_dev,
     .close = file_close,
 };
 

@@ -618,6 +618,24 @@ static int sum_bytes(void *arg)
 	return 0;
 }
 
+/* A file:// store says which file system its objects are files on (the
+ * mount leaves a store on its cache's disk uncached); others never do. */
+Test(objstore, on_dev)
+{
+	struct objstore *f = open_backend("file"), *m = open_backend("mem");
+	struct stat st, proc;
+
+	cr_assert_eq(stat(make_tmp_root(), &st), 0);
+	cr_assert_eq(stat("/proc", &proc), 0);
+	cr_assert_neq(st.st_dev, proc.st_dev);
+	cr_expect_eq(objstore_on_dev(f, st.st_dev), 1);
+	cr_expect_eq(objstore_on_dev(f, proc.st_dev), 0);
+	cr_expect_eq(objstore_on_dev(m, st.st_dev), 0);
+	cr_expect_eq(objstore_on_dev(NULL, st.st_dev), 0);
+	objstore_close(f);
+	objstore_close(m);
+}
+
 Test(objstore, file_view_mapped_and_guarded)
 {
 	enum { LEN = 1 << 20 };
