@@ -37,6 +37,7 @@
 #define SCRATCH_KEEP  4		 /* LZ4 buffers kept for the next frames */
 #define SCRATCH_MAX   (2u << 20) /* larger ones are freed at once */
 #define GATHER_MAX_NS 2000000	 /* a sync waits this long for more frames */
+#define SPARE_KEEP    4		 /* uploaded staging files kept for reuse */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
 
@@ -100,6 +101,9 @@ struct packer {
 	size_t scratch_cap[SCRATCH_KEEP];
 	int nscratch;
 	int lock_fd; /* flock'd: this directory is ours */
+	/* staging files of uploaded packs, kept to be written over by the
+	 * next packs (see spare_keep); protected by lock */
+	int spare_fd[SPARE_KEEP]; /* -1: none in this place */
 	pthread_t *threads;
 	int nthreads;
 
@@ -112,6 +116,7 @@ static void *uploader_main(void *arg);
 static int slot_open(struct packer *p);
 static void slot_recover(struct packer *p);
 static void stop_uploaders(struct packer *p);
+static void spare_drop(struct packer *p);
 
 int packer_open(struct objstore *store, const struct packer_opts *o,
 		const struct packer_cbs *cbs, struct packer **out)
@@ -137,6 +142,8 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	p->o.stage_dir = NULL; /* the caller's string; p->dir is ours */
 	p->cbs = *cbs;
 	p->lock_fd = -1;
+	for (int i = 0; i < SPARE_KEEP; i++)
+		p->spare_fd[i] = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	fsutil_cond_init_mono(&p->work);
 	fsutil_cond_init_mono(&p->room);
@@ -206,6 +213,8 @@ void packer_close(struct packer *p)
 		next = k->next;
 		pack_free(k);
 	}
+	if (p->dir)
+		spare_drop(p);
 	if (p->lock_fd >= 0)
 		close(p->lock_fd); /* releases the flock */
 	for (int i = 0; i < p->nscratch; i++)
@@ -342,6 +351,85 @@ static void stage_path(const struct packer *p, uint64_t id, char *buf,
 	snprintf(buf, cap, "%s/%" PRIu64 ".pack", p->dir, id);
 }
 
+static void spare_path(const struct packer *p, int i, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/spare%d", p->dir, i);
+}
+
+/*
+ * Keep the staging file of uploaded pack k (its name is path) for a later
+ * pack to be written over, rather than unlinking it: on ext4 an fdatasync
+ * after appending to a file commits the journal (new blocks, new size),
+ * one after writing over allocated blocks does not, and costs about half
+ * as much. The bytes of k stay in it past what the next pack has written:
+ * committed frames are found through the metadata, never by reading the
+ * file, so only a crash-time upload (adopt) carries them along, as dead
+ * weight for gc. Returns 1 if kept (k->fd is then the spare's), else 0:
+ * the caller unlinks the file. Called without the lock.
+ */
+static int spare_keep(struct packer *p, struct pack *k, const char *path)
+{
+	char to[PATH_MAX + 64];
+	int i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < SPARE_KEEP && p->spare_fd[i] != -1; i++)
+		;
+	if (i == SPARE_KEEP || p->stop) {
+		pthread_mutex_unlock(&p->lock);
+		return 0;
+	}
+	p->spare_fd[i] = -2; /* taken, being renamed */
+	pthread_mutex_unlock(&p->lock);
+	spare_path(p, i, to, sizeof(to));
+	int ok = rename(path, to) == 0;
+	pthread_mutex_lock(&p->lock);
+	p->spare_fd[i] = ok ? k->fd : -1;
+	pthread_mutex_unlock(&p->lock);
+	if (ok)
+		k->fd = -1;
+	return ok;
+}
+
+/* A spare staging file renamed to path, or -1 when there is none. Under
+ * lock. */
+static int spare_take(struct packer *p, const char *path)
+{
+	char from[PATH_MAX + 64];
+
+	for (int i = 0; i < SPARE_KEEP; i++) {
+		int fd = p->spare_fd[i];
+		if (fd < 0)
+			continue;
+		p->spare_fd[i] = -1;
+		spare_path(p, i, from, sizeof(from));
+		if (rename(from, path) == 0)
+			return fd;
+		log_warn("cannot reuse staging file '%s': %s", from,
+			 strerror(errno));
+		close(fd);
+		unlink(from);
+	}
+	return -1;
+}
+
+/* Remove the spare staging files (unmount). */
+static void spare_drop(struct packer *p)
+{
+	char path[PATH_MAX + 64];
+
+	for (int i = 0; i < SPARE_KEEP; i++) {
+		if (p->spare_fd[i] < 0)
+			continue;
+		close(p->spare_fd[i]);
+		p->spare_fd[i] = -1;
+		spare_path(p, i, path, sizeof(path));
+		if (unlink(path))
+			log_warn("cannot remove staging file '%s': %s", path,
+				 strerror(errno));
+	}
+}
+
 static int mkdir_p(const char *path)
 {
 	char tmp[PATH_MAX];
@@ -465,13 +553,16 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 	}
 	/* Uploaded whole, as it is: a frame cut short by the crash (or by a
 	 * full disk) was never committed, and one of those may sit between
-	 * committed frames, so the file is not cut at the first bad one. */
+	 * committed frames, so the file is not cut at the first bad one. A
+	 * reused file (spare_keep) also holds an earlier pack's bytes past
+	 * the frames written into it: dead weight too. */
 	k->len = (uint64_t)st.st_size;
 	uint64_t whole = frames_len(k->fd, k->len);
 	if (whole < k->len)
 		log_warn("staged pack '%s': bytes %llu..%llu are not whole "
-			 "frames (writes that failed or a crash cut short; "
-			 "never committed)",
+			 "frames (writes that failed or a crash cut short, or "
+			 "an earlier pack's bytes in a reused file; never "
+			 "committed)",
 			 path, (unsigned long long)whole,
 			 (unsigned long long)k->len);
 	k->state = PK_SEALED;
@@ -534,6 +625,8 @@ static void slot_recover(struct packer *p)
 					 e->d_name);
 				if (id && !strcmp(end, ".pack"))
 					adopt(p, from, id);
+				else if (!strncmp(e->d_name, "spare", 5))
+					unlink(from); /* see spare_keep */
 				else if (id && !mine && is_block(end))
 					take_block(p, from, e->d_name);
 			}
@@ -566,7 +659,9 @@ static int stage_new(struct packer *p, struct pack **out)
 		goto free_k;
 	}
 	stage_path(p, k->id, path, sizeof(path));
-	k->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	k->fd = spare_take(p, path);
+	if (k->fd < 0)
+		k->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (k->fd < 0) {
 		err = errno;
 		log_err("cannot create staged pack '%s': %s", path,
@@ -735,7 +830,7 @@ static void *uploader_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 		char path[PATH_MAX];
 		stage_path(p, pick->id, path, sizeof(path));
-		if (unlink(path))
+		if (!spare_keep(p, pick, path) && unlink(path))
 			log_warn("cannot remove staged pack '%s': %s", path,
 				 strerror(errno));
 		pack_free(pick);
