@@ -428,35 +428,6 @@ static int make_parents(int root, const char *key)
 	return 0;
 }
 
-/*
- * Write len bytes at fd's start. A page-aligned buffer goes to the disk
- * with O_DIRECT, all but its last partial page: a fill costs no copy into
- * the page cache and evicts nothing there (the entry is read back through
- * a mapping, from disk, like any other). Elsewhere, and where the file
- * system refuses O_DIRECT, a plain write.
- */
-static int write_bypassing_cache(int fd, const void *data, size_t len)
-{
-	const size_t page = 4096;
-	size_t direct = len & ~(page - 1);
-	int fl = fcntl(fd, F_GETFL);
-
-	if (direct == 0 || ((uintptr_t)data & (page - 1)) || fl < 0 ||
-	    fcntl(fd, F_SETFL, fl | O_DIRECT))
-		return fsutil_write_all(fd, data, len);
-	ssize_t n = write(fd, data, direct);
-	int werr = n < 0 ? errno : 0;
-	if (fcntl(fd, F_SETFL, fl))
-		return errno;
-	/* refused for this file (EINVAL), or interrupted: all of it buffered,
-	 * from where the direct part stopped */
-	if (werr && werr != EINVAL && werr != EINTR)
-		return werr;
-	if (n < 0)
-		n = 0;
-	return fsutil_write_all(fd, (const char *)data + n, len - (size_t)n);
-}
-
 /* Write key's file through a temp file in its directory; *renamed says
  * whether the final name now exists (to be removed on a roll back). */
 static int write_entry(struct dc_dir *d, const char *key, const void *data,
@@ -489,7 +460,10 @@ static int write_entry(struct dc_dir *d, const char *key, const void *data,
 	}
 	if (fd < 0)
 		return err;
-	err = write_bypassing_cache(fd, data, len);
+	/* a fill costs no copy into the page cache and evicts nothing there;
+	 * the entry is read back through a mapping, from disk, like any other
+	 */
+	err = fsutil_write_direct(fd, data, len);
 	if (close(fd) && !err)
 		err = errno;
 	if (!err && renameat(d->fd, tmp, d->fd, key))

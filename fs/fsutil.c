@@ -4,6 +4,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
@@ -24,6 +25,28 @@ int fsutil_write_all(int fd, const void *p, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int fsutil_write_direct(int fd, const void *p, size_t len)
+{
+	const size_t page = 4096;
+	size_t direct = len & ~(page - 1);
+	int fl = fcntl(fd, F_GETFL);
+
+	if (direct == 0 || ((uintptr_t)p & (page - 1)) || fl < 0 ||
+	    fcntl(fd, F_SETFL, fl | O_DIRECT))
+		return fsutil_write_all(fd, p, len);
+	ssize_t n = write(fd, p, direct);
+	int werr = n < 0 ? errno : 0;
+	if (fcntl(fd, F_SETFL, fl))
+		return errno;
+	/* refused for this file (EINVAL), or interrupted: the rest buffered,
+	 * from where the direct part stopped */
+	if (werr && werr != EINVAL && werr != EINTR)
+		return werr;
+	if (n < 0)
+		n = 0;
+	return fsutil_write_all(fd, (const char *)p + n, len - (size_t)n);
 }
 
 int fsutil_pread_all(int fd, void *p, size_t len, uint64_t off)

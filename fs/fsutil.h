@@ -12,6 +12,12 @@
 
 /* write() all of p, retrying short writes and EINTR; 0 or errno. */
 int fsutil_write_all(int fd, const void *p, size_t len);
+/* fsutil_write_all at the file's start, bypassing the page cache: from a
+ * page-aligned p, all but the last partial page go out with O_DIRECT (no
+ * copy into the page cache, nothing evicted from it). From another p, or
+ * where the file system refuses O_DIRECT, a plain write. The caller
+ * fsyncs as before: O_DIRECT alone promises nothing after a crash. */
+int fsutil_write_direct(int fd, const void *p, size_t len);
 /* pread() all len bytes at off, retrying short reads and EINTR; 0, errno,
  * or EIO when the file ends first. */
 int fsutil_pread_all(int fd, void *p, size_t len, uint64_t off);

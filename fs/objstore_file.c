@@ -167,7 +167,9 @@ static int file_put(struct objstore *s, const char *key, const void *data,
 	err = open_tmp(d->fd, key, &dfd, &fd, tmp, sizeof(tmp));
 	if (err)
 		return err;
-	err = fsutil_write_all(fd, data, len);
+	/* a block the client will not read back from here soon: kept out of
+	 * the page cache, which also spares the copy into it */
+	err = fsutil_write_direct(fd, data, len);
 	if (!err && fsync(fd))
 		err = errno;
 	if (close(fd) && !err)

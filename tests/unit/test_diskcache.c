@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "pagecache.h"
 #include "../../fs/chunkstore.h"
 #include "../../fs/diskcache.h"
 
@@ -551,25 +552,6 @@ Test(diskcache, view_fills_once_verified, .fini = teardown)
 	cr_assert_eq(cstats(dc).hits, 1);
 }
 
-/* Pages of path in the page cache, of len bytes. */
-static size_t resident_pages(const char *path, size_t len)
-{
-	size_t pages = (len + 4095) / 4096, n = 0;
-	int fd = open(path, O_RDONLY);
-	cr_assert_geq(fd, 0, "open '%s': %s", path, strerror(errno));
-	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	cr_assert_neq(p, MAP_FAILED);
-	unsigned char *vec = malloc(pages);
-	cr_assert_not_null(vec);
-	cr_assert_eq(mincore(p, len, vec), 0);
-	for (size_t i = 0; i < pages; i++)
-		n += vec[i] & 1;
-	free(vec);
-	munmap(p, len);
-	close(fd);
-	return n;
-}
-
 /* A fill from a page-aligned buffer (here the mapping of a file:// object)
  * goes to the disk without a copy in the page cache: the entry reads back
  * right, and at most its last, partial page was left there. */
@@ -597,7 +579,7 @@ Test(diskcache, fill_bypasses_page_cache, .fini = teardown)
 	diskcache_sync(dc);
 	cr_assert(contains(dc, 1));
 	entry_path(1, path, sizeof(path));
-	size_t n = resident_pages(path, len);
+	size_t n = resident_pages(path);
 	cr_assert_leq(n, 1, "%zu of the entry's pages are in the page cache",
 		      n);
 	expect_obj(dc, 1, len);

@@ -4,10 +4,12 @@
  * what only one backend can get wrong: URL parsing, credentials and bucket
  * errors, unreachable servers, disk full and crash leftovers.
  */
+#include "pagecache.h"
 #include "../../fs/fsutil.h"
 #include "../../fs/objstore.h"
 
 #include <criterion/criterion.h>
+#include <linux/magic.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -883,6 +887,56 @@ Test(objstore, file_ignores_crash_leftovers)
 	expect_get(s, "x/y", 0, 0, "data", 4);
 	/* keys cannot impersonate temp files */
 	cr_assert_eq(objstore_put(s, "x/.granary-tmp.1", "a", 1), EINVAL);
+	close_backend(s);
+}
+
+/* An object put from a page-aligned buffer (a whole block of a big file)
+ * goes to the disk without a copy in the page cache, all but its last
+ * partial page; it reads back right, as does one from an unaligned
+ * buffer, and one shorter than a page. */
+Test(objstore, file_aligned_put_bypasses_page_cache)
+{
+	const size_t lens[] = {(1u << 20) + 77, 1u << 20, 3000, (1u << 20) + 5};
+	struct objstore *s = open_backend("file");
+	struct statfs sf;
+	unsigned char *buf;
+
+	cr_assert_eq(statfs(tmp_root, &sf), 0);
+	if (sf.f_type == TMPFS_MAGIC)
+		cr_skip_test("%s is a tmpfs: its files live in the page cache",
+			     tmp_root);
+	cr_assert_eq(posix_memalign((void **)&buf, 4096, (2u << 20) + 4096), 0);
+	for (int i = 0; i < 4; i++) {
+		char key[32], path[PATH_MAX];
+		/* the last one starts 1 byte past a page: a plain write */
+		unsigned char *b = buf + (i == 3);
+		fill(b, lens[i], 1000 + (uint64_t)i);
+		snprintf(key, sizeof(key), "big/k%d", i);
+		cr_assert_eq(objstore_put(s, key, b, lens[i]), 0);
+		expect_get(s, key, 0, 0, b, lens[i]);
+		int d = 0;
+		for (; d < 3; d++) {
+			snprintf(path, sizeof(path), "%s/d%d/%s", tmp_root, d,
+				 key);
+			if (access(path, F_OK) == 0)
+				break;
+		}
+		cr_assert_lt(d, 3, "no file for '%s'", key);
+		if (i == 3)
+			continue; /* cached: nothing to say about its pages */
+		/* the get above read it back through the page cache */
+		int fd = open(path, O_RDONLY);
+		cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+		close(fd);
+		cr_assert_eq(objstore_put(s, key, b, lens[i]), 0);
+		size_t n = resident_pages(path);
+		cr_assert_leq(n, 1,
+			      "'%s' (%zu bytes): %zu pages in the page "
+			      "cache after its put",
+			      key, lens[i], n);
+		expect_get(s, key, 0, 0, b, lens[i]);
+	}
+	free(buf);
 	close_backend(s);
 }
 
