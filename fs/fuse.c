@@ -158,6 +158,7 @@ struct fs {
 struct fh {
 	struct node *node;
 	int flags;
+	int dio;		 /* opened with direct_io */
 	pthread_mutex_t ra_lock; /* leaf; protects ra */
 	struct readahead ra;
 };
@@ -1240,11 +1241,11 @@ static void fh_free(struct fs *fs, struct fh *h)
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		     struct meta_attr *a, int created)
 {
-	int first = 0, fresh = 0, err;
+	int first = 0, fresh = 0, alone = 0, err;
 
 	if (created) {
 		pthread_mutex_lock(&fs->table_lock);
-		n->opens++;
+		alone = ++n->opens == 1;
 		n->meta_open = 1;
 		pthread_mutex_unlock(&fs->table_lock);
 		err = 0;
@@ -1262,7 +1263,7 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	} else {
 		pthread_mutex_lock(&fs->table_lock);
 		first = !n->meta_open;
-		n->opens++;
+		alone = ++n->opens == 1;
 		n->meta_open = 1;
 		pthread_mutex_unlock(&fs->table_lock);
 		err = first ? meta_file_open(fs->meta, n->ino, a)
@@ -1277,6 +1278,13 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		return err;
 	}
 
+	/* A write-only open with no other open of the file on this node
+	 * writes past the page cache (direct_io): no copy of every byte into
+	 * pages that the next attribute refresh drops anyway (the write
+	 * changes mtime: FUSE_CAP_AUTO_INVAL_DATA), and nothing evicted for
+	 * them. The kernel drops cached pages of each range written so (on
+	 * kernels older than about 6.6, op_write does it for other opens). */
+	int dio = alone && (fi->flags & O_ACCMODE) == O_WRONLY;
 	pthread_mutex_lock(&n->lock);
 	int unchanged = node_unchanged(n, a);
 	/* close-to-open: forget slice lists another client may have changed */
@@ -1291,10 +1299,12 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		return ENOMEM; /* the open stays counted; release never comes */
 	h->node = n;
 	h->flags = fi->flags;
+	h->dio = dio;
 	pthread_mutex_init(&h->ra_lock, NULL);
 	readahead_init(&h->ra);
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = unchanged;
+	fi->direct_io = dio;
 	return 0;
 }
 
@@ -1478,7 +1488,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	struct node *n = h->node;
 	struct writer *w;
-	(void)ino;
 
 	pthread_mutex_lock(&n->lock);
 	int err = node_writer(fs, n, &w);
@@ -1487,6 +1496,19 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	pthread_mutex_unlock(&n->lock);
 	if (err)
 		return reply_err(req, "write", err);
+	if (h->dio) {
+		pthread_mutex_lock(&fs->table_lock);
+		int others = n->opens > 1;
+		pthread_mutex_unlock(&fs->table_lock);
+		/* what another open cached of the range is stale: kernels
+		 * since about 6.6 drop it before sending the write, older
+		 * ones do not. Before the reply, so that a read after the
+		 * write returns sees it; the kernel's direct write holds the
+		 * inode lock, no page lock, which is all this takes. */
+		if (others)
+			fuse_lowlevel_notify_inval_inode(fs->se, ino, off,
+							 (off_t)size);
+	}
 	fuse_reply_write(req, size);
 }
 

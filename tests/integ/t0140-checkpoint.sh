@@ -57,4 +57,33 @@ cmp "$TMP/next" "$B/ckpt/rank0.pt" || fail "the new save reads back differently"
 (cd "$B/ckpt.keep" && sha256sum -c --quiet "$TMP/sums") || fail "the kept checkpoint changed"
 ok "a snapshot keeps the checkpoint while the next save overwrites it in place"
 
+# A write-only open with no other open of the file on the node writes
+# past the page cache; what the node cached of the file before, or caches
+# meanwhile through another open, is never served after the write.
+random_file "$TMP/pa" $((2 << 20))
+random_file "$TMP/pb" $((1 << 20))
+cp "$TMP/pa" "$B/pc"
+cat "$B/pc" >/dev/null
+[ "$(fincore --bytes --noheadings -o RES "$B/pc" | tr -d ' ')" -gt 0 ] ||
+	fail "a read-back file has no page cached: the checks below would prove nothing"
+dd if="$TMP/pb" of="$B/ckpt/wo.pt" bs=1M conv=fsync status=none || fail "write-only save"
+cmp "$TMP/pb" "$B/ckpt/wo.pt" || fail "a write-only save reads back differently"
+dd if="$TMP/pb" of="$B/pc" bs=1M conv=fsync,notrunc status=none || fail "write-only save over a cached file"
+cp "$TMP/pa" "$TMP/want"
+dd if="$TMP/pb" of="$TMP/want" bs=1M conv=notrunc status=none
+cmp "$TMP/want" "$B/pc" || fail "a read after a write-only save got pages cached before it"
+python3 - "$B/pc" <<'EOF_PY' || fail "a reader open during a write-only save read stale pages"
+import os, sys
+w = os.open(sys.argv[1], os.O_WRONLY)  # first: past the page cache
+r = os.open(sys.argv[1], os.O_RDONLY)
+os.pread(r, 1 << 20, 0)  # now cached
+for i in range(4):
+    data = bytes([65 + i]) * 300000
+    os.pwrite(w, data, 12345 + i * 100000)
+    got = os.pread(r, len(data), 12345 + i * 100000)
+    if got != data:
+        sys.exit("write %d: the reader got stale bytes" % i)
+EOF_PY
+ok "write-only saves (past the page cache) leave no stale page to readers on the node"
+
 umount_vol "$B"
