@@ -98,6 +98,8 @@ struct node {
 	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
+	int dio; /* protected by lock: written past the page cache since an
+		    open last dropped it (see file_open) */
 };
 
 struct fs {
@@ -1282,14 +1284,18 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	 * writes past the page cache (direct_io): no copy of every byte into
 	 * pages that the next attribute refresh drops anyway (the write
 	 * changes mtime: FUSE_CAP_AUTO_INVAL_DATA), and nothing evicted for
-	 * them. The kernel drops cached pages of each range written so (on
-	 * kernels older than about 6.6, op_write does it for other opens). */
+	 * them. The kernel drops cached pages of each range written so.
+	 * Kernels older than about 6.6 do not: for them op_write drops the
+	 * range when another open exists, and the next open after such
+	 * writes drops everything (n->dio), even before the writer's commit
+	 * changes the attributes. */
 	int dio = alone && (fi->flags & O_ACCMODE) == O_WRONLY;
 	pthread_mutex_lock(&n->lock);
-	int unchanged = node_unchanged(n, a);
+	int unchanged = node_unchanged(n, a) && !n->dio;
 	/* close-to-open: forget slice lists another client may have changed */
 	if (!unchanged)
 		chunk_cache_clear(n);
+	n->dio = 0;
 	if (!fresh && !(n->writer && writer_dirty(n->writer)))
 		node_note_attr(n, a);
 	pthread_mutex_unlock(&n->lock);
@@ -1493,6 +1499,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	int err = node_writer(fs, n, &w);
 	if (!err)
 		err = writer_write(w, off, buf, size);
+	if (h->dio)
+		n->dio = 1;
 	pthread_mutex_unlock(&n->lock);
 	if (err)
 		return reply_err(req, "write", err);
@@ -1500,11 +1508,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		pthread_mutex_lock(&fs->table_lock);
 		int others = n->opens > 1;
 		pthread_mutex_unlock(&fs->table_lock);
-		/* what another open cached of the range is stale: kernels
-		 * since about 6.6 drop it before sending the write, older
-		 * ones do not. Before the reply, so that a read after the
-		 * write returns sees it; the kernel's direct write holds the
-		 * inode lock, no page lock, which is all this takes. */
+		/* what another open cached of the range is stale (for old
+		 * kernels, see file_open). Before the reply, so that a read
+		 * after the write returns sees it; the kernel's direct write
+		 * holds the inode lock, no page lock, which is all this
+		 * takes. */
 		if (others)
 			fuse_lowlevel_notify_inval_inode(fs->se, ino, off,
 							 (off_t)size);
