@@ -51,6 +51,7 @@
 #include "writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
+#define XATTR_CAPS	"security.capability"
 /* The kernel's readahead of a file read through the mount. It caps what
  * init asks for at the 128 KiB default of the mount's backing device, so
  * that is raised too once the mount is up (kernel_readahead()). */
@@ -98,8 +99,11 @@ struct node {
 	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
-	int dio; /* protected by lock: written past the page cache since an
-		    open last dropped it (see file_open) */
+	int dio;   /* protected by lock: written past the page cache since an
+		      open last dropped it (see file_open) */
+	int privs; /* protected by lock: this client may have given it a
+		      set-id bit or a file capability since a direct_io
+		      open found none (see dio_allowed) */
 };
 
 struct fs {
@@ -1063,6 +1067,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
 	if (!err && set) {
 		err = meta_setattr(fs->meta, ino, set, &in, &out);
 		have = !err;
+		if (n && (set & META_SET_MODE) &&
+		    (in.mode & (S_ISUID | S_ISGID)))
+			n->privs = 1; /* see dio_allowed */
 	}
 	if (!err && !have)
 		err = meta_getattr(fs->meta, ino, &out);
@@ -1238,6 +1245,30 @@ static void fh_free(struct fs *fs, struct fh *h)
  * serves dataset epochs: it reuses attributes younger than the attribute
  * timeout and registers nothing, so a warm epoch costs no round trip.
  */
+/*
+ * May a write-only open of n write past the page cache? Only when the file
+ * has no set-id bit and no file capability: the kernel drops those before
+ * a write on the cached path alone. What this client adds while such an
+ * open writes, op_write drops itself (privs_drop); another client's chmod
+ * or setcap shows after the attribute timeout, as for caps_absent.
+ */
+static int dio_allowed(struct fs *fs, struct node *n, const struct meta_attr *a)
+{
+	if (a->mode & (S_ISUID | S_ISGID))
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	n->privs = 0; /* a setxattr or chmod from here on sets it again */
+	int known = mono_ns() < n->nocaps_ns;
+	pthread_mutex_unlock(&n->lock);
+	if (known)
+		return 1;
+	void *v = NULL;
+	size_t len = 0;
+	int err = meta_getxattr(fs->meta, n->ino, XATTR_CAPS, &v, &len);
+	free(v);
+	return err == ENODATA;
+}
+
 /* created: the inode was just made by meta_create, which registered this
  * open and handed out *a. */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
@@ -1289,7 +1320,8 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	 * range when another open exists, and the next open after such
 	 * writes drops everything (n->dio), even before the writer's commit
 	 * changes the attributes. */
-	int dio = alone && (fi->flags & O_ACCMODE) == O_WRONLY;
+	int dio = alone && (fi->flags & O_ACCMODE) == O_WRONLY &&
+		  dio_allowed(fs, n, a);
 	pthread_mutex_lock(&n->lock);
 	int unchanged = node_unchanged(n, a) && !n->dio;
 	/* close-to-open: forget slice lists another client may have changed */
@@ -1487,6 +1519,41 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/*
+ * A write drops the file's capability, and its set-id bits unless the
+ * writer is root (the kernel's rule, root standing for CAP_FSETID; setgid
+ * only with group execute). The kernel does it itself on the cached path;
+ * for a direct_io open that found none, op_write calls this when this
+ * client gave the file one since.
+ */
+static int privs_drop(fuse_req_t req, struct fs *fs, struct node *n,
+		      fuse_ino_t fino)
+{
+	struct meta_attr a;
+	int err = meta_removexattr(fs->meta, n->ino, XATTR_CAPS);
+
+	if (err && err != ENODATA)
+		return err;
+	err = meta_getattr(fs->meta, n->ino, &a);
+	if (err)
+		return err;
+	uint16_t kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
+	if ((a.mode & kill) && fuse_req_ctx(req)->uid != 0) {
+		struct meta_attr in = {.mode = a.mode & ~kill};
+		err = meta_setattr(fs->meta, n->ino, META_SET_MODE, &in, &a);
+		if (err)
+			return err;
+	}
+	pthread_mutex_lock(&n->lock);
+	if (!(n->writer && writer_dirty(n->writer)))
+		node_note_attr(n, &a);
+	pthread_mutex_unlock(&n->lock);
+	ns_changed(fs);
+	/* the kernel's copy of the mode is stale now */
+	fuse_lowlevel_notify_inval_inode(fs->se, fino, -1, 0);
+	return 0;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
@@ -1499,9 +1566,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	int err = node_writer(fs, n, &w);
 	if (!err)
 		err = writer_write(w, off, buf, size);
-	if (h->dio)
+	int drop = h->dio && n->privs;
+	if (h->dio) {
 		n->dio = 1;
+		n->privs = 0;
+	}
 	pthread_mutex_unlock(&n->lock);
+	if (!err && drop)
+		err = privs_drop(req, fs, n, ino);
 	if (err)
 		return reply_err(req, "write", err);
 	if (h->dio) {
@@ -2269,8 +2341,6 @@ static int acl_name(const char *name)
 	       !strcmp(name, "system.posix_acl_default");
 }
 
-#define XATTR_CAPS "security.capability"
-
 /*
  * The kernel asks for security.capability before every write (to drop
  * it, as it drops setuid bits). For a file this client created less than
@@ -2300,6 +2370,7 @@ static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
 		return;
 	pthread_mutex_lock(&n->lock);
 	n->nocaps_ns = 0;
+	n->privs = 1;
 	pthread_mutex_unlock(&n->lock);
 	node_unpin(fs, n);
 }
