@@ -16,11 +16,13 @@ NTREE=${BENCH_CKPT_TREE:-10000}
 T=${BENCH_CKPT_THREADS:-8}
 BUF=${BENCH_CKPT_BUFFER:-256M}
 TARGETS=${BENCH_CKPT_TARGETS:-local raw-file granary-file raw-s3 granary-s3 s3fs rclone}
+READS=${BENCH_CKPT_READS:-3}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
 STAMP=$(date +%Y-%m-%d-%H%M)
 say() { printf '%s\n' "$*" >&2; }
 
+case $READS in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_READS takes 1 to 99 (got '$READS')"; exit 2 ;; esac
 [ "$MB" -ge 8 ] && [ $((MB % 8)) = 0 ] ||
 	{ say "checkpoint: BENCH_CKPT_MB must be a multiple of 8 (got '$MB')"; exit 2; }
 case $BUF in
@@ -94,6 +96,7 @@ trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
 
 now() { date +%s.%N; }
 put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
+get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 why() { echo "$*" >"$TMP/why"; return 1; }
 # no dirty pages left by what ran before (their writeback would compete)
 settle() { timeout 120 sync; }
@@ -177,21 +180,36 @@ saves() {
 	[ -z "${3:-}" ] || put "$1" hwm8 "$(hwm "$3")"
 }
 
+# median ID KEY: put KEY, the median of KEY_r1 .. KEY_r$READS
+median() {
+	local r v=""
+	for r in $(seq 1 "$READS"); do v="$v $(get "$1" "$2_r$r")"; done
+	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+}
+
 # reads ID MOUNT_FN MP: cold and warm read of the big file on one fresh
-# mount, the cold read of the 8 on another; VERIFY8=0 skips their cmp
+# mount, the cold read of the 8 on another; READS rounds, the median of
+# each kept (reads on this machine swing by a quarter between runs). The
+# bytes are compared in the first round; VERIFY8=0 skips the 8 files'.
 reads() {
-	"$2" "$3"
-	drop
-	timed "$1" cold1 "$MB" read1 "$3"
-	drop
-	timed "$1" warm1 "$MB" read1 "$3"
-	verify1 "$3"
-	unmount_all
-	"$2" "$3"
-	drop
-	timed "$1" cold8 "$MB" read8 "$3"
-	[ "${VERIFY8:-1}" = 0 ] || verify8 "$3"
-	unmount_all
+	local r
+	for r in $(seq 1 "$READS"); do
+		"$2" "$3"
+		drop
+		timed "$1" "cold1_r$r" "$MB" read1 "$3"
+		drop
+		timed "$1" "warm1_r$r" "$MB" read1 "$3"
+		[ "$r" != 1 ] || verify1 "$3"
+		unmount_all
+		"$2" "$3"
+		drop
+		timed "$1" "cold8_r$r" "$MB" read8 "$3"
+		[ "$r" != 1 ] || [ "${VERIFY8:-1}" = 0 ] || verify8 "$3"
+		unmount_all
+	done
+	median "$1" cold1
+	median "$1" warm1
+	median "$1" cold8
 }
 
 # ------------------------------------------------------------------------
@@ -207,14 +225,17 @@ t_local() {
 }
 
 t_raw() { # ID URL
-	local l
+	local l r
 	settle
 	warm_src
 	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
 	put "$1" save1 "$(field "$l" mib_per_s)"
-	drop
-	l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
-	put "$1" cold1 "$(field "$l" mib_per_s)"
+	for r in $(seq 1 "$READS"); do
+		drop
+		l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
+		put "$1" "cold1_r$r" "$(field "$l" mib_per_s)"
+	done
+	median "$1" cold1
 }
 t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; rm -rf "$TMP/raw-file"; }
 t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; free_bucket raw; }
@@ -377,7 +398,6 @@ RUNTIME=$(($(date +%s) - T_START))
 # ------------------------------------------------------------------------
 # report
 
-get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; }
 name() {
 	case $1 in
@@ -470,7 +490,7 @@ report() {
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
 	ok s3fs || ok rclone && footnote "s3fs and rclone: the saves end when every object is whole in s3rver's store (rclone uploads after close); s3fs has no cache, its warm read goes to the store again; the 8 files are not compared with the source on s3fs (it would read them once more)" >/dev/null
-	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. The big file is compared with the source after the warm read, the 8 files after theirs." >/dev/null
+	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. Every read figure (the raw stores' GETs too) is the median of $READS rounds (BENCH_CKPT_READS), each on fresh mounts. The big file is compared with the source after the first warm read, the 8 files after their first read." >/dev/null
 	for l in "$TMP"/note-*; do [ -f "$l" ] && footnote "$(cat "$l")" >/dev/null; done
 	awk '{ print NR ". " $0 }' "$TMP/foot"
 }
