@@ -957,7 +957,7 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 		else
 			memcpy(*data, (char *)all + off, *got);
 	}
-	free(all);
+	bigbuf_free(all);
 	return 1;
 }
 
