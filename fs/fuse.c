@@ -2698,6 +2698,42 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
 		      int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/*
+ * The storage must be this volume's (OBJSTORE_OWNER_KEY): a volume mounted
+ * on another volume's bucket would overwrite its objects. A volume made
+ * before the marker existed gets it at its first read-write mount. A
+ * store that cannot be read now is not a reason to refuse the mount (the
+ * reads and writes will say what is wrong).
+ */
+static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
+{
+	struct objstore_owner ow;
+	int err = objstore_owner_get(fs->store, &ow);
+
+	if (err == 0 && strcmp(ow.uuid, fs->vol.uuid)) {
+		snprintf(msg, cap,
+			 "it holds volume '%s' (uuid %s), not '%s' (uuid %s)",
+			 ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
+		return EEXIST;
+	}
+	if (err == ENOENT && !read_only) {
+		snprintf(ow.uuid, sizeof(ow.uuid), "%s", fs->vol.uuid);
+		snprintf(ow.name, sizeof(ow.name), "%s", fs->vol.name);
+		err = objstore_owner_put(fs->store, &ow);
+		if (!err)
+			log_info("wrote the volume marker '%s' to '%s'",
+				 OBJSTORE_OWNER_KEY, fs->vol.storage);
+	}
+	if (err == EINVAL)
+		log_warn("'%s' in '%s' is not a granary volume marker",
+			 OBJSTORE_OWNER_KEY, fs->vol.storage);
+	else if (err && err != ENOENT)
+		log_warn("cannot check the volume marker '%s' in '%s': %s",
+			 OBJSTORE_OWNER_KEY, fs->vol.storage,
+			 objstore_strerror(err));
+	return 0;
+}
+
 static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
 		      int err, const char *fmt, ...)
 {
@@ -2883,6 +2919,14 @@ int fs_mount(const struct fs_opts *o,
 		    mount_fail(ready, arg, err, "cannot open storage '%s': %s",
 			       fs->vol.storage, gr_strerror(err));
 		goto close_meta;
+	}
+	char why[768];
+	err = check_owner(fs, o->read_only, why, sizeof(why));
+	if (err) {
+		err = mount_fail(ready, arg, err,
+				 "storage '%s' belongs to another volume: %s",
+				 fs->vol.storage, why);
+		goto close_store;
 	}
 	err = open_disk_cache(fs, o);
 	if (err) {

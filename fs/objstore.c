@@ -400,6 +400,68 @@ int objstore_probe(struct objstore *s)
 	return err ? err : derr;
 }
 
+/* ---- owner marker ---- */
+
+#define OWNER_MAGIC "granary volume\n"
+
+int objstore_owner_put(struct objstore *s, const struct objstore_owner *o)
+{
+	char body[512];
+	int n = snprintf(body, sizeof(body), OWNER_MAGIC "uuid=%s\nname=%s\n",
+			 o->uuid, o->name);
+
+	if (n < 0 || (size_t)n >= sizeof(body) || strchr(o->uuid, '\n') ||
+	    strchr(o->name, '\n'))
+		return EINVAL;
+	return objstore_put(s, OBJSTORE_OWNER_KEY, body, (size_t)n);
+}
+
+/* Copy the value of the line "field=VALUE" of body into out. */
+static int owner_field(const char *body, const char *field, char *out,
+		       size_t cap)
+{
+	size_t flen = strlen(field);
+	const char *l = body;
+
+	while (*l) {
+		const char *end = strchr(l, '\n');
+		size_t llen = end ? (size_t)(end - l) : strlen(l);
+		if (llen > flen && !strncmp(l, field, flen) && l[flen] == '=') {
+			size_t n = llen - flen - 1;
+			if (n == 0 || n >= cap)
+				return EINVAL;
+			memcpy(out, l + flen + 1, n);
+			out[n] = '\0';
+			return 0;
+		}
+		l += llen + (end != NULL);
+	}
+	return EINVAL;
+}
+
+int objstore_owner_get(struct objstore *s, struct objstore_owner *o)
+{
+	void *data = NULL;
+	size_t got = 0;
+	char body[512];
+	int err = objstore_get(s, OBJSTORE_OWNER_KEY, 0, 0, &data, &got);
+
+	if (err)
+		return err;
+	err = EINVAL;
+	if (got < sizeof(body) && got > strlen(OWNER_MAGIC) &&
+	    !memcmp(data, OWNER_MAGIC, strlen(OWNER_MAGIC))) {
+		memcpy(body, data, got);
+		body[got] = '\0';
+		err = owner_field(body, "uuid", o->uuid, sizeof(o->uuid));
+		if (!err)
+			err =
+			    owner_field(body, "name", o->name, sizeof(o->name));
+	}
+	free(data);
+	return err;
+}
+
 /* ---- errors ---- */
 
 const char *objstore_strerror(int err)

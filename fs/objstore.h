@@ -173,6 +173,23 @@ int objstore_on_dev(struct objstore *s, dev_t dev);
  */
 int objstore_probe(struct objstore *s);
 
+/*
+ * The volume a store belongs to: object OBJSTORE_OWNER_KEY, written by
+ * `granary format` (and by the first read-write mount of a volume made
+ * before it existed). Two volumes on one bucket and prefix would write the
+ * same keys over each other, so format refuses a store that names another
+ * volume, and mount a store that names another volume than its own.
+ */
+#define OBJSTORE_OWNER_KEY "granary.volume"
+struct objstore_owner {
+	char uuid[40];
+	char name[256];
+};
+/* Read the marker: 0, ENOENT when there is none, EINVAL when the object is
+ * not a marker, or the get's error. */
+int objstore_owner_get(struct objstore *s, struct objstore_owner *o);
+int objstore_owner_put(struct objstore *s, const struct objstore_owner *o);
+
 /* Message for a positive errno or an OBJSTORE_E* code. */
 const char *objstore_strerror(int err);
 

@@ -18,9 +18,11 @@ static const char usage[] =
     "usage: granary format META_URL NAME --storage URL [options]\n"
     "\n"
     "Create volume NAME. The storage is checked first (a marker object is\n"
-    "written, read back and deleted); only then are the settings written\n"
-    "to the redis database at META_URL. Nothing is written if a check "
-    "fails.\n"
+    "written, read back and deleted, and the storage must not belong to\n"
+    "another volume); only then are the settings written to the redis\n"
+    "database at META_URL. Nothing is written if a check fails. The\n"
+    "volume's name and uuid are kept in the object " OBJSTORE_OWNER_KEY "\n"
+    "of the storage: give each volume a bucket or prefix of its own.\n"
     "\n"
     "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB or\n"
     "                       unix:///PATH/redis.sock?db=N (a password may\n"
@@ -121,7 +123,9 @@ int cmd_format(int argc, char **argv)
 	struct objstore *store = NULL;
 	struct meta *m = NULL;
 	char shown[1024];
-	int force = 0, store_keys = 1, exists = 0, ret = CLI_EXIT_FAIL;
+	struct objstore_owner owner;
+	int force = 0, store_keys = 1, exists = 0, had_owner = 0;
+	int ret = CLI_EXIT_FAIL;
 	uint64_t size;
 	int c, err;
 
@@ -263,6 +267,32 @@ int cmd_format(int argc, char **argv)
 		goto close_store;
 	}
 
+	/* Another volume's objects under the same keys as ours would be
+	 * overwritten by ours: only the volume this one replaces (--force,
+	 * same database) may have left its marker here. */
+	err = objstore_owner_get(store, &owner);
+	if (err == 0 && !(exists && !strcmp(owner.uuid, old.uuid))) {
+		cli_error("storage '%s' already holds volume '%s' (uuid %s)",
+			  storage, owner.name, owner.uuid);
+		cli_hint("give each volume a bucket or prefix of its own "
+			 "(s3://HOST/BUCKET/PREFIX, file:///DIR): volumes "
+			 "that share one overwrite each other's data");
+		goto close_store;
+	}
+	if (err == EINVAL) {
+		cli_error("storage '%s' holds an object '%s' that is not a "
+			  "granary volume marker",
+			  storage, OBJSTORE_OWNER_KEY);
+		cli_hint("use an empty bucket or prefix");
+		goto close_store;
+	}
+	if (err && err != ENOENT) {
+		cli_error("cannot read '%s' in storage '%s': %s",
+			  OBJSTORE_OWNER_KEY, storage, objstore_strerror(err));
+		goto close_store;
+	}
+	had_owner = err == 0;
+
 	err = cli_uuid(v.uuid);
 	if (err) {
 		cli_error("cannot generate a uuid: %s", strerror(err));
@@ -270,7 +300,23 @@ int cmd_format(int argc, char **argv)
 	}
 	v.format_version = META_FORMAT_VERSION;
 	v.created = (int64_t)time(NULL);
+	struct objstore_owner mine;
+	snprintf(mine.uuid, sizeof(mine.uuid), "%s", v.uuid);
+	snprintf(mine.name, sizeof(mine.name), "%s", v.name);
+	err = objstore_owner_put(store, &mine);
+	if (err) {
+		cli_error("cannot write '%s' to storage '%s': %s",
+			  OBJSTORE_OWNER_KEY, storage, objstore_strerror(err));
+		goto close_store;
+	}
 	err = meta_format(m, &v, force);
+	if (err) {
+		/* the storage goes back to whom it belonged */
+		if (had_owner)
+			objstore_owner_put(store, &owner);
+		else
+			objstore_del(store, OBJSTORE_OWNER_KEY);
+	}
 	if (err == META_EEXIST) {
 		cli_error("redis at '%s' already holds a volume (created "
 			  "meanwhile?)",

@@ -58,6 +58,47 @@ expect_exit 1 "--force" "$GRANARY" format "$meta" again --storage "file://$TMP/d
 grep -q again "$TMP/status.out" || fail "status does not show the reformatted name: $(cat "$TMP/status.out")"
 ok "format refuses an existing volume (mentions --force); --force works"
 
+# --- two volumes on one storage would overwrite each other's objects
+db2=$(next_db)
+redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db2" flushdb >/dev/null
+meta2="$GRANARY_TEST_REDIS?db=$db2"
+dbsize2() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db2" dbsize; }
+grep -qx "name=again" "$TMP/d/granary.volume" ||
+	fail "the storage's volume marker does not name 'again': $(cat "$TMP/d/granary.volume")"
+expect_exit 1 "already holds volume 'again'" "$GRANARY" format "$meta2" other --storage "file://$TMP/d"
+check_eq "$(dbsize2)" 0 "redis keys after a format refused for a storage in use"
+# on S3 too, and with --force (which replaces the database's volume, not
+# another one's storage)
+"$GRANARY" format "$meta2" other --storage "$s3vol" >"$TMP/fmt.out" 2>&1 ||
+	fail "format on S3 failed: $(cat "$TMP/fmt.out")"
+expect_exit 1 "already holds volume 'other'" "$GRANARY" format "$meta" third --storage "$s3vol" --force
+expect_exit 1 "already holds volume 'again'" "$GRANARY" format "$meta2" third --storage "file://$TMP/d" --force
+# the refused formats left the marker alone: the volume still mounts
+mount_vol "$meta" "$TMP/mp-own"
+echo kept >"$TMP/mp-own/f" || fail "write to the volume failed"
+umount_vol "$TMP/mp-own"
+# a storage that names another volume is refused at mount, nothing mounted
+mkdir -p "$TMP/d2"
+"$GRANARY" format "$meta2" other --storage "file://$TMP/d2" --force >/dev/null 2>&1 ||
+	fail "format --force on an empty storage failed"
+cp "$TMP/d/granary.volume" "$TMP/marker.keep"
+cp "$TMP/d2/granary.volume" "$TMP/d/granary.volume"
+mkdir -p "$TMP/mp-wrong"
+expect_exit 1 "holds volume 'other'" "$GRANARY" mount "$meta" "$TMP/mp-wrong"
+is_mounted "$TMP/mp-wrong" && fail "a mount refused for another volume's storage is mounted"
+# a volume from before the marker gets it at its first read-write mount,
+# not at a read-only one
+rm "$TMP/d/granary.volume"
+mount_vol "$meta" "$TMP/mp-own" --read-only
+umount_vol "$TMP/mp-own"
+[ -e "$TMP/d/granary.volume" ] && fail "a read-only mount wrote the volume marker"
+mount_vol "$meta" "$TMP/mp-own"
+check_eq "$(cat "$TMP/mp-own/f")" kept "file of the volume after its marker was lost"
+umount_vol "$TMP/mp-own"
+cmp -s "$TMP/d/granary.volume" "$TMP/marker.keep" ||
+	fail "the first read-write mount did not write the volume's marker: $(cat "$TMP/d/granary.volume" 2>&1)"
+ok "a storage holds one volume: format and mount refuse another's, a lost marker comes back"
+
 # --- mount errors and usage errors
 expect_exit 1 "does not exist|no such" "$GRANARY" mount "$meta" "$TMP/no/such/dir"
 expect_exit 2 "usage" "$GRANARY" format --no-such-flag

@@ -766,6 +766,48 @@ Test(objstore, strerror_texts)
 		cr_assert_gt(strlen(objstore_strerror(codes[i])), 10);
 }
 
+/* ---- the volume marker ---- */
+
+Test(objstore, owner_marker_round_trip)
+{
+	struct objstore *s;
+	struct objstore_owner w = {"0c5e2a7e-1111-4222-8333-944455556666",
+				   "data.set-1"},
+			      r;
+	static const char *bad[] = {"", "granary volume\n",
+				    "granary volume\nname=x\n",
+				    "something else\nuuid=a\nname=b\n",
+				    "granary volume\nuuid=\nname=b\n"};
+
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	cr_assert_eq(objstore_owner_get(s, &r), ENOENT);
+	cr_assert_eq(objstore_owner_put(s, &w), 0);
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(objstore_owner_get(s, &r), 0);
+	cr_expect_str_eq(r.uuid, w.uuid);
+	cr_expect_str_eq(r.name, w.name);
+
+	/* fields in any order, other lines ignored */
+	const char *other = "granary volume\nname=n2\nfuture=1\nuuid=u2";
+	cr_assert_eq(objstore_put(s, OBJSTORE_OWNER_KEY, other, strlen(other)),
+		     0);
+	cr_assert_eq(objstore_owner_get(s, &r), 0);
+	cr_expect_str_eq(r.uuid, "u2");
+	cr_expect_str_eq(r.name, "n2");
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(
+		    objstore_put(s, OBJSTORE_OWNER_KEY, bad[i], strlen(bad[i])),
+		    0);
+		cr_expect_eq(objstore_owner_get(s, &r), EINVAL,
+			     "marker '%s' accepted", bad[i]);
+	}
+	/* a name that would end the line early is refused */
+	snprintf(w.name, sizeof(w.name), "a\nuuid=evil");
+	cr_expect_eq(objstore_owner_put(s, &w), EINVAL);
+	objstore_close(s);
+}
+
 /* ---- mem:// sharing ---- */
 
 Test(objstore, mem_named_shared_unnamed_private)
