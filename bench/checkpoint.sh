@@ -17,12 +17,14 @@ T=${BENCH_CKPT_THREADS:-8}
 BUF=${BENCH_CKPT_BUFFER:-256M}
 TARGETS=${BENCH_CKPT_TARGETS:-local raw-file granary-file raw-s3 granary-s3 s3fs rclone}
 READS=${BENCH_CKPT_READS:-3}
+SAVES=${BENCH_CKPT_SAVES:-3}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
 STAMP=$(date +%Y-%m-%d-%H%M)
 say() { printf '%s\n' "$*" >&2; }
 
 case $READS in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_READS takes 1 to 99 (got '$READS')"; exit 2 ;; esac
+case $SAVES in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_SAVES takes 1 to 99 (got '$SAVES')"; exit 2 ;; esac
 [ "$MB" -ge 8 ] && [ $((MB % 8)) = 0 ] ||
 	{ say "checkpoint: BENCH_CKPT_MB must be a multiple of 8 (got '$MB')"; exit 2; }
 case $BUF in
@@ -163,27 +165,51 @@ verify8() {
 	done
 }
 
-# saves ID DIR [PID]: both saves, source in the page cache; with PID (the
-# granary daemon), its peak RSS during each, the peak reset before
+# saves ID DIR [PID]: both saves, source in the page cache, SAVES rounds
+# (the files deleted between them), the median of each kept; with PID (the
+# granary daemon), its peak RSS during each, the peak reset before, the
+# highest of the rounds kept
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
 saves() {
-	settle
-	warm_src
-	[ -z "${3:-}" ] || hwm_reset "$3"
-	timed "$1" save1 "$MB" save1 "$2"
-	[ -z "${3:-}" ] || put "$1" hwm1 "$(hwm "$3")"
-	settle
-	warm_src
-	[ -z "${3:-}" ] || hwm_reset "$3"
-	timed "$1" save8 "$MB" save8 "$2"
-	[ -z "${3:-}" ] || put "$1" hwm8 "$(hwm "$3")"
+	local r p1=0 p8=0 v
+	for r in $(seq 1 "$SAVES"); do
+		[ "$r" = 1 ] || unsave "$2" || return 1
+		settle
+		warm_src
+		[ -z "${3:-}" ] || hwm_reset "$3"
+		timed "$1" "save1_r$r" "$MB" save1 "$2" || return 1
+		[ -z "${3:-}" ] || { v=$(hwm "$3"); [ "$v" -le "$p1" ] || p1=$v; }
+		settle
+		warm_src
+		[ -z "${3:-}" ] || hwm_reset "$3"
+		timed "$1" "save8_r$r" "$MB" save8 "$2" || return 1
+		[ -z "${3:-}" ] || { v=$(hwm "$3"); [ "$v" -le "$p8" ] || p8=$v; }
+	done
+	median "$1" save1 "$SAVES"
+	median "$1" save8 "$SAVES"
+	[ -z "${3:-}" ] || { put "$1" hwm1 "$p1"; put "$1" hwm8 "$p8"; }
 }
 
-# median ID KEY: put KEY, the median of KEY_r1 .. KEY_r$READS
+# unsave DIR: delete the saved files before the next round (an overwrite
+# would find s3rver's objects already whole); OBJDIR set: wait until the
+# store has dropped them too
+unsave() {
+	local f end=$(($(date +%s) + STEP_TIMEOUT))
+	rm -f "$1/ckpt.pt" "$1"/shard-?.pt || { why "cannot delete the saved files in $1"; return 1; }
+	[ -n "$OBJDIR" ] || return 0
+	for f in ckpt.pt shard-0.pt shard-1.pt shard-2.pt shard-3.pt shard-4.pt shard-5.pt shard-6.pt shard-7.pt; do
+		while [ -e "$OBJDIR/$f._S3rver_object" ]; do
+			[ "$(date +%s)" -lt "$end" ] || { why "'$f' still in the store ${STEP_TIMEOUT}s after its delete"; return 1; }
+			sleep 0.1
+		done
+	done
+}
+
+# median ID KEY [N]: put KEY, the median of KEY_r1 .. KEY_rN (N: $READS)
 median() {
 	local r v=""
-	for r in $(seq 1 "$READS"); do v="$v $(get "$1" "$2_r$r")"; done
+	for r in $(seq 1 "${3:-$READS}"); do v="$v $(get "$1" "$2_r$r")"; done
 	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
 }
 
@@ -226,10 +252,13 @@ t_local() {
 
 t_raw() { # ID URL
 	local l r
-	settle
-	warm_src
-	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
-	put "$1" save1 "$(field "$l" mib_per_s)"
+	for r in $(seq 1 "$SAVES"); do
+		settle
+		warm_src
+		l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
+		put "$1" "save1_r$r" "$(field "$l" mib_per_s)"
+	done
+	median "$1" save1 "$SAVES"
 	for r in $(seq 1 "$READS"); do
 		drop
 		l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
@@ -488,6 +517,7 @@ report() {
 	done
 	echo
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
+	footnote "saves: every save figure (the raw stores' PUTs too) is the median of $SAVES rounds (BENCH_CKPT_SAVES), the files deleted between rounds; peak RSS is the highest of the rounds" >/dev/null
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
 	ok s3fs || ok rclone && footnote "s3fs and rclone: the saves end when every object is whole in s3rver's store (rclone uploads after close); s3fs has no cache, its warm read goes to the store again; the 8 files are not compared with the source on s3fs (it would read them once more)" >/dev/null
 	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. Every read figure (the raw stores' GETs too) is the median of $READS rounds (BENCH_CKPT_READS), each on fresh mounts. The big file is compared with the source after the first warm read, the 8 files after their first read." >/dev/null
