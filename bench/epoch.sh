@@ -12,6 +12,7 @@ NF=${BENCH_FILES:-10000}
 MEAN_KIB=${BENCH_MEAN_KIB:-128}
 DIRS=${BENCH_DIRS:-100}
 T=${BENCH_THREADS:-4}
+ROUNDS=${BENCH_EPOCHS:-3}
 W=${BENCH_WRITERS:-4}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-300}
 TARGETS=${BENCH_TARGETS:-local passthrough raw granary-s3 granary-file s3fs rclone}
@@ -123,6 +124,7 @@ readers() {
 }
 
 put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
+get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 
 s3log_mark() { wc -l <"$TMP/s3/s3rver.log"; }
 # object GETs (not listings) for BUCKET logged after line FROM
@@ -169,15 +171,41 @@ ingest_into() { # ID DIR
 	l=$(readers -t "$W" -c "$SRC" "$LIST" "$2") || return 1
 	put "$1" ingest_secs "$(field "$l" secs)"
 }
-epoch() { # ID cold|warm DIR BUCKET|-
-	local l mark=0
+epoch() { # ID cold|warm DIR BUCKET|- [SUFFIX]: KEY$SUFFIX for each figure
+	local l mark=0 x=${5:-}
 	drop
 	[ "$4" != - ] && mark=$(s3log_mark)
 	l=$(readers -t "$T" -S "$([ "$2" = cold ] && echo $COLD_SEED || echo $WARM_SEED)" "$LIST" "$3") || return 1
-	put "$1" "$2" "$(field "$l" files_per_s)"
-	put "$1" "$2_mib" "$(field "$l" mib_per_s)"
-	[ "$4" != - ] && put "$1" "$2_gets" "$(s3log_gets "$4" "$mark")"
+	put "$1" "$2$x" "$(field "$l" files_per_s)"
+	put "$1" "$2_mib$x" "$(field "$l" mib_per_s)"
+	[ "$4" != - ] && put "$1" "$2_gets$x" "$(s3log_gets "$4" "$mark")"
 	return 0
+}
+# median ID KEY: put KEY, the median of KEY_r1 .. KEY_r$ROUNDS (if any)
+median() {
+	local r v=""
+	for r in $(seq 1 "$ROUNDS"); do v="$v $(get "$1" "$2_r$r")"; done
+	[ -n "${v// /}" ] || return 0
+	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+}
+# epochs ID DIR BUCKET|- [MOUNT_CMD...]: ROUNDS rounds of a cold and a warm
+# epoch, each round after the first on a fresh mount (unmount_all, then
+# MOUNT_CMD; none: the same directory, page cache dropped); the median of
+# each figure is kept (one epoch on this machine swings by a tenth or
+# more between runs). A sample of the files is compared in the first.
+epochs() {
+	local id=$1 dir=$2 b=$3 r k
+	shift 3
+	for r in $(seq 1 "$ROUNDS"); do
+		if [ "$r" -gt 1 ] && [ $# -gt 0 ]; then
+			unmount_all
+			"$@"
+		fi
+		epoch "$id" cold "$dir" "$b" "_r$r"
+		epoch "$id" warm "$dir" "$b" "_r$r"
+		[ "$r" != 1 ] || verify "$dir"
+	done
+	for k in cold cold_mib cold_gets warm warm_mib warm_gets; do median "$id" "$k"; done
 }
 
 # ------------------------------------------------------------------------
@@ -187,8 +215,7 @@ epoch() { # ID cold|warm DIR BUCKET|-
 t_local() {
 	ingest_into "$1" "$TMP/local"
 	touch "$TMP/local.done"
-	epoch "$1" cold "$TMP/local" -
-	epoch "$1" warm "$TMP/local" -
+	epochs "$1" "$TMP/local" -
 }
 
 # The FUSE baseline: bench/passthrough (the capabilities, timeouts and
@@ -206,23 +233,26 @@ t_passthrough() {
 	"$PT" -f "$TMP/local" "$mp" </dev/null >>"$TMP/mnt-passthrough.log" 2>&1 &
 	echo "passthrough $mp $!" >>"$REG"
 	wait_mounted "$mp" $!
-	peer_epochs "$1" "$mp" -
+	epochs "$1" "$mp" -
 }
 
 t_raw() {
-	local l url="s3+http://127.0.0.1:$S3PORT/raw" mark
+	local l r k url="s3+http://127.0.0.1:$S3PORT/raw" mark
 	settle
 	warm_source
 	mark=$(s3log_mark)
 	l=$(readers -t "$W" -s -c "$SRC" "$LIST" "$url")
 	put "$1" ingest_secs "$(field "$l" secs)"
 	put "$1" ingest_puts "$(s3log_puts raw "$mark")"
-	drop
-	mark=$(s3log_mark)
-	l=$(readers -t "$T" -s -S $COLD_SEED "$LIST" "$url")
-	put "$1" cold "$(field "$l" files_per_s)"
-	put "$1" cold_mib "$(field "$l" mib_per_s)"
-	put "$1" cold_gets "$(s3log_gets raw "$mark")"
+	for r in $(seq 1 "$ROUNDS"); do
+		drop
+		mark=$(s3log_mark)
+		l=$(readers -t "$T" -s -S $COLD_SEED "$LIST" "$url")
+		put "$1" "cold_r$r" "$(field "$l" files_per_s)"
+		put "$1" "cold_mib_r$r" "$(field "$l" mib_per_s)"
+		put "$1" "cold_gets_r$r" "$(s3log_gets raw "$mark")"
+	done
+	for k in cold cold_mib cold_gets; do median "$1" "$k"; done
 }
 
 granary_mount() { # META MP [ARGS...]
@@ -275,9 +305,7 @@ t_granary() { # ID DB STORAGE_URL BUCKET|-
 	put "$id" redis_usage $(( $(redis_keys_bytes "$db") / NF ))
 	unmount_all
 	granary_fresh "$meta" "$mp" $RO
-	epoch "$id" cold "$mp" "$bucket"
-	epoch "$id" warm "$mp" "$bucket"
-	verify "$mp"
+	epochs "$id" "$mp" "$bucket" granary_fresh "$meta" "$mp" $RO
 	unmount_all
 	if "$G" warmup --help >/dev/null 2>&1; then
 		drop
@@ -308,11 +336,6 @@ peer_ingest() {
 	put "$1" upload_wait "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
 	put "$1" ingest_puts "$(s3log_puts "$1" "$mark")"
 }
-peer_epochs() { # ID MP BUCKET
-	epoch "$1" cold "$2" "$3"
-	epoch "$1" warm "$2" "$3"
-	verify "$2"
-}
 wait_mounted() { # MP PID
 	for _ in $(seq 1 100); do
 		mountpoint -q "$1" && return 0
@@ -339,7 +362,7 @@ t_s3fs() {
 	peer_ingest "$1" "$TMP/mnt-s3fs" "$TMP/s3/data/s3fs"
 	unmount_all
 	s3fs_mount "$TMP/mnt-s3fs"
-	peer_epochs "$1" "$TMP/mnt-s3fs" s3fs
+	epochs "$1" "$TMP/mnt-s3fs" s3fs s3fs_mount "$TMP/mnt-s3fs"
 }
 
 rclone_mount() { # MP
@@ -359,7 +382,7 @@ t_rclone() {
 	peer_ingest "$1" "$TMP/mnt-rclone" "$TMP/s3/data/rclone/dataset"
 	unmount_all
 	rclone_mount "$TMP/mnt-rclone"
-	peer_epochs "$1" "$TMP/mnt-rclone" rclone
+	epochs "$1" "$TMP/mnt-rclone" rclone rclone_mount "$TMP/mnt-rclone"
 }
 
 run_target() { # ID
@@ -442,7 +465,6 @@ RUNTIME=$(($(date +%s) - T_START))
 # ------------------------------------------------------------------------
 # report
 
-get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 name() {
 	case $1 in
 	local) echo "local disk" ;;
@@ -556,6 +578,7 @@ report() {
 	echo "Columns: see bench/README.md. GETs: object GETs s3rver logged during the epoch." \
 		"Cold: a fresh mount with empty client caches${CACHE_OPT:+ (granary: a private --cache-dir, emptied)}" \
 		"and the page cache dropped; warm: a second epoch on the same mount in a new order, page cache dropped." \
+		"Every epoch figure (cold, warm, the raw store's GETs; files/s, MiB/s, GETs) is the median of $ROUNDS rounds (BENCH_EPOCHS), each on a fresh mount; ingest and warmup run once." \
 		"Granary epochs and warmup run on ${RO:+read-only }mounts; rclone uses --vfs-cache-mode full --vfs-write-back 0s."
 }
 
