@@ -276,7 +276,9 @@ int cmd_format(int argc, char **argv)
 			  storage, owner.name, owner.uuid);
 		cli_hint("give each volume a bucket or prefix of its own "
 			 "(s3://HOST/BUCKET/PREFIX, file:///DIR): volumes "
-			 "that share one overwrite each other's data");
+			 "that share one overwrite each other's data. If "
+			 "that volume is gone for good, delete its objects "
+			 "there, " OBJSTORE_OWNER_KEY " included");
 		goto close_store;
 	}
 	if (err == EINVAL) {
