@@ -131,7 +131,7 @@ wait_object() {
 }
 
 # the workload on a directory; OBJDIR set: wait for the objects there too
-OBJDIR=""
+OBJDIR="" GSTORE=""
 save1() {
 	"${DD[@]}" if="$SRC" of="$1/ckpt.pt" conv=fsync || return 1
 	[ -z "$OBJDIR" ] || wait_object "$OBJDIR/ckpt.pt" "$BYTES"
@@ -192,11 +192,19 @@ saves() {
 }
 
 # unsave DIR: delete the saved files before the next round (an overwrite
-# would find s3rver's objects already whole); OBJDIR set: wait until the
-# store has dropped them too
+# would find s3rver's objects already whole). OBJDIR set (s3fs, rclone):
+# wait until the store has dropped them too; GSTORE set (granary: where
+# its store keeps its files): until granary has deleted every block in
+# the background, so that its deletes do not run during the next save
 unsave() {
 	local f end=$(($(date +%s) + STEP_TIMEOUT))
 	rm -f "$1/ckpt.pt" "$1"/shard-?.pt || { why "cannot delete the saved files in $1"; return 1; }
+	if [ -n "$GSTORE" ]; then
+		while [ -n "$(find "$GSTORE/blocks" -type f -print -quit 2>/dev/null)" ]; do
+			[ "$(date +%s)" -lt "$end" ] || { why "granary's blocks still in the store ${STEP_TIMEOUT}s after the delete"; return 1; }
+			sleep 0.2
+		done
+	fi
 	[ -n "$OBJDIR" ] || return 0
 	for f in ckpt.pt shard-0.pt shard-1.pt shard-2.pt shard-3.pt shard-4.pt shard-5.pt shard-6.pt shard-7.pt; do
 		while [ -e "$OBJDIR/$f._S3rver_object" ]; do
@@ -331,11 +339,14 @@ t_granary_file() {
 		GCACHE=0
 		echo "granary on file://: mounted with no --cache-dir; the store is on the disk of the default cache directory, so the mount has no disk cache and its warm read is from the store's files" >"$TMP/note-gfile"
 	fi
-	t_granary "$1" 2 "file://$TMP/granary-file"
+	GSTORE=$TMP/granary-file t_granary "$1" 2 "file://$TMP/granary-file"
 	GCACHE=1
 	rm -rf "$TMP/granary-file"
 }
-t_granary_s3() { t_granary "$1" 1 "$GRANARY_TEST_S3/granary"; free_bucket granary; }
+t_granary_s3() {
+	GSTORE=$TMP/s3/data/granary t_granary "$1" 1 "$GRANARY_TEST_S3/granary"
+	free_bucket granary
+}
 
 peer_mount() { # KIND MP CMD...: a FUSE client in the foreground, in the background
 	local kind=$1 mp=$2
