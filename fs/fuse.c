@@ -1236,15 +1236,6 @@ static void fh_free(struct fs *fs, struct fh *h)
 	free(h);
 }
 
-/* Register an open of n (first local open registers with the volume, so
- * an unlink elsewhere keeps the inode) and fill fi. */
-/*
- * Register an open of n and fill fi. A read-write client registers its
- * first local open with the volume (an unlink elsewhere then keeps the
- * inode) and fetches fresh attributes (close-to-open). A read-only client
- * serves dataset epochs: it reuses attributes younger than the attribute
- * timeout and registers nothing, so a warm epoch costs no round trip.
- */
 /*
  * May a write-only open of n write past the page cache? Only when the file
  * has no set-id bit and no file capability: the kernel drops those before
@@ -1269,8 +1260,15 @@ static int dio_allowed(struct fs *fs, struct node *n, const struct meta_attr *a)
 	return err == ENODATA;
 }
 
-/* created: the inode was just made by meta_create, which registered this
- * open and handed out *a. */
+/*
+ * Register an open of n and fill fi. A read-write client registers its
+ * first local open with the volume (an unlink elsewhere then keeps the
+ * inode) and fetches fresh attributes (close-to-open). A read-only client
+ * serves dataset epochs: it reuses attributes younger than the attribute
+ * timeout and registers nothing, so a warm epoch costs no round trip.
+ * created: the inode was just made by meta_create, which registered this
+ * open and handed out *a.
+ */
 static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 		     struct meta_attr *a, int created)
 {
