@@ -1388,10 +1388,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		meta_file_close(fs->meta, ino);
 		return reply_err(req, "create", ENOMEM);
 	}
-	err = file_open(fs, n, fi, &a, 1);
+	/* made without xattrs: before file_open, whose dio_allowed() would
+	 * otherwise ask the volume for a capability */
 	pthread_mutex_lock(&n->lock);
 	n->nocaps_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
 	pthread_mutex_unlock(&n->lock);
+	err = file_open(fs, n, fi, &a, 1);
 	node_unpin(fs, n);
 	if (err)
 		return reply_err(req, "create", err);
