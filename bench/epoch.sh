@@ -13,6 +13,7 @@ MEAN_KIB=${BENCH_MEAN_KIB:-128}
 DIRS=${BENCH_DIRS:-100}
 T=${BENCH_THREADS:-4}
 ROUNDS=${BENCH_EPOCHS:-3}
+INGESTS=${BENCH_INGESTS:-3}
 W=${BENCH_WRITERS:-4}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-300}
 TARGETS=${BENCH_TARGETS:-local passthrough raw granary-s3 granary-file s3fs rclone}
@@ -140,10 +141,11 @@ s3log_puts() {
 }
 
 # wait_objects DIR N: until the store holds N objects under DIR (s3rver's
-# files); for clients that upload after close().
+# files), those of earlier ingest rounds (DIR/iR) left out; for clients
+# that upload after close().
 wait_objects() {
 	local end=$(($(date +%s) + STEP_TIMEOUT))
-	while [ "$(find "$1" -name 'img_*._S3rver_object' 2>/dev/null | wc -l)" -lt "$2" ]; do
+	while [ "$(find "$1" -path "$1/i[0-9]*" -prune -o -name 'img_*._S3rver_object' -print 2>/dev/null | wc -l)" -lt "$2" ]; do
 		[ "$(date +%s)" -lt "$end" ] || { echo "objects did not reach the store within ${STEP_TIMEOUT}s" >"$TMP/why"; return 1; }
 		sleep 0.2
 	done
@@ -163,13 +165,39 @@ warm_source() { "$RD" -t "$W" "$LIST" "$SRC" >/dev/null; }
 # (their writeback would compete with this one's fsyncs).
 settle() { timeout 60 sync; }
 
-# the common steps: ingest, then cold and warm epochs, on a directory
-ingest_into() { # ID DIR
-	local l
+# The common steps: ingest, then cold and warm epochs, on a directory.
+# Ingest runs INGESTS rounds: the last into DIR, which the epochs read,
+# each one before into DIR/iR (round_dir: a copy of its own, one level
+# down; s3rver lists no deeper prefixes to rclone). A round's files/s
+# counts the wait until the store has it all (WAIT_CMD) too; the median
+# of the rounds is kept.
+round_dir() { # DIR R
+	if [ "$2" = "$INGESTS" ]; then echo "$1"; else echo "$1/i$2"; fi
+}
+ingest_round() { # ID DIR R [WAIT_CMD...]: ingest_rR, upload_wait_rR
+	local id=$1 dir r=$3 l s w=0 t0 t1
+	dir=$(round_dir "$2" "$3")
+	shift 3
 	settle
 	warm_source
-	l=$(readers -t "$W" -c "$SRC" "$LIST" "$2") || return 1
-	put "$1" ingest_secs "$(field "$l" secs)"
+	l=$(readers -t "$W" -c "$SRC" "$LIST" "$dir") || return 1
+	s=$(field "$l" secs)
+	if [ $# -gt 0 ]; then
+		t0=$(now)
+		"$@" "$dir" "$r" || return 1
+		t1=$(now)
+		w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+		put "$id" "upload_wait_r$r" "$w"
+	fi
+	put "$id" "ingest_r$r" "$(awk -v n="$NF" -v s="$s" -v w="$w" 'BEGIN { printf "%.1f", n / (s + w) }')"
+}
+ingests() { # ID DIR [WAIT_CMD...]: every round, then the medians
+	local id=$1 dir=$2 r
+	shift 2
+	for r in $(seq 1 "$INGESTS"); do ingest_round "$id" "$dir" "$r" "$@" || return 1; done
+	median "$id" ingest "$INGESTS"
+	median "$id" upload_wait "$INGESTS"
+	median "$id" ingest_puts "$INGESTS"
 }
 epoch() { # ID cold|warm DIR BUCKET|- [SUFFIX]: KEY$SUFFIX for each figure
 	local l mark=0 x=${5:-}
@@ -181,10 +209,11 @@ epoch() { # ID cold|warm DIR BUCKET|- [SUFFIX]: KEY$SUFFIX for each figure
 	[ "$4" != - ] && put "$1" "$2_gets$x" "$(s3log_gets "$4" "$mark")"
 	return 0
 }
-# median ID KEY: put KEY, the median of KEY_r1 .. KEY_r$ROUNDS (if any)
+# median ID KEY [N]: put KEY, the median of KEY_r1 .. KEY_rN (default
+# ROUNDS), if any
 median() {
 	local r v=""
-	for r in $(seq 1 "$ROUNDS"); do v="$v $(get "$1" "$2_r$r")"; done
+	for r in $(seq 1 "${3:-$ROUNDS}"); do v="$v $(get "$1" "$2_r$r")"; done
 	[ -n "${v// /}" ] || return 0
 	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
 }
@@ -213,7 +242,7 @@ epochs() {
 # the reason for an n/a to $TMP/why
 
 t_local() {
-	ingest_into "$1" "$TMP/local"
+	ingests "$1" "$TMP/local"
 	touch "$TMP/local.done"
 	epochs "$1" "$TMP/local" -
 }
@@ -237,13 +266,18 @@ t_passthrough() {
 }
 
 t_raw() {
-	local l r k url="s3+http://127.0.0.1:$S3PORT/raw" mark
-	settle
-	warm_source
-	mark=$(s3log_mark)
-	l=$(readers -t "$W" -s -c "$SRC" "$LIST" "$url")
-	put "$1" ingest_secs "$(field "$l" secs)"
-	put "$1" ingest_puts "$(s3log_puts raw "$mark")"
+	local l r k url mark
+	for r in $(seq 1 "$INGESTS"); do
+		settle
+		warm_source
+		mark=$(s3log_mark)
+		url=$(round_dir "s3+http://127.0.0.1:$S3PORT/raw" "$r")
+		l=$(readers -t "$W" -s -c "$SRC" "$LIST" "$url")
+		put "$1" "ingest_r$r" "$(field "$l" files_per_s)"
+		put "$1" "ingest_puts_r$r" "$(s3log_puts raw "$mark")"
+	done
+	median "$1" ingest "$INGESTS"
+	median "$1" ingest_puts "$INGESTS"
 	for r in $(seq 1 "$ROUNDS"); do
 		drop
 		mark=$(s3log_mark)
@@ -293,16 +327,10 @@ t_granary() { # ID DB STORAGE_URL BUCKET|-
 	# shellcheck disable=SC2086 # INGEST_ARGS is a list of flags
 	granary_fresh "$meta" "$mp" $INGEST_ARGS
 	before=$(redis_used)
-	ingest_into "$id" "$mp"
-	# with --writeback, the ingest ends when the store has it all
-	t0=$(now)
-	setfattr -n granary.sync -v 1 "$mp" 2>"$TMP/sync.err" ||
-		{ echo "granary.sync failed: $(head -1 "$TMP/sync.err")" >"$TMP/why"; return 1; }
-	t1=$(now)
-	put "$id" upload_wait "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
-	put "$id" ingest_puts "$(gstat "$mp" store puts)"
-	put "$id" redis_info $(( ($(redis_used) - before) / NF ))
-	put "$id" redis_usage $(( $(redis_keys_bytes "$db") / NF ))
+	GPUTS=$(gstat "$mp" store puts)
+	ingests "$id" "$mp" granary_wait "$id" "$mp"
+	put "$id" redis_info $(( ($(redis_used) - before) / (NF * INGESTS) ))
+	put "$id" redis_usage $(( $(redis_keys_bytes "$db") / (NF * INGESTS) ))
 	unmount_all
 	granary_fresh "$meta" "$mp" $RO
 	epochs "$id" "$mp" "$bucket" granary_fresh "$meta" "$mp" $RO
@@ -312,7 +340,7 @@ t_granary() { # ID DB STORAGE_URL BUCKET|-
 		granary_fresh "$meta" "$mp" $RO
 		[ "$bucket" != - ] && mark=$(s3log_mark)
 		t0=$(now)
-		timeout -k 10 "$STEP_TIMEOUT" "$G" warmup -q "$mp" >/dev/null 2>"$TMP/warmup.err" ||
+		timeout -k 10 "$STEP_TIMEOUT" "$G" warmup -q $(cut -d/ -f1 "$LIST" | sort -u | sed "s|^|$mp/|") >/dev/null 2>"$TMP/warmup.err" ||
 			{ echo "granary warmup failed: $(head -1 "$TMP/warmup.err")" >"$TMP/why"; return 1; }
 		t1=$(now)
 		put "$id" warmup "$(awk -v a="$t0" -v b="$t1" -v n="$BYTES" 'BEGIN { printf "%.1f", n / 1048576 / (b - a) }')"
@@ -322,19 +350,29 @@ t_granary() { # ID DB STORAGE_URL BUCKET|-
 		put "$id" warmup_na "granary warmup does not exist yet"
 	fi
 }
+# granary_wait ID MP DIR R: with --writeback the ingest ends when the
+# store has it all; the PUTs of round R
+granary_wait() {
+	local p
+	setfattr -n granary.sync -v 1 "$2" 2>"$TMP/sync.err" ||
+		{ echo "granary.sync failed: $(head -1 "$TMP/sync.err")" >"$TMP/why"; return 1; }
+	p=$(gstat "$2" store puts)
+	put "$1" "ingest_puts_r$4" $((p - GPUTS))
+	GPUTS=$p
+}
 t_granary_s3() { t_granary "$1" 1 "s3+http://127.0.0.1:$S3PORT/granary" granary; }
 t_granary_file() { t_granary "$1" 2 "file://$TMP/granary-file-data" -; }
 
-# peer_ingest ID MP OBJDIR: copy in, then wait until the store has it all
+# peer_ingest ID MP OBJDIR: the ingest rounds, each waiting until the
+# store has it all (peer_wait ID OBJDIR DIR R; the PUTs of round R)
 peer_ingest() {
-	local t0 t1 mark
-	mark=$(s3log_mark)
-	ingest_into "$1" "$2"
-	t0=$(now)
-	wait_objects "$3" "$NF"
-	t1=$(now)
-	put "$1" upload_wait "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
-	put "$1" ingest_puts "$(s3log_puts "$1" "$mark")"
+	PMARK=$(s3log_mark)
+	ingests "$1" "$2" peer_wait "$1" "$3"
+}
+peer_wait() {
+	wait_objects "$(round_dir "$2" "$4")" "$NF" || return 1
+	put "$1" "ingest_puts_r$4" "$(s3log_puts "$1" "$PMARK")"
+	PMARK=$(s3log_mark)
 }
 wait_mounted() { # MP PID
 	for _ in $(seq 1 100); do
@@ -477,18 +515,6 @@ name() {
 	*) echo "$1" ;;
 	esac
 }
-# per-target derived values: ingest files/s counts the upload wait too
-val() { # ID KEY
-	local s w
-	case $2 in
-	ingest)
-		s=$(get "$1" ingest_secs)
-		[ -n "$s" ] || return 0
-		w=$(get "$1" upload_wait)
-		awk -v n="$NF" -v s="$s" -v w="${w:-0}" 'BEGIN { printf "%.1f", n / (s + w) }' ;;
-	*) get "$1" "$2" ;;
-	esac
-}
 fmt() { # VALUE [NA_TEXT]
 	if [ -z "$1" ]; then echo "${2:-n/a}"
 	else awk -v v="$1" 'BEGIN { printf (v >= 100 ? "%.0f" : "%.1f"), v }'; fi
@@ -521,9 +547,9 @@ report() {
 			echo "| $(name "$id") $n | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"
 			continue
 		fi
-		warm=$(fmt "$(val "$id" warm)" "—")
+		warm=$(fmt "$(get "$id" warm)" "—")
 		[ "$id" = raw ] && warm="— $(footnote "raw store: no cache, a second epoch is the same GETs again")"
-		ingest=$(fmt "$(val "$id" ingest)")
+		ingest=$(fmt "$(get "$id" ingest)")
 		[ "$id" = passthrough ] &&
 			ingest="— $(footnote "$(name "$id"): build/bench/passthrough, read-only, over the files the local disk row wrote (granary's FUSE capabilities, 3600 s timeouts, 32 threads): no ingest")"
 		warmup="—"
@@ -541,7 +567,7 @@ report() {
 		ri=$(get "$id" redis_info); ru=$(get "$id" redis_usage)
 		pf=$(get "$id" ingest_puts)
 		[ -n "$pf" ] && pf=$(awk -v p="$pf" -v n="$NF" 'BEGIN { printf "%.3f", p / n }')
-		echo "| $(name "$id") | $ingest | ${pf:-—} | $(fmt "$(val "$id" cold)") | $(fmt "$(val "$id" cold_mib)") |" \
+		echo "| $(name "$id") | $ingest | ${pf:-—} | $(fmt "$(get "$id" cold)") | $(fmt "$(get "$id" cold_mib)") |" \
 			"${gets:-—} | $warm | ${wgets:-—} | $warmup | ${ri:-—} | ${ru:-—} |"
 	done
 	echo
@@ -550,17 +576,17 @@ report() {
 	echo "| target | ingest vs local | ingest vs raw | cold vs local | cold vs raw | warm vs local | warm vs raw | warm vs passthrough warm |"
 	echo "|---|---|---|---|---|---|---|---|"
 	local li lc lw ri_ rc_ pw tgt=""
-	li=$(val local ingest); lc=$(val local cold); lw=$(val local warm)
-	ri_=$(val raw ingest); rc_=$(val raw cold); pw=$(val passthrough warm)
+	li=$(get local ingest); lc=$(get local cold); lw=$(get local warm)
+	ri_=$(get raw ingest); rc_=$(get raw cold); pw=$(get passthrough warm)
 	for id in $TARGETS; do
 		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] || continue
-		echo "| $(name "$id") | $(ratio "$(val "$id" ingest)" "$li") | $(ratio "$(val "$id" ingest)" "$ri_") |" \
-			"$(ratio "$(val "$id" cold)" "$lc") | $(ratio "$(val "$id" cold)" "$rc_") |" \
-			"$(ratio "$(val "$id" warm)" "$lw") | $(ratio "$(val "$id" warm)" "$rc_") |" \
-			"$(ratio "$(val "$id" warm)" "$pw") |"
+		echo "| $(name "$id") | $(ratio "$(get "$id" ingest)" "$li") | $(ratio "$(get "$id" ingest)" "$ri_") |" \
+			"$(ratio "$(get "$id" cold)" "$lc") | $(ratio "$(get "$id" cold)" "$rc_") |" \
+			"$(ratio "$(get "$id" warm)" "$lw") | $(ratio "$(get "$id" warm)" "$rc_") |" \
+			"$(ratio "$(get "$id" warm)" "$pw") |"
 		case $id in granary-*)
-			[ -n "$pw" ] && [ -n "$(val "$id" warm)" ] &&
-				tgt="$tgt${tgt:+, }$(name "$id") $(ratio "$(val "$id" warm)" "$pw")" ;;
+			[ -n "$pw" ] && [ -n "$(get "$id" warm)" ] &&
+				tgt="$tgt${tgt:+, }$(name "$id") $(ratio "$(get "$id" warm)" "$pw")" ;;
 		esac
 	done
 	echo
@@ -569,7 +595,7 @@ report() {
 		echo
 	fi
 	for id in s3fs rclone granary-s3 granary-file; do
-		[ -n "$(get "$id" upload_wait)" ] && footnote "$(name "$id"): ingest includes $(get "$id" upload_wait) s waiting, after the copy, until every object was in the store" >/dev/null
+		[ -n "$(get "$id" upload_wait)" ] && footnote "$(name "$id"): each ingest round includes the wait, after the copy, until every object was in the store (median $(get "$id" upload_wait) s)" >/dev/null
 	done
 	[ -n "$INGEST_ARGS" ] && footnote "granary ingests with '$INGEST_ARGS': close returns once the file is fsync'd on the node's disk and in the metadata; packs upload in the background" >/dev/null
 	[ -f "$TMP/global-notes" ] && while read -r l; do footnote "$l" >/dev/null; done < <(sort -u "$TMP/global-notes")
@@ -578,7 +604,7 @@ report() {
 	echo "Columns: see bench/README.md. GETs: object GETs s3rver logged during the epoch." \
 		"Cold: a fresh mount with empty client caches${CACHE_OPT:+ (granary: a private --cache-dir, emptied)}" \
 		"and the page cache dropped; warm: a second epoch on the same mount in a new order, page cache dropped." \
-		"Every epoch figure (cold, warm, the raw store's GETs; files/s, MiB/s, GETs) is the median of $ROUNDS rounds (BENCH_EPOCHS), each on a fresh mount; ingest and warmup run once." \
+		"Every epoch figure (cold, warm, the raw store's GETs; files/s, MiB/s, GETs) is the median of $ROUNDS rounds (BENCH_EPOCHS), each on a fresh mount. Ingest (files/s, PUTs) is the median of $INGESTS rounds (BENCH_INGESTS), each a new copy of the dataset in its own directory; the epochs read the last one; Redis bytes per file are over all the copies. Warmup runs once." \
 		"Granary epochs and warmup run on ${RO:+read-only }mounts; rclone uses --vfs-cache-mode full --vfs-write-back 0s."
 }
 
@@ -592,7 +618,7 @@ if command -v gnuplot >/dev/null; then
 	for id in $TARGETS; do
 		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] || continue
 		printf '"%s" %s %s %s\n' "$(name "$id" | sed 's/ (.*//')" \
-			"$(q "$(val "$id" ingest)")" "$(q "$(val "$id" cold)")" "$(q "$(val "$id" warm)")"
+			"$(q "$(get "$id" ingest)")" "$(q "$(get "$id" cold)")" "$(q "$(get "$id" warm)")"
 	done >"$TMP/chart.dat"
 	gnuplot <<EOF 2>"$TMP/gnuplot.err" || say "chart skipped: gnuplot failed: $(head -1 "$TMP/gnuplot.err")"
 set terminal pngcairo size 1100,560 font "sans,10"
