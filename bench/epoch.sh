@@ -528,6 +528,18 @@ ratio() { # A B
 : >"$TMP/foot"
 footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
 
+# rounds KEY N: a footnote with every target's KEY_r1 .. KEY_rN
+rounds() {
+	local id r v l=""
+	for id in $TARGETS; do
+		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] && [ -n "$(get "$id" "$1_r1")" ] || continue
+		v=""
+		for r in $(seq 1 "$2"); do v="$v${v:+ / }$(fmt "$(get "$id" "$1_r$r")" "?")"; done
+		l="$l${l:+; }$(name "$id") $v"
+	done
+	[ -z "$l" ] || footnote "$1 files/s, round by round: $l" >/dev/null
+}
+
 report() {
 	local id na n ingest warm warmup gets wgets ri ru pf
 	echo "# granary epoch benchmark, $STAMP"
@@ -597,6 +609,8 @@ report() {
 	for id in s3fs rclone granary-s3 granary-file; do
 		[ -n "$(get "$id" upload_wait)" ] && footnote "$(name "$id"): each ingest round includes the wait, after the copy, until every object was in the store (median $(get "$id" upload_wait) s)" >/dev/null
 	done
+	rounds ingest "$INGESTS"
+	rounds cold "$ROUNDS"
 	[ -n "$INGEST_ARGS" ] && footnote "granary ingests with '$INGEST_ARGS': close returns once the file is fsync'd on the node's disk and in the metadata; packs upload in the background" >/dev/null
 	[ -f "$TMP/global-notes" ] && while read -r l; do footnote "$l" >/dev/null; done < <(sort -u "$TMP/global-notes")
 	awk '{ print NR ". " $0 }' "$TMP/foot"
