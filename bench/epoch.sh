@@ -322,7 +322,7 @@ gstat() { # MP SECTION FIELD: a counter of the client's "granary.stats"
 }
 
 t_granary() { # ID DB STORAGE_URL BUCKET|-
-	local id=$1 db=$2 bucket=$4 meta="$GRANARY_TEST_REDIS?db=$2" mp=$TMP/mnt-$1 before t0 t1 mark
+	local id=$1 db=$2 bucket=$4 meta="$GRANARY_TEST_REDIS?db=$2" mp=$TMP/mnt-$1 before t0 t1 mark tops
 	"$G" format "$meta" "bench-$id" --storage "$3" >/dev/null
 	# shellcheck disable=SC2086 # INGEST_ARGS is a list of flags
 	granary_fresh "$meta" "$mp" $INGEST_ARGS
@@ -339,8 +339,10 @@ t_granary() { # ID DB STORAGE_URL BUCKET|-
 		drop
 		granary_fresh "$meta" "$mp" $RO
 		[ "$bucket" != - ] && mark=$(s3log_mark)
+		# the copy the epochs read, not the earlier ingest rounds'
+		mapfile -t tops < <(cut -d/ -f1 "$LIST" | sort -u | sed "s|^|$mp/|")
 		t0=$(now)
-		timeout -k 10 "$STEP_TIMEOUT" "$G" warmup -q $(cut -d/ -f1 "$LIST" | sort -u | sed "s|^|$mp/|") >/dev/null 2>"$TMP/warmup.err" ||
+		timeout -k 10 "$STEP_TIMEOUT" "$G" warmup -q "${tops[@]}" >/dev/null 2>"$TMP/warmup.err" ||
 			{ echo "granary warmup failed: $(head -1 "$TMP/warmup.err")" >"$TMP/why"; return 1; }
 		t1=$(now)
 		put "$id" warmup "$(awk -v a="$t0" -v b="$t1" -v n="$BYTES" 'BEGIN { printf "%.1f", n / 1048576 / (b - a) }')"
