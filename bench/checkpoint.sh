@@ -10,6 +10,7 @@
 set -u -o pipefail
 O=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 case $O in /*) ;; *) O=$ROOT/$O ;; esac
 MB=${BENCH_CKPT_MB:-4096}
 NTREE=${BENCH_CKPT_TREE:-10000}
@@ -21,7 +22,6 @@ SAVES=${BENCH_CKPT_SAVES:-3}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
 STAMP=$(date +%Y-%m-%d-%H%M)
-say() { printf '%s\n' "$*" >&2; }
 
 case $READS in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_READS takes 1 to 99 (got '$READS')"; exit 2 ;; esac
 case $SAVES in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_SAVES takes 1 to 99 (got '$SAVES')"; exit 2 ;; esac
@@ -96,9 +96,6 @@ trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
 # ------------------------------------------------------------------------
 # measuring helpers
 
-now() { date +%s.%N; }
-put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
-get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 why() { echo "$*" >"$TMP/why"; return 1; }
 # no dirty pages left by what ran before (their writeback would compete)
 settle() { timeout 120 sync; }
@@ -108,7 +105,6 @@ drop() {
 		echo "the page cache could not be dropped (not root?): cold and warm reads may be cached" >"$TMP/note-drop"
 }
 warm_src() { cat "$SRC" >/dev/null; }
-field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; } # LINE KEY
 
 # timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY
 timed() {
@@ -214,12 +210,6 @@ unsave() {
 	done
 }
 
-# median ID KEY [N]: put KEY, the median of KEY_r1 .. KEY_rN (N: $READS)
-median() {
-	local r v=""
-	for r in $(seq 1 "${3:-$READS}"); do v="$v $(get "$1" "$2_r$r")"; done
-	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
-}
 
 # reads ID MOUNT_FN MP: cold and warm read of the big file on one fresh
 # mount, the cold read of the 8 on another; READS rounds, the median of
@@ -241,9 +231,9 @@ reads() {
 		[ "$r" != 1 ] || [ "${VERIFY8:-1}" = 0 ] || verify8 "$3"
 		unmount_all
 	done
-	median "$1" cold1
-	median "$1" warm1
-	median "$1" cold8
+	median "$1" cold1 "$READS"
+	median "$1" warm1 "$READS"
+	median "$1" cold8 "$READS"
 }
 
 # ------------------------------------------------------------------------
@@ -272,7 +262,7 @@ t_raw() { # ID URL
 		l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
 		put "$1" "cold1_r$r" "$(field "$l" mib_per_s)"
 	done
-	median "$1" cold1
+	median "$1" cold1 "$READS"
 }
 t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; rm -rf "$TMP/raw-file"; }
 t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; free_bucket raw; }

@@ -23,6 +23,7 @@ COLD_SEED=1001
 WARM_SEED=2002
 
 . "$ROOT/tests/lib/services.sh"
+. "$ROOT/bench/lib.sh"
 TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-epoch.XXXXXX")
 REG=$TMP/mounts # "kind mountpoint pid" of every mount made, for cleanup
 RES=$TMP/res
@@ -30,8 +31,6 @@ S3PID=""
 mkdir -p "$RES" "$OUT"
 : >"$REG"
 
-say() { printf '%s\n' "$*" >&2; }
-now() { date +%s.%N; }
 
 # ------------------------------------------------------------------------
 # cleanup: every mount in the registry, then the services, by PID
@@ -106,9 +105,6 @@ drop() {
 		echo "page cache could not be dropped (not root?): cold and warm epochs may read cached pages" >>"$TMP/global-notes"
 }
 
-field() { # LINE KEY -> value of KEY= in a readers line
-	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
 
 # readers ARGS...: run the timed loop under a timeout; its line on stdout.
 readers() {
@@ -124,8 +120,6 @@ readers() {
 	printf '%s\n' "$line"
 }
 
-put() { echo "$2=$3" >>"$RES/$1"; } # ID KEY VALUE
-get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; } # ID KEY
 
 s3log_mark() { wc -l <"$TMP/s3/s3rver.log"; }
 # object GETs (not listings) for BUCKET logged after line FROM
@@ -209,14 +203,6 @@ epoch() { # ID cold|warm DIR BUCKET|- [SUFFIX]: KEY$SUFFIX for each figure
 	[ "$4" != - ] && put "$1" "$2_gets$x" "$(s3log_gets "$4" "$mark")"
 	return 0
 }
-# median ID KEY [N]: put KEY, the median of KEY_r1 .. KEY_rN (default
-# ROUNDS), if any
-median() {
-	local r v=""
-	for r in $(seq 1 "${3:-$ROUNDS}"); do v="$v $(get "$1" "$2_r$r")"; done
-	[ -n "${v// /}" ] || return 0
-	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
-}
 # epochs ID DIR BUCKET|- [MOUNT_CMD...]: ROUNDS rounds of a cold and a warm
 # epoch, each round after the first on a fresh mount (unmount_all, then
 # MOUNT_CMD; none: the same directory, page cache dropped); the median of
@@ -234,7 +220,7 @@ epochs() {
 		epoch "$id" warm "$dir" "$b" "_r$r"
 		[ "$r" != 1 ] || verify "$dir"
 	done
-	for k in cold cold_mib cold_gets warm warm_mib warm_gets; do median "$id" "$k"; done
+	for k in cold cold_mib cold_gets warm warm_mib warm_gets; do median "$id" "$k" "$ROUNDS"; done
 }
 
 # ------------------------------------------------------------------------
@@ -286,7 +272,7 @@ t_raw() {
 		put "$1" "cold_mib_r$r" "$(field "$l" mib_per_s)"
 		put "$1" "cold_gets_r$r" "$(s3log_gets raw "$mark")"
 	done
-	for k in cold cold_mib cold_gets; do median "$1" "$k"; done
+	for k in cold cold_mib cold_gets; do median "$1" "$k" "$ROUNDS"; done
 }
 
 granary_mount() { # META MP [ARGS...]

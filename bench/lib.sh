@@ -1,0 +1,18 @@
+# bench/lib.sh - sourced by the benchmark scripts: messages, clocks, and
+# the results of a run, kept as KEY=VALUE lines in $RES/ID (one file per
+# target; the last value of a key wins).
+
+say() { printf '%s\n' "$*" >&2; }
+now() { date +%s.%N; }
+put() { echo "$2=$3" >>"$RES/$1"; }                             # ID KEY VALUE
+get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; }   # ID KEY
+field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; } # LINE KEY: KEY= of a tool's line
+
+# median ID KEY N: put KEY, the median of KEY_r1 .. KEY_rN (nothing when
+# no round recorded one)
+median() {
+	local r v=""
+	for r in $(seq 1 "$3"); do v="$v $(get "$1" "$2_r$r")"; done
+	[ -n "${v// /}" ] || return 0
+	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+}
