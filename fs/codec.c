@@ -12,6 +12,11 @@
 #include <lz4.h>
 #include <string.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+/* libxxhash's run-time dispatch: XXH3 with AVX2 or AVX-512 where the CPU
+ * has them (about 1.5x the SSE2 code on block checksums); same values */
+#include <xxh_x86dispatch.h>
+#endif
 
 #define CODEC_MAGIC   "GRB1"
 #define CODEC_MAX_RAW (64u << 20)
