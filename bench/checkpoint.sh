@@ -97,6 +97,7 @@ trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
 # measuring helpers
 
 why() { echo "$*" >"$TMP/why"; return 1; }
+ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; } # ID: ran, no n/a
 # no dirty pages left by what ran before (their writeback would compete)
 settle() { timeout 120 sync; }
 drop() {
@@ -215,17 +216,37 @@ unsave() {
 # mount, the cold read of the 8 on another; READS rounds, the median of
 # each kept (reads on this machine swing by a quarter between runs). The
 # bytes are compared in the first round; VERIFY8=0 skips the 8 files'.
+# PAIR_RAW set (granary: the raw store's URL, whose objects t_raw left):
+# each cold read is paired with a raw parallel GET of the same bytes just
+# before it, and the warm read with a read of the source file on the
+# local disk just before it, so that each round's ratio compares two
+# reads a few seconds apart (this machine's disk and memory speeds drift
+# over minutes; the baselines' own rows were timed long before)
+PAIR_RAW=""
+paired_get() { # ID KEY
+	local l
+	[ -n "$PAIR_RAW" ] || return 0
+	drop
+	l=$("$OP" -t "$T" -g "$SRC" "$PAIR_RAW" ckpt) || why "objparts get failed: $l"
+	put "$1" "$2" "$(field "$l" mib_per_s)"
+}
 reads() {
 	local r
 	for r in $(seq 1 "$READS"); do
 		"$2" "$3"
+		paired_get "$1" "praw1_r$r"
 		drop
 		timed "$1" "cold1_r$r" "$MB" read1 "$3"
+		if [ -n "$PAIR_RAW" ]; then
+			drop
+			timed "$1" "plocal_r$r" "$MB" "${DD[@]}" if="$SRC" of=/dev/null
+		fi
 		drop
 		timed "$1" "warm1_r$r" "$MB" read1 "$3"
 		[ "$r" != 1 ] || verify1 "$3"
 		unmount_all
 		"$2" "$3"
+		paired_get "$1" "praw8_r$r"
 		drop
 		timed "$1" "cold8_r$r" "$MB" read8 "$3"
 		[ "$r" != 1 ] || [ "${VERIFY8:-1}" = 0 ] || verify8 "$3"
@@ -264,8 +285,10 @@ t_raw() { # ID URL
 	done
 	median "$1" cold1 "$READS"
 }
-t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; rm -rf "$TMP/raw-file"; }
-t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; free_bucket raw; }
+# the raw objects stay until the run ends: granary's reads pair with GETs
+# of them (reads)
+t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; }
+t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; }
 free_bucket() { find "$TMP/s3/data/$1" -type f -name '*._S3rver_*' -delete; }
 
 # a fresh granary mount: empty private disk cache, --buffer-size $BUF;
@@ -300,7 +323,7 @@ snap_ms() { # SRC DST -> the ms granary snapshot reports
 	l=$("$G" snapshot "$1" "$2" 2>&1) || { why "granary snapshot failed: $l"; return 1; }
 	printf '%s\n' "$l" | sed -n 's/.* in \([0-9.]*\) ms$/\1/p'
 }
-t_granary() { # ID DB STORAGE_URL
+t_granary() { # ID DB STORAGE_URL RAW_ID RAW_URL
 	local mp=$TMP/mnt-$1 pid l ms
 	GMETA="$GRANARY_TEST_REDIS?db=$2"
 	"$G" format "$GMETA" "ckpt-$1" --storage "$3" >/dev/null
@@ -319,6 +342,8 @@ t_granary() { # ID DB STORAGE_URL
 		touch "$TMP/tree.done"
 	fi
 	unmount_all
+	PAIR_RAW=""
+	ok "$4" && PAIR_RAW=$5
 	reads "$1" gmount "$mp"
 }
 # As a user would mount it: with no --cache-dir, when the store shares the
@@ -329,13 +354,14 @@ t_granary_file() {
 		GCACHE=0
 		echo "granary on file://: mounted with no --cache-dir; the store is on the disk of the default cache directory, so the mount has no disk cache and its warm read is from the store's files" >"$TMP/note-gfile"
 	fi
-	GSTORE=$TMP/granary-file t_granary "$1" 2 "file://$TMP/granary-file"
+	GSTORE=$TMP/granary-file t_granary "$1" 2 "file://$TMP/granary-file" raw-file "file://$TMP/raw-file"
 	GCACHE=1
-	rm -rf "$TMP/granary-file"
+	rm -rf "$TMP/granary-file" "$TMP/raw-file"
 }
 t_granary_s3() {
-	GSTORE=$TMP/s3/data/granary t_granary "$1" 1 "$GRANARY_TEST_S3/granary"
+	GSTORE=$TMP/s3/data/granary t_granary "$1" 1 "$GRANARY_TEST_S3/granary" raw-s3 "$GRANARY_TEST_S3/raw"
 	free_bucket granary
+	free_bucket raw
 }
 
 peer_mount() { # KIND MP CMD...: a FUSE client in the foreground, in the background
@@ -428,7 +454,6 @@ RUNTIME=$(($(date +%s) - T_START))
 # ------------------------------------------------------------------------
 # report
 
-ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; }
 name() {
 	case $1 in
 	local) echo "local disk" ;;
@@ -447,6 +472,32 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf 
 check() {
 	if [ -z "$1" ] || [ -z "$3" ]; then echo "n/a (not measured)"; return; fi
 	awk -v a="$1" -v f="$2" -v b="$3" 'BEGIN { r = a / b; printf "%s (%.2fx)", (r >= f ? "met" : "**NOT met**"), r }'
+}
+# pratio ID KEY BASE: the median over the rounds of KEY_rR / BASE_rR
+pratio() {
+	local r a b v=""
+	for r in $(seq 1 "$READS"); do
+		a=$(get "$1" "$2_r$r") b=$(get "$1" "$3_r$r")
+		[ -n "$a" ] && [ -n "$b" ] && v="$v $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", a / b }')"
+	done
+	[ -n "${v// /}" ] && printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+# rounds ID KEY BASE: "a/b" of every round
+rounds() {
+	local r out=""
+	for r in $(seq 1 "$READS"); do out="$out${out:+, }$(get "$1" "$2_r$r") / $(get "$1" "$3_r$r")"; done
+	echo "$out"
+}
+# pcheck ID KEY BASE FACTOR A B: the verdict on the paired ratio of the
+# rounds, and the ratio of the medians A / B beside it; no pairs: check
+pcheck() {
+	local p
+	p=$(pratio "$1" "$2" "$3")
+	[ -n "$p" ] || { check "$5" "$4" "$6"; return; }
+	awk -v p="$p" -v f="$4" -v a="$5" -v b="$6" 'BEGIN {
+		printf "%s (%.2fx paired", (p >= f ? "met" : "**NOT met**"), p
+		if (a != "" && b != "") printf "; %.2fx of the medians", a / b
+		printf ")" }'
 }
 below() { # VALUE LIMIT UNIT
 	if [ -z "$1" ]; then echo "n/a (not measured)"; return; fi
@@ -508,8 +559,9 @@ report() {
 	for id in granary-file granary-s3; do
 		raw=$(rawof "$id")
 		echo "| $(name "$id"): cold read ≥ 0.8x raw parallel GET (1 file / 8 files) |" \
-			"$(check "$(get "$id" cold1)" 0.8 "$(get "$raw" cold1)") / $(check "$(get "$id" cold8)" 0.8 "$(get "$raw" cold1)") |"
-		echo "| $(name "$id"): warm read ≥ 0.8x local disk | $(check "$(get "$id" warm1)" 0.8 "$(get local warm1)") |"
+			"$(pcheck "$id" cold1 praw1 0.8 "$(get "$id" cold1)" "$(get "$raw" cold1)") /" \
+			"$(pcheck "$id" cold8 praw8 0.8 "$(get "$id" cold8)" "$(get "$raw" cold1)") |"
+		echo "| $(name "$id"): warm read ≥ 0.8x local disk | $(pcheck "$id" warm1 plocal 0.8 "$(get "$id" warm1)" "$(get local warm1)") |"
 		echo "| $(name "$id"): 8 writers ≥ 1 writer | $(check "$(get "$id" save8)" 1 "$(get "$id" save1)") |"
 		echo "| $(name "$id"): peak RSS ≤ buffer-size + 100 MiB (8-file save) | $(below "$(get "$id" hwm8)" $((BUF_MIB + 100)) MiB) |"
 		echo "| $(name "$id"): snapshot of the $MB MiB file < 50 ms | $(below "$(get "$id" snap1)" 50 ms) |"
@@ -517,6 +569,18 @@ report() {
 			echo "| $(name "$id"): snapshot of $NTREE files < $((5000 * NTREE / 100000)) ms (100,000 < 5 s, scaled) | $(below "$(get "$id" snaptree)" $((5000 * NTREE / 100000)) ms) |"
 	done
 	echo
+	if [ -n "$(get granary-file praw1_r1)$(get granary-s3 praw1_r1)" ]; then
+		echo "Paired reads, MiB/s of each round, granary / the baseline read just before it:"
+		echo
+		echo "| target | cold read / raw GET | cold read 8 / raw GET | warm read / local disk |"
+		echo "|---|---|---|---|"
+		for id in granary-file granary-s3; do
+			ok "$id" && [ -n "$(get "$id" praw1_r1)" ] || continue
+			echo "| $(name "$id") | $(rounds "$id" cold1 praw1) | $(rounds "$id" cold8 praw8) | $(rounds "$id" warm1 plocal) |"
+		done
+		echo
+		footnote "paired: in every round of granary's reads, a raw parallel GET of the same bytes (objparts, page cache dropped) runs just before each cold read, and a read of the source file on the local disk just before the warm read; the targets of the reads take the median of the rounds' ratios (the ratio of the medians, the baselines' rows having run minutes earlier, beside it)" >/dev/null
+	fi
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
 	footnote "saves: every save figure (the raw stores' PUTs too) is the median of $SAVES rounds (BENCH_CKPT_SAVES), the files deleted between rounds; peak RSS is the highest of the rounds" >/dev/null
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
