@@ -231,7 +231,7 @@ paired_get() { # ID KEY
 	put "$1" "$2" "$(field "$l" mib_per_s)"
 }
 reads() {
-	local r
+	local r g0
 	for r in $(seq 1 "$READS"); do
 		"$2" "$3"
 		paired_get "$1" "praw1_r$r"
@@ -241,8 +241,15 @@ reads() {
 			drop
 			timed "$1" "plocal_r$r" "$MB" "${DD[@]}" if="$SRC" of=/dev/null
 		fi
+		# granary: what its warm read still fetched from the store, and
+		# what the cold read left out of the disk cache
+		[ "$2" != gmount ] || g0=$(gstat "$3" store get_bytes)
 		drop
 		timed "$1" "warm1_r$r" "$MB" read1 "$3"
+		if [ "$2" = gmount ] && [ "$GCACHE" = 1 ]; then
+			put "$1" "warm_store_mib_r$r" $((($(gstat "$3" store get_bytes) - g0) >> 20))
+			put "$1" "fill_skips_r$r" "$(gstat "$3" disk_cache fill_skips)"
+		fi
 		[ "$r" != 1 ] || verify1 "$3"
 		unmount_all
 		"$2" "$3"
@@ -507,7 +514,7 @@ below() { # VALUE LIMIT UNIT
 footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
 
 report() {
-	local id na vl vr raw l
+	local id na vl vr raw l r v
 	echo "# granary checkpoint benchmark, $STAMP"
 	echo
 	echo "One file of $MB MiB of random bytes, and 8 files of $((MB / 8)) MiB written at once by 8 processes" \
@@ -586,6 +593,16 @@ report() {
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
 	ok s3fs || ok rclone && footnote "s3fs and rclone: the saves end when every object is whole in s3rver's store (rclone uploads after close); s3fs has no cache, its warm read goes to the store again; the 8 files are not compared with the source on s3fs (it would read them once more)" >/dev/null
 	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. Every read figure (the raw stores' GETs too) is the median of $READS rounds (BENCH_CKPT_READS), each on fresh mounts. The big file is compared with the source after the first warm read, the 8 files after their first read." >/dev/null
+	for id in granary-file granary-s3; do
+		ok "$id" || continue
+		l=""
+		for r in $(seq 1 "$READS"); do
+			v=$(get "$id" "warm_store_mib_r$r")
+			[ -n "$v" ] && [ "$v" != 0 ] || continue
+			l="$l${l:+, }round $r: $v MiB ($(get "$id" "fill_skips_r$r") blocks not cached)"
+		done
+		[ -z "$l" ] || footnote "$(name "$id"): the warm read was not all from the disk cache; fetched from the store: $l. A cache disk with less free space than --free-space-ratio (default 10%) caches nothing" >/dev/null
+	done
 	for l in "$TMP"/note-*; do [ -f "$l" ] && footnote "$(cat "$l")" >/dev/null; done
 	awk '{ print NR ". " $0 }' "$TMP/foot"
 }

@@ -302,11 +302,6 @@ granary_fresh() { # META MP [ARGS...]
 	granary_mount "$@" "${cache[@]}"
 }
 
-gstat() { # MP SECTION FIELD: a counter of the client's "granary.stats"
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
-}
-
 t_granary() { # ID DB STORAGE_URL BUCKET|-
 	local id=$1 db=$2 bucket=$4 meta="$GRANARY_TEST_REDIS?db=$2" mp=$TMP/mnt-$1 before t0 t1 mark tops
 	"$G" format "$meta" "bench-$id" --storage "$3" >/dev/null

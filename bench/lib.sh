@@ -16,3 +16,8 @@ median() {
 	[ -n "${v// /}" ] || return 0
 	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
 }
+
+gstat() { # MP SECTION FIELD: a counter of a granary client's "granary.stats"
+	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
+		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
+}
