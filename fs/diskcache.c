@@ -32,10 +32,11 @@
  * with the prefix pass through uncached. */
 #define TMP_PREFIX	 ".tmp."
 #define TMP_PREFIX_LEN	 (sizeof(TMP_PREFIX) - 1)
-#define ENOSPC_PAUSE_MS	 10000 /* no fills for this long after ENOSPC */
-#define STATVFS_EVERY_MS 1000  /* free space is asked at most this often */
-#define ADMIT_ROUNDS	 4     /* evict-and-retry rounds before giving up */
-#define SCAN_MAX	 4096  /* LRU entries looked at per admission */
+#define ENOSPC_PAUSE_MS	 10000	/* no fills for this long after ENOSPC */
+#define STATVFS_EVERY_MS 1000	/* free space is asked at most this often */
+#define LOWSPACE_LOG_MS	 600000 /* fills refused for room: logged this often */
+#define ADMIT_ROUNDS	 4	/* evict-and-retry rounds before giving up */
+#define SCAN_MAX	 4096	/* LRU entries looked at per admission */
 /* Fills waiting for the filler thread; beyond them the reader writes the
  * entry itself, as a plain get does (a cold pass must leave the cache
  * whole: a dropped fill is a second fetch from the store next epoch). Each
@@ -121,6 +122,7 @@ struct diskcache {
 	uint64_t reserved;	   /* FILLING bytes; protected by lock */
 	uint64_t dropping;	   /* DROPPING bytes; protected by lock */
 	int64_t nofill_until_ms;   /* after ENOSPC; protected by lock */
+	int64_t lowspace_log_ms; /* next low-space warning; protected by lock */
 	struct diskcache_stats st; /* counters atomic; entries/bytes
 				      protected by lock */
 
@@ -353,6 +355,20 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 	return need <= 0 && need_disk <= 0 ? 0 : -1;
 }
 
+/* The disk of sp has less free space than --free-space-ratio keeps.
+ * Called with lock held. */
+static int space_low(const struct diskcache *dc, const struct dc_space *sp)
+{
+	return dc->o.free_ratio > 0 && sp->total &&
+	       sp->avail < (int64_t)(dc->o.free_ratio * (double)sp->total);
+}
+
+/* Percent of sp's disk free. Called with lock held. */
+static double free_pct(const struct dc_space *sp)
+{
+	return sp->total ? 100.0 * (double)sp->avail / (double)sp->total : 0;
+}
+
 /* Reserve len bytes for ph (ADMIT), or choose entries to evict first
  * (EVICT: reap *victims, then ask again), or refuse (SKIP). */
 static int admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
@@ -573,7 +589,8 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 {
 	struct dc_dir *d = &dc->dirs[ph->dir];
 	struct dc_space *sp = d->sp;
-	int verdict = SKIP, stale = 0, renamed, err, pause = 0;
+	int verdict = SKIP, stale = 0, renamed, err, pause = 0, low = 0;
+	double pct = 0;
 
 	for (int round = 0; round < ADMIT_ROUNDS; round++) {
 		struct dc_entry *victims = NULL;
@@ -582,6 +599,14 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 		stale = ph->stale;
 		verdict =
 		    admit(dc, ph, len, round < ADMIT_ROUNDS - 1, &victims);
+		/* refused for want of room on the disk: say so now and then,
+		 * a cache that silently takes nothing looks like a slow one */
+		if (verdict == SKIP && !stale && space_low(dc, sp) &&
+		    mono_ms() >= dc->lowspace_log_ms) {
+			dc->lowspace_log_ms = mono_ms() + LOWSPACE_LOG_MS;
+			low = 1;
+			pct = free_pct(sp);
+		}
 		pthread_mutex_unlock(&dc->lock);
 		reap(dc, victims);
 		if (verdict != EVICT)
@@ -590,6 +615,11 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 	if (verdict != ADMIT) {
 		if (!stale) /* a stale fill is not refused, just moot */
 			STAT_ADD(dc, fill_skips, 1);
+		if (low)
+			log_warn("disk cache '%s': %.1f%% of its disk is free, "
+				 "less than --free-space-ratio keeps (%.0f%%), "
+				 "and no entry can be evicted: not caching",
+				 d->path, pct, dc->o.free_ratio * 100);
 		unplace(dc, ph);
 		return;
 	}
@@ -1378,6 +1408,21 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	if ((err = rebuild(dc)))
 		goto free_dc;
+	for (size_t i = 0; i < dc->ndirs; i++) {
+		struct dc_space *sp = dc->dirs[i].sp;
+		if (sp != &dc->dirs[i].own)
+			continue; /* an earlier dir's disk, said already */
+		refresh_space(dc, sp);
+		pthread_mutex_lock(&dc->lock);
+		int low = space_low(dc, sp);
+		double pct = free_pct(sp);
+		pthread_mutex_unlock(&dc->lock);
+		if (low)
+			log_warn("disk cache '%s': %.1f%% of its disk is free, "
+				 "less than --free-space-ratio keeps (%.0f%%): "
+				 "blocks are cached only as room frees up",
+				 dc->dirs[i].path, pct, dc->o.free_ratio * 100);
+	}
 	if (backend->url && !(dc->base.url = strdup(backend->url))) {
 		err = ENOMEM;
 		goto free_dc;
