@@ -216,12 +216,12 @@ unsave() {
 # mount, the cold read of the 8 on another; READS rounds, the median of
 # each kept (reads on this machine swing by a quarter between runs). The
 # bytes are compared in the first round; VERIFY8=0 skips the 8 files'.
-# PAIR_RAW set (granary: the raw store's URL, whose objects t_raw left):
-# each cold read is paired with a raw parallel GET of the same bytes just
-# before it, and the warm read with a read of the source file on the
-# local disk just before it, so that each round's ratio compares two
-# reads a few seconds apart (this machine's disk and memory speeds drift
-# over minutes; the baselines' own rows were timed long before)
+# Granary's reads are paired: each warm read with a read of the source
+# file on the local disk just before it, and, PAIR_RAW set (the raw
+# store's URL, whose objects t_raw left), each cold read with a raw
+# parallel GET of the same bytes just before it, so that a round's ratio
+# compares two reads a few seconds apart (this machine's disk and memory
+# speeds drift over minutes; the baselines' own rows ran long before)
 PAIR_RAW=""
 paired_get() { # ID KEY
 	local l
@@ -237,7 +237,7 @@ reads() {
 		paired_get "$1" "praw1_r$r"
 		drop
 		timed "$1" "cold1_r$r" "$MB" read1 "$3"
-		if [ -n "$PAIR_RAW" ]; then
+		if [ "$2" = gmount ]; then
 			drop
 			timed "$1" "plocal_r$r" "$MB" "${DD[@]}" if="$SRC" of=/dev/null
 		fi
@@ -292,8 +292,8 @@ t_raw() { # ID URL
 	done
 	median "$1" cold1 "$READS"
 }
-# the raw objects stay until the run ends: granary's reads pair with GETs
-# of them (reads)
+# the raw objects stay until granary's target on the same backend is
+# done: its reads pair with GETs of them (reads)
 t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; }
 t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; }
 free_bucket() { find "$TMP/s3/data/$1" -type f -name '*._S3rver_*' -delete; }
@@ -492,7 +492,7 @@ pratio() {
 # rounds ID KEY BASE: "a/b" of every round
 rounds() {
 	local r out=""
-	for r in $(seq 1 "$READS"); do out="$out${out:+, }$(get "$1" "$2_r$r") / $(get "$1" "$3_r$r")"; done
+	for r in $(seq 1 "$READS"); do out="$out${out:+, }$(cell "$1" "$2_r$r") / $(cell "$1" "$3_r$r")"; done
 	echo "$out"
 }
 # pcheck ID KEY BASE FACTOR A B: the verdict on the paired ratio of the
@@ -576,13 +576,13 @@ report() {
 			echo "| $(name "$id"): snapshot of $NTREE files < $((5000 * NTREE / 100000)) ms (100,000 < 5 s, scaled) | $(below "$(get "$id" snaptree)" $((5000 * NTREE / 100000)) ms) |"
 	done
 	echo
-	if [ -n "$(get granary-file praw1_r1)$(get granary-s3 praw1_r1)" ]; then
+	if [ -n "$(get granary-file plocal_r1)$(get granary-s3 plocal_r1)" ]; then
 		echo "Paired reads, MiB/s of each round, granary / the baseline read just before it:"
 		echo
 		echo "| target | cold read / raw GET | cold read 8 / raw GET | warm read / local disk |"
 		echo "|---|---|---|---|"
 		for id in granary-file granary-s3; do
-			ok "$id" && [ -n "$(get "$id" praw1_r1)" ] || continue
+			ok "$id" && [ -n "$(get "$id" plocal_r1)" ] || continue
 			echo "| $(name "$id") | $(rounds "$id" cold1 praw1) | $(rounds "$id" cold8 praw8) | $(rounds "$id" warm1 plocal) |"
 		done
 		echo
