@@ -97,7 +97,6 @@ trap '[ -n "$TPID" ] && kill_tree "$TPID"; exit 130' INT TERM
 # measuring helpers
 
 why() { echo "$*" >"$TMP/why"; return 1; }
-ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; } # ID: ran, no n/a
 # no dirty pages left by what ran before (their writeback would compete)
 settle() { timeout 120 sync; }
 drop() {
@@ -210,7 +209,6 @@ unsave() {
 		done
 	done
 }
-
 
 # reads ID MOUNT_FN MP: cold and warm read of the big file on one fresh
 # mount, the cold read of the 8 on another; READS rounds, the median of
@@ -487,7 +485,8 @@ pratio() {
 		a=$(get "$1" "$2_r$r") b=$(get "$1" "$3_r$r")
 		[ -n "$a" ] && [ -n "$b" ] && v="$v $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", a / b }')"
 	done
-	[ -n "${v// /}" ] && printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+	# shellcheck disable=SC2086 # the ratios, one word each
+	[ -z "${v// /}" ] || mid $v
 }
 # rounds ID KEY BASE: "a/b" of every round
 rounds() {

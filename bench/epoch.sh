@@ -31,7 +31,6 @@ S3PID=""
 mkdir -p "$RES" "$OUT"
 : >"$REG"
 
-
 # ------------------------------------------------------------------------
 # cleanup: every mount in the registry, then the services, by PID
 
@@ -105,7 +104,6 @@ drop() {
 		echo "page cache could not be dropped (not root?): cold and warm epochs may read cached pages" >>"$TMP/global-notes"
 }
 
-
 # readers ARGS...: run the timed loop under a timeout; its line on stdout.
 readers() {
 	local line rc=0
@@ -119,7 +117,6 @@ readers() {
 	fi
 	printf '%s\n' "$line"
 }
-
 
 s3log_mark() { wc -l <"$TMP/s3/s3rver.log"; }
 # object GETs (not listings) for BUCKET logged after line FROM
@@ -515,7 +512,7 @@ footnote() { echo "$1" >>"$TMP/foot"; echo "[$(wc -l <"$TMP/foot")]"; }
 rounds() {
 	local id r v l=""
 	for id in $TARGETS; do
-		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] && [ -n "$(get "$id" "$1_r1")" ] || continue
+		ok "$id" && [ -n "$(get "$id" "$1_r1")" ] || continue
 		v=""
 		for r in $(seq 1 "$2"); do v="$v${v:+ / }$(fmt "$(get "$id" "$1_r$r")" "?")"; done
 		l="$l${l:+; }$(name "$id") $v"
@@ -574,7 +571,7 @@ report() {
 	li=$(get local ingest); lc=$(get local cold); lw=$(get local warm)
 	ri_=$(get raw ingest); rc_=$(get raw cold); pw=$(get passthrough warm)
 	for id in $TARGETS; do
-		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] || continue
+		ok "$id" || continue
 		echo "| $(name "$id") | $(ratio "$(get "$id" ingest)" "$li") | $(ratio "$(get "$id" ingest)" "$ri_") |" \
 			"$(ratio "$(get "$id" cold)" "$lc") | $(ratio "$(get "$id" cold)" "$rc_") |" \
 			"$(ratio "$(get "$id" warm)" "$lw") | $(ratio "$(get "$id" warm)" "$rc_") |" \
@@ -613,7 +610,7 @@ cat "$REPORT"
 if command -v gnuplot >/dev/null; then
 	q() { if [ -n "$1" ]; then echo "$1"; else echo "?"; fi; }
 	for id in $TARGETS; do
-		[ -f "$RES/$id" ] && [ -z "$(get "$id" failed)" ] || continue
+		ok "$id" || continue
 		printf '"%s" %s %s %s\n' "$(name "$id" | sed 's/ (.*//')" \
 			"$(q "$(get "$id" ingest)")" "$(q "$(get "$id" cold)")" "$(q "$(get "$id" warm)")"
 	done >"$TMP/chart.dat"

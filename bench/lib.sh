@@ -8,13 +8,19 @@ put() { echo "$2=$3" >>"$RES/$1"; }                             # ID KEY VALUE
 get() { sed -n "s/^$2=//p" "$RES/$1" 2>/dev/null | tail -1; }   # ID KEY
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; } # LINE KEY: KEY= of a tool's line
 
+ok() { [ -f "$RES/$1" ] && [ -z "$(get "$1" failed)" ]; }        # ID: it ran, no n/a
+
+# mid NUMBER...: their median (of an even count, the lower middle one)
+mid() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
 # median ID KEY N: put KEY, the median of KEY_r1 .. KEY_rN (nothing when
 # no round recorded one)
 median() {
 	local r v=""
 	for r in $(seq 1 "$3"); do v="$v $(get "$1" "$2_r$r")"; done
 	[ -n "${v// /}" ] || return 0
-	put "$1" "$2" "$(printf '%s\n' $v | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+	# shellcheck disable=SC2086 # the values, one word each
+	put "$1" "$2" "$(mid $v)"
 }
 
 gstat() { # MP SECTION FIELD: a counter of a granary client's "granary.stats"
