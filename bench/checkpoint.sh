@@ -16,7 +16,7 @@ MB=${BENCH_CKPT_MB:-4096}
 NTREE=${BENCH_CKPT_TREE:-10000}
 T=${BENCH_CKPT_THREADS:-8}
 BUF=${BENCH_CKPT_BUFFER:-256M}
-TARGETS=${BENCH_CKPT_TARGETS:-local raw-file granary-file raw-s3 granary-s3 s3fs rclone}
+TARGETS=${BENCH_CKPT_TARGETS:-local raw-file passthrough granary-file raw-s3 granary-s3 s3fs rclone}
 READS=${BENCH_CKPT_READS:-3}
 SAVES=${BENCH_CKPT_SAVES:-3}
 STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
@@ -33,7 +33,7 @@ case $BUF in
 *) say "checkpoint: BENCH_CKPT_BUFFER takes M or G (got '$BUF')"; exit 2 ;;
 esac
 BYTES=$((MB << 20)) PB=$(((MB << 20) / 8)) # the big file, one of the 8
-for b in granary bench/readers bench/gen_dataset bench/objparts; do
+for b in granary bench/readers bench/gen_dataset bench/objparts bench/passthrough; do
 	[ -x "$O/$b" ] || { say "checkpoint: '$O/$b' is missing: run 'make all' first"; exit 1; }
 done
 
@@ -45,8 +45,8 @@ RES=$TMP/res
 mkdir -p "$RES" "$OUT" "$TMP/bin"
 : >"$REG"
 # private copies, so that a rebuild during the run changes nothing
-cp "$O/granary" "$O/bench/readers" "$O/bench/gen_dataset" "$O/bench/objparts" "$TMP/bin/"
-G=$TMP/bin/granary RD=$TMP/bin/readers OP=$TMP/bin/objparts
+cp "$O/granary" "$O/bench/readers" "$O/bench/gen_dataset" "$O/bench/objparts" "$O/bench/passthrough" "$TMP/bin/"
+G=$TMP/bin/granary RD=$TMP/bin/readers OP=$TMP/bin/objparts PT=$TMP/bin/passthrough
 DD=(timeout -k 10 "$STEP_TIMEOUT" dd status=none bs=4M)
 
 # ------------------------------------------------------------------------
@@ -164,13 +164,32 @@ verify8() {
 # saves ID DIR [PID]: both saves, source in the page cache, SAVES rounds
 # (the files deleted between them), the median of each kept; with PID (the
 # granary daemon), its peak RSS during each, the peak reset before, the
-# highest of the rounds kept
+# highest of the rounds kept. Granary's single-file saves are paired as its
+# reads are (see reads): with PAIR_LOCAL=1 a save of the same bytes to the
+# local disk runs just before each, with PAIR_RAW a raw parallel PUT of
+# them to that store (over the raw target's objects, the same bytes)
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
+paired_saves() { # ID R
+	local l
+	if [ "$PAIR_LOCAL" = 1 ]; then
+		settle
+		warm_src
+		timed "$1" "pslocal_r$2" "$MB" "${DD[@]}" if="$SRC" of="$TMP/pair-save.pt" conv=fsync
+		rm -f "$TMP/pair-save.pt"
+	fi
+	if [ -n "$PAIR_RAW" ]; then
+		settle
+		warm_src
+		l=$("$OP" -t "$T" "$SRC" "$PAIR_RAW" ckpt) || why "objparts put failed: $l"
+		put "$1" "psraw_r$2" "$(field "$l" mib_per_s)"
+	fi
+}
 saves() {
 	local r p1=0 p8=0 v
 	for r in $(seq 1 "$SAVES"); do
 		[ "$r" = 1 ] || unsave "$2" || return 1
+		paired_saves "$1" "$r"
 		settle
 		warm_src
 		[ -z "${3:-}" ] || hwm_reset "$3"
@@ -220,7 +239,7 @@ unsave() {
 # parallel GET of the same bytes just before it, so that a round's ratio
 # compares two reads a few seconds apart (this machine's disk and memory
 # speeds drift over minutes; the baselines' own rows ran long before)
-PAIR_RAW=""
+PAIR_RAW="" PAIR_LOCAL=0
 paired_get() { # ID KEY
 	local l
 	[ -n "$PAIR_RAW" ] || return 0
@@ -235,7 +254,7 @@ reads() {
 		paired_get "$1" "praw1_r$r"
 		drop
 		timed "$1" "cold1_r$r" "$MB" read1 "$3"
-		if [ "$2" = gmount ]; then
+		if [ "$PAIR_LOCAL" = 1 ]; then
 			drop
 			timed "$1" "plocal_r$r" "$MB" "${DD[@]}" if="$SRC" of=/dev/null
 		fi
@@ -294,6 +313,23 @@ t_raw() { # ID URL
 # done: its reads pair with GETs of them (reads)
 t_raw_file() { mkdir -p "$TMP/raw-file"; t_raw "$1" "file://$TMP/raw-file"; }
 t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; }
+# FUSE's own cost, the reference for granary's reads: bench/passthrough
+# (granary's FUSE capabilities, timeouts and thread pool; replies by
+# splice) over a local copy of the files, read as granary's are, paired
+# with the raw file:// store's GETs when that target ran
+ptmount() { peer_mount passthrough "$1" "$PT" -f "$TMP/pt" "$1"; }
+t_passthrough() {
+	local i
+	mkdir -p "$TMP/pt"
+	cp "$SRC" "$TMP/pt/ckpt.pt"
+	for i in 0 1 2 3 4 5 6 7; do
+		"${DD[@]}" if="$SRC" of="$TMP/pt/shard-$i.pt" iflag=skip_bytes,count_bytes skip=$((i * PB)) count=$PB
+	done
+	PAIR_LOCAL=1 PAIR_RAW=""
+	ok raw-file && PAIR_RAW=file://$TMP/raw-file
+	reads "$1" ptmount "$TMP/mnt-pt"
+	rm -rf "$TMP/pt"
+}
 free_bucket() { find "$TMP/s3/data/$1" -type f -name '*._S3rver_*' -delete; }
 
 # a fresh granary mount: empty private disk cache, --buffer-size $BUF;
@@ -335,6 +371,8 @@ t_granary() { # ID DB STORAGE_URL RAW_ID RAW_URL
 	gmount "$mp"
 	pid=$(daemon_pid "$mp")
 	[ -n "$pid" ] || why "no granary daemon found for $mp"
+	PAIR_LOCAL=1 PAIR_RAW=""
+	ok "$4" && PAIR_RAW=$5
 	saves "$1" "$mp" "$pid"
 	ms=$(snap_ms "$mp/ckpt.pt" "$mp/ckpt-snap.pt")
 	put "$1" snap1 "$ms"
@@ -347,8 +385,6 @@ t_granary() { # ID DB STORAGE_URL RAW_ID RAW_URL
 		touch "$TMP/tree.done"
 	fi
 	unmount_all
-	PAIR_RAW=""
-	ok "$4" && PAIR_RAW=$5
 	reads "$1" gmount "$mp"
 }
 # As a user would mount it: with no --cache-dir, when the store shares the
@@ -420,7 +456,7 @@ run_target() { # ID
 	local id=$1 fn rc t0
 	fn=t_$(echo "$id" | tr - _)
 	declare -F "$fn" >/dev/null ||
-		{ say "unknown target '$id' (known: local raw-file granary-file raw-s3 granary-s3 s3fs rclone)"; return; }
+		{ say "unknown target '$id' (known: local raw-file passthrough granary-file raw-s3 granary-s3 s3fs rclone)"; return; }
 	say "== $id"
 	rm -f "$TMP/why"
 	: >>"$RES/$id"
@@ -464,13 +500,14 @@ name() {
 	local) echo "local disk" ;;
 	raw-file) echo "raw store file:// (objstore PUT/GET)" ;;
 	raw-s3) echo "raw store s3rver (objstore PUT/GET)" ;;
+	passthrough) echo "FUSE passthrough over the local files" ;;
 	granary-file) echo "granary on file://" ;;
 	granary-s3) echo "granary on s3rver" ;;
 	s3fs) echo "s3fs on s3rver" ;;
 	rclone) echo "rclone mount on s3rver" ;;
 	esac
 }
-rawof() { case $1 in *-file) echo raw-file ;; local) ;; *) echo raw-s3 ;; esac; }
+rawof() { case $1 in *-file | passthrough) echo raw-file ;; local) ;; *) echo raw-s3 ;; esac; }
 cell() { local v; v=$(get "$1" "$2"); echo "${v:-—}"; }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 # check A FACTOR B: "met" when A >= FACTOR * B
@@ -478,10 +515,11 @@ check() {
 	if [ -z "$1" ] || [ -z "$3" ]; then echo "n/a (not measured)"; return; fi
 	awk -v a="$1" -v f="$2" -v b="$3" 'BEGIN { r = a / b; printf "%s (%.2fx)", (r >= f ? "met" : "**NOT met**"), r }'
 }
+nrounds() { case $1 in save*) echo "$SAVES" ;; *) echo "$READS" ;; esac; } # KEY
 # pratio ID KEY BASE: the median over the rounds of KEY_rR / BASE_rR
 pratio() {
 	local r a b v=""
-	for r in $(seq 1 "$READS"); do
+	for r in $(seq 1 "$(nrounds "$2")"); do
 		a=$(get "$1" "$2_r$r") b=$(get "$1" "$3_r$r")
 		[ -n "$a" ] && [ -n "$b" ] && v="$v $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f", a / b }')"
 	done
@@ -491,7 +529,7 @@ pratio() {
 # rounds ID KEY BASE: "a/b" of every round
 rounds() {
 	local r out=""
-	for r in $(seq 1 "$READS"); do out="$out${out:+, }$(cell "$1" "$2_r$r") / $(cell "$1" "$3_r$r")"; done
+	for r in $(seq 1 "$(nrounds "$2")"); do out="$out${out:+, }$(cell "$1" "$2_r$r") / $(cell "$1" "$3_r$r")"; done
 	echo "$out"
 }
 # pcheck ID KEY BASE FACTOR A B: the verdict on the paired ratio of the
@@ -531,12 +569,16 @@ report() {
 		fi
 		vl="—" vr="—"
 		if [ "$id" != local ] && ok local; then
-			vl="save $(ratio "$(get "$id" save1)" "$(get local save1)")"
-			[ -z "$(get "$id" warm1)" ] || vl="$vl, warm $(ratio "$(get "$id" warm1)" "$(get local warm1)")"
+			vl=""
+			[ -z "$(get "$id" save1)" ] || vl="save $(ratio "$(get "$id" save1)" "$(get local save1)")"
+			[ -z "$(get "$id" warm1)" ] || vl="$vl${vl:+, }warm $(ratio "$(get "$id" warm1)" "$(get local warm1)")"
 		fi
 		raw=$(rawof "$id")
-		[ -n "$raw" ] && [ "$raw" != "$id" ] && ok "$raw" &&
-			vr="save $(ratio "$(get "$id" save1)" "$(get "$raw" save1)"), cold $(ratio "$(get "$id" cold1)" "$(get "$raw" cold1)")"
+		if [ -n "$raw" ] && [ "$raw" != "$id" ] && ok "$raw"; then
+			vr=""
+			[ -z "$(get "$id" save1)" ] || vr="save $(ratio "$(get "$id" save1)" "$(get "$raw" save1)")"
+			vr="$vr${vr:+, }cold $(ratio "$(get "$id" cold1)" "$(get "$raw" cold1)")"
+		fi
 		echo "| $(name "$id") | $(cell "$id" save1) | $(cell "$id" save8) | $(cell "$id" cold1) | $(cell "$id" cold8) | $(cell "$id" warm1) | $vl | $vr |"
 	done
 	echo
@@ -558,8 +600,8 @@ report() {
 	echo
 	echo "| target | result |"
 	echo "|---|---|"
-	echo "| save to file:// ≥ 0.7x local disk (1 file, fsync) | $(check "$(get granary-file save1)" 0.7 "$(get local save1)") |"
-	echo "| save to s3rver ≥ 0.9x raw parallel PUT (1 file) | $(check "$(get granary-s3 save1)" 0.9 "$(get raw-s3 save1)") |"
+	echo "| save to file:// ≥ 0.7x local disk (1 file, fsync) | $(pcheck granary-file save1 pslocal 0.7 "$(get granary-file save1)" "$(get local save1)") |"
+	echo "| save to s3rver ≥ 0.9x raw parallel PUT (1 file) | $(pcheck granary-s3 save1 psraw 0.9 "$(get granary-s3 save1)" "$(get raw-s3 save1)") |"
 	echo "| save to s3rver ≥ 3x rclone (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get rclone save1)") |"
 	echo "| save to s3rver ≥ 3x s3fs (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get s3fs save1)") |"
 	for id in granary-file granary-s3; do
@@ -575,18 +617,38 @@ report() {
 			echo "| $(name "$id"): snapshot of $NTREE files < $((5000 * NTREE / 100000)) ms (100,000 < 5 s, scaled) | $(below "$(get "$id" snaptree)" $((5000 * NTREE / 100000)) ms) |"
 	done
 	echo
-	if [ -n "$(get granary-file plocal_r1)$(get granary-s3 plocal_r1)" ]; then
-		echo "Paired reads, MiB/s of each round, granary / the baseline read just before it:"
+	if [ -n "$(get granary-file pslocal_r1)$(get granary-s3 pslocal_r1)" ]; then
+		echo "Paired saves, MiB/s of each round, granary / the baseline save just before it:"
 		echo
-		echo "| target | cold read / raw GET | cold read 8 / raw GET | warm read / local disk |"
-		echo "|---|---|---|---|"
+		echo "| target | save / local disk | save / raw PUT |"
+		echo "|---|---|---|"
 		for id in granary-file granary-s3; do
-			ok "$id" && [ -n "$(get "$id" plocal_r1)" ] || continue
-			echo "| $(name "$id") | $(rounds "$id" cold1 praw1) | $(rounds "$id" cold8 praw8) | $(rounds "$id" warm1 plocal) |"
+			ok "$id" && [ -n "$(get "$id" pslocal_r1)" ] || continue
+			v="—"
+			[ -z "$(get "$id" psraw_r1)" ] || v=$(rounds "$id" save1 psraw)
+			echo "| $(name "$id") | $(rounds "$id" save1 pslocal) | $v |"
 		done
 		echo
-		footnote "paired: in every round of granary's reads, a raw parallel GET of the same bytes (objparts, page cache dropped) runs just before each cold read, and a read of the source file on the local disk just before the warm read; the targets of the reads take the median of the rounds' ratios (the ratio of the medians, the baselines' rows having run minutes earlier, beside it)" >/dev/null
 	fi
+	if [ -n "$(get granary-file plocal_r1)$(get granary-s3 plocal_r1)" ]; then
+		echo "Paired reads, MiB/s of each round, granary (or the passthrough) / the baseline read just before it; the last column the median of the rounds' ratios:"
+		echo
+		echo "| target | cold read / raw GET | cold read 8 / raw GET | warm read / local disk | paired ratios: cold, cold 8, warm |"
+		echo "|---|---|---|---|---|"
+		for id in passthrough granary-file granary-s3; do
+			ok "$id" && [ -n "$(get "$id" plocal_r1)" ] || continue
+			v=""
+			for l in "cold1 praw1" "cold8 praw8" "warm1 plocal"; do
+				# shellcheck disable=SC2086 # KEY BASE, two words
+				r=$(pratio "$id" $l)
+				v="$v${v:+, }${r:+$(printf '%.2fx' "$r")}"
+			done
+			echo "| $(name "$id") | $(rounds "$id" cold1 praw1) | $(rounds "$id" cold8 praw8) | $(rounds "$id" warm1 plocal) | $v |"
+		done
+		echo
+		footnote "paired: in every round of granary's reads, a raw parallel GET of the same bytes (objparts, page cache dropped) runs just before each cold read, and a read of the source file on the local disk just before the warm read; each single-file save follows a save of the same bytes to the local disk and a raw parallel PUT of them. The targets of the reads and of those saves take the median of the rounds' ratios (the ratio of the medians, the baselines' rows having run minutes earlier, beside it)" >/dev/null
+	fi
+	ok passthrough && footnote "FUSE passthrough: bench/passthrough (granary's FUSE capabilities, timeouts and thread pool; its replies splice the local files) over a copy of the files on the local disk, read the way granary's are: what a read through FUSE costs on this host with no work in the daemon. No saves (it is read-only)" >/dev/null
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
 	footnote "saves: every save figure (the raw stores' PUTs too) is the median of $SAVES rounds (BENCH_CKPT_SAVES), the files deleted between rounds; peak RSS is the highest of the rounds" >/dev/null
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
