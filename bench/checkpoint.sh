@@ -319,12 +319,9 @@ t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; }
 # with the raw file:// store's GETs when that target ran
 ptmount() { peer_mount passthrough "$1" "$PT" -f "$TMP/pt" "$1"; }
 t_passthrough() {
-	local i
 	mkdir -p "$TMP/pt"
-	cp "$SRC" "$TMP/pt/ckpt.pt"
-	for i in 0 1 2 3 4 5 6 7; do
-		"${DD[@]}" if="$SRC" of="$TMP/pt/shard-$i.pt" iflag=skip_bytes,count_bytes skip=$((i * PB)) count=$PB
-	done
+	save1 "$TMP/pt"
+	save8 "$TMP/pt"
 	PAIR_LOCAL=1 PAIR_RAW=""
 	ok raw-file && PAIR_RAW=file://$TMP/raw-file
 	reads "$1" ptmount "$TMP/mnt-pt"
