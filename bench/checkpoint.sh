@@ -167,23 +167,17 @@ verify8() {
 # highest of the rounds kept. Granary's single-file saves are paired as its
 # reads are (see reads): with PAIR_LOCAL=1 a save of the same bytes to the
 # local disk runs just before each, with PAIR_RAW a raw parallel PUT of
-# them to that store (over the raw target's objects, the same bytes)
+# them to that store
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
 paired_saves() { # ID R
-	local l
 	if [ "$PAIR_LOCAL" = 1 ]; then
 		settle
 		warm_src
 		timed "$1" "pslocal_r$2" "$MB" "${DD[@]}" if="$SRC" of="$TMP/pair-save.pt" conv=fsync
 		rm -f "$TMP/pair-save.pt"
 	fi
-	if [ -n "$PAIR_RAW" ]; then
-		settle
-		warm_src
-		l=$("$OP" -t "$T" "$SRC" "$PAIR_RAW" ckpt) || why "objparts put failed: $l"
-		put "$1" "psraw_r$2" "$(field "$l" mib_per_s)"
-	fi
+	[ -z "$PAIR_RAW" ] || raw_put "$1" "psraw_r$2" "$PAIR_RAW"
 }
 saves() {
 	local r p1=0 p8=0 v
@@ -293,14 +287,25 @@ t_local() {
 	rm -rf "$d"
 }
 
+# raw_put ID KEY URL: a raw parallel PUT of the source as new objects, as
+# granary's saves make (a PUT that replaces objects runs faster on this
+# machine, see README.md), timed as KEY; they are deleted again
+raw_put() {
+	local l
+	settle
+	warm_src
+	l=$("$OP" -t "$T" "$SRC" "$3" put) || why "objparts put failed: $l"
+	put "$1" "$2" "$(field "$l" mib_per_s)"
+	case $3 in
+	file://*) rm -rf "${3#file://}/put" ;;
+	*) find "$TMP/s3/data/${3##*/}/put" -type f -name '*._S3rver_*' -delete ;;
+	esac
+}
 t_raw() { # ID URL
 	local l r
-	for r in $(seq 1 "$SAVES"); do
-		settle
-		warm_src
-		l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
-		put "$1" "save1_r$r" "$(field "$l" mib_per_s)"
-	done
+	for r in $(seq 1 "$SAVES"); do raw_put "$1" "save1_r$r" "$2"; done
+	# the objects that the GETs read (and granary's reads pair with)
+	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
 	median "$1" save1 "$SAVES"
 	for r in $(seq 1 "$READS"); do
 		drop
