@@ -298,7 +298,7 @@ raw_put() {
 	put "$1" "$2" "$(field "$l" mib_per_s)"
 	case $3 in
 	file://*) rm -rf "${3#file://}/put" ;;
-	*) find "$TMP/s3/data/${3##*/}/put" -type f -name '*._S3rver_*' -delete ;;
+	*) free_bucket "${3##*/}/put" ;;
 	esac
 }
 t_raw() { # ID URL

@@ -355,12 +355,23 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 	return need <= 0 && need_disk <= 0 ? 0 : -1;
 }
 
+/* The bytes sp's disk would be short of the free space that
+ * --free-space-ratio keeps once rlen more are taken (<= 0: none short).
+ * Called with lock held. */
+static int64_t disk_short(const struct diskcache *dc, const struct dc_space *sp,
+			  uint64_t rlen)
+{
+	if (dc->o.free_ratio <= 0 || !sp->total)
+		return 0;
+	return (int64_t)(dc->o.free_ratio * (double)sp->total) -
+	       (sp->avail - (int64_t)rlen);
+}
+
 /* The disk of sp has less free space than --free-space-ratio keeps.
  * Called with lock held. */
 static int space_low(const struct diskcache *dc, const struct dc_space *sp)
 {
-	return dc->o.free_ratio > 0 && sp->total &&
-	       sp->avail < (int64_t)(dc->o.free_ratio * (double)sp->total);
+	return disk_short(dc, sp, 0) > 0;
 }
 
 /* Percent of sp's disk free. Called with lock held. */
@@ -376,15 +387,13 @@ static int admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
 {
 	struct dc_space *sp = dc->dirs[ph->dir].sp;
 	uint64_t rlen = round_up(len, sp->frsize);
-	int64_t need, need_disk = 0;
+	int64_t need, need_disk;
 
 	if (ph->stale || mono_ms() < dc->nofill_until_ms || len > dc->o.size)
 		return SKIP;
 	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
 	       (int64_t)dc->o.size;
-	if (dc->o.free_ratio > 0 && sp->total)
-		need_disk = (int64_t)(dc->o.free_ratio * (double)sp->total) -
-			    (sp->avail - (int64_t)rlen);
+	need_disk = disk_short(dc, sp, rlen);
 	if (need <= 0 && need_disk <= 0) {
 		ph->size = len;
 		dc->reserved += len;
@@ -932,16 +941,14 @@ void diskcache_sync(struct objstore *cache)
 static int would_admit(struct diskcache *dc, const char *key, uint64_t len)
 {
 	struct dc_space *sp = dc->dirs[key_hash(key) % dc->ndirs].sp;
-	int64_t need, need_disk = 0;
+	int64_t need, need_disk;
 	int ok;
 
 	refresh_space(dc, sp);
 	pthread_mutex_lock(&dc->lock);
 	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
 	       (int64_t)dc->o.size;
-	if (dc->o.free_ratio > 0 && sp->total)
-		need_disk = (int64_t)(dc->o.free_ratio * (double)sp->total) -
-			    (sp->avail - (int64_t)round_up(len, sp->frsize));
+	need_disk = disk_short(dc, sp, round_up(len, sp->frsize));
 	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
 	     ((need <= 0 && need_disk <= 0) ||
 	      pick(dc, sp, now_s(), need, need_disk, NULL) == 0);
