@@ -42,6 +42,10 @@ struct fs_opts {
 				  upload them in the background */
 	uint64_t stage_size;   /* writeback: bytes of big files' blocks
 				  staged at most; 0: 1 GiB */
+	uint64_t direct_read;  /* read-only opens of files this long or
+				  longer bypass the page cache (where the
+				  kernel keeps shared mmap working); 0: the
+				  default (64 MiB); UINT64_MAX: never */
 };
 
 /*

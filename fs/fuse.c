@@ -42,6 +42,7 @@
 #include "codec.h"
 #include "diskcache.h"
 #include "fs.h"
+#include "fusedev.h"
 #include "log.h"
 #include "objstore.h"
 #include "readahead.h"
@@ -130,8 +131,12 @@ struct fs {
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
-	uint64_t ns_gen; /* atomic: bumped by every change through this
-			    client but a create (see dir_attr_get) */
+	struct fusedev dev;   /* the channel's I/O (see fusedev.h) */
+	uint64_t direct_read; /* read-only opens of files this long bypass
+				 the page cache once dev granted shared mmap;
+				 UINT64_MAX: never */
+	uint64_t ns_gen;      /* atomic: bumped by every change through this
+				 client but a create (see dir_attr_get) */
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
@@ -777,10 +782,43 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* symlink targets never change: let the kernel cache them */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* dev saw the kernel's INIT; its reply is sent after this returns */
+	if (fs->dev.want && fs->dev.offered)
+		log_info("read-only opens of files of %.1f MiB or more read "
+			 "past the page cache",
+			 (double)fs->direct_read / (1 << 20));
+	else if (fs->dev.want)
+		log_info("this kernel maps no direct_io file shared (Linux "
+			 "6.6 does): every file is read through the page "
+			 "cache");
 	conn->max_write = 1 << 20;
 	conn->max_readahead = KERNEL_RA_BYTES;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
+}
+
+static ssize_t dev_read(int fd, void *buf, size_t len, void *userdata)
+{
+	return fusedev_read(&((struct fs *)userdata)->dev, fd, buf, len);
+}
+
+static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	return fusedev_writev(&((struct fs *)userdata)->dev, fd, iov, count);
+}
+
+/* Before the session loop, so that the kernel's INIT goes through
+ * fusedev: only when reads past the page cache are wanted at all. */
+static void use_fusedev(struct fs *fs)
+{
+	if (fs->direct_read == UINT64_MAX)
+		return;
+	const struct fuse_custom_io io = {.read = dev_read,
+					  .writev = dev_writev};
+	fs->dev.want = 1;
+	if (fuse_session_custom_io(fs->se, &io, fuse_session_fd(fs->se)))
+		log_warn("cannot route the FUSE channel's I/O: big files are "
+			 "read through the page cache");
 }
 
 static void flush_all(struct fs *fs)
@@ -1320,6 +1358,14 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	 * changes the attributes. */
 	int dio = alone && (fi->flags & O_ACCMODE) == O_WRONLY &&
 		  dio_allowed(fs, n, a);
+	/* A read-only open of a big file (a checkpoint read back) reads
+	 * past the page cache too: each read's bytes go straight into the
+	 * reader's buffer. Only where the kernel maps such an open shared
+	 * through the page cache (fusedev.h), else safetensors' mmap would
+	 * fail. Readahead is then the daemon's alone (fh_readahead). */
+	int dio_read = (fi->flags & O_ACCMODE) == O_RDONLY &&
+		       a->length >= fs->direct_read &&
+		       fusedev_dio_mmap(&fs->dev);
 	pthread_mutex_lock(&n->lock);
 	int unchanged = node_unchanged(n, a) && !n->dio;
 	/* close-to-open: forget slice lists another client may have changed */
@@ -1340,7 +1386,7 @@ static int file_open(struct fs *fs, struct node *n, struct fuse_file_info *fi,
 	readahead_init(&h->ra);
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = unchanged;
-	fi->direct_io = dio;
+	fi->direct_io = dio || dio_read;
 	return 0;
 }
 
@@ -2876,6 +2922,7 @@ int fs_mount(const struct fs_opts *o,
 	fs->entry_timeout = o->entry_timeout >= 0 ? o->entry_timeout
 			    : o->read_only	  ? 3600
 						  : 1;
+	fs->direct_read = o->direct_read ? o->direct_read : 64ull << 20;
 	pthread_mutex_init(&fs->table_lock, NULL);
 	pthread_mutex_init(&fs->dc_lock, NULL);
 	if (o->read_only)
@@ -3066,6 +3113,7 @@ int fs_mount(const struct fs_opts *o,
 				 o->mountpoint);
 		goto remove_handlers;
 	}
+	use_fusedev(fs);
 	if (!o->read_only &&
 	    pthread_create(&fs->reclaimer, NULL, reclaimer_main, fs) == 0)
 		fs->reclaimer_running = 1;

@@ -63,6 +63,10 @@ static const char usage[] =
     "                         docs/operations.md)\n"
     "  --stage-size SIZE      with --writeback: blocks of big files staged\n"
     "                         at most, then writes wait (default 1G)\n"
+    "  --direct-read SIZE|off read-only opens of files of SIZE or more\n"
+    "                         bypass the kernel page cache: the bytes go\n"
+    "                         straight to the reader (default 64M; needs\n"
+    "                         Linux 6.6, older kernels keep the page cache)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground)\n"
     "  -d, --debug            log every FUSE request\n"
@@ -93,7 +97,8 @@ enum {
 	OPT_PACK_MAX,
 	OPT_NO_PACK,
 	OPT_PACK_WINDOW,
-	OPT_WRITEBACK
+	OPT_WRITEBACK,
+	OPT_DIRECT_READ
 };
 
 static const char optstring[] = ":fdo:h";
@@ -116,6 +121,7 @@ static const struct option options[] = {
     {"pack-window", required_argument, NULL, OPT_PACK_WINDOW},
     {"writeback", no_argument, NULL, OPT_WRITEBACK},
     {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
+    {"direct-read", required_argument, NULL, OPT_DIRECT_READ},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -496,6 +502,18 @@ int cmd_mount(int argc, char **argv)
 				goto free_opts;
 			}
 			o.stage_size = size;
+			break;
+		case OPT_DIRECT_READ:
+			if (!strcmp(optarg, "off")) {
+				o.direct_read = UINT64_MAX;
+			} else if (cli_parse_size(optarg, &size) || size == 0) {
+				cli_error("bad size '%s' for --direct-read: want a "
+					  "size such as 64M, or 'off'",
+					  optarg);
+				goto free_opts;
+			} else {
+				o.direct_read = size;
+			}
 			break;
 		case OPT_PACK_WINDOW: {
 			double w;

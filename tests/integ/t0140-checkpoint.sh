@@ -87,3 +87,46 @@ EOF_PY
 ok "write-only saves (past the page cache) leave no stale page to readers on the node"
 
 umount_vol "$B"
+
+# A read-only open of a big file (here 4 MiB or more) reads past the page
+# cache on kernels that still map such an open shared (6.6 and later);
+# smaller files, and older kernels, keep the page cache.
+C=$TMP/c
+mount_vol "$META" "$C" --direct-read 4M
+cat "$C/pc" >/dev/null
+(cd "$C/ckpt.keep" && sha256sum -c --quiet "$TMP/sums") || fail "checksums read past the page cache"
+cmp "$TMP/shard1" "$C/ckpt/rank1.pt" || fail "a big file read past the page cache differs"
+res=$(fincore --bytes --noheadings -o RES "$C/ckpt/rank1.pt" | tr -d ' ')
+kmin=$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -1)
+if [ "$kmin" = 6.6 ]; then
+	[ "$res" = 0 ] || fail "a big file read on Linux $(uname -r) left $res bytes in the page cache"
+	ok "a big file reads back past the page cache"
+else
+	[ "$res" -gt 0 ] || fail "Linux $(uname -r) is older than 6.6, yet a big file read left no page cached"
+	ok "a big file reads through the page cache (Linux $(uname -r) is older than 6.6)"
+fi
+[ "$(fincore --bytes --noheadings -o RES "$C/pc" | tr -d ' ')" -gt 0 ] ||
+	fail "a file under --direct-read was not kept in the page cache"
+python3 - "$C/ckpt/rank1.pt" "$TMP/shard1" <<'EOF_PY' || fail "a shared mmap of a big file"
+import mmap, sys
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
+    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # MAP_SHARED
+    if m[:] != g.read():
+        sys.exit("a shared mmap read other bytes than were saved")
+EOF_PY
+ok "a big file maps shared (safetensors' load) with the saved bytes"
+# a save over it, then the next read past the page cache and the next
+# mapping see the new bytes
+random_file "$TMP/p2" $((1 << 20))
+dd if="$TMP/p2" of="$C/ckpt/rank1.pt" bs=1M seek=3 conv=fsync,notrunc status=none || fail "a save into a big file"
+cp "$TMP/shard1" "$TMP/want1"
+dd if="$TMP/p2" of="$TMP/want1" bs=1M seek=3 conv=notrunc status=none
+cmp "$TMP/want1" "$C/ckpt/rank1.pt" || fail "a read past the page cache after a save got old bytes"
+python3 - "$C/ckpt/rank1.pt" "$TMP/want1" <<'EOF_PY' || fail "a shared mmap after a save got old bytes"
+import mmap, sys
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
+    if mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)[:] != g.read():
+        sys.exit("stale")
+EOF_PY
+ok "reads and shared maps of a big file see a save made on the node"
+umount_vol "$C"
