@@ -85,6 +85,7 @@ demo-stop:
 	@tools/demo.sh stop "$(DEMO_DIR)" "$(MNT)" "$(O)/granary"
 
 bench: all
+	@tools/install-deps.sh --bench
 	@bench/run.sh $(O)
 	@bench/epoch.sh $(O)
 	@bench/randread.sh $(O)

@@ -1,13 +1,20 @@
 #!/bin/sh
-# install-deps.sh - install what granary needs to build, test and run, only
-# when it is missing: Debian packages, and the s3rver S3 test server (npm)
-# under .deps/ in the source tree. Idempotent; quiet when all is there.
+# install-deps.sh [--bench] - install what granary needs to build, test and
+# run, only when it is missing: Debian packages, and the s3rver S3 test
+# server (npm) under .deps/ in the source tree. --bench: also the peers the
+# benchmarks compare with (s3fs, rclone) and gnuplot for their charts.
+# Idempotent; quiet when all is there.
 set -e
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev
 liblz4-dev libxxhash-dev libssl-dev libcriterion-dev redis-server
 redis-tools attr procps psmisc"
+case ${1:-} in
+--bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
+"") ;;
+*) echo "usage: tools/install-deps.sh [--bench]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do
