@@ -6,7 +6,6 @@
  * headers, holds the glue. The flag's value is fixed by the protocol
  * (7.39); older kernel headers do not name it.
  */
-#include <errno.h>
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <unistd.h>
