@@ -107,13 +107,17 @@ else
 fi
 [ "$(fincore --bytes --noheadings -o RES "$C/pc" | tr -d ' ')" -gt 0 ] ||
 	fail "a file under --direct-read was not kept in the page cache"
-python3 - "$C/ckpt/rank1.pt" "$TMP/shard1" <<'EOF_PY' || fail "a shared mmap of a big file"
+# mapped_as FILE WANT: a shared mmap of FILE (safetensors' load) reads WANT
+mapped_as() {
+	python3 - "$1" "$2" <<'EOF_PY'
 import mmap, sys
 with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
     m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # MAP_SHARED
     if m[:] != g.read():
-        sys.exit("a shared mmap read other bytes than were saved")
+        sys.exit("a shared mmap read other bytes than " + sys.argv[2])
 EOF_PY
+}
+mapped_as "$C/ckpt/rank1.pt" "$TMP/shard1" || fail "a shared mmap of a big file"
 ok "a big file maps shared (safetensors' load) with the saved bytes"
 # a save over it, then the next read past the page cache and the next
 # mapping see the new bytes
@@ -122,11 +126,6 @@ dd if="$TMP/p2" of="$C/ckpt/rank1.pt" bs=1M seek=3 conv=fsync,notrunc status=non
 cp "$TMP/shard1" "$TMP/want1"
 dd if="$TMP/p2" of="$TMP/want1" bs=1M seek=3 conv=notrunc status=none
 cmp "$TMP/want1" "$C/ckpt/rank1.pt" || fail "a read past the page cache after a save got old bytes"
-python3 - "$C/ckpt/rank1.pt" "$TMP/want1" <<'EOF_PY' || fail "a shared mmap after a save got old bytes"
-import mmap, sys
-with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
-    if mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)[:] != g.read():
-        sys.exit("stale")
-EOF_PY
+mapped_as "$C/ckpt/rank1.pt" "$TMP/want1" || fail "a shared mmap after a save got old bytes"
 ok "reads and shared maps of a big file see a save made on the node"
 umount_vol "$C"
