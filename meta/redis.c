@@ -1,8 +1,9 @@
 /*
  * redis.c - the metadata engine on Redis (hiredis 0.14): a pool of
- * connections shared by FUSE's worker threads, one Lua script (redis_lua.c,
- * run with EVALSHA) for every change of more than one key, and the client
- * session with its heartbeat thread. The key layout is meta/SCHEMA.md.
+ * connections shared by FUSE's worker threads, one Lua script (redis_lua.c)
+ * for every change of more than one key, and the client session with its
+ * heartbeat thread. The scripts run as functions (FCALL) where the server
+ * has them (Redis 7), else with EVALSHA. The key layout is meta/SCHEMA.md.
  *
  * Lock order: ids_lock -> pool_lock. pool_lock is a leaf; sess_lock is a
  * leaf that is never held across a Redis call.
@@ -32,6 +33,7 @@
 /* redis_lua.c */
 const char *meta_redis_lua_prelude(void);
 const char *meta_redis_lua(const char *name);
+char *meta_redis_lua_library(char *lib, size_t cap);
 
 #define CONNECT_TIMEOUT_S 3
 #define COMMAND_TIMEOUT_S 10
@@ -124,6 +126,10 @@ struct meta {
 	struct meta_opts opts;
 	char *script_text[SC_N];
 	char sha[SC_N][41]; /* written by meta_open only */
+	char *lib_text;	    /* the scripts as a function library */
+	char lib[32];	    /* its name */
+	char fn[SC_N][64];  /* the functions' names */
+	int fcall;	    /* written by meta_open only: 1 FCALL, 0 EVALSHA */
 
 	pthread_mutex_t pool_lock; /* leaf */
 	pthread_cond_t pool_cond;  /* a connection was returned */
@@ -723,8 +729,8 @@ static void cmd_inode(struct cmd *c, uint64_t ino, int tail)
 
 static void cmd_script(struct meta *m, struct cmd *c, enum script s)
 {
-	cmd_init(c, "EVALSHA");
-	cmd_str(c, m->sha[s]);
+	cmd_init(c, m->fcall ? "FCALL" : "EVALSHA");
+	cmd_str(c, m->fcall ? m->fn[s] : m->sha[s]);
 	cmd_str(c, "0");
 	c->script = (int)s;
 }
@@ -757,16 +763,61 @@ fail:
 	return EIO;
 }
 
-/* Load every script (SCRIPT LOAD) on c; at open it records the SHA1s,
- * afterwards (server restarted, scripts lost) it checks them. */
+/* FUNCTION LOAD the library on c: 0 when the server has it now (a library
+ * of its name is this build's, maybe loaded by a peer), -1 when it refused
+ * (no functions before Redis 7, no permission; logged: at open, where
+ * EVALSHA takes over, as information), EIO when the connection failed. */
+static int library_load(struct meta *m, struct conn *c, int open)
+{
+	const char *argv[3] = {"FUNCTION", "LOAD", m->lib_text};
+	size_t len[3] = {8, 4, strlen(m->lib_text)};
+	struct req req = {3, argv, len, -1};
+	redisReply *r;
+	int err;
+
+	err = conn_exec(m, c, &req, 1, &r);
+	if (err)
+		return err;
+	if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "already exists")) {
+		log_msg(open ? LOG_INFO : LOG_ERR,
+			"redis at '%s' refused the function library (%s)%s",
+			m->where, r->str,
+			open ? ": the scripts run with EVALSHA" : "");
+		err = -1;
+	}
+	freeReplyObject(r);
+	return err;
+}
+
+/*
+ * Load the scripts on c. At open (record) the function library goes
+ * first, and where the server takes it the scripts run with FCALL; else,
+ * or with GRANARY_META_EVALSHA=1 in the environment, SCRIPT LOAD records
+ * their SHA1s for EVALSHA. Afterwards (server restarted or flushed,
+ * scripts lost) they are loaded again the way chosen at open, and SHA1s
+ * checked.
+ */
 static int scripts_load(struct meta *m, struct conn *c, int record)
 {
 	const char *argv[SC_N][3];
 	size_t len[SC_N][3];
 	struct req reqs[SC_N];
 	redisReply *out[SC_N];
+	const char *env;
 	int i, err;
 
+	env = getenv("GRANARY_META_EVALSHA");
+	if (m->fcall || (record && !(env && strcmp(env, "1") == 0))) {
+		err = library_load(m, c, record);
+		if (err == 0 && record) {
+			m->fcall = 1;
+			log_debug("redis at '%s': scripts run as functions "
+				  "(library %s)",
+				  m->where, m->lib);
+		}
+		if (err >= 0 || m->fcall)
+			return err < 0 ? META_EPROTO : err;
+	}
 	for (i = 0; i < SC_N; i++) {
 		argv[i][0] = "SCRIPT";
 		argv[i][1] = "LOAD";
@@ -827,7 +878,8 @@ again:
 		if (out[i]->type != REDIS_REPLY_ERROR)
 			continue;
 		if (reqs[i].script >= 0 && n == 1 && !loaded &&
-		    strncmp(out[i]->str, "NOSCRIPT", 8) == 0) {
+		    (strncmp(out[i]->str, "NOSCRIPT", 8) == 0 ||
+		     strstr(out[i]->str, "Function not found"))) {
 			err = -1;
 			break;
 		}
@@ -843,7 +895,8 @@ again:
 		}
 	}
 	if (err == -1) {
-		log_info("reloading scripts into redis at '%s' (restarted?)",
+		log_info("reloading the scripts into redis at '%s' "
+			 "(restarted or flushed?)",
 			 m->where);
 		loaded = 1;
 		err = scripts_load(m, c, 0);
@@ -955,6 +1008,7 @@ static void meta_free(struct meta *m)
 	}
 	for (int i = 0; i < SC_N; i++)
 		free(m->script_text[i]);
+	free(m->lib_text);
 	pthread_mutex_destroy(&m->pool_lock);
 	pthread_cond_destroy(&m->pool_cond);
 	pthread_mutex_destroy(&m->ids_lock);
@@ -1010,15 +1064,24 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out)
 	if (m->opts.session_ttl <= 0)
 		m->opts.session_ttl = 60;
 
+	m->lib_text = meta_redis_lua_library(m->lib, sizeof m->lib);
+	if (!m->lib_text) {
+		err = ENOMEM;
+		goto free_m;
+	}
 	for (int i = 0; i < SC_N; i++) {
 		const char *body = meta_redis_lua(script_names[i]);
 		gr_assert(body);
-		if (asprintf(&m->script_text[i], "%s%s",
+		/* effects replication (TIME, then writes) before Redis 5 */
+		if (asprintf(&m->script_text[i],
+			     "redis.replicate_commands()\n%s%s",
 			     meta_redis_lua_prelude(), body) < 0) {
 			m->script_text[i] = NULL;
 			err = ENOMEM;
 			goto free_m;
 		}
+		snprintf(m->fn[i], sizeof m->fn[i], "%s_%s", m->lib,
+			 script_names[i]);
 	}
 	m->conns = calloc((size_t)m->opts.pool_size, sizeof *m->conns);
 	if (!m->conns) {

@@ -7,7 +7,11 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <xxhash.h>
 
 #include "meta.h"
 
@@ -22,6 +26,7 @@ _Static_assert(META_FILE == 1 && META_DIR == 2 && META_SYMLINK == 3 &&
 
 const char *meta_redis_lua_prelude(void);
 const char *meta_redis_lua(const char *name);
+char *meta_redis_lua_library(char *lib, size_t cap);
 
 /* ---- prelude --------------------------------------------------------- */
 
@@ -30,7 +35,6 @@ static const char prelude[] =
 	"-- prelude: shared by every script. Records are packed with the struct\n"
 	"-- library; Lua numbers are doubles, so inode numbers, slice ids and\n"
 	"-- lengths must stay below 2^53 (documented in SCHEMA.md).\n"
-	"redis.replicate_commands()\n"
 	"local CHUNK = 67108864\n"
 	"local FILE, DIR, SYMLINK, BLK, CHR = 1, 2, 3, 5, 6\n"
 	"local EPERM, ENOENT, EBUSY, EEXIST, ENODEV = " S(EPERM) ", " S(ENOENT) ", " S(EBUSY) ", " S(EEXIST) ", " S(ENODEV) "\n"
@@ -379,6 +383,13 @@ static const char prelude[] =
 	"		redis.call('HDEL', 'packdead', d(pack))\n"
 	"	end\n"
 	"	return false\n"
+	"end\n"
+	"\n"
+	"-- the per-call state back to its start: a script (EVALSHA) runs the\n"
+	"-- prelude anew each time, a function (FCALL) keeps its locals from one\n"
+	"-- call to the next and so calls this first\n"
+	"local function fresh()\n"
+	"	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil\n"
 	"end\n"
 	"-- ---- script body ----\n";
 /* clang-format on */
@@ -1738,4 +1749,47 @@ const char *meta_redis_lua(const char *name)
 		if (strcmp(scripts[i].name, name) == 0)
 			return scripts[i].body;
 	return NULL;
+}
+
+/*
+ * Every script as one function library, for FUNCTION LOAD (Redis 7): the
+ * prelude once, then each script registered as the function
+ * "<lib>_<name>", which starts with fresh(). A call then runs only its
+ * body, where EVALSHA runs the prelude's definitions every time. lib gets
+ * the library's name, "granary_" and a hash of the text, so that clients
+ * of different builds sharing a server each call their own functions.
+ * Returns the text (malloc'd), or NULL when out of memory.
+ */
+char *meta_redis_lua_library(char *lib, size_t cap)
+{
+	static const char fn[] =
+	    "redis.register_function('%s_%s', function(KEYS, ARGV)\n"
+	    "fresh()\n%s\nend)\n";
+	uint64_t h = XXH3_64bits(fn, sizeof fn);
+	size_t i, len;
+	char *text;
+	FILE *f;
+
+	h = XXH3_64bits_withSeed(prelude, strlen(prelude), h);
+	for (i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
+		h = XXH3_64bits_withSeed(scripts[i].name,
+					 strlen(scripts[i].name) + 1, h);
+		h = XXH3_64bits_withSeed(scripts[i].body,
+					 strlen(scripts[i].body), h);
+	}
+	snprintf(lib, cap, "granary_%016llx", (unsigned long long)h);
+	f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	fprintf(f, "#!lua name=%s\n%s", lib, prelude);
+	for (i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++)
+		fprintf(f, fn, lib, scripts[i].name, scripts[i].body);
+	if (ferror(f)) {
+		fclose(f);
+		free(text);
+		return NULL;
+	}
+	if (fclose(f) != 0)
+		return NULL;
+	return text;
 }

@@ -15,5 +15,13 @@ for t in "$O"/tests/test_*; do
 	echo "== $(basename "$t")"
 	"$t" --jobs 1 || fail=$((fail + 1))
 done
+# the metadata engine again with its scripts run by EVALSHA, as on a
+# server without functions (Redis < 7)
+if [ -x "$O/tests/test_meta" ]; then
+	n=$((n + 1))
+	echo "== test_meta, GRANARY_META_EVALSHA=1"
+	GRANARY_META_EVALSHA=1 "$O/tests/test_meta" --jobs 1 ||
+		fail=$((fail + 1))
+fi
 echo "unit: $((n - fail)) passed, $fail failed"
 [ "$fail" = 0 ]

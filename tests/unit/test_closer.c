@@ -39,11 +39,20 @@ static struct meta *fresh_volume(void)
 }
 
 /* EVALSHA calls the server has run so far */
+/* Scripts the server ran, as functions (FCALL) or with EVALSHA. */
 static long long scripts_run(redisContext *c)
 {
+	static const char *const keys[] = {"cmdstat_fcall:calls=",
+					   "cmdstat_evalsha:calls="};
 	redisReply *r = redisCommand(c, "INFO commandstats");
-	const char *s = r ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
-	long long n = s ? atoll(s + strlen("cmdstat_evalsha:calls=")) : 0;
+	long long n = 0;
+
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	for (int i = 0; i < 2; i++) {
+		const char *s = strstr(r->str, keys[i]);
+		if (s)
+			n += atoll(s + strlen(keys[i]));
+	}
 	freeReplyObject(r);
 	return n;
 }

@@ -1789,6 +1789,16 @@ static void redis_kill(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+/* The private server gone, and its directory. */
+static void redis_stop(pid_t pid, const char *dir)
+{
+	char cmd[300];
+
+	redis_kill(pid);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
 Test(meta, redis_restart)
 {
 	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
@@ -1830,11 +1840,94 @@ Test(meta, redis_restart)
 	    0);
 	cr_expect_eq(meta_getattr(m, f, NULL), 0);
 	meta_close(m);
-	redis_kill(pid);
+	redis_stop(pid, dir);
+}
 
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
+/* ---- functions or EVALSHA ------------------------------------------- */
+
+/* Calls of cmd ("fcall", "evalsha") the server counted since RESETSTAT. */
+static long long cmd_calls(redisContext *c, const char *cmd)
+{
+	redisReply *r = redisCommand(c, "INFO commandstats");
+	char key[64];
+	long long n = 0;
+
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+	const char *p = strstr(r->str, key);
+	if (p)
+		n = atoll(p + strlen(key));
+	freeReplyObject(r);
+	return n;
+}
+
+static void resetstat(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CONFIG RESETSTAT");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+/* The scripts run as functions where the server has them (unless
+ * GRANARY_META_EVALSHA=1, which tests/run-unit.sh also runs this suite
+ * with), are loaded again when the server lost them, and run with EVALSHA
+ * where the server refuses functions. */
+Test(meta, functions_or_evalsha)
+{
+	const char *env = getenv("GRANARY_META_EVALSHA");
+	int evalsha = env && strcmp(env, "1") == 0;
+	struct meta *m = fresh(63);
+	redisContext *c = raw(63);
+	redisReply *r;
+	uint64_t f = mkfile(m, 1, "f"), ino;
+
+	resetstat(c);
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	cr_expect_eq(ino, f);
+	cr_expect_eq(cmd_calls(c, "fcall"), evalsha ? 0 : 1);
+	cr_expect_eq(cmd_calls(c, "evalsha"), evalsha ? 1 : 0);
+
+	/* lost (FUNCTION FLUSH; SCRIPT FLUSH): loaded again, the call
+	 * made once */
+	r = redisCommand(c, "FUNCTION FLUSH");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	r = redisCommand(c, "SCRIPT FLUSH");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	cr_expect_eq(ino, f);
+	cr_expect_neq(mkfile(m, 1, "g"), 0);
+	cr_expect_eq(meta_lookup(m, 1, "g", &ino, NULL), 0);
+	meta_close(m);
+	redisFree(c);
+
+	/* a server that refuses functions (here its ACL does) */
+	char dir[] = "/tmp/granary-meta-XXXXXX", sockp[128], url[200];
+	struct meta_volume v;
+	pid_t pid;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(sockp, sizeof sockp, "%s/r.sock", dir);
+	snprintf(url, sizeof url, "unix://%s", sockp);
+	pid = redis_start(dir, sockp, NULL);
+	c = redisConnectUnix(sockp);
+	cr_assert(c && !c->err);
+	r = redisCommand(c, "ACL SETUSER default -function");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	vol_init(&v, "acl");
+	cr_expect_eq(meta_format(m, &v, 1), 0);
+	resetstat(c);
+	f = mkfile(m, 1, "f");
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	cr_expect_eq(ino, f);
+	cr_expect_eq(cmd_calls(c, "fcall"), 0);
+	cr_expect_eq(cmd_calls(c, "evalsha"), 2);
+	meta_close(m);
+	redisFree(c);
+	redis_stop(pid, dir);
 }
 
 /* ---- memory budget --------------------------------------------------- */
@@ -1882,11 +1975,7 @@ Test(meta, password)
 	cr_expect_eq(meta_getattr(m, 1, NULL), ENOENT);
 	meta_close(m);
 	unsetenv("GRANARY_META_PASSWORD");
-	redis_kill(pid);
-
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
+	redis_stop(pid, dir);
 }
 
 /* Read-only clients take chunk 0 along with a lookup or a readdirplus
@@ -2344,10 +2433,7 @@ static void memory_per_file(int packed)
 		     uper);
 	redisFree(c);
 	meta_close(m);
-	redis_kill(pid);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
+	redis_stop(pid, dir);
 }
 
 Test(meta, memory_per_small_file)
