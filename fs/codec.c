@@ -143,11 +143,43 @@ static size_t encode_v2(const unsigned char *raw, size_t raw_len,
 	return write_v2_prefix(raw, raw_len, hdr);
 }
 
-/* A v1 LZ4 block of raw into hdr, if that pays: 1 and *out_len, else 0. */
+/*
+ * Whether LZ4 may pay on a block (scratch: PROBE_WIN bytes): a block of
+ * PROBE_MIN bytes or more is first tried in PROBE_N windows of PROBE_WIN
+ * spread evenly over it, and taken as incompressible when they save less
+ * than 1/16 of their bytes, half what the whole block must save. That
+ * passes over bf16 weights, encrypted or already compressed data at the
+ * cost of compressing 1/32 of a 4 MiB block, where a full try on them runs
+ * LZ4 through 7/8 of it to find out. It misses what compresses only
+ * between the windows: such a block is stored raw.
+ */
+#define PROBE_WIN (16u << 10)
+#define PROBE_N	  8
+#define PROBE_MIN (2 * PROBE_N * PROBE_WIN)
+static int lz4_may_pay(const unsigned char *raw, size_t raw_len, char *scratch)
+{
+	size_t saved = 0, stride;
+
+	if (raw_len < PROBE_MIN)
+		return 1;
+	stride = (raw_len - PROBE_WIN) / (PROBE_N - 1);
+	for (size_t i = 0; i < PROBE_N; i++) {
+		int n = LZ4_compress_default((const char *)raw + i * stride,
+					     scratch, (int)PROBE_WIN,
+					     (int)PROBE_WIN);
+		if (n > 0)
+			saved += PROBE_WIN - (size_t)n;
+	}
+	return saved >= PROBE_N * PROBE_WIN / 16;
+}
+
+/* A v1 LZ4 block of raw into hdr, if that pays: 1 and *out_len, else 0.
+ * hdr has room for codec_bound(raw_len) bytes. */
 static int encode_lz4(const void *raw, size_t raw_len, unsigned char *hdr,
 		      size_t *out_len)
 {
-	if (raw_len < 2)
+	if (raw_len < 2 ||
+	    !lz4_may_pay(raw, raw_len, (char *)hdr + CODEC_HDR_SIZE))
 		return 0;
 	/* A block LZ4 shrinks by less than 1/8 is stored raw: the little
 	 * space saved is not worth making every small read of it fetch the

@@ -56,8 +56,9 @@ size_t codec_bound(size_t raw_len);
 /*
  * Encode raw[0..raw_len) into out (at least codec_bound(raw_len) bytes).
  * With CODEC_LZ4 the payload is compressed (v1) only when that saves at
- * least 1/8 of the raw bytes; otherwise the block is v2. raw_len must be
- * <= 64 MiB. Returns 0 and sets *out_len, or an error.
+ * least 1/8 of the raw bytes (a block of 256 KiB or more only when a try of
+ * 8 windows of it promises that; codec.c); otherwise the block is v2.
+ * raw_len must be <= 64 MiB. Returns 0 and sets *out_len, or an error.
  */
 int codec_encode(const void *raw, size_t raw_len, enum codec_compress c,
 		 void *out, size_t *out_len);

@@ -404,6 +404,35 @@ Test(codec, lz4_kept_only_when_it_saves_an_eighth)
 	free(blk);
 }
 
+/* A block of 4 MiB is first tried in 8 windows of 16 KiB spread over it
+ * (codec.c): a compressible quarter anywhere is found and the block
+ * compressed; random bytes are stored raw without a full try; what
+ * compresses only between two windows is stored raw (the documented cost),
+ * and every block round-trips. */
+Test(codec, lz4_probe_finds_compressible_quarters)
+{
+	uint64_t st = seed_from_env();
+	size_t len = 4 << 20, q = len / 4;
+	size_t stride = (len - (16 << 10)) / 7; /* the windows' spacing */
+	unsigned char *raw = malloc(len);
+
+	cr_assert(raw);
+	for (int i = 0; i < 4; i++) {
+		fill_random(raw, len, &st);
+		fill_text(raw + i * q, q);
+		round_trip(raw, len, CODEC_LZ4, 1);
+	}
+	fill_random(raw, len, &st);
+	round_trip(raw, len, CODEC_LZ4, 0);
+	/* zeros from just past window 3 to just before window 4: a bit
+	 * more than 1/8 of the block, which a full try would compress */
+	memset(raw + 3 * stride + (16 << 10) + 64, 0,
+	       stride - (16 << 10) - 128);
+	cr_assert_gt(stride - (16 << 10) - 128, len / 8);
+	round_trip(raw, len, CODEC_LZ4, 0);
+	free(raw);
+}
+
 /* A version 1 block as granary wrote them before v2: no compression. */
 static size_t v1_plain(const unsigned char *raw, size_t len, unsigned char *blk)
 {
