@@ -815,8 +815,11 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
 				  "(library %s)",
 				  m->where, m->lib);
 		}
-		if (err >= 0 || m->fcall)
-			return err < 0 ? META_EPROTO : err;
+		if (err != -1)
+			return err;
+		if (m->fcall) /* it had the library, and now refuses it */
+			return META_EPROTO;
+		/* refused at open: SCRIPT LOAD below */
 	}
 	for (i = 0; i < SC_N; i++) {
 		argv[i][0] = "SCRIPT";
