@@ -105,6 +105,12 @@ drop() {
 		echo "the page cache could not be dropped (not root?): cold and warm reads may be cached" >"$TMP/note-drop"
 }
 warm_src() { cat "$SRC" >/dev/null; }
+# Every save starts from the same memory: the page cache dropped, then the
+# source read into it. Without the drop a save ran with the objects of the
+# save before it still cached, and on this machine (whose free memory goes
+# back to the host) s3rver's node then spent up to a third more CPU on the
+# same PUTs: the 8-file save, always second in its round, lost 5-10%
+before_save() { drop; warm_src; }
 
 # timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY
 timed() {
@@ -173,8 +179,7 @@ hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
 paired_saves() { # ID R
 	if [ "$PAIR_LOCAL" = 1 ]; then
-		settle
-		warm_src
+		before_save
 		timed "$1" "pslocal_r$2" "$MB" "${DD[@]}" if="$SRC" of="$TMP/pair-save.pt" conv=fsync
 		rm -f "$TMP/pair-save.pt"
 	fi
@@ -185,13 +190,11 @@ saves() {
 	for r in $(seq 1 "$SAVES"); do
 		[ "$r" = 1 ] || unsave "$2" || return 1
 		paired_saves "$1" "$r"
-		settle
-		warm_src
+		before_save
 		[ -z "${3:-}" ] || hwm_reset "$3"
 		timed "$1" "save1_r$r" "$MB" save1 "$2" || return 1
 		[ -z "${3:-}" ] || { v=$(hwm "$3"); [ "$v" -le "$p1" ] || p1=$v; }
-		settle
-		warm_src
+		before_save
 		[ -z "${3:-}" ] || hwm_reset "$3"
 		timed "$1" "save8_r$r" "$MB" save8 "$2" || return 1
 		[ -z "${3:-}" ] || { v=$(hwm "$3"); [ "$v" -le "$p8" ] || p8=$v; }
@@ -293,8 +296,7 @@ t_local() {
 # machine, see README.md), timed as KEY; they are deleted again
 raw_put() {
 	local l
-	settle
-	warm_src
+	before_save
 	l=$("$OP" -t "$T" "$SRC" "$3" put) || why "objparts put failed: $l"
 	put "$1" "$2" "$(field "$l" mib_per_s)"
 	case $3 in
@@ -653,7 +655,7 @@ report() {
 	fi
 	ok passthrough && footnote "FUSE passthrough: bench/passthrough (granary's FUSE capabilities, timeouts and thread pool; its replies splice the local files) over a copy of the files on the local disk, read the way granary's are: what a read through FUSE costs on this host with no work in the daemon. No saves (it is read-only)" >/dev/null
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null
-	footnote "saves: every save figure (the raw stores' PUTs too) is the median of $SAVES rounds (BENCH_CKPT_SAVES), the files deleted between rounds; peak RSS is the highest of the rounds" >/dev/null
+	footnote "saves: every save figure (the raw stores' PUTs too) is the median of $SAVES rounds (BENCH_CKPT_SAVES), the files deleted between rounds, each save starting with the page cache dropped and the source read into it; peak RSS is the highest of the rounds" >/dev/null
 	ok raw-s3 || ok raw-file && footnote "raw stores: $MB MiB put (got) as 4 MiB objects by $T threads with libgranary's objstore (build/bench/objparts); no file system, no cache: no 8-file or warm run" >/dev/null
 	ok s3fs || ok rclone && footnote "s3fs and rclone: the saves end when every object is whole in s3rver's store (rclone uploads after close); s3fs has no cache, its warm read goes to the store again; the 8 files are not compared with the source on s3fs (it would read them once more)" >/dev/null
 	footnote "cold: a fresh mount, empty client caches (granary: a private --cache-dir, emptied; rclone: its --cache-dir emptied), page cache dropped; warm: a second read on that mount after dropping the page cache; cold read 8: the 8 files read at once by 8 processes on another fresh mount. Every read figure (the raw stores' GETs too) is the median of $READS rounds (BENCH_CKPT_READS), each on fresh mounts. The big file is compared with the source after the first warm read, the 8 files after their first read." >/dev/null
