@@ -102,15 +102,14 @@ settle() { timeout 120 sync; }
 drop() {
 	settle
 	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
-		echo "the page cache could not be dropped (not root?): cold and warm reads may be cached" >"$TMP/note-drop"
+		echo "the page cache could not be dropped (not root?): saves and cold and warm reads may start with data cached" >"$TMP/note-drop"
 }
-warm_src() { cat "$SRC" >/dev/null; }
 # Every save starts from the same memory: the page cache dropped, then the
 # source read into it. Without the drop a save ran with the objects of the
 # save before it still cached, and on this machine (whose free memory goes
 # back to the host) s3rver's node then spent up to a third more CPU on the
 # same PUTs: the 8-file save, always second in its round, lost 5-10%
-before_save() { drop; warm_src; }
+before_save() { drop; cat "$SRC" >/dev/null; }
 
 # timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY
 timed() {
