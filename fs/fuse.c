@@ -2192,12 +2192,136 @@ static int virtual_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 
 #define XATTR_SNAPSHOT "granary.snapshot"
 
+/*
+ * Who asks. The control operations (snapshot, version) arrive as xattrs,
+ * which the kernel checks only as xattrs: read or write permission on the
+ * inode they are set on. What they stand for needs more, so they check the
+ * caller themselves, as the POSIX operations they replace would (cp -a of
+ * the source, a create in the destination): uid, gid and supplementary
+ * groups; root may do anything. The other virtual xattrs act on the inode
+ * they are set on alone, which is what the kernel checked.
+ */
+struct caller {
+	struct meta_cred cred; /* groups[0]: the gid, then supplementary */
+	uint32_t *groups;      /* malloc'd */
+};
+
+static int caller_get(fuse_req_t req, struct caller *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t small[32], *list = small;
+	int n = fuse_req_getgroups(req, 32, small);
+
+	if (n > 32) {
+		list = malloc(sizeof(*list) * (size_t)n);
+		if (!list)
+			return ENOMEM;
+		n = fuse_req_getgroups(req, n, list);
+	}
+	/* a caller gone already, or no /proc: its gid alone (less, not more) */
+	if (n < 0)
+		n = 0;
+	c->groups = malloc(sizeof(*c->groups) * ((size_t)n + 1));
+	if (!c->groups) {
+		if (list != small)
+			free(list);
+		return ENOMEM;
+	}
+	c->groups[0] = ctx->gid;
+	for (int i = 0; i < n; i++)
+		c->groups[i + 1] = list[i];
+	if (list != small)
+		free(list);
+	c->cred.uid = ctx->uid;
+	c->cred.ngroups = (uint32_t)n + 1;
+	c->cred.groups = c->groups;
+	return 0;
+}
+
+static void caller_release(struct caller *c)
+{
+	free(c->groups);
+	c->groups = NULL;
+}
+
+/* What the metadata engine checks a copy against: NULL for root. */
+static const struct meta_cred *caller_cred(const struct caller *c)
+{
+	return c->cred.uid == 0 ? NULL : &c->cred;
+}
+
+/* May the caller have every bit of want (4 read, 2 write, 1 search) on an
+ * inode with attributes a? The owner's bits for its owner, the group's for
+ * a member of its group, else the others' (POSIX, no ACLs). */
+static int caller_may(const struct caller *c, const struct meta_attr *a,
+		      unsigned want)
+{
+	unsigned bits = a->mode & 7;
+
+	if (c->cred.uid == 0)
+		return 1;
+	if (c->cred.uid == a->uid) {
+		bits = (a->mode >> 6) & 7;
+	} else {
+		for (uint32_t i = 0; i < c->cred.ngroups; i++)
+			if (c->cred.groups[i] == a->gid) {
+				bits = (a->mode >> 3) & 7;
+				break;
+			}
+	}
+	return (bits & want) == want;
+}
+
+/*
+ * The inode at path ('/'-separated names below the mount's root) as the
+ * caller reaches it: search permission on every directory on the way
+ * (EACCES). "." and ".." are refused (EINVAL), so nothing outside the
+ * mount's root (--subdir) is reached. path is cut up.
+ */
+static int resolve_as(struct fs *fs, const struct caller *c, char *path,
+		      uint64_t *ino)
+{
+	uint64_t cur = fs->root;
+	struct meta_attr a;
+	char *save, *name;
+	int err = meta_getattr(fs->meta, cur, &a);
+
+	for (name = strtok_r(path, "/", &save); !err && name;
+	     name = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			return EINVAL;
+		if (a.type != META_DIR)
+			return ENOTDIR;
+		if (!caller_may(c, &a, 1))
+			return EACCES;
+		err = meta_lookup(fs->meta, cur, name, &cur, &a);
+	}
+	if (!err)
+		*ino = cur;
+	return err;
+}
+
+/* May the caller make entries in directory dir (write and search)? */
+static int caller_may_create(struct fs *fs, const struct caller *c,
+			     uint64_t dir)
+{
+	struct meta_attr a;
+	int err = meta_getattr(fs->meta, dir, &a);
+
+	if (!err && a.type != META_DIR)
+		err = ENOTDIR;
+	if (!err && !caller_may(c, &a, 3))
+		err = EACCES;
+	return err;
+}
+
 /* Fault injection for the crash test of snapshots (tests/integ/t0120):
  * GRANARY_TEST_SNAPSHOT_KILL_AFTER=N kills this client with SIGKILL after
  * N steps of a snapshot. meta_redis_test_snapshot_hook is meta/redis.c's
  * test entry: meta_snapshot with a callback after each step. */
-int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
-				  uint64_t dst_parent, const char *name,
+int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
+				  uint64_t src, uint64_t dst_parent,
+				  const char *name,
 				  struct meta_snapshot_stats *st,
 				  void (*hook)(void *, int), void *arg);
 static void kill_after(void *arg, int step)
@@ -2206,67 +2330,69 @@ static void kill_after(void *arg, int step)
 		raise(SIGKILL);
 }
 
-/* May the caller write entries into a directory with attributes a? (The
- * kernel checks ordinary creates; a snapshot arrives as an xattr.) */
-static int may_write_dir(const struct fuse_ctx *ctx, const struct meta_attr *a)
-{
-	unsigned bits = a->mode;
-
-	if (ctx->uid == 0)
-		return 1;
-	if (ctx->uid == a->uid)
-		bits >>= 6;
-	else if (ctx->gid == a->gid)
-		bits >>= 3;
-	return (bits & 3) == 3; /* write and search */
-}
-
 /*
- * Setting "granary.snapshot" to "<inode> <name>" on a directory makes
- * <name> in it a copy-on-write copy of <inode> (granary snapshot).
+ * Setting "granary.snapshot" to "/SRC\0NAME" on a directory makes NAME in
+ * it a copy-on-write copy of SRC, a path below the mount's root (granary
+ * snapshot). The caller needs what cp -a and a create would need: search
+ * on every directory to SRC, read on SRC's files and read and search on
+ * its directories, write and search on the directory set. The form
+ * "<inode> NAME" of granary 0.x named any inode of the volume, whatever
+ * the caller may reach: EPERM.
  */
 static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			   const char *value, size_t size)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct meta_snapshot_stats st = {0};
-	struct meta_attr pa;
-	char buf[META_NAME_MAX + 32], *name;
-	unsigned long long src;
+	struct caller c = {0};
+	char *buf, *name;
+	uint64_t src = 0;
 	int err;
 
 	if (fs->read_only || frozen(fs, parent))
 		return reply_err(req, XATTR_SNAPSHOT, EROFS);
-	if (size >= sizeof(buf))
+	if (size > PATH_MAX + META_NAME_MAX + 1)
 		return reply_err(req, XATTR_SNAPSHOT, ENAMETOOLONG);
+	if (size && value[0] >= '0' && value[0] <= '9') {
+		log_warn("snapshot refused: the source is named by inode "
+			 "number, as granary 0.x did; use 'granary snapshot' "
+			 "of this version");
+		return reply_err(req, XATTR_SNAPSHOT, EPERM);
+	}
+	buf = malloc(size + 1);
+	if (!buf)
+		return reply_err(req, XATTR_SNAPSHOT, ENOMEM);
 	memcpy(buf, value, size);
 	buf[size] = '\0';
-	src = strtoull(buf, &name, 10);
-	if (!src || *name != ' ' || !name[1])
-		return reply_err(req, XATTR_SNAPSHOT, EINVAL);
-	name++;
-	err = meta_getattr(fs->meta, m_ino(fs, parent), &pa);
-	if (!err && pa.type != META_DIR)
-		err = ENOTDIR;
-	if (!err && !may_write_dir(ctx, &pa))
-		err = EACCES;
+	name = memchr(buf, '\0', size);
+	err = size && buf[0] == '/' && name && name[1] ? 0 : EINVAL;
+	if (!err) {
+		name++;
+		err = caller_get(req, &c);
+	}
+	if (!err)
+		err = caller_may_create(fs, &c, m_ino(fs, parent));
+	if (!err)
+		err = resolve_as(fs, &c, buf, &src);
 	int64_t t0 = mono_ns();
 	const char *kill = getenv("GRANARY_TEST_SNAPSHOT_KILL_AFTER");
 	int steps = kill ? atoi(kill) : 0;
 	if (!err && steps > 0)
 		err = meta_redis_test_snapshot_hook(
-		    fs->meta, m_ino(fs, (fuse_ino_t)src), m_ino(fs, parent),
-		    name, &st, kill_after, &steps);
+		    fs->meta, caller_cred(&c), src, m_ino(fs, parent), name,
+		    &st, kill_after, &steps);
 	else if (!err)
-		err = meta_snapshot(fs->meta, m_ino(fs, (fuse_ino_t)src),
+		err = meta_snapshot(fs->meta, caller_cred(&c), src,
 				    m_ino(fs, parent), name, &st);
 	if (!err)
-		log_info("snapshot of inode %llu as '%s': %llu files, %llu "
-			 "directories, %llu bytes in %.1f ms",
-			 src, name, (unsigned long long)st.files,
+		log_info("snapshot of inode %llu as '%s' by uid %u: %llu "
+			 "files, %llu directories, %llu bytes in %.1f ms",
+			 (unsigned long long)src, name, c.cred.uid,
+			 (unsigned long long)st.files,
 			 (unsigned long long)st.dirs,
 			 (unsigned long long)st.bytes,
 			 (double)(mono_ns() - t0) / 1e6);
+	caller_release(&c);
+	free(buf);
 	ns_changed(fs);
 	reply_err(req, XATTR_SNAPSHOT, err);
 }
@@ -2283,16 +2409,16 @@ static void snapshot_xattr(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 #define XATTR_VERSION_SET "granary.version."
 #define XATTR_VERSION_GET "granary.version:"
 
-/* One version operation on directory dir (see above). */
-static int version_do(struct fs *fs, uint64_t dir, const char *op,
-		      const char *tag, const char *arg)
+/* One version operation on directory dir (see above) by cred. */
+static int version_do(struct fs *fs, const struct meta_cred *cred, uint64_t dir,
+		      const char *op, const char *tag, const char *arg)
 {
 	struct meta_snapshot_stats st = {0};
 	int64_t t0 = mono_ns();
 	int err;
 
 	if (!strcmp(op, "create")) {
-		err = meta_version_create(fs->meta, dir, tag, arg, &st);
+		err = meta_version_create(fs->meta, cred, dir, tag, arg, &st);
 		if (!err)
 			log_info("version '%s' of inode %llu: %llu files, %llu "
 				 "bytes in %.1f ms",
@@ -2318,7 +2444,7 @@ static int version_do(struct fs *fs, uint64_t dir, const char *op,
 		return EOPNOTSUPP;
 	if (!arg || !*arg)
 		return EINVAL;
-	err = meta_version_restore(fs->meta, dir, tag, arg);
+	err = meta_version_restore(fs->meta, cred, dir, tag, arg);
 	if (!err)
 		log_info("inode %llu restored to version '%s' (what it was is "
 			 "version '%s') in %.1f ms",
@@ -2327,12 +2453,14 @@ static int version_do(struct fs *fs, uint64_t dir, const char *op,
 	return err;
 }
 
+/* A version of DIR is made, removed or restored by whoever may create in
+ * DIR; create and restore copy trees, which the caller must be able to
+ * read (see snapshot_xattr). */
 static void version_set(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			const char *op, const char *value, size_t size)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t dir = m_ino(fs, ino);
-	struct meta_attr a;
+	struct caller c = {0};
 	char *tag, *arg;
 	int err;
 
@@ -2344,13 +2472,12 @@ static void version_set(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	memcpy(tag, value, size);
 	tag[size] = tag[size + 1] = '\0';
 	arg = memchr(tag, '\0', size) ? tag + strlen(tag) + 1 : NULL;
-	err = meta_getattr(fs->meta, dir, &a);
-	if (!err && a.type != META_DIR)
-		err = ENOTDIR;
-	if (!err && !may_write_dir(ctx, &a))
-		err = EACCES;
+	err = caller_get(req, &c);
 	if (!err)
-		err = version_do(fs, dir, op, tag, arg);
+		err = caller_may_create(fs, &c, dir);
+	if (!err)
+		err = version_do(fs, caller_cred(&c), dir, op, tag, arg);
+	caller_release(&c);
 	free(tag);
 	ns_changed(fs);
 	reply_err(req, op, err);

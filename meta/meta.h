@@ -242,6 +242,19 @@ int meta_listxattr(struct meta *m, uint64_t ino, char **names, size_t *size);
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
 
 /* ---- snapshots ------------------------------------------------------- */
+/*
+ * Who asks for a snapshot or a version, for the permission checks of the
+ * copy (cp -a semantics: every file of the source readable, every
+ * directory readable and searchable; EACCES otherwise, and nothing is
+ * made). groups[0] is the primary gid, then the supplementary groups. A
+ * NULL cred (root, the tools) checks nothing.
+ */
+struct meta_cred {
+	uint32_t uid;
+	uint32_t ngroups;
+	const uint32_t *groups;
+};
+
 struct meta_snapshot_stats {
 	uint64_t files, dirs, others; /* inodes made (the top one included) */
 	uint64_t bytes;		      /* sum of the file lengths */
@@ -253,7 +266,10 @@ struct meta_snapshot_stats {
  * and deletes on either side never show in the other. Attributes, xattrs
  * and symlink targets are copied as they are (owners included, as cp -a
  * run by root would); ctime of the copies is now; hard links inside a tree
- * stay links to one inode inside the copy.
+ * stay links to one inode inside the copy. With a cred (not root), as cp
+ * -a run by that user: an owner it is not and a group it is not in become
+ * its own uid and gid, which clears the set-id bits, and security.* and
+ * trusted.* xattrs are not copied.
  *
  * Atomic for the namespace: the copy is built detached (its top inode
  * listed in `snapshots` with this session) and linked under dst_name in
@@ -261,12 +277,14 @@ struct meta_snapshot_stats {
  * detached copy is deleted again on any error. A client that dies half way
  * leaves a detached copy that meta_snapshot_cleanup deletes once the
  * session is dead. Errors: ENOENT (src or dst_parent), ENOTDIR, EEXIST,
- * EINVAL (dst_parent inside the tree of src), ECANCELED (the half-made copy
+ * EINVAL (dst_parent inside the tree of src), EACCES (cred may not read
+ * all of src; see struct meta_cred), ECANCELED (the half-made copy
  * was taken for dead and deleted by a cleaner: this client stalled for
  * longer than the session TTL), or a metadata error. st may be NULL.
  */
-int meta_snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
-		  const char *dst_name, struct meta_snapshot_stats *st);
+int meta_snapshot(struct meta *m, const struct meta_cred *cred, uint64_t src,
+		  uint64_t dst_parent, const char *dst_name,
+		  struct meta_snapshot_stats *st);
 /* Delete the detached copies of snapshots whose client is gone (its
  * session dead or closed); *n (may be NULL) is how many. */
 int meta_snapshot_cleanup(struct meta *m, size_t *n);
@@ -309,11 +327,12 @@ int meta_version_tag_check(const char *tag);
  * Record dir as it is now as version tag, with msg (may be NULL; at most
  * META_VERSION_MSG_MAX bytes, else EINVAL): a snapshot of the tree (see
  * meta_snapshot for what it copies and costs, and its consistency while
- * the tree changes). EEXIST when tag exists, ENOTDIR, ENOENT. st may be
- * NULL.
+ * the tree changes). EEXIST when tag exists, ENOTDIR, ENOENT, EACCES (cred
+ * may not read all of dir). st may be NULL.
  */
-int meta_version_create(struct meta *m, uint64_t dir, const char *tag,
-			const char *msg, struct meta_snapshot_stats *st);
+int meta_version_create(struct meta *m, const struct meta_cred *cred,
+			uint64_t dir, const char *tag, const char *msg,
+			struct meta_snapshot_stats *st);
 /* One version, or all of dir's (any order, *n 0 when none); free the
  * result with meta_versions_free. ENOENT: no such version. */
 int meta_version_get(struct meta *m, uint64_t dir, const char *tag,
@@ -329,10 +348,11 @@ int meta_version_rm(struct meta *m, uint64_t dir, const char *tag);
  * as version save_tag (EEXIST if taken), then a copy of tag's tree
  * replaces dir's entries in one step (dir keeps its inode, attributes and
  * versions; the versions of its subdirectories go with the old entries).
- * Files open in dir keep their data until closed, as if unlinked.
+ * Files open in dir keep their data until closed, as if unlinked. cred
+ * must be able to read both dir's tree and tag's (EACCES).
  */
-int meta_version_restore(struct meta *m, uint64_t dir, const char *tag,
-			 const char *save_tag);
+int meta_version_restore(struct meta *m, const struct meta_cred *cred,
+			 uint64_t dir, const char *tag, const char *save_tag);
 
 /* ---- packs ----------------------------------------------------------- */
 /* Packs get their ids from the slice id sequence (meta_new_slice_id). */

@@ -3038,10 +3038,37 @@ static void snap_stats_add(struct meta_snapshot_stats *st, const redisReply *r,
 	st->bytes += reply_u64(r->element[first + 3]);
 }
 
-/* One snap_copy or snap_drop call; *done when the list is worked off. */
+/*
+ * A caller's credentials as the snapshot scripts take them (cred_use):
+ * u32 uid, then u32 groups, little endian; empty for no checks.
+ */
+struct cred_arg {
+	uint8_t *p;
+	size_t n;
+};
+
+static int cred_pack(const struct meta_cred *cred, struct cred_arg *out)
+{
+	out->p = NULL;
+	out->n = 0;
+	if (!cred || cred->uid == 0)
+		return 0;
+	out->p = malloc(4 * ((size_t)cred->ngroups + 1));
+	if (!out->p)
+		return ENOMEM;
+	st32(out->p, cred->uid);
+	for (uint32_t i = 0; i < cred->ngroups; i++)
+		st32(out->p + 4 * ((size_t)i + 1), cred->groups[i]);
+	out->n = 4 * ((size_t)cred->ngroups + 1);
+	return 0;
+}
+
+/* One snap_copy or snap_drop call; *done when the list is worked off.
+ * cred (may be NULL) goes to snap_copy. */
 static int snap_step(struct meta *m, enum script s, uint64_t top, uint64_t sid,
 		     struct snap_pos *p, int *done,
-		     struct meta_snapshot_stats *st)
+		     struct meta_snapshot_stats *st,
+		     const struct cred_arg *cred)
 {
 	const redisReply *cur;
 	struct cmd c;
@@ -3054,6 +3081,9 @@ static int snap_step(struct meta *m, enum script s, uint64_t top, uint64_t sid,
 	cmd_u64(&c, p->pos);
 	cmd_str(&c, p->cursor);
 	cmd_u64(&c, SNAP_BUDGET);
+	if (s == SC_SNAP_COPY)
+		cmd_bin(&c, cred && cred->p ? cred->p : (const void *)"",
+			cred ? cred->n : 0);
 	/* a drop step sent twice removes each entry once; a copy step sent
 	 * twice would copy twice (and leak the first copies) */
 	err = run_script(m, s == SC_SNAP_DROP ? RUN_RETRY : 0, &c, &r);
@@ -3096,7 +3126,8 @@ static int snap_drop(struct meta *m, uint64_t top, uint64_t sid)
 	int done = 0, err = 0;
 
 	while (!done && !err)
-		err = snap_step(m, SC_SNAP_DROP, top, sid, &p, &done, NULL);
+		err =
+		    snap_step(m, SC_SNAP_DROP, top, sid, &p, &done, NULL, NULL);
 	return err;
 }
 
@@ -3130,31 +3161,39 @@ static void snap_give_up(struct meta *m, uint64_t top, uint64_t sid, int err,
  * Copy src for dst_name in dst_parent: a non-directory is copied and linked
  * at once (*top 0); a directory is built detached and handed back finished
  * in *top, for the caller to link (snap_commit, version_swap) or give up.
+ * cred (may be NULL) is checked on every inode copied (struct meta_cred).
  * A test's hook(arg, n) runs after copy step n, and with n = -1 at the end.
  */
-static int snap_build(struct meta *m, uint64_t src, uint64_t dst_parent,
-		      const char *dst_name, uint64_t sid, uint64_t *top,
+static int snap_build(struct meta *m, const struct meta_cred *cred,
+		      uint64_t src, uint64_t dst_parent, const char *dst_name,
+		      uint64_t sid, uint64_t *top,
 		      struct meta_snapshot_stats *st, void (*hook)(void *, int),
 		      void *arg)
 {
 	struct snap_pos p = {0, "0"};
+	struct cred_arg ca;
 	struct cmd c;
 	redisReply *r;
 	int err, linked, done = 0, steps = 0;
 
 	memset(st, 0, sizeof *st);
 	*top = 0;
+	err = cred_pack(cred, &ca);
+	if (err)
+		return err;
 	cmd_script(m, &c, SC_SNAP_BEGIN);
 	cmd_u64(&c, src);
 	cmd_u64(&c, dst_parent);
 	cmd_str(&c, dst_name);
 	cmd_u64(&c, sid);
+	cmd_bin(&c, ca.p ? ca.p : (const void *)"", ca.n);
 	err = run_script(m, 0, &c, &r);
 	if (err)
-		return err;
+		goto free_cred;
 	if (r->elements < 7) {
 		freeReplyObject(r);
-		return META_EPROTO;
+		err = META_EPROTO;
+		goto free_cred;
 	}
 	linked = reply_u64(r->element[1]) != 0;
 	if (!linked)
@@ -3162,10 +3201,10 @@ static int snap_build(struct meta *m, uint64_t src, uint64_t dst_parent,
 	snap_stats_add(st, r, 3);
 	freeReplyObject(r);
 	if (linked)
-		return 0;
+		goto free_cred;
 
 	while (!done && !err) {
-		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, st);
+		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, st, &ca);
 		if (hook && !err)
 			hook(arg, ++steps);
 	}
@@ -3175,6 +3214,8 @@ static int snap_build(struct meta *m, uint64_t src, uint64_t dst_parent,
 		snap_give_up(m, *top, sid, err, dst_name);
 		*top = 0;
 	}
+free_cred:
+	free(ca.p);
 	return err;
 }
 
@@ -3216,9 +3257,10 @@ static int snap_commit(struct meta *m, uint64_t top, uint64_t sid, uint64_t src,
 }
 
 /* meta_snapshot, with a test's hook (see snap_build) */
-static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
-		    const char *dst_name, struct meta_snapshot_stats *st,
-		    void (*hook)(void *, int), void *arg)
+static int snapshot(struct meta *m, const struct meta_cred *cred, uint64_t src,
+		    uint64_t dst_parent, const char *dst_name,
+		    struct meta_snapshot_stats *st, void (*hook)(void *, int),
+		    void *arg)
 {
 	struct meta_snapshot_stats tmp;
 	uint64_t sid = atomic_load(&m->sid), top;
@@ -3228,8 +3270,8 @@ static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
 		st = &tmp;
 	err = new_name_check(m, dst_name);
 	if (!err)
-		err = snap_build(m, src, dst_parent, dst_name, sid, &top, st,
-				 hook, arg);
+		err = snap_build(m, cred, src, dst_parent, dst_name, sid, &top,
+				 st, hook, arg);
 	if (err || !top)
 		return err;
 	err =
@@ -3239,10 +3281,11 @@ static int snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
 	return err;
 }
 
-int meta_snapshot(struct meta *m, uint64_t src, uint64_t dst_parent,
-		  const char *dst_name, struct meta_snapshot_stats *st)
+int meta_snapshot(struct meta *m, const struct meta_cred *cred, uint64_t src,
+		  uint64_t dst_parent, const char *dst_name,
+		  struct meta_snapshot_stats *st)
 {
-	return snapshot(m, src, dst_parent, dst_name, st, NULL, NULL);
+	return snapshot(m, cred, src, dst_parent, dst_name, st, NULL, NULL);
 }
 
 int meta_snapshot_cleanup(struct meta *m, size_t *n)
@@ -3338,8 +3381,9 @@ static int version_dir(struct meta *m, uint64_t dir, uint64_t *vdir)
 	return err;
 }
 
-int meta_version_create(struct meta *m, uint64_t dir, const char *tag,
-			const char *msg, struct meta_snapshot_stats *st)
+int meta_version_create(struct meta *m, const struct meta_cred *cred,
+			uint64_t dir, const char *tag, const char *msg,
+			struct meta_snapshot_stats *st)
 {
 	struct meta_snapshot_stats tmp;
 	uint64_t sid = atomic_load(&m->sid), vdir, top;
@@ -3358,7 +3402,8 @@ int meta_version_create(struct meta *m, uint64_t dir, const char *tag,
 		return EINVAL;
 	err = version_dir(m, dir, &vdir);
 	if (!err)
-		err = snap_build(m, dir, vdir, tag, sid, &top, st, NULL, NULL);
+		err = snap_build(m, cred, dir, vdir, tag, sid, &top, st, NULL,
+				 NULL);
 	if (err)
 		return err;
 	gr_assert(top != 0); /* a directory is never linked by snap_begin */
@@ -3527,8 +3572,8 @@ int meta_version_rm(struct meta *m, uint64_t dir, const char *tag)
 	return 0;
 }
 
-int meta_version_restore(struct meta *m, uint64_t dir, const char *tag,
-			 const char *save_tag)
+int meta_version_restore(struct meta *m, const struct meta_cred *cred,
+			 uint64_t dir, const char *tag, const char *save_tag)
 {
 	struct meta_snapshot_stats st;
 	uint64_t sid = atomic_load(&m->sid), top;
@@ -3543,12 +3588,12 @@ int meta_version_restore(struct meta *m, uint64_t dir, const char *tag,
 	if (err)
 		return err;
 	snprintf(msg, sizeof msg, "before restoring version '%s'", tag);
-	err = meta_version_create(m, dir, save_tag, msg, NULL);
+	err = meta_version_create(m, cred, dir, save_tag, msg, NULL);
 	if (err)
 		goto free_v;
 	/* a detached copy, built for the one name dir can never hold */
-	err = snap_build(m, v->top, dir, META_VERSIONS, sid, &top, &st, NULL,
-			 NULL);
+	err = snap_build(m, cred, v->top, dir, META_VERSIONS, sid, &top, &st,
+			 NULL, NULL);
 	if (err)
 		goto free_v;
 	gr_assert(top != 0);
@@ -3769,27 +3814,31 @@ int meta_redis_test_snapshot_partial(struct meta *m, uint64_t src,
 	cmd_u64(&c, dst_parent);
 	cmd_str(&c, name);
 	cmd_u64(&c, sid);
+	cmd_str(&c, "");
 	err = run_script(m, 0, &c, &r);
 	if (err)
 		return err;
 	*top = r->elements >= 3 ? reply_u64(r->element[2]) : 0;
 	freeReplyObject(r);
 	while (!err && !done && steps-- > 0)
-		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, NULL);
+		err = snap_step(m, SC_SNAP_COPY, *top, sid, &p, &done, NULL,
+				NULL);
 	return err;
 }
 
 /* Test-only: meta_snapshot calling hook(arg, n) after copy step n and with
  * n = -1 before the commit, to change the namespace under a snapshot at a
  * known point. */
-int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
-				  uint64_t dst_parent, const char *name,
+int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
+				  uint64_t src, uint64_t dst_parent,
+				  const char *name,
 				  struct meta_snapshot_stats *st,
 				  void (*hook)(void *, int), void *arg);
-int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
-				  uint64_t dst_parent, const char *name,
+int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
+				  uint64_t src, uint64_t dst_parent,
+				  const char *name,
 				  struct meta_snapshot_stats *st,
 				  void (*hook)(void *, int), void *arg)
 {
-	return snapshot(m, src, dst_parent, name, st, hook, arg);
+	return snapshot(m, cred, src, dst_parent, name, st, hook, arg);
 }

@@ -1092,8 +1092,56 @@ static const char s_staging_done[] =
  */
 #define SNAP_LIB \
 	"-- ---- snapshot helpers ----\n" \
-	"local ECANCELED = " S(ECANCELED) "\n" \
+	"local ECANCELED, EACCES = " S(ECANCELED) ", " S(EACCES) "\n" \
 	"local PAIR = '<I8I8'\n" \
+	"-- the caller's uid and groups (ARGV: u32 uid, then u32 groups, little\n" \
+	"-- endian; empty: no checks), set by cred_use at the start of a call\n" \
+	"local cuid, cgid, cgroups\n" \
+	"local function cred_use(s)\n" \
+	"	cuid, cgid, cgroups = nil, nil, {}\n" \
+	"	if s and #s >= 8 then\n" \
+	"		cuid, cgid = struct.unpack('<I4I4', s, 1)\n" \
+	"		for o = 5, #s - 3, 4 do\n" \
+	"			cgroups[struct.unpack('<I4', s, o)] = true\n" \
+	"		end\n" \
+	"	end\n" \
+	"end\n" \
+	"-- may the caller copy inode record v as cp -a would: a file readable,\n" \
+	"-- a directory readable and searchable, anything else as it is\n" \
+	"local function may_copy(v)\n" \
+	"	if not cuid or cuid == 0 then\n" \
+	"		return true\n" \
+	"	end\n" \
+	"	local ty, mode, uid, gid = struct.unpack('<BHI4I4', v, 2)\n" \
+	"	local want = ty == DIR and 5 or (ty == FILE and 4 or 0)\n" \
+	"	local bits = mode % 8\n" \
+	"	if uid == cuid then\n" \
+	"		bits = math.floor(mode / 64) % 8\n" \
+	"	elseif cgroups[gid] then\n" \
+	"		bits = math.floor(mode / 8) % 8\n" \
+	"	end\n" \
+	"	return bit.band(bits, want) == want\n" \
+	"end\n" \
+	"-- record v as a copy made by the caller: cp -a run by a user keeps\n" \
+	"-- owner and group only where it may (its own uid, a group it is in),\n" \
+	"-- else they become its own and the set-id bits go\n" \
+	"local function owned(v)\n" \
+	"	if not cuid or cuid == 0 then\n" \
+	"		return v\n" \
+	"	end\n" \
+	"	local mode, uid, gid = struct.unpack('<HI4I4', v, 3)\n" \
+	"	local m = mode\n" \
+	"	if uid ~= cuid then\n" \
+	"		uid = cuid\n" \
+	"		m = m - bit.band(m, S_ISUID + S_ISGID)\n" \
+	"	end\n" \
+	"	if not cgroups[gid] then\n" \
+	"		gid = cgid\n" \
+	"		m = m - bit.band(m, S_ISGID)\n" \
+	"	end\n" \
+	"	return string.sub(v, 1, 2) .. struct.pack('<HI4I4', m, uid, gid) ..\n" \
+	"		string.sub(v, 13)\n" \
+	"end\n" \
 	"local function snap_keys(top)\n" \
 	"	return 'snapdirs:' .. d(top), 'snapmap:' .. d(top)\n" \
 	"end\n" \
@@ -1174,14 +1222,15 @@ static const char s_staging_done[] =
 	"	refs = {}\n" \
 	"end\n" \
 	"-- Copy inode src, whose whole record (irec) is v, to the new inode ino with\n" \
-	"-- nlink links and (directories) parent par: attributes (ctime now),\n" \
-	"-- chunk lists, symlink target, xattrs. A directory's entries are the\n" \
-	"-- walk's business. Returns the copy's type.\n" \
+	"-- nlink links and (directories) parent par: attributes (ctime now; owners\n" \
+	"-- as owned() leaves them), chunk lists, symlink target, xattrs. A\n" \
+	"-- directory's entries are the walk's business. Returns the copy's type.\n" \
 	"local function clone(src, v, ino, nlink, par)\n" \
 	"	local ty = string.byte(v, 2)\n" \
 	"	if #v < ALEN or string.byte(v, 1) ~= 1 then\n" \
 	"		error('granary: corrupt inode record')\n" \
 	"	end\n" \
+	"	v = owned(v)\n" \
 	"	if ty == DIR then\n" \
 	"		local a = attr_unpack(string.sub(v, 1, ALEN))\n" \
 	"		a.nlink, a.par, a.cs, a.cn = nlink, par, now()\n" \
@@ -1226,8 +1275,13 @@ static const char s_staging_done[] =
 	"		mothers = mothers + 1\n" \
 	"	end\n" \
 	"	local x = redis.call('HGETALL', key('x', src))\n" \
+	"	local user = cuid and cuid ~= 0\n" \
 	"	for i = 1, #x, 2 do\n" \
-	"		redis.call('HSET', key('x', ino), x[i], x[i + 1])\n" \
+	"		-- a user's cp -a cannot set these (file capabilities!)\n" \
+	"		if not (user and (string.find(x[i], '^security%.') or\n" \
+	"			string.find(x[i], '^trusted%.'))) then\n" \
+	"			redis.call('HSET', key('x', ino), x[i], x[i + 1])\n" \
+	"		end\n" \
 	"	end\n" \
 	"	return ty\n" \
 	"end\n" \
@@ -1237,12 +1291,13 @@ static const char s_staging_done[] =
 	"-- ---- snapshot script body ----\n"
 
 static const char s_snap_begin[] = SNAP_LIB
-    "-- ARGV: src, dst parent, dst name, sid. A non-directory is copied and\n"
-    "-- linked here; a directory gets its detached top copy, listed in\n"
+    "-- ARGV: src, dst parent, dst name, sid, cred. A non-directory is copied\n"
+    "-- and linked here; a directory gets its detached top copy, listed in\n"
     "-- snapshots, for snap_copy to fill. Returns {0, linked (1: done),\n"
     "-- new ino, files, dirs, others, bytes}.\n"
     "local src, P, name, sid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3],\n"
     "	ARGV[4]\n"
+    "cred_use(ARGV[5])\n"
     "local p, err = getdir(P)\n"
     "if not p then\n"
     "	return {err}\n"
@@ -1255,6 +1310,9 @@ static const char s_snap_begin[] = SNAP_LIB
     "-- unlinked but still open: gone for the namespace, as for link\n"
     "if sa.ty ~= DIR and sa.nlink == 0 then\n"
     "	return {ENOENT}\n"
+    "end\n"
+    "if not may_copy(v) then\n"
+    "	return {EACCES}\n"
     "end\n"
     "if redis.call('HEXISTS', key('d', P), name) == 1 then\n"
     "	return {EEXIST}\n"
@@ -1280,18 +1338,22 @@ static const char s_snap_begin[] = SNAP_LIB
     "return {0, sa.ty ~= DIR and 1 or 0, ino, f, nd, o, b}\n";
 
 static const char s_snap_copy[] = SNAP_LIB
-    "-- ARGV: top, sid, pos, cursor, budget. Copies the entries of the\n"
+    "-- ARGV: top, sid, pos, cursor, budget, cred. Copies the entries of the\n"
     "-- directories listed in snapdirs:<top> from index pos (its HSCAN at\n"
     "-- cursor), about budget entries; a subdirectory gets an empty copy\n"
     "-- appended to the list, so that the list is the walk's queue. Returns\n"
     "-- {0, pos, cursor, done (1: nothing left), files, dirs, others, bytes}.\n"
+    "-- An entry cred may not copy ends the call before its page is copied,\n"
+    "-- what the earlier pages made counted as usual: {EACCES}, and the\n"
+    "-- caller drops the copy.\n"
     "local top, sid = tonumber(ARGV[1]), ARGV[2]\n"
     "local pos, cursor, budget = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])\n"
+    "cred_use(ARGV[6])\n"
     "if not snap_own(top, sid, false) then\n"
     "	return {ECANCELED}\n"
     "end\n"
     "local dk, mk = snap_keys(top)\n"
-    "local lmap, done = {}, 0\n"
+    "local lmap, done, denied = {}, 0, false\n"
     "while budget > 0 do\n"
     "	local pair = redis.call('LINDEX', dk, pos)\n"
     "	if not pair then\n"
@@ -1331,6 +1393,10 @@ static const char s_snap_copy[] = SNAP_LIB
     "			if not seen[i] then\n"
     "				v = irec(sino)\n"
     "			end\n"
+    "			if v and not may_copy(v) then\n"
+    "				denied = true\n"
+    "				break\n"
+    "			end\n"
     "			if v then\n"
     "				local ty = string.byte(v, 2)\n"
     "				local t = {name = e[i], sino = sino, v = v, ty = ty}\n"
@@ -1348,6 +1414,9 @@ static const char s_snap_copy[] = SNAP_LIB
     "				end\n"
     "				todo[#todo + 1] = t\n"
     "			end\n"
+    "		end\n"
+    "		if denied then\n"
+    "			break\n"
     "		end\n"
     "		local ino = 0\n"
     "		if need > 0 then\n"
@@ -1381,12 +1450,18 @@ static const char s_snap_copy[] = SNAP_LIB
     "			end\n"
     "		end\n"
     "	until cursor == '0' or budget <= 0\n"
+    "	if denied then\n"
+    "		break\n"
+    "	end\n"
     "	if cursor == '0' then\n"
     "		pos = pos + 1\n"
     "	end\n"
     "end\n"
     "made_flush()\n"
     "iflush()\n"
+    "if denied then\n"
+    "	return {EACCES}\n"
+    "end\n"
     "local f, nd, o, b = made()\n"
     "return {0, pos, cursor, done, f, nd, o, b}\n";
 

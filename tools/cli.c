@@ -377,17 +377,19 @@ static void unescape_octal(char *s)
 	*w = '\0';
 }
 
-int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
-		     char *source, size_t source_cap)
+/* Call fn(point, fstype, source, arg) for each line of
+ * /proc/self/mountinfo, in order (later lines are mounted on top of
+ * earlier ones). -1 if the table is unreadable. */
+static int mountinfo_each(void (*fn)(const char *, const char *, const char *,
+				     void *),
+			  void *arg)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
 	size_t cap = 0;
-	int found = 0;
 
 	if (!f)
 		return -1;
-	/* Later lines are mounted on top of earlier ones: keep the last. */
 	while (getline(&line, &cap, f) > 0) {
 		char *save, *tok, *point = NULL, *type = NULL, *src = NULL;
 		int field = 0, dash = 0;
@@ -407,16 +409,69 @@ int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
 		if (!point || !type || !src)
 			continue;
 		unescape_octal(point);
-		if (strcmp(point, mp))
-			continue;
 		unescape_octal(src);
-		snprintf(fstype, fstype_cap, "%s", type);
-		snprintf(source, source_cap, "%s", src);
-		found = 1;
+		fn(point, type, src, arg);
 	}
 	free(line);
 	fclose(f);
-	return found;
+	return 0;
+}
+
+struct mount_find {
+	const char *path;
+	char *a, *b; /* what is copied out: fstype and source, or the point */
+	size_t acap, bcap;
+	size_t best; /* length of the longest point matched so far + 1 */
+};
+
+static void match_point(const char *point, const char *type, const char *src,
+			void *arg)
+{
+	struct mount_find *m = arg;
+
+	if (strcmp(point, m->path))
+		return;
+	snprintf(m->a, m->acap, "%s", type);
+	snprintf(m->b, m->bcap, "%s", src);
+	m->best = 1;
+}
+
+int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
+		     char *source, size_t source_cap)
+{
+	struct mount_find m = {mp, fstype, source, fstype_cap, source_cap, 0};
+
+	if (mountinfo_each(match_point, &m))
+		return -1;
+	return m.best != 0;
+}
+
+static void match_prefix(const char *point, const char *type, const char *src,
+			 void *arg)
+{
+	struct mount_find *m = arg;
+	size_t n = strlen(point);
+
+	(void)type;
+	(void)src;
+	if (!strcmp(point, "/"))
+		n = 0; /* a prefix of every path */
+	else if (strncmp(point, m->path, n) ||
+		 (m->path[n] != '/' && m->path[n] != '\0'))
+		return;
+	if (n + 1 >= m->best) {
+		snprintf(m->a, m->acap, "%s", n ? point : "/");
+		m->best = n + 1;
+	}
+}
+
+int cli_mount_of(const char *path, char *mp, size_t cap)
+{
+	struct mount_find m = {path, mp, NULL, cap, 0, 0};
+
+	if (mountinfo_each(match_prefix, &m) || !m.best)
+		return -1;
+	return 0;
 }
 
 #define FUSE_SUPER_MAGIC 0x65735546

@@ -104,6 +104,10 @@ int cli_abspath_parent(const char *path, char *out, size_t cap);
  */
 int cli_mount_lookup(const char *mp, char *fstype, size_t fstype_cap,
 		     char *source, size_t source_cap);
+/* The mount point of the mount that holds the absolute, canonical path
+ * (the longest mount point that is a prefix of it) into mp; -1 if the
+ * table is unreadable. */
+int cli_mount_of(const char *path, char *mp, size_t cap);
 /* Is path on a FUSE mount at all? (granary's own checks come from its
  * virtual xattrs: another FUSE file system answers them with an error.) */
 int cli_on_fuse(const char *path);

@@ -1,8 +1,10 @@
 /*
  * cmd_snapshot.c - `granary snapshot SRC DST`: a copy-on-write copy of a
  * file or a directory tree inside one mount. The client serving the mount
- * does the work (virtual xattr "granary.snapshot" set on DST's parent),
- * so the command needs no metadata URL, only the paths.
+ * does the work (virtual xattr "granary.snapshot" set on DST's parent to
+ * "/SRC\0NAME", SRC's path below the mount point), so the command needs no
+ * metadata URL, only the paths; the client checks what the caller may
+ * read and create.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +48,9 @@ static double now_s(void)
 int cmd_snapshot(int argc, char **argv)
 {
 	int quiet = 0, c, fd;
-	char dcopy[PATH_MAX], ncopy[PATH_MAX], value[PATH_MAX + 32];
+	char dcopy[PATH_MAX], ncopy[PATH_MAX], abs[PATH_MAX], mp[PATH_MAX];
+	char value[2 * PATH_MAX];
+	size_t vlen;
 	struct stat src, parent;
 
 	opterr = 0;
@@ -104,12 +108,27 @@ int cmd_snapshot(int argc, char **argv)
 		close(fd);
 		return CLI_EXIT_FAIL;
 	}
-	snprintf(value, sizeof(value), "%llu %s",
-		 (unsigned long long)src.st_ino, name);
+	/* SRC as the client finds it: below the mount point, its last
+	 * component as given (a symlink is copied, not followed) */
+	int e = cli_abspath_parent(from, abs, sizeof(abs));
+	if (!e && cli_mount_of(abs, mp, sizeof(mp)))
+		e = ENOENT;
+	if (e) {
+		cli_error("cannot find the mount point of '%s': %s", from,
+			  strerror(e));
+		close(fd);
+		return CLI_EXIT_FAIL;
+	}
+	const char *rel = strcmp(mp, "/") ? abs + strlen(mp) : abs;
+	vlen = (size_t)snprintf(value, sizeof(value), "/%s%c%s",
+				rel + (*rel == '/'), '\0', name);
+	if (vlen >= sizeof(value)) {
+		cli_error("'%s': %s", from, strerror(ENAMETOOLONG));
+		close(fd);
+		return CLI_EXIT_FAIL;
+	}
 	double t0 = now_s();
-	int err = fsetxattr(fd, "granary.snapshot", value, strlen(value), 0)
-		      ? errno
-		      : 0;
+	int err = fsetxattr(fd, "granary.snapshot", value, vlen, 0) ? errno : 0;
 	double t1 = now_s();
 	close(fd);
 	switch (err) {

@@ -2535,8 +2535,9 @@ Test(meta, files_release_batch)
 int meta_redis_test_snapshot_partial(struct meta *m, uint64_t src,
 				     uint64_t dst_parent, const char *name,
 				     int steps, uint64_t *top);
-int meta_redis_test_snapshot_hook(struct meta *m, uint64_t src,
-				  uint64_t dst_parent, const char *name,
+int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
+				  uint64_t src, uint64_t dst_parent,
+				  const char *name,
 				  struct meta_snapshot_stats *st,
 				  void (*hook)(void *, int), void *arg);
 
@@ -2663,8 +2664,8 @@ Test(meta, snapshot_file)
 	fa = attr(m, f);
 	sleep(1); /* ctime of the copy is now, later than the source's */
 
-	cr_expect_eq(meta_snapshot(r, f, 1, "g", &st), EROFS);
-	cr_assert_eq(meta_snapshot(m, f, 1, "g", &st), 0);
+	cr_expect_eq(meta_snapshot(r, NULL, f, 1, "g", &st), EROFS);
+	cr_assert_eq(meta_snapshot(m, NULL, f, 1, "g", &st), 0);
 	cr_expect_eq(st.files, 1);
 	cr_expect_eq(st.dirs + st.others, 0);
 	cr_expect_eq(st.bytes, 2 * CS + 15);
@@ -2692,13 +2693,13 @@ Test(meta, snapshot_file)
 	cr_expect_eq(u1.used_bytes, 2 * u0.used_bytes);
 
 	/* errors */
-	cr_expect_eq(meta_snapshot(m, f, 1, "g", NULL), EEXIST);
-	cr_expect_eq(meta_snapshot(m, f, 1, "f", NULL), EEXIST);
-	cr_expect_eq(meta_snapshot(m, 999999, 1, "h", NULL), ENOENT);
-	cr_expect_eq(meta_snapshot(m, f, 999999, "h", NULL), ENOENT);
-	cr_expect_eq(meta_snapshot(m, f, f, "h", NULL), ENOTDIR);
-	cr_expect_eq(meta_snapshot(m, f, 1, "..", NULL), EEXIST);
-	cr_expect_eq(meta_snapshot(m, f, 1, "a/b", NULL), EINVAL);
+	cr_expect_eq(meta_snapshot(m, NULL, f, 1, "g", NULL), EEXIST);
+	cr_expect_eq(meta_snapshot(m, NULL, f, 1, "f", NULL), EEXIST);
+	cr_expect_eq(meta_snapshot(m, NULL, 999999, 1, "h", NULL), ENOENT);
+	cr_expect_eq(meta_snapshot(m, NULL, f, 999999, "h", NULL), ENOENT);
+	cr_expect_eq(meta_snapshot(m, NULL, f, f, "h", NULL), ENOTDIR);
+	cr_expect_eq(meta_snapshot(m, NULL, f, 1, "..", NULL), EEXIST);
+	cr_expect_eq(meta_snapshot(m, NULL, f, 1, "a/b", NULL), EINVAL);
 	cr_expect_eq(usage(m).inodes, u1.inodes, "errors made no inode");
 
 	/* writes on either side stay there */
@@ -2756,7 +2757,7 @@ Test(meta, snapshot_packed_file)
 	cr_assert_eq(meta_pack_total(m, P, 1024 + 2048, NULL), 0);
 	uint64_t a = put_packed(m, "a", P, 1000, 0, 1024);
 	put_packed(m, "b", P, 2000, 1024, 2048);
-	cr_assert_eq(meta_snapshot(m, a, 1, "a2", NULL), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, a, 1, "a2", NULL), 0);
 	uint64_t a2 = lookup(m, 1, "a2");
 	expect_same_chunk(m, a, a2, 0, 1);
 
@@ -2882,6 +2883,121 @@ static uint64_t mktree(struct meta *m, uint64_t parent, const char *name,
 	return src;
 }
 
+static void set_mode(struct meta *m, uint64_t ino, uint16_t mode)
+{
+	struct meta_attr a = {.mode = mode};
+	cr_assert_eq(meta_setattr(m, ino, META_SET_MODE, &a, NULL), 0);
+}
+
+/* A snapshot or version asked for by a user (not root) copies only what
+ * cp -a run by that user could: every file readable, every directory
+ * readable and searchable; else EACCES and nothing is left. The copies
+ * are the user's where cp -a could not keep the owner. */
+Test(meta, snapshot_as_user)
+{
+	struct meta *m = fresh(50);
+	redisContext *c = raw(50);
+	uint32_t other_groups[] = {2000}, member_groups[] = {2000, 1000};
+	uint32_t owner_groups[] = {1000};
+	struct meta_cred other = {2000, 1, other_groups};
+	struct meta_cred member = {2000, 2, member_groups};
+	struct meta_cred owner = {1000, 1, owner_groups};
+	struct meta_version *v;
+	struct meta_usage u0;
+	uint64_t ino;
+	void *val;
+	size_t n;
+	char nm[16];
+
+	uint64_t t = mkdir_(m, 1, "t");
+	uint64_t a = mkfile(m, t, "a");
+	put(m, a, 0, 100);
+	set_mode(m, a, 04755);
+	cr_assert_eq(meta_setxattr(m, a, "security.capability", "cap", 3, 0),
+		     0);
+	cr_assert_eq(meta_setxattr(m, a, "user.k", "v1", 2, 0), 0);
+	/* more entries than one copy step takes, so that the refusal below
+	 * comes after steps that copied */
+	uint64_t many = mkdir_(m, t, "many");
+	for (int i = 0; i < 700; i++) {
+		snprintf(nm, sizeof nm, "f%03d", i);
+		put(m, mkfile(m, many, nm), 0, 10);
+	}
+	uint64_t sub = mkdir_(m, t, "zsub");
+	uint64_t b = mkfile(m, sub, "b");
+	put(m, b, 0, 50);
+
+	/* readable by all: the copy is the user's, set-id bits gone */
+	cr_assert_eq(meta_snapshot(m, &other, t, 1, "s1", NULL), 0);
+	uint64_t s1 = lookup(m, 1, "s1"), s1a = lookup(m, s1, "a");
+	cr_expect_eq(attr(m, s1).uid, 2000);
+	cr_expect_eq(attr(m, s1).gid, 2000);
+	cr_expect_eq(attr(m, s1a).uid, 2000);
+	cr_expect_eq(attr(m, s1a).mode & 07777, 0755);
+	cr_expect_eq(attr(m, lookup(m, lookup(m, s1, "zsub"), "b")).uid, 2000);
+	cr_expect_eq(meta_getxattr(m, s1a, "security.capability", &val, &n),
+		     ENODATA);
+	cr_assert_eq(meta_getxattr(m, s1a, "user.k", &val, &n), 0);
+	cr_expect_eq(n, 2);
+	free(val);
+	/* a group the user is in is kept */
+	cr_assert_eq(meta_snapshot(m, &member, a, 1, "m1", NULL), 0);
+	cr_expect_eq(attr(m, lookup(m, 1, "m1")).gid, 1000);
+	cr_expect_eq(attr(m, lookup(m, 1, "m1")).uid, 2000);
+	/* its owner keeps the set-id bits, not file capabilities; root
+	 * keeps all */
+	cr_assert_eq(meta_snapshot(m, &owner, a, 1, "o1", NULL), 0);
+	cr_expect_eq(attr(m, lookup(m, 1, "o1")).mode & 07777, 04755);
+	cr_expect_eq(meta_getxattr(m, lookup(m, 1, "o1"), "security.capability",
+				   &val, &n),
+		     ENODATA);
+	cr_assert_eq(meta_snapshot(m, NULL, a, 1, "r1", NULL), 0);
+	cr_expect_eq(attr(m, lookup(m, 1, "r1")).uid, 1000);
+	cr_assert_eq(meta_getxattr(m, lookup(m, 1, "r1"), "security.capability",
+				   &val, &n),
+		     0);
+	free(val);
+
+	/* a file the user may not read, deep in the walk */
+	set_mode(m, b, 0600);
+	u0 = usage(m);
+	cr_expect_eq(meta_snapshot(m, &other, t, 1, "s2", NULL), EACCES);
+	cr_expect_eq(meta_snapshot(m, &other, b, 1, "s2", NULL), EACCES);
+	cr_expect_eq(meta_lookup(m, 1, "s2", &ino, NULL), ENOENT);
+	cr_expect_eq(usage(m).inodes, u0.inodes);
+	cr_expect_eq(usage(m).used_bytes, u0.used_bytes);
+	expect_no_snapshot_keys(c);
+	/* ... which its group may read */
+	set_mode(m, b, 0640);
+	cr_expect_eq(meta_snapshot(m, &other, t, 1, "s2", NULL), EACCES);
+	cr_assert_eq(meta_snapshot(m, &member, t, 1, "s2", NULL), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, t, 1, "s3", NULL), 0);
+
+	/* a directory it may search but not list, or not enter */
+	set_mode(m, b, 0644);
+	set_mode(m, sub, 0711);
+	cr_expect_eq(meta_snapshot(m, &other, t, 1, "s4", NULL), EACCES);
+	set_mode(m, sub, 0700);
+	cr_expect_eq(meta_snapshot(m, &other, t, 1, "s4", NULL), EACCES);
+	set_mode(m, t, 0700);
+	cr_expect_eq(meta_snapshot(m, &other, t, 1, "s4", NULL), EACCES);
+	cr_expect_eq(meta_lookup(m, 1, "s4", &ino, NULL), ENOENT);
+
+	/* versions copy the same way */
+	cr_expect_eq(meta_version_create(m, &other, t, "v1", NULL, NULL),
+		     EACCES);
+	cr_assert_eq(meta_version_list(m, t, &v, &n), 0);
+	cr_expect_eq(n, 0);
+	meta_versions_free(v, n);
+	cr_assert_eq(meta_version_create(m, &owner, t, "v1", NULL, NULL), 0);
+	cr_expect_eq(meta_version_restore(m, &other, t, "v1", "before"),
+		     EACCES);
+	cr_assert_eq(meta_version_restore(m, &owner, t, "v1", "before"), 0);
+	expect_no_snapshot_keys(c);
+	redisFree(c);
+	meta_close(m);
+}
+
 Test(meta, snapshot_tree)
 {
 	struct meta *m = fresh(22);
@@ -2895,7 +3011,7 @@ Test(meta, snapshot_tree)
 	uint64_t d1 = lookup(m, src, "d1");
 	u0 = usage(m);
 	rootlinks = attr(m, 1).nlink;
-	cr_assert_eq(meta_snapshot(m, src, 1, "snap", &st), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, src, 1, "snap", &st), 0);
 	cr_expect_eq(st.files, 1305, "a b c h x and big/*: %" PRIu64, st.files);
 	cr_expect_eq(st.dirs, 5, "src d1 d2 e big: %" PRIu64, st.dirs);
 	cr_expect_eq(st.others, 2);
@@ -2925,19 +3041,20 @@ Test(meta, snapshot_tree)
 		cr_expect_eq(sliceref(c, ids[i]), 1, "slice %d", i);
 
 	/* errors leave nothing behind */
-	cr_expect_eq(meta_snapshot(m, src, 1, "snap", NULL), EEXIST);
-	cr_expect_eq(meta_snapshot(m, src, d1, "in", NULL), EINVAL);
-	cr_expect_eq(meta_snapshot(m, src, src, "in", NULL), EINVAL);
-	cr_expect_eq(meta_snapshot(m, 1, s, "in", NULL), EINVAL);
-	cr_expect_eq(meta_snapshot(m, 999999, 1, "in", NULL), ENOENT);
-	cr_expect_eq(meta_snapshot(m, src, lookup(m, src, "a"), "in", NULL),
-		     ENOTDIR);
-	cr_expect_eq(meta_snapshot(m, src, 999999, "in", NULL), ENOENT);
+	cr_expect_eq(meta_snapshot(m, NULL, src, 1, "snap", NULL), EEXIST);
+	cr_expect_eq(meta_snapshot(m, NULL, src, d1, "in", NULL), EINVAL);
+	cr_expect_eq(meta_snapshot(m, NULL, src, src, "in", NULL), EINVAL);
+	cr_expect_eq(meta_snapshot(m, NULL, 1, s, "in", NULL), EINVAL);
+	cr_expect_eq(meta_snapshot(m, NULL, 999999, 1, "in", NULL), ENOENT);
+	cr_expect_eq(
+	    meta_snapshot(m, NULL, src, lookup(m, src, "a"), "in", NULL),
+	    ENOTDIR);
+	cr_expect_eq(meta_snapshot(m, NULL, src, 999999, "in", NULL), ENOENT);
 	cr_expect_eq(usage(m).inodes, u1.inodes);
 	expect_no_snapshot_keys(c);
 
 	/* a snapshot of a snapshot, put inside the source */
-	cr_assert_eq(meta_snapshot(m, s, src, "again", &st), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, s, src, "again", &st), 0);
 	cr_expect_eq(st.files, 1305);
 	expect_same_tree(m, s, lookup(m, src, "again"));
 	cr_expect_eq(sliceref(c, ids[0]), 2);
@@ -2979,8 +3096,8 @@ Test(meta, snapshot_commit_eexist_drops_copy)
 	uint64_t src = mktree(m, 1, "src", ids);
 	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
 	u0 = usage(m);
-	cr_expect_eq(meta_redis_test_snapshot_hook(m, src, 1, "snap", NULL,
-						   create_name, &nm),
+	cr_expect_eq(meta_redis_test_snapshot_hook(m, NULL, src, 1, "snap",
+						   NULL, create_name, &nm),
 		     EEXIST);
 	cr_expect_eq(attr(m, lookup(m, 1, "snap")).type, META_FILE);
 	cr_expect_eq(usage(m).inodes, u0.inodes + 1, "only the new file");
@@ -3080,8 +3197,8 @@ Test(meta, snapshot_crash_cleanup)
 
 	/* a builder too slow for the TTL finds its copy claimed and gives
 	 * up; the cleaner deletes the copy */
-	cr_expect_eq(meta_redis_test_snapshot_hook(x, src, 1, "late", NULL,
-						   stall_then_clean, y),
+	cr_expect_eq(meta_redis_test_snapshot_hook(x, NULL, src, 1, "late",
+						   NULL, stall_then_clean, y),
 		     ECANCELED);
 	cr_expect_eq(meta_lookup(b, 1, "late", &ino, NULL), ENOENT);
 	cr_expect_eq(usage(b).inodes, u0.inodes);
@@ -3091,7 +3208,7 @@ Test(meta, snapshot_crash_cleanup)
 	cr_expect_eq(raw_int(c, "HLEN sliceref"), 0);
 
 	/* the name was never taken */
-	cr_assert_eq(meta_snapshot(b, src, 1, "snap", NULL), 0);
+	cr_assert_eq(meta_snapshot(b, NULL, src, 1, "snap", NULL), 0);
 	expect_same_tree(b, src, lookup(b, 1, "snap"));
 	redisFree(c);
 	meta_close(y);
@@ -3125,7 +3242,7 @@ Test(meta, snapshot_4gib_file_timing)
 	}
 	cr_assert_eq(attr(m, f).length, 64 * CS);
 	t0 = now_s();
-	cr_assert_eq(meta_snapshot(m, f, 1, "copy", NULL), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, f, 1, "copy", NULL), 0);
 	t = now_s() - t0;
 	fprintf(stderr,
 		"test_meta: snapshot of a 4 GiB file (1024 slices): %.2f ms\n",
@@ -3218,7 +3335,7 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	u0 = usage(m);
 
 	t0 = now_s();
-	cr_assert_eq(meta_snapshot(m, src, 1, "snap", &st), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, src, 1, "snap", &st), 0);
 	t = now_s() - t0;
 	fprintf(stderr,
 		"test_meta: snapshot of %d files in %d directories: %.2f s "
@@ -3240,8 +3357,8 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	/* the same walk, then the name is taken: the time to drop it too */
 	struct namer nm = {m, "taken"};
 	t0 = now_s();
-	cr_expect_eq(meta_redis_test_snapshot_hook(m, src, 1, "taken", NULL,
-						   create_name, &nm),
+	cr_expect_eq(meta_redis_test_snapshot_hook(m, NULL, src, 1, "taken",
+						   NULL, create_name, &nm),
 		     EEXIST);
 	t = now_s() - t0;
 	fprintf(stderr,
@@ -3296,7 +3413,7 @@ Test(meta, snapshot_source_changes_during_walk)
 		put(m, mkfile(m, ch.dir, name), 0, 10);
 	}
 	u0 = usage(m);
-	cr_assert_eq(meta_redis_test_snapshot_hook(m, src, 1, "snap", &st,
+	cr_assert_eq(meta_redis_test_snapshot_hook(m, NULL, src, 1, "snap", &st,
 						   churn_dir, &ch),
 		     0);
 	cr_assert(ch.done, "the walk took more than one step");
@@ -3411,7 +3528,8 @@ Test(meta, version_round_trip)
 	cr_expect_eq(n, 0);
 	u0 = usage(m);
 
-	cr_assert_eq(meta_version_create(m, src, "v1", "first cut", &st), 0);
+	cr_assert_eq(meta_version_create(m, NULL, src, "v1", "first cut", &st),
+		     0);
 	cr_expect_eq(st.files, 1305);
 	cr_expect_eq(st.dirs, 5);
 	vdir = lookup(m, src, META_VERSIONS);
@@ -3442,7 +3560,7 @@ Test(meta, version_round_trip)
 	cr_expect_eq(attr(m, lookup(m, t1, "x")).length, 500);
 	cr_expect_eq(reclaim_all(m, got, 16), 0, "v1 holds a's data");
 
-	cr_assert_eq(meta_version_create(m, src, "v2", NULL, NULL), 0);
+	cr_assert_eq(meta_version_create(m, NULL, src, "v2", NULL, NULL), 0);
 	cr_assert_eq(meta_version_list(m, src, &v, &n), 0);
 	cr_expect_eq(n, 2);
 	for (size_t i = 0; i < n; i++) {
@@ -3456,24 +3574,30 @@ Test(meta, version_round_trip)
 	/* errors */
 	memset(long_tag, 'a', sizeof long_tag - 1);
 	long_tag[sizeof long_tag - 1] = '\0';
-	cr_expect_eq(meta_version_create(m, src, "v2", NULL, NULL), EEXIST);
-	cr_expect_eq(meta_version_create(m, src, "", NULL, NULL), EINVAL);
-	cr_expect_eq(meta_version_create(m, src, ".v", NULL, NULL), EINVAL);
-	cr_expect_eq(meta_version_create(m, src, "a/b", NULL, NULL), EINVAL);
-	cr_expect_eq(meta_version_create(m, src, "a\nb", NULL, NULL), EINVAL);
-	cr_expect_eq(meta_version_create(m, src, long_tag, NULL, NULL),
+	cr_expect_eq(meta_version_create(m, NULL, src, "v2", NULL, NULL),
+		     EEXIST);
+	cr_expect_eq(meta_version_create(m, NULL, src, "", NULL, NULL), EINVAL);
+	cr_expect_eq(meta_version_create(m, NULL, src, ".v", NULL, NULL),
+		     EINVAL);
+	cr_expect_eq(meta_version_create(m, NULL, src, "a/b", NULL, NULL),
+		     EINVAL);
+	cr_expect_eq(meta_version_create(m, NULL, src, "a\nb", NULL, NULL),
+		     EINVAL);
+	cr_expect_eq(meta_version_create(m, NULL, src, long_tag, NULL, NULL),
 		     ENAMETOOLONG);
 	cr_expect_eq(
-	    meta_version_create(m, lookup(m, src, "x"), "v", NULL, NULL),
+	    meta_version_create(m, NULL, lookup(m, src, "x"), "v", NULL, NULL),
 	    ENOTDIR);
-	cr_expect_eq(meta_version_create(m, 999999, "v", NULL, NULL), ENOENT);
+	cr_expect_eq(meta_version_create(m, NULL, 999999, "v", NULL, NULL),
+		     ENOENT);
 	cr_expect_eq(meta_version_get(m, src, "nope", &v), ENOENT);
 	cr_expect_eq(meta_version_rm(m, src, "nope"), ENOENT);
 	cr_expect_eq(mknod_err(m, src, META_VERSIONS), EINVAL);
 	cr_expect_eq(meta_rename(m, src, "x", src, META_VERSIONS, 0), EINVAL);
-	cr_expect_eq(meta_snapshot(m, src, 1, META_VERSIONS, NULL), EINVAL);
+	cr_expect_eq(meta_snapshot(m, NULL, src, 1, META_VERSIONS, NULL),
+		     EINVAL);
 	/* a version may be snapshotted out (a fork) */
-	cr_assert_eq(meta_snapshot(m, t1, 1, "fork", NULL), 0);
+	cr_assert_eq(meta_snapshot(m, NULL, t1, 1, "fork", NULL), 0);
 	expect_same_tree(m, t1, lookup(m, 1, "fork"));
 	expect_no_snapshot_keys(c);
 
@@ -3507,7 +3631,7 @@ Test(meta, version_restore)
 	uint64_t src = mktree(m, 1, "src", ids);
 	uint64_t d1 = lookup(m, src, "d1");
 	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
-	cr_assert_eq(meta_version_create(m, src, "v1", NULL, NULL), 0);
+	cr_assert_eq(meta_version_create(m, NULL, src, "v1", NULL, NULL), 0);
 
 	/* change it: a file deleted, one added, one rewritten, a dir gone */
 	cr_assert_eq(meta_unlink(m, src, "a"), 0);
@@ -3516,9 +3640,10 @@ Test(meta, version_restore)
 	cr_assert_eq(meta_rmdir(m, d1, "e"), 0);
 	cr_assert_eq(meta_rename(m, src, "d1", 1, "moved", 0), 0);
 
-	cr_expect_eq(meta_version_restore(m, src, "nope", "before"), ENOENT);
-	cr_expect_eq(meta_version_restore(m, src, "v1", "v1"), EEXIST);
-	cr_assert_eq(meta_version_restore(m, src, "v1", "before"), 0);
+	cr_expect_eq(meta_version_restore(m, NULL, src, "nope", "before"),
+		     ENOENT);
+	cr_expect_eq(meta_version_restore(m, NULL, src, "v1", "v1"), EEXIST);
+	cr_assert_eq(meta_version_restore(m, NULL, src, "v1", "before"), 0);
 	uint64_t vdir = lookup(m, src, META_VERSIONS);
 	uint64_t t1 = lookup(m, vdir, "v1"), tb = lookup(m, vdir, "before");
 	expect_same_tree(m, t1, src);
@@ -3562,7 +3687,7 @@ Test(meta, version_rmdir_drops_versions)
 	uint64_t dir = mkdir_(m, 1, "ds");
 	uint64_t sub = mkdir_(m, dir, "cls");
 	uint64_t id = put(m, mkfile(m, sub, "img"), 0, 123);
-	cr_assert_eq(meta_version_create(m, dir, "v1", "m", NULL), 0);
+	cr_assert_eq(meta_version_create(m, NULL, dir, "v1", "m", NULL), 0);
 	cr_assert_eq(meta_unlink(m, sub, "img"), 0);
 	cr_assert_eq(meta_rmdir(m, dir, "cls"), 0);
 	cr_assert_eq(meta_rmdir(m, 1, "ds"), 0);
