@@ -46,6 +46,10 @@ struct fs_opts {
 				  longer bypass the page cache (where the
 				  kernel keeps shared mmap working); 0: the
 				  default (64 MiB); UINT64_MAX: never */
+
+	/* read-only mounts: bytes of names cached; 0: the default (512 MiB,
+	 * see namecache.h) */
+	uint64_t name_cache_size;
 };
 
 /*

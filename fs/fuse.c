@@ -44,6 +44,7 @@
 #include "fs.h"
 #include "fusedev.h"
 #include "log.h"
+#include "namecache.h"
 #include "objstore.h"
 #include "readahead.h"
 #include "reader.h"
@@ -140,10 +141,9 @@ struct fs {
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
-	 * (memory pressure) looks them up again without a round trip */
-	pthread_mutex_t dc_lock;    /* leaf */
-	struct dentry **dc_buckets; /* protected by dc_lock; NULL: off */
-	size_t dc_count;	    /* protected by dc_lock */
+	 * (memory pressure) looks them up again without a round trip.
+	 * NULL: off. Thread-safe (its locks are leaves). */
+	struct namecache *names;
 
 	pthread_mutex_t table_lock;
 	struct node **buckets;	 /* protected by table_lock */
@@ -856,119 +856,6 @@ static void op_destroy(void *userdata)
 
 /* ---- namespace ops -------------------------------------------------- */
 
-/* ---- read-only name cache -------------------------------------------- */
-
-#define DC_BUCKETS (1u << 16)
-#define DC_MAX	   (1u << 20) /* entries; past it the cache starts over */
-
-struct dentry {
-	struct dentry *next; /* hash chain */
-	uint64_t parent, ino;
-	int64_t expires_ns;
-	struct meta_attr attr;
-	struct meta_slice *chunk0;
-	size_t nchunk0;
-	char name[]; /* NUL-terminated */
-};
-
-static size_t dc_hash(uint64_t parent, const char *name)
-{
-	uint64_t h = parent * 0x9E3779B97F4A7C15ull;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * 0x100000001B3ull;
-	return (h >> 20) & (DC_BUCKETS - 1);
-}
-
-/* dc_lock held (or the fs is being torn down) */
-static void dc_clear_locked(struct fs *fs)
-{
-	for (size_t i = 0; i < DC_BUCKETS; i++) {
-		struct dentry *d = fs->dc_buckets[i], *next;
-		for (; d; d = next) {
-			next = d->next;
-			free(d->chunk0);
-			free(d);
-		}
-		fs->dc_buckets[i] = NULL;
-	}
-	fs->dc_count = 0;
-}
-
-/* Remember parent/name -> ino with its attributes and chunk 0. */
-static void dc_put(struct fs *fs, uint64_t parent, const char *name,
-		   uint64_t ino, const struct meta_attr *a,
-		   const struct meta_slice *s, size_t n)
-{
-	if (!fs->dc_buckets)
-		return;
-	size_t len = strlen(name);
-	struct dentry *d = malloc(sizeof(*d) + len + 1);
-	if (!d)
-		return;
-	d->chunk0 = n ? malloc(n * sizeof(*s)) : NULL;
-	if (n && !d->chunk0) {
-		free(d);
-		return;
-	}
-	if (n)
-		memcpy(d->chunk0, s, n * sizeof(*s));
-	d->nchunk0 = n;
-	d->parent = parent;
-	d->ino = ino;
-	d->attr = *a;
-	d->expires_ns = mono_ns() + (int64_t)(fs->entry_timeout * 1e9);
-	memcpy(d->name, name, len + 1);
-
-	size_t h = dc_hash(parent, name);
-	pthread_mutex_lock(&fs->dc_lock);
-	if (fs->dc_count >= DC_MAX)
-		dc_clear_locked(fs);
-	struct dentry **pp = &fs->dc_buckets[h];
-	while (*pp && !((*pp)->parent == parent && !strcmp((*pp)->name, name)))
-		pp = &(*pp)->next;
-	if (*pp) { /* replace */
-		struct dentry *old = *pp;
-		d->next = old->next;
-		*pp = d;
-		free(old->chunk0);
-		free(old);
-	} else {
-		d->next = fs->dc_buckets[h];
-		fs->dc_buckets[h] = d;
-		fs->dc_count++;
-	}
-	pthread_mutex_unlock(&fs->dc_lock);
-}
-
-/* A live cached name: fills ino, a and chunk 0's slices (*s malloc'd). */
-static int dc_get(struct fs *fs, uint64_t parent, const char *name,
-		  uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
-		  size_t *n)
-{
-	int found = 0;
-	*s = NULL;
-	*n = 0;
-	if (!fs->dc_buckets)
-		return 0;
-	pthread_mutex_lock(&fs->dc_lock);
-	struct dentry *d = fs->dc_buckets[dc_hash(parent, name)];
-	while (d && !(d->parent == parent && !strcmp(d->name, name)))
-		d = d->next;
-	if (d && d->expires_ns > mono_ns()) {
-		*s = d->nchunk0 ? malloc(d->nchunk0 * sizeof(**s)) : NULL;
-		if (*s || !d->nchunk0) {
-			if (d->nchunk0)
-				memcpy(*s, d->chunk0, d->nchunk0 * sizeof(**s));
-			*n = d->nchunk0;
-			*ino = d->ino;
-			*a = d->attr;
-			found = 1;
-		}
-	}
-	pthread_mutex_unlock(&fs->dc_lock);
-	return found;
-}
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
@@ -986,12 +873,15 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * brings chunk 0, so that open and read need none of their own */
 	struct meta_slice *s;
 	size_t n;
-	if (!dc_get(fs, m_ino(fs, parent), name, &ino, &a, &s, &n)) {
+	if (!fs->names || !namecache_get(fs->names, m_ino(fs, parent), name,
+					 &ino, &a, &s, &n)) {
 		err = meta_lookup_chunk0(fs->meta, m_ino(fs, parent), name,
 					 &ino, &a, &s, &n);
 		if (err)
 			return reply_err(req, "lookup", err);
-		dc_put(fs, m_ino(fs, parent), name, ino, &a, s, n);
+		if (fs->names)
+			namecache_put(fs->names, m_ino(fs, parent), name, ino,
+				      &a, s, n);
 	}
 	/* pinned, so the slice list lands in the node the kernel will open */
 	struct node *pin = node_get(fs, ino, 1);
@@ -1926,10 +1816,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				if (fs->read_only && e->type == META_FILE)
 					node_cache_chunk0(fs, eino, e->chunk0,
 							  e->nchunk0);
-				if (fs->read_only)
-					dc_put(fs, m_ino(fs, ino), e->name,
-					       eino, &e->attr, e->chunk0,
-					       e->nchunk0);
+				if (fs->names)
+					namecache_put(fs->names, m_ino(fs, ino),
+						      e->name, eino, &e->attr,
+						      e->chunk0, e->nchunk0);
 			}
 		} else {
 			need = fuse_add_direntry(req, buf + pos, size - pos,
@@ -3051,9 +2941,6 @@ int fs_mount(const struct fs_opts *o,
 						  : 1;
 	fs->direct_read = o->direct_read ? o->direct_read : 64ull << 20;
 	pthread_mutex_init(&fs->table_lock, NULL);
-	pthread_mutex_init(&fs->dc_lock, NULL);
-	if (o->read_only)
-		fs->dc_buckets = calloc(DC_BUCKETS, sizeof(*fs->dc_buckets));
 	pthread_mutex_init(&fs->rc_lock, NULL);
 	pthread_cond_init(&fs->rc_cond, NULL);
 	pthread_mutex_init(&fs->ready_lock, NULL);
@@ -3065,6 +2952,20 @@ int fs_mount(const struct fs_opts *o,
 	if (!fs->buckets) {
 		err = mount_fail(ready, arg, ENOMEM, "out of memory");
 		goto free_fs;
+	}
+	if (o->read_only) {
+		struct namecache_opts no = {
+		    .max_bytes = o->name_cache_size,
+		    .ttl_ns = (int64_t)(fs->entry_timeout * 1e9)};
+		err = namecache_open(&no, &fs->names);
+		if (err) {
+			err = mount_fail(ready, arg, err,
+					 "cannot make a name cache of %llu "
+					 "bytes: %s",
+					 (unsigned long long)o->name_cache_size,
+					 gr_strerror(err));
+			goto free_fs;
+		}
 	}
 
 	meta_url_redact(o->meta_url, url, sizeof(url));
@@ -3318,11 +3219,7 @@ free_fs:
 		}
 		free(fs->buckets);
 	}
-	if (fs->dc_buckets) {
-		dc_clear_locked(fs);
-		free(fs->dc_buckets);
-	}
-	pthread_mutex_destroy(&fs->dc_lock);
+	namecache_close(fs->names);
 	pthread_mutex_destroy(&fs->table_lock);
 	pthread_mutex_destroy(&fs->rc_lock);
 	pthread_cond_destroy(&fs->rc_cond);
