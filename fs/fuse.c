@@ -2745,22 +2745,36 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
     __attribute__((format(printf, 4, 5)));
 
 /*
- * The storage must be this volume's (OBJSTORE_OWNER_KEY): a volume mounted
- * on another volume's bucket would overwrite its objects. A volume made
- * before the marker existed gets it at its first read-write mount. A
- * store that cannot be read now is not a reason to refuse the mount (the
- * reads and writes will say what is wrong).
+ * The storage must accept our keys and be this volume's (OBJSTORE_OWNER_KEY):
+ * a volume mounted on another volume's bucket would overwrite its objects.
+ * Reading the marker checks both in one request. A store that refuses the
+ * keys, or cannot be reached, refuses the mount: mounting anyway would
+ * leave a file system where every close fails with EIO (and a shell that
+ * does not check close reports success), and the ownership would go
+ * unchecked. A volume made before the marker existed gets it at its first
+ * read-write mount. On failure, msg says why, naming the store.
  */
 static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
 {
 	struct objstore_owner ow;
+	const char *url = fs->vol.storage;
 	int err = objstore_owner_get(fs->store, &ow);
 
 	if (err == 0 && strcmp(ow.uuid, fs->vol.uuid)) {
 		snprintf(msg, cap,
-			 "it holds volume '%s' (uuid %s), not '%s' (uuid %s)",
-			 ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
+			 "storage '%s' belongs to another volume: it holds "
+			 "volume '%s' (uuid %s), not '%s' (uuid %s)",
+			 url, ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
 		return EEXIST;
+	}
+	if (err == EINVAL) {
+		snprintf(msg, cap,
+			 "storage '%s' holds an object '%s' that is not a "
+			 "granary volume marker (if the storage is this "
+			 "volume's, delete that object: the next read-write "
+			 "mount writes the marker again)",
+			 url, OBJSTORE_OWNER_KEY);
+		return EINVAL;
 	}
 	if (err == ENOENT && !read_only) {
 		snprintf(ow.uuid, sizeof(ow.uuid), "%s", fs->vol.uuid);
@@ -2768,15 +2782,13 @@ static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
 		err = objstore_owner_put(fs->store, &ow);
 		if (!err)
 			log_info("wrote the volume marker '%s' to '%s'",
-				 OBJSTORE_OWNER_KEY, fs->vol.storage);
+				 OBJSTORE_OWNER_KEY, url);
 	}
-	if (err == EINVAL)
-		log_warn("'%s' in '%s' is not a granary volume marker",
-			 OBJSTORE_OWNER_KEY, fs->vol.storage);
-	else if (err && err != ENOENT)
-		log_warn("cannot check the volume marker '%s' in '%s': %s",
-			 OBJSTORE_OWNER_KEY, fs->vol.storage,
+	if (err && err != ENOENT) {
+		snprintf(msg, cap, "storage '%s' is not usable: %s", url,
 			 objstore_strerror(err));
+		return err;
+	}
 	return 0;
 }
 
@@ -2967,12 +2979,10 @@ int fs_mount(const struct fs_opts *o,
 			       fs->vol.storage, gr_strerror(err));
 		goto close_meta;
 	}
-	char why[768];
+	char why[2048]; /* the storage URL and two volume names fit */
 	err = check_owner(fs, o->read_only, why, sizeof(why));
 	if (err) {
-		err = mount_fail(ready, arg, err,
-				 "storage '%s' belongs to another volume: %s",
-				 fs->vol.storage, why);
+		err = mount_fail(ready, arg, err, "%s", why);
 		goto close_store;
 	}
 	err = open_disk_cache(fs, o);
