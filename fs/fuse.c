@@ -2744,6 +2744,9 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
 		      int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Where the S3 keys of a mount came from (mount_creds). */
+enum keys_from { KEYS_NONE, KEYS_ENV, KEYS_STORED };
+
 /*
  * The storage must accept our keys and be this volume's (OBJSTORE_OWNER_KEY):
  * a volume mounted on another volume's bucket would overwrite its objects.
@@ -2754,7 +2757,8 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
  * unchecked. A volume made before the marker existed gets it at its first
  * read-write mount. On failure, msg says why, naming the store.
  */
-static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
+static int check_owner(struct fs *fs, int read_only, enum keys_from keys,
+		       char *msg, size_t cap)
 {
 	struct objstore_owner ow;
 	const char *url = fs->vol.storage;
@@ -2785,11 +2789,41 @@ static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
 				 OBJSTORE_OWNER_KEY, url);
 	}
 	if (err && err != ENOENT) {
-		snprintf(msg, cap, "storage '%s' is not usable: %s", url,
-			 objstore_strerror(err));
+		/* refused keys: say which, never what they are */
+		const char *whose = "";
+		if (err == OBJSTORE_EAUTH && keys == KEYS_ENV)
+			whose = "; the keys came from the environment";
+		else if (err == OBJSTORE_EAUTH && keys == KEYS_STORED)
+			whose = "; the keys came from the volume settings "
+				"(keys in the environment override them)";
+		snprintf(msg, cap, "storage '%s' is not usable: %s%s", url,
+			 objstore_strerror(err), whose);
 		return err;
 	}
 	return 0;
+}
+
+/*
+ * The S3 keys of a mount: the environment's, else the ones kept in the
+ * volume settings at format. The environment wins so that keys can be
+ * rotated without a format: revoke the old pair and mount with the new
+ * one in the environment. Returns where the keys came from, for messages
+ * (which never show the keys themselves).
+ */
+static enum keys_from mount_creds(const struct fs *fs, struct objstore_creds *c)
+{
+	if (objstore_env_creds(c) == 0) {
+		if (fs->vol.access_key[0])
+			log_info("using the S3 keys of the environment, not "
+				 "the ones kept in the volume settings");
+		return KEYS_ENV;
+	}
+	if (fs->vol.access_key[0] && fs->vol.secret_key[0]) {
+		c->access_key = fs->vol.access_key;
+		c->secret_key = fs->vol.secret_key;
+		return KEYS_STORED;
+	}
+	return KEYS_NONE;
 }
 
 static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
@@ -2968,10 +3002,8 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_meta;
 	}
-	struct objstore_creds creds = {
-	    .access_key = fs->vol.access_key[0] ? fs->vol.access_key : NULL,
-	    .secret_key = fs->vol.secret_key[0] ? fs->vol.secret_key : NULL,
-	};
+	struct objstore_creds creds = {0};
+	enum keys_from keys = mount_creds(fs, &creds);
 	err = objstore_open(fs->vol.storage, &creds, &fs->store);
 	if (err) {
 		err =
@@ -2980,7 +3012,7 @@ int fs_mount(const struct fs_opts *o,
 		goto close_meta;
 	}
 	char why[2048]; /* the storage URL and two volume names fit */
-	err = check_owner(fs, o->read_only, why, sizeof(why));
+	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err) {
 		err = mount_fail(ready, arg, err, "%s", why);
 		goto close_store;

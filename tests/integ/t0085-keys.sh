@@ -1,9 +1,10 @@
 #!/bin/bash
 # storage: s3
-# t0085-keys.sh - the S3 keys of a mount: a mount whose keys the store
-# refuses, whose store cannot be reached, or whose store names another
-# volume exits 1 with a message that says so and leaves nothing mounted,
-# instead of a mount where every close fails. Secrets are never
+# t0085-keys.sh - the S3 keys of a mount: keys in the environment override
+# the ones kept in the volume settings (key rotation); a mount whose keys
+# the store refuses, whose store cannot be reached, or whose store names
+# another volume exits 1 with a message that says so and leaves nothing
+# mounted, instead of a mount where every close fails. Secrets are never
 # printed or logged. s3rver refuses both a wrong secret and an unknown
 # access key (it checks the signature with its own pair, S3RVER/S3RVER).
 . "$(dirname "$0")/lib.sh"
@@ -64,6 +65,27 @@ mount_vol "$META" "$M"
 write_read "--no-store-keys, keys in the environment"
 ok "--no-store-keys: wrong secret, unknown access key, no keys: exit 1, nothing mounted, no secret shown"
 
+# --- keys kept in the volume settings: the environment overrides them
+new_volume stored
+check_eq "$(rcli HGET setting secret_key)" "$RIGHT_SK" "stored secret"
+refused_mount "not usable.*(secret|key).*refused.*came from the environment" \
+	GRANARY_S3_SECRET_KEY="$WRONG_SK"
+refused_mount "not usable.*(secret|key).*refused.*came from the environment" "${NOENV[@]}" \
+	AWS_ACCESS_KEY_ID="$RIGHT_AK" AWS_SECRET_ACCESS_KEY="$WRONG_SK"
+keys_off
+mount_vol "$META" "$M"
+write_read "stored keys, none in the environment"
+keys_on
+ok "stored keys: a wrong secret in the environment overrides them and is refused; without one they serve"
+
+# key rotation: the stored secret was revoked, the new one is in the
+# environment
+rcli HSET setting secret_key "$OLD_SK" >/dev/null
+mount_vol "$META" "$M"
+write_read "revoked stored secret, the new one in the environment"
+refused_mount "not usable.*(secret|key).*refused.*came from the volume settings" "${NOENV[@]}"
+ok "rotation: the environment's keys override revoked stored ones; the stored ones alone are refused"
+
 # --- a store that cannot be reached at mount time is a refused mount that
 # names the URL (a loopback port nobody listens on)
 new_volume unreach
@@ -82,3 +104,9 @@ rcli HSET setting storage "$other_storage" >/dev/null
 refused_mount "holds volume 'other'"
 MOUNT_EXTRA=--read-only refused_mount "holds volume 'other'"
 ok "a store that names another volume: exit 1, nothing mounted"
+
+# no secret in any mount's log, refused or not
+for s in "$WRONG_SK" "$OLD_SK"; do
+	! grep -qrF -- "$s" "$TMP"/log-*.log || fail "a secret is in a mount's log"
+done
+ok "no secret in the logs"
