@@ -2761,23 +2761,41 @@ static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
 		      int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Where the S3 keys of a mount came from (mount_creds). */
+enum keys_from { KEYS_NONE, KEYS_ENV, KEYS_STORED };
+
 /*
- * The storage must be this volume's (OBJSTORE_OWNER_KEY): a volume mounted
- * on another volume's bucket would overwrite its objects. A volume made
- * before the marker existed gets it at its first read-write mount. A
- * store that cannot be read now is not a reason to refuse the mount (the
- * reads and writes will say what is wrong).
+ * The storage must accept our keys and be this volume's (OBJSTORE_OWNER_KEY):
+ * a volume mounted on another volume's bucket would overwrite its objects.
+ * Reading the marker checks both in one request. A store that refuses the
+ * keys, or cannot be reached, refuses the mount: mounting anyway would
+ * leave a file system where every close fails with EIO (and a shell that
+ * does not check close reports success), and the ownership would go
+ * unchecked. A volume made before the marker existed gets it at its first
+ * read-write mount. On failure, msg says why, naming the store.
  */
-static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
+static int check_owner(struct fs *fs, int read_only, enum keys_from keys,
+		       char *msg, size_t cap)
 {
 	struct objstore_owner ow;
+	const char *url = fs->vol.storage;
 	int err = objstore_owner_get(fs->store, &ow);
 
 	if (err == 0 && strcmp(ow.uuid, fs->vol.uuid)) {
 		snprintf(msg, cap,
-			 "it holds volume '%s' (uuid %s), not '%s' (uuid %s)",
-			 ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
+			 "storage '%s' belongs to another volume: it holds "
+			 "volume '%s' (uuid %s), not '%s' (uuid %s)",
+			 url, ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
 		return EEXIST;
+	}
+	if (err == EINVAL) {
+		snprintf(msg, cap,
+			 "storage '%s' holds an object '%s' that is not a "
+			 "granary volume marker (if the storage is this "
+			 "volume's, delete that object: the next read-write "
+			 "mount writes the marker again)",
+			 url, OBJSTORE_OWNER_KEY);
+		return EINVAL;
 	}
 	if (err == ENOENT && !read_only) {
 		snprintf(ow.uuid, sizeof(ow.uuid), "%s", fs->vol.uuid);
@@ -2785,16 +2803,44 @@ static int check_owner(struct fs *fs, int read_only, char *msg, size_t cap)
 		err = objstore_owner_put(fs->store, &ow);
 		if (!err)
 			log_info("wrote the volume marker '%s' to '%s'",
-				 OBJSTORE_OWNER_KEY, fs->vol.storage);
+				 OBJSTORE_OWNER_KEY, url);
 	}
-	if (err == EINVAL)
-		log_warn("'%s' in '%s' is not a granary volume marker",
-			 OBJSTORE_OWNER_KEY, fs->vol.storage);
-	else if (err && err != ENOENT)
-		log_warn("cannot check the volume marker '%s' in '%s': %s",
-			 OBJSTORE_OWNER_KEY, fs->vol.storage,
-			 objstore_strerror(err));
+	if (err && err != ENOENT) {
+		/* refused keys: say which, never what they are */
+		const char *whose = "";
+		if (err == OBJSTORE_EAUTH && keys == KEYS_ENV)
+			whose = "; the keys came from the environment";
+		else if (err == OBJSTORE_EAUTH && keys == KEYS_STORED)
+			whose = "; the keys came from the volume settings "
+				"(keys in the environment override them)";
+		snprintf(msg, cap, "storage '%s' is not usable: %s%s", url,
+			 objstore_strerror(err), whose);
+		return err;
+	}
 	return 0;
+}
+
+/*
+ * The S3 keys of a mount: the environment's, else the ones kept in the
+ * volume settings at format. The environment wins so that keys can be
+ * rotated without a format: revoke the old pair and mount with the new
+ * one in the environment. Returns where the keys came from, for messages
+ * (which never show the keys themselves).
+ */
+static enum keys_from mount_creds(const struct fs *fs, struct objstore_creds *c)
+{
+	if (objstore_env_creds(c) == 0) {
+		if (fs->vol.access_key[0])
+			log_info("using the S3 keys of the environment, not "
+				 "the ones kept in the volume settings");
+		return KEYS_ENV;
+	}
+	if (fs->vol.access_key[0] && fs->vol.secret_key[0]) {
+		c->access_key = fs->vol.access_key;
+		c->secret_key = fs->vol.secret_key;
+		return KEYS_STORED;
+	}
+	return KEYS_NONE;
 }
 
 static int mount_fail(void (*ready)(void *, int, const char *), void *arg,
@@ -2984,10 +3030,8 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_meta;
 	}
-	struct objstore_creds creds = {
-	    .access_key = fs->vol.access_key[0] ? fs->vol.access_key : NULL,
-	    .secret_key = fs->vol.secret_key[0] ? fs->vol.secret_key : NULL,
-	};
+	struct objstore_creds creds = {0};
+	enum keys_from keys = mount_creds(fs, &creds);
 	err = objstore_open(fs->vol.storage, &creds, &fs->store);
 	if (err) {
 		err =
@@ -2995,12 +3039,10 @@ int fs_mount(const struct fs_opts *o,
 			       fs->vol.storage, gr_strerror(err));
 		goto close_meta;
 	}
-	char why[768];
-	err = check_owner(fs, o->read_only, why, sizeof(why));
+	char why[2048]; /* the storage URL and two volume names fit */
+	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err) {
-		err = mount_fail(ready, arg, err,
-				 "storage '%s' belongs to another volume: %s",
-				 fs->vol.storage, why);
+		err = mount_fail(ready, arg, err, "%s", why);
 		goto close_store;
 	}
 	err = open_disk_cache(fs, o);

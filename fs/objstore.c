@@ -28,6 +28,24 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 
 /* ---- open / close ---- */
 
+int objstore_env_creds(struct objstore_creds *c)
+{
+	static const char *const env[][2] = {
+	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY"},
+	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
+	};
+
+	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+		const char *a = getenv(env[i][0]), *s = getenv(env[i][1]);
+		if (a && *a && s && *s) {
+			c->access_key = a;
+			c->secret_key = s;
+			return 0;
+		}
+	}
+	return OBJSTORE_ENOCREDS;
+}
+
 int objstore_open(const char *url, const struct objstore_creds *creds,
 		  struct objstore **out)
 {

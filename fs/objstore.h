@@ -79,13 +79,19 @@ struct objstore {
 };
 
 /*
- * Open the store named by url. Credentials for s3: creds, else the
- * environment (GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY, then
- * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY). Opening does not touch the
- * network; use objstore_probe() to check reachability and permissions.
+ * Open the store named by url. Credentials for s3: creds when both are
+ * given, else objstore_env_creds(). Opening does not touch the network;
+ * use objstore_probe() to check reachability and permissions.
  */
 int objstore_open(const char *url, const struct objstore_creds *creds,
 		  struct objstore **out);
+/*
+ * The S3 key pair of the environment: GRANARY_S3_ACCESS_KEY and
+ * GRANARY_S3_SECRET_KEY when both are set, else AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY when both are; 0, or OBJSTORE_ENOCREDS with c
+ * untouched. The strings are the environment's own.
+ */
+int objstore_env_creds(struct objstore_creds *c);
 void objstore_close(struct objstore *s); /* NULL-safe */
 
 /*

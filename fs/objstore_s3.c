@@ -834,10 +834,7 @@ static int authority_valid(const char *a, size_t len)
 static int pick_creds(const struct objstore_creds *creds, const char **ak,
 		      const char **sk)
 {
-	static const char *env[][2] = {
-	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY"},
-	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
-	};
+	struct objstore_creds env;
 
 	if (creds && creds->access_key && *creds->access_key &&
 	    creds->secret_key && *creds->secret_key) {
@@ -845,15 +842,11 @@ static int pick_creds(const struct objstore_creds *creds, const char **ak,
 		*sk = creds->secret_key;
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-		const char *a = getenv(env[i][0]), *s = getenv(env[i][1]);
-		if (a && *a && s && *s) {
-			*ak = a;
-			*sk = s;
-			return 0;
-		}
-	}
-	return OBJSTORE_ENOCREDS;
+	if (objstore_env_creds(&env))
+		return OBJSTORE_ENOCREDS;
+	*ak = env.access_key;
+	*sk = env.secret_key;
+	return 0;
 }
 
 /* GRANARY_S3_TIMEOUT: seconds (fractions allowed) for the base deadline. */

@@ -96,25 +96,6 @@ static int url_has_userinfo(const char *url)
 	return memchr(auth, '@', strcspn(auth, "/")) != NULL;
 }
 
-/* The S3 key pair from the environment, in objstore's order: both
- * GRANARY_S3_* set, else both AWS_* set, else none. */
-static void env_keys(struct objstore_creds *c)
-{
-	static const char *const env[][2] = {
-	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY"},
-	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
-	};
-
-	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-		const char *a = getenv(env[i][0]), *s = getenv(env[i][1]);
-		if (a && *a && s && *s) {
-			c->access_key = a;
-			c->secret_key = s;
-			return;
-		}
-	}
-}
-
 int cmd_format(int argc, char **argv)
 {
 	struct meta_volume v = {0}, old = {0};
@@ -240,7 +221,7 @@ int cmd_format(int argc, char **argv)
 	}
 
 	if (is_s3(storage)) {
-		env_keys(&creds);
+		objstore_env_creds(&creds);
 		if (store_keys && creds.access_key && creds.secret_key) {
 			if (strlen(creds.access_key) >= sizeof(v.access_key) ||
 			    strlen(creds.secret_key) >= sizeof(v.secret_key)) {

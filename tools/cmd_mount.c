@@ -80,6 +80,9 @@ static const char usage[] =
     "  -h, --help             show this help\n"
     "\n"
     "S is in seconds (0.5, 10, 200ms); SIZE takes K, M, G suffixes.\n"
+    "S3 keys in the environment (GRANARY_S3_ACCESS_KEY and\n"
+    "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
+    "override the ones kept in the volume settings at format.\n"
     "A password in META_URL is hidden from ps; GRANARY_META_PASSWORD keeps\n"
     "it off the command line altogether.\n";
 

@@ -97,7 +97,13 @@ check_eq "$(cat "$TMP/mp-own/f")" kept "file of the volume after its marker was 
 umount_vol "$TMP/mp-own"
 cmp -s "$TMP/d/granary.volume" "$TMP/marker.keep" ||
 	fail "the first read-write mount did not write the volume's marker: $(cat "$TMP/d/granary.volume" 2>&1)"
-ok "a storage holds one volume: format and mount refuse another's, a lost marker comes back"
+# an object in the marker's place that is not a marker: refused, as format
+# refuses it
+echo "not a marker" >"$TMP/d/granary.volume"
+expect_exit 1 "not a granary volume marker" "$GRANARY" mount "$meta" "$TMP/mp-wrong"
+is_mounted "$TMP/mp-wrong" && fail "a mount refused for a foreign marker object is mounted"
+cp "$TMP/marker.keep" "$TMP/d/granary.volume"
+ok "a storage holds one volume: format and mount refuse another's or a foreign marker, a lost marker comes back"
 
 # --- mount errors and usage errors
 expect_exit 1 "does not exist|no such" "$GRANARY" mount "$meta" "$TMP/no/such/dir"

@@ -1214,6 +1214,30 @@ Test(objstore, s3_no_credentials_is_enocreds)
 	objstore_close(s);
 }
 
+/* The pair a mount takes from the environment (it overrides the keys kept
+ * in the volume settings): GRANARY_S3_* whole, else AWS_* whole. */
+Test(objstore, env_creds_order)
+{
+	struct objstore_creds c = {"kept", "kept"};
+
+	unsetenv("GRANARY_S3_ACCESS_KEY");
+	unsetenv("GRANARY_S3_SECRET_KEY");
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	cr_assert_eq(objstore_env_creds(&c), OBJSTORE_ENOCREDS);
+	cr_assert_str_eq(c.access_key, "kept");
+	setenv("GRANARY_S3_ACCESS_KEY", "GAK", 1); /* half a pair */
+	setenv("AWS_ACCESS_KEY_ID", "AAK", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ASK", 1);
+	cr_assert_eq(objstore_env_creds(&c), 0);
+	cr_assert_str_eq(c.access_key, "AAK");
+	cr_assert_str_eq(c.secret_key, "ASK");
+	setenv("GRANARY_S3_SECRET_KEY", "GSK", 1);
+	cr_assert_eq(objstore_env_creds(&c), 0);
+	cr_assert_str_eq(c.access_key, "GAK");
+	cr_assert_str_eq(c.secret_key, "GSK");
+}
+
 Test(objstore, s3_prefix_is_prepended)
 {
 	char url[512];
