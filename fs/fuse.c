@@ -461,7 +461,13 @@ static void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	st->st_rdev = a->rdev;
 	st->st_size = length;
 	st->st_blksize = 1 << 20;
-	st->st_blocks = (length + 511) / 512;
+	/* the bytes the file holds, not its length: a sparse file's holes
+	 * take no blocks (du). Bytes buffered here past the committed
+	 * length count already, as delayed allocation counts on ext4. */
+	uint64_t stored = a->stored;
+	if (length > a->length)
+		stored += length - a->length;
+	st->st_blocks = (stored + 511) / 512;
 	st->st_atim.tv_sec = a->atime;
 	st->st_atim.tv_nsec = a->atimens;
 	st->st_mtim.tv_sec = a->mtime;
