@@ -13,6 +13,7 @@
  *                    node->lock: never take node->lock while holding it
  *   node->lock      (writer, length, chunk cache)
  *   writer/pool locks (writer.h)
+ *   the space gate's lock (space.h): a leaf, taken under node->lock
  * Writer callbacks (commit) run with node->lock held.
  */
 #define FUSE_USE_VERSION 314
