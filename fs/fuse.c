@@ -13,6 +13,7 @@
  *                    node->lock: never take node->lock while holding it
  *   node->lock      (writer, length, chunk cache)
  *   writer/pool locks (writer.h)
+ *   the space gate's lock (space.h): a leaf, taken under node->lock
  * Writer callbacks (commit) run with node->lock held.
  */
 #define FUSE_USE_VERSION 314
@@ -49,6 +50,7 @@
 #include "readahead.h"
 #include "reader.h"
 #include "slice.h"
+#include "space.h"
 #include "stage.h"
 #include "writer.h"
 
@@ -106,6 +108,8 @@ struct node {
 	int privs; /* protected by lock: this client may have given it a
 		      set-id bit or a file capability since a direct_io
 		      open found none (see dio_allowed) */
+	uint64_t taken; /* protected by lock: bytes fs->space accepted for
+			   its buffered writes, not committed yet */
 };
 
 struct fs {
@@ -126,9 +130,10 @@ struct fs {
 	struct stage *stage;   /* writeback: blocks of big files; or NULL */
 	int writeback;	       /* packs and blocks are staged first */
 	struct meta_volume vol;
-	uint64_t root;	 /* volume inode served as FUSE_ROOT_ID */
-	int root_frozen; /* --subdir inside a version: read-only */
-	int any_frozen;	 /* atomic: some node was ever marked frozen */
+	struct space *space; /* the volume's capacity, for every write */
+	uint64_t root;	     /* volume inode served as FUSE_ROOT_ID */
+	int root_frozen;     /* --subdir inside a version: read-only */
+	int any_frozen;	     /* atomic: some node was ever marked frozen */
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct fuse_session *se;
@@ -461,7 +466,13 @@ static void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	st->st_rdev = a->rdev;
 	st->st_size = length;
 	st->st_blksize = 1 << 20;
-	st->st_blocks = (length + 511) / 512;
+	/* the bytes the file holds, not its length: a sparse file's holes
+	 * take no blocks (du). Bytes buffered here past the committed
+	 * length count already, as delayed allocation counts on ext4. */
+	uint64_t stored = a->stored;
+	if (length > a->length)
+		stored += length - a->length;
+	st->st_blocks = (stored + 511) / 512;
 	st->st_atim.tv_sec = a->atime;
 	st->st_atim.tv_nsec = a->atimens;
 	st->st_mtim.tv_sec = a->mtime;
@@ -639,6 +650,14 @@ static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 	int err = meta_write(c->fs->meta, ino, s, n, &a);
 	if (err)
 		return err;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i].s.id)
+			bytes += s[i].s.len;
+	if (bytes > c->node->taken)
+		bytes = c->node->taken;
+	c->node->taken -= bytes;
+	space_done(c->fs->space, bytes);
 	chunk_cache_clear(c->node);
 	node_note_attr(c->node, &a);
 	return 0;
@@ -661,16 +680,31 @@ static int node_writer(struct fs *fs, struct node *n, struct writer **out)
 	return 0;
 }
 
+/* What fs->space accepted for a node's writes and no commit took: none
+ * of it will be committed (an overwrite counted twice, or data dropped
+ * after an error). node->lock held. */
+static void node_space_drop(struct node *n)
+{
+	if (n->taken && n->writer)
+		space_drop(n->wctx.fs->space, n->taken);
+	n->taken = 0;
+}
+
 /* Flush buffered writes of a node; node->lock held. */
 static int node_flush(struct node *n)
 {
-	if (!n->writer || !writer_dirty(n->writer))
+	if (!n->writer || !writer_dirty(n->writer)) {
+		node_space_drop(n);
 		return 0;
-	return writer_flush(n->writer);
+	}
+	int err = writer_flush(n->writer);
+	node_space_drop(n);
+	return err;
 }
 
 static void node_writer_close(struct node *n)
 {
+	node_space_drop(n);
 	if (!n->writer)
 		return;
 	writer_close(n->writer);
@@ -755,6 +789,17 @@ static void node_cache_chunk0(struct fs *fs, uint64_t ino,
 		free(copy);
 	}
 	node_unpin(fs, nd);
+}
+
+/* space_usage_fn: the volume's usedspace */
+static int space_usage(void *arg, uint64_t *used)
+{
+	struct fs *fs = arg;
+	struct meta_usage u;
+	int err = meta_usage(fs->meta, &u);
+	if (!err)
+		*used = u.used_bytes;
+	return err;
 }
 
 /* ---- lifecycle ops -------------------------------------------------- */
@@ -987,6 +1032,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *st,
 	if (!err && (to_set & FUSE_SET_ATTR_SIZE)) {
 		err = meta_truncate(fs->meta, ino, st->st_size, &out);
 		if (!err) {
+			space_changed(fs->space);
 			chunk_cache_clear(n);
 			node_note_attr(n, &out);
 			have = 1;
@@ -1066,6 +1112,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 static void reclaim_soon(void *arg)
 {
 	struct fs *fs = arg;
+	space_changed(fs->space); /* a file was deleted: space freed */
 	pthread_mutex_lock(&fs->rc_lock);
 	pthread_cond_signal(&fs->rc_cond);
 	pthread_mutex_unlock(&fs->rc_lock);
@@ -1105,6 +1152,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int err = meta_rename(fs->meta, m_ino(fs, parent), name,
 			      m_ino(fs, newparent), newname, flags);
 	ns_changed(fs);
+	space_changed(fs->space); /* a file replaced may be gone */
 	reply_err(req, "rename", err);
 }
 
@@ -1132,14 +1180,17 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	int err = meta_usage(fs->meta, &u);
 	if (err)
 		return reply_err(req, "statfs", err);
-	uint64_t cap = fs->vol.capacity ? fs->vol.capacity : 1ull << 50;
-	if (cap < u.used_bytes)
-		cap = u.used_bytes;
+	/* the capacity is the total, whatever the usage (which may overshoot
+	 * it a little: space.h); without one, 1 PiB or the usage */
+	uint64_t cap = fs->vol.capacity;
+	if (!cap)
+		cap = u.used_bytes > (1ull << 50) ? u.used_bytes : 1ull << 50;
+	uint64_t used = (u.used_bytes + 4095) / 4096;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = cap / 4096;
-	sv.f_bfree = sv.f_bavail = (cap - u.used_bytes) / 4096;
+	sv.f_bfree = sv.f_bavail = used < sv.f_blocks ? sv.f_blocks - used : 0;
 	sv.f_files = u.inodes + (1ull << 32);
 	sv.f_ffree = sv.f_favail = 1ull << 32;
 	sv.f_namemax = META_NAME_MAX;
@@ -1500,8 +1551,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 	pthread_mutex_lock(&n->lock);
 	int err = node_writer(fs, n, &w);
+	/* the capacity is checked before the bytes are accepted, never at
+	 * the commit: a write() that succeeded is never lost for space. An
+	 * overwrite inside a file that holds all its bytes cannot grow the
+	 * usage (stored bytes stop at the length) and is free; any other
+	 * byte counts until its commit. */
+	uint64_t charge = size;
+	if (n->seen && n->attr.stored >= n->attr.length &&
+	    (uint64_t)off + size <= n->attr.length)
+		charge = 0;
 	if (!err)
+		err = space_take(fs->space, charge);
+	if (!err) {
+		n->taken += charge;
 		err = writer_write(w, off, buf, size);
+	}
 	int drop = h->dio && n->privs;
 	if (h->dio) {
 		n->dio = 1;
@@ -1709,9 +1773,19 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 					      : (uint64_t)off + len,
 					  &a);
 		chunk_cache_clear(n);
+		space_changed(fs->space);
 	} else if (!err) {
-		err = meta_fallocate(fs->meta, n->ino,
-				     mode & FALLOC_FL_KEEP_SIZE, off, len, &a);
+		/* allocating takes space from the capacity, as a write */
+		err = space_take(fs->space, (uint64_t)len);
+		if (!err) {
+			err = meta_fallocate(fs->meta, n->ino,
+					     mode & FALLOC_FL_KEEP_SIZE, off,
+					     len, &a);
+			if (err)
+				space_drop(fs->space, (uint64_t)len);
+			else
+				space_done(fs->space, (uint64_t)len);
+		}
 	}
 	if (!err)
 		node_note_attr(n, &a);
@@ -3030,6 +3104,12 @@ int fs_mount(const struct fs_opts *o,
 				 gr_strerror(err));
 		goto close_meta;
 	}
+	err = space_open(fs->read_only ? 0 : fs->vol.capacity, space_usage, fs,
+			 &fs->space);
+	if (err) {
+		err = mount_fail(ready, arg, err, "out of memory");
+		goto close_meta;
+	}
 	struct objstore_creds creds = {0};
 	enum keys_from keys = mount_creds(fs, &creds);
 	err = objstore_open(fs->vol.storage, &creds, &fs->store);
@@ -3248,6 +3328,7 @@ close_store:
 	objstore_close(fs->store);
 close_meta:
 	meta_close(fs->meta);
+	space_free(fs->space);
 free_fs:
 	if (fs->buckets) {
 		for (size_t i = 0; i < fs->nbuckets; i++) {

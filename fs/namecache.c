@@ -61,7 +61,7 @@ struct nc_entry {
 };
 
 #if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(struct nc_entry) == 136,
+_Static_assert(sizeof(struct nc_entry) == 144,
 	       "namecache.h gives an entry's cost: update it");
 #endif
 

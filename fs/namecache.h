@@ -9,14 +9,14 @@
  * used names; it never starts over, so a dataset larger than the cache
  * keeps most of it cached.
  *
- * Cost of one entry (x86-64, glibc): a single allocation of a 136-byte
+ * Cost of one entry (x86-64, glibc): a single allocation of a 144-byte
  * header (hash chain and clock links, parent, inode, expiry, meta_attr),
  * 40 bytes per chunk-0 slice and the name with its NUL, rounded up as malloc
  * does (+8, to 16 bytes). The hash buckets, 8 bytes per 256 to 512 bytes
  * of the bound, are allocated at open (pages touched as names come) and
  * count against the bound: at most 1/32 of it. An ImageNet file
- * ("n01440764_10026.JPEG", one slice) costs 208 bytes: its 1.28M training
- * names take 254 MiB, and the default bound (512 MiB) holds 2.5M such
+ * ("n01440764_10026.JPEG", one slice) costs 224 bytes: its 1.28M training
+ * names take 274 MiB, and the default bound (512 MiB) holds 2.3M such
  * names.
  * namecache_entry_cost() gives the exact figure for a name.
  *
@@ -36,7 +36,7 @@
 
 #include "../meta/meta.h"
 
-/* default bound: 2.5M ImageNet-like names (ImageNet has 1.28M) */
+/* default bound: 2.3M ImageNet-like names (ImageNet has 1.28M) */
 #define NAMECACHE_DEFAULT_SIZE (512ull << 20)
 
 struct namecache;

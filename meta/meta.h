@@ -43,8 +43,11 @@ struct meta_attr {
 	uint16_t mode; /* permission bits incl. setuid/setgid/sticky (07777) */
 	uint32_t uid, gid, nlink, rdev;
 	uint64_t length;
-	uint64_t parent;	     /* directories: their parent; others: 0 */
-	int64_t atime, mtime, ctime; /* seconds */
+	uint64_t stored; /* regular files: bytes of data they hold (written or
+			    fallocated, less punched; an upper bound, never
+			    above length; SCHEMA.md); others: length */
+	uint64_t parent; /* directories: their parent; others: 0 */
+	int64_t atime, mtime, ctime;	    /* seconds */
 	uint32_t atimens, mtimens, ctimens; /* nanoseconds */
 };
 
@@ -115,7 +118,8 @@ int meta_load_volume(struct meta *m, struct meta_volume *v);
  */
 int meta_upgrade(struct meta *m, uint32_t *from, uint64_t *n);
 struct meta_usage {
-	uint64_t used_bytes, inodes;
+	uint64_t used_bytes; /* the stored bytes of every file (usedspace) */
+	uint64_t inodes;
 };
 int meta_usage(struct meta *m, struct meta_usage *u);
 

@@ -415,11 +415,16 @@ static int attr_unpack(const char *s, size_t n, struct meta_attr *a)
 	a->gid = ld32(p + 8);
 	a->nlink = ld32(p + 12);
 	a->length = ld64(p + 16);
-	pr = ld64(p + 24); /* dirs: parent, devices: rdev */
+	/* dirs: parent, devices: rdev, files: stored bytes + 1 (0: not
+	 * known, a file from before the field: its length) */
+	pr = ld64(p + 24);
+	a->stored = a->length;
 	if (a->type == META_DIR)
 		a->parent = pr;
 	else if (a->type == META_BLK || a->type == META_CHR)
 		a->rdev = (uint32_t)pr;
+	else if (a->type == META_FILE && pr != 0 && pr - 1 < a->length)
+		a->stored = pr - 1;
 	a->atime = ld40s(p + 32);
 	a->atimens = ld32(p + 37);
 	a->mtime = ld40s(p + 41);

@@ -84,6 +84,26 @@ static const char prelude[] =
 	"	return struct.pack(AFMT, 1, a.ty, a.mode, a.uid, a.gid, a.nlink, a.len,\n"
 	"		a.par, a.as, a.an, a.ms, a.mn, a.cs, a.cn)\n"
 	"end\n"
+	"-- A regular file's par field holds its stored bytes + 1: an upper bound\n"
+	"-- of the bytes of data it holds (written, fallocated, minus punched;\n"
+	"-- never above the length). 0: not known (a file from before the field),\n"
+	"-- counted as its length. usedspace is the sum of these (SCHEMA.md).\n"
+	"local function stored(a)\n"
+	"	if a.par == 0 then\n"
+	"		return a.len\n"
+	"	end\n"
+	"	return math.min(a.par - 1, a.len)\n"
+	"end\n"
+	"-- the file's stored bytes become n (clamped to [0, length]);\n"
+	"-- usedspace follows. The caller writes the record (idirty).\n"
+	"local function stored_set(a, n)\n"
+	"	local o = stored(a)\n"
+	"	n = math.max(0, math.min(n, a.len))\n"
+	"	a.par = n + 1\n"
+	"	if n ~= o then\n"
+	"		redis.call('INCRBY', 'usedspace', d(n - o))\n"
+	"	end\n"
+	"end\n"
 	"\n"
 	"-- Inodes live IB to a hash, n<ino div IB> (SCHEMA.md): field ino % IB\n"
 	"-- holds the attributes, field IB + ino % IB chunk 0's slice records (the\n"
@@ -281,6 +301,49 @@ static const char prelude[] =
 	"	redis.call('DEL', k)\n"
 	"end\n"
 	"\n"
+	"-- bytes of data (records with a slice id) that chunk list s shows in\n"
+	"-- [lo, hi): newer records cover older ones. A list of more than\n"
+	"-- DATAMAX records is not resolved (the cost grows with its square):\n"
+	"-- nil, and the caller assumes the worst.\n"
+	"local DATAMAX = 2000\n"
+	"local function data_in(s, lo, hi)\n"
+	"	local recs, o = {}, 1\n"
+	"	while o <= #s do\n"
+	"		local n, pos, id, _, _, len = rec_at(s, o)\n"
+	"		recs[#recs + 1] = {pos, pos + len, id}\n"
+	"		o = o + n\n"
+	"		if #recs > DATAMAX then\n"
+	"			return nil\n"
+	"		end\n"
+	"	end\n"
+	"	-- newest first, each record takes what is still uncovered\n"
+	"	local gaps, sum = {{lo, hi}}, 0\n"
+	"	for i = #recs, 1, -1 do\n"
+	"		if #gaps == 0 then\n"
+	"			break\n"
+	"		end\n"
+	"		local r, ng = recs[i], {}\n"
+	"		for _, g in ipairs(gaps) do\n"
+	"			local a, b = math.max(g[1], r[1]), math.min(g[2], r[2])\n"
+	"			if a < b then\n"
+	"				if r[3] ~= 0 then\n"
+	"					sum = sum + b - a\n"
+	"				end\n"
+	"				if g[1] < a then\n"
+	"					ng[#ng + 1] = {g[1], a}\n"
+	"				end\n"
+	"				if b < g[2] then\n"
+	"					ng[#ng + 1] = {b, g[2]}\n"
+	"				end\n"
+	"			else\n"
+	"				ng[#ng + 1] = g\n"
+	"			end\n"
+	"		end\n"
+	"		gaps = ng\n"
+	"	end\n"
+	"	return sum\n"
+	"end\n"
+	"\n"
 	"-- A directory that had versions hands its versions directory over to\n"
 	"-- the snapshot cleaner: listed in snapshots as left by nobody (sid 0),\n"
 	"-- its drop walk starting at the top with source 0 (see snap_drop)\n"
@@ -323,7 +386,9 @@ static const char prelude[] =
 	"		if a.len > 0 then\n"
 	"			redis.call('ZADD', 'delfiles', now(),\n"
 	"				d(ino) .. ':' .. d(a.len))\n"
-	"			redis.call('DECRBY', 'usedspace', d(a.len))\n"
+	"		end\n"
+	"		if stored(a) > 0 then\n"
+	"			redis.call('DECRBY', 'usedspace', d(stored(a)))\n"
 	"		end\n"
 	"	end\n"
 	"	redis.call('DECR', 'totalinodes')\n"
@@ -482,6 +547,8 @@ static const char s_mknod[] =
     "	p.nlink = p.nlink + 1\n"
     "elseif ty == BLK or ty == CHR then\n"
     "	a.par = rdev\n"
+    "elseif ty == FILE then\n"
+    "	a.par = 1 -- stored bytes + 1: none yet\n"
     "elseif ty == SYMLINK then\n"
     "	a.len = #ARGV[9]\n"
     "	redis.call('SET', key('s', ino), ARGV[9])\n"
@@ -767,6 +834,9 @@ static const char s_truncate[] =
     "	return {EINVAL}\n"
     "end\n"
     "local ol = a.len\n"
+    "-- stored bytes: a shorter file keeps at most its length, a longer one\n"
+    "-- (sparse) what it had\n"
+    "stored_set(a, math.min(stored(a), nl))\n"
     "if nl < ol then\n"
     "	-- chunks entirely past the new length go; cost is one step per chunk\n"
     "	-- of the old length, sparse or not\n"
@@ -805,9 +875,6 @@ static const char s_truncate[] =
     "		end\n"
     "	end\n"
     "end\n"
-    "if nl ~= ol then\n"
-    "	redis.call('INCRBY', 'usedspace', d(nl - ol))\n"
-    "end\n"
     "a.len = nl\n"
     "touch(ino, true)\n"
     "iflush()\n"
@@ -817,6 +884,8 @@ static const char s_fallocate[] =
     "-- ARGV: ino, mode (0 or 1 = FALLOC_FL_KEEP_SIZE), offset, length. Space "
     "is\n"
     "-- not reserved (the object store has none to reserve): only the length.\n"
+    "-- The range counts as stored bytes, as a write of it would (clamped to\n"
+    "-- the length), so that the space is taken from the volume's capacity.\n"
     "local ino, mode = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
     "local e = tonumber(ARGV[3]) + tonumber(ARGV[4])\n"
     "local a = iget(ino)\n"
@@ -829,20 +898,24 @@ static const char s_fallocate[] =
     "if a.ty ~= FILE then\n"
     "	return {ENODEV}\n"
     "end\n"
+    "local st = stored(a)\n"
+    "stored_set(a, st)\n"
     "if mode == 0 and e > a.len then\n"
-    "	redis.call('INCRBY', 'usedspace', d(e - a.len))\n"
     "	a.len = e\n"
     "	touch(ino, true)\n"
     "else\n"
     "	touch(ino, false)\n"
     "end\n"
+    "stored_set(a, st + tonumber(ARGV[4]))\n"
     "iflush()\n"
     "return {0, attr_pack(a)}\n";
 
 static const char s_write[] =
     "-- ARGV: ino, records: each a chunk index (u32 LE) and a slice record\n"
     "-- (full or short), in order. A slice referenced twice by one call gets\n"
-    "-- the extra reference counted in sliceref.\n"
+    "-- the extra reference counted in sliceref. Stored bytes: a data record\n"
+    "-- adds its length (an overwrite is counted again: the sum is clamped to\n"
+    "-- the length), a hole takes away the data it covers.\n"
     "local ino, recs = tonumber(ARGV[1]), ARGV[2]\n"
     "local a = iget(ino)\n"
     "if not a then\n"
@@ -855,11 +928,20 @@ static const char s_write[] =
     "	return {EINVAL}\n"
     "end\n"
     "local seen, len, t0, o = {}, a.len, {}, 1\n"
+    "local st = stored(a)\n"
     "while o <= #recs do\n"
     "	local idx = struct.unpack('<I4', recs, o)\n"
     "	local rl, pos, id, _, _, n = rec_at(recs, o + 4)\n"
     "	local rec = string.sub(recs, o + 4, o + 3 + rl)\n"
     "	o = o + 4 + rl\n"
+    "	if id ~= 0 then\n"
+    "		st = st + n\n"
+    "	elseif idx * CHUNK + pos < len then\n"
+    "		-- this call's records of chunk 0 are not in the tail yet\n"
+    "		local c = idx == 0 and tail_get(ino) .. table.concat(t0) or\n"
+    "			redis.call('GET', ckey(ino, idx)) or ''\n"
+    "		st = math.max(0, st - (data_in(c, pos, pos + n) or 0))\n"
+    "	end\n"
     "	if idx == 0 then\n"
     "		t0[#t0 + 1] = rec\n"
     "	else\n"
@@ -879,10 +961,10 @@ static const char s_write[] =
     "if #t0 > 0 then\n"
     "	tail_append(ino, table.concat(t0))\n"
     "end\n"
-    "if len > a.len then\n"
-    "	redis.call('INCRBY', 'usedspace', d(len - a.len))\n"
-    "	a.len = len\n"
-    "end\n"
+    "local st0 = stored(a)\n"
+    "stored_set(a, st0)\n"
+    "a.len = len\n"
+    "stored_set(a, st)\n"
     "touch(ino, true)\n"
     "iflush()\n"
     "return {0, attr_pack(a)}\n";
@@ -1193,9 +1275,11 @@ static const char s_staging_done[] =
 	"	return true\n" \
 	"end\n" \
 	"\n" \
-	"-- what this call made: inodes by kind, file bytes, references to add\n" \
-	"-- (slice id -> count); flushed once at the end by made_flush\n" \
+	"-- what this call made: inodes by kind, file bytes (lengths; stored:\n" \
+	"-- what usedspace counts), references to add (slice id -> count);\n" \
+	"-- flushed once at the end by made_flush\n" \
 	"local mfiles, mdirs, mothers, mbytes, refs = 0, 0, 0, 0, {}\n" \
+	"local mstored = 0\n" \
 	"local function refs_add(s)\n" \
 	"	local o = 1\n" \
 	"	while o <= #s do\n" \
@@ -1211,8 +1295,8 @@ static const char s_staging_done[] =
 	"	if n > 0 then\n" \
 	"		redis.call('INCRBY', 'totalinodes', n)\n" \
 	"	end\n" \
-	"	if mbytes > 0 then\n" \
-	"		redis.call('INCRBY', 'usedspace', d(mbytes))\n" \
+	"	if mstored > 0 then\n" \
+	"		redis.call('INCRBY', 'usedspace', d(mstored))\n" \
 	"	end\n" \
 	"	-- one more reference per copied record: a packed slice too, whose\n" \
 	"	-- dead bytes are counted only when its last reference goes\n" \
@@ -1253,7 +1337,7 @@ static const char s_staging_done[] =
 	"		end\n" \
 	"	end\n" \
 	"	if ty == FILE then\n" \
-	"		local len = struct.unpack('<I8', v, 17)\n" \
+	"		local len, par = struct.unpack('<I8I8', v, 17)\n" \
 	"		refs_add(string.sub(v, ALEN + 1))\n" \
 	"		-- records exist only below the length (truncate drops the\n" \
 	"		-- rest): one step per chunk of it, as truncate takes\n" \
@@ -1264,7 +1348,9 @@ static const char s_staging_done[] =
 	"				redis.call('SET', ckey(ino, idx), c)\n" \
 	"			end\n" \
 	"		end\n" \
+	"		-- the copy's record carries the stored bytes too\n" \
 	"		mfiles, mbytes = mfiles + 1, mbytes + len\n" \
+	"		mstored = mstored + stored({len = len, par = par})\n" \
 	"	elseif ty ~= DIR then\n" \
 	"		if ty == SYMLINK then\n" \
 	"			local t = redis.call('GET', key('s', src))\n" \
@@ -1564,8 +1650,8 @@ static const char s_clone_data[] = SNAP_LIB
     "		redis.call('SET', ckey(dst, idx), c)\n"
     "	end\n"
     "end\n"
-    "mbytes = a.len\n"
-    "b.len = a.len\n"
+    "mbytes, mstored = a.len, stored(a)\n"
+    "b.len, b.par = a.len, mstored + 1\n"
     "touch(dst, true)\n"
     "made_flush()\n"
     "iflush()\n"

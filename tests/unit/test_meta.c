@@ -824,7 +824,7 @@ Test(meta, write_truncate_reclaim)
 	a = attr(m, f);
 	cr_expect_eq(a.length, 2 * CS + 600);
 	cr_assert_eq(meta_usage(m, &u), 0);
-	cr_expect_eq(u.used_bytes, 2 * CS + 600);
+	cr_expect_eq(u.used_bytes, 1500, "the bytes written, not the length");
 	cr_assert_eq(meta_read_chunk(m, f, 0, &s, &n), 0);
 	cr_assert_eq(n, 1);
 	cr_expect_eq(s[0].id, id1);
@@ -861,7 +861,7 @@ Test(meta, write_truncate_reclaim)
 	cr_expect_eq(n, 2);
 	free(s);
 	cr_assert_eq(meta_usage(m, &u), 0);
-	cr_expect_eq(u.used_bytes, 5000);
+	cr_expect_eq(u.used_bytes, 500, "the bytes kept, not the length");
 
 	/* a cut below every slice end needs no hole */
 	uint64_t g = mkfile(m, 1, "g");
@@ -917,7 +917,7 @@ Test(meta, write_truncate_reclaim)
 	cr_expect_eq(n, 0);
 
 	cr_assert_eq(meta_usage(m, &u), 0);
-	cr_expect_eq(u.used_bytes, 150);
+	cr_expect_eq(u.used_bytes, 100); /* g's */
 	meta_close(m);
 }
 
@@ -3914,5 +3914,246 @@ Test(meta, reclaim_waits_for_staged_objects)
 	cr_expect_eq(out[0].pack, P, "the pack object, once");
 	cr_expect_eq(raw_int(c, "HLEN stagedead"), 0);
 	redisFree(c);
+	meta_close(m);
+}
+
+/* ---- stored bytes ------------------------------------------------------ */
+
+/* Cover [off, off+len) of ino (inside one chunk) with a hole record, as the
+ * FUSE layer does for a punched hole. */
+static void punch(struct meta *m, uint64_t ino, uint64_t off, uint32_t len)
+{
+	struct meta_chunk_slice s = {
+	    (uint32_t)(off / CS),
+	    {.size = len, .len = len, .pos = (uint32_t)(off % CS)}};
+	cr_assert_eq(meta_write(m, ino, &s, 1, NULL), 0);
+}
+
+/* Make ino's record look as a client from before the stored bytes left it:
+ * 0 at offset 24. usedspace then counts its length, as such a client's. */
+static void make_old_record(redisContext *c, uint64_t ino)
+{
+	redisReply *r = redisCommand(c, "HGET n%" PRIu64 " %u", ino / 32,
+				     (unsigned)(ino % 32));
+	char rec[59];
+
+	cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 59);
+	memcpy(rec, r->str, 59);
+	freeReplyObject(r);
+	memset(rec + 24, 0, 8);
+	r = redisCommand(c, "HSET n%" PRIu64 " %u %b", ino / 32,
+			 (unsigned)(ino % 32), rec, (size_t)59);
+	cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(r);
+}
+
+static uint64_t stored_of(struct meta *m, uint64_t ino)
+{
+	return attr(m, ino).stored;
+}
+
+Test(meta, stored_bytes)
+{
+	struct meta *m = fresh(24);
+	redisContext *c = raw(24);
+	const uint64_t G = 1ull << 30;
+	struct meta_attr a;
+
+	/* written in sequence: every byte */
+	uint64_t f = mkfile(m, 1, "f");
+	cr_expect_eq(stored_of(m, f), 0);
+	put(m, f, 0, 1000);
+	put(m, f, 1000, 1000);
+	cr_expect_eq(stored_of(m, f), 2000);
+	cr_expect_eq(usage(m).used_bytes, 2000);
+	/* rewritten in place: no more than the length */
+	put(m, f, 500, 1000);
+	cr_expect_eq(stored_of(m, f), 2000);
+
+	/* truncated up: sparse, nothing stored, the length is the length */
+	uint64_t g = mkfile(m, 1, "g");
+	cr_assert_eq(meta_truncate(m, g, G, &a), 0);
+	cr_expect_eq(a.length, G);
+	cr_expect_eq(a.stored, 0);
+	cr_expect_eq(usage(m).used_bytes, 2000);
+	/* a write far into the hole counts its bytes only */
+	put(m, g, G / 2, 4096);
+	cr_expect_eq(stored_of(m, g), 4096);
+	put(m, g, G + 4096, 4096); /* and past the end */
+	cr_expect_eq(attr(m, g).length, G + 8192);
+	cr_expect_eq(stored_of(m, g), 8192);
+	cr_expect_eq(usage(m).used_bytes, 2000 + 8192);
+
+	/* truncated down: at most the new length */
+	cr_assert_eq(meta_truncate(m, f, 500, &a), 0);
+	cr_expect_eq(a.stored, 500);
+	cr_assert_eq(meta_truncate(m, f, 3000, &a), 0);
+	cr_expect_eq(a.stored, 500);
+	cr_expect_eq(usage(m).used_bytes, 500 + 8192);
+
+	/* a punched hole takes away the data it covers, once */
+	uint64_t h = mkfile(m, 1, "h");
+	put(m, h, 0, 10000);
+	punch(m, h, 1000, 3000);
+	cr_expect_eq(stored_of(m, h), 7000);
+	punch(m, h, 2000, 3000); /* 2000 of these were a hole already */
+	cr_expect_eq(stored_of(m, h), 6000);
+	punch(m, g, 0, 1 << 20); /* only holes there */
+	cr_expect_eq(stored_of(m, g), 8192);
+	cr_expect_eq(usage(m).used_bytes, 500 + 8192 + 6000);
+
+	/* fallocate counts its range, up to the length */
+	uint64_t k = mkfile(m, 1, "k");
+	cr_assert_eq(meta_fallocate(m, k, 0, 0, 8192, &a), 0);
+	cr_expect_eq(a.stored, 8192);
+	cr_assert_eq(meta_fallocate(m, k, FALLOC_FL_KEEP_SIZE, 0, 1 << 20, &a),
+		     0);
+	cr_expect_eq(a.stored, 8192);
+	cr_expect_eq(usage(m).used_bytes, 500 + 8192 + 6000 + 8192);
+
+	/* a snapshot's copy carries the stored bytes, and counts them */
+	uint64_t before = usage(m).used_bytes;
+	cr_assert_eq(meta_snapshot(m, NULL, g, 1, "g2", NULL), 0);
+	uint64_t g2 = lookup(m, 1, "g2");
+	cr_expect_eq(attr(m, g2).length, G + 8192);
+	cr_expect_eq(stored_of(m, g2), 8192);
+	cr_expect_eq(usage(m).used_bytes, before + 8192);
+	/* the copy's data shared whole: clone_data counts it too */
+	uint64_t g3 = mkfile(m, 1, "g3");
+	cr_assert_eq(meta_clone_data(m, h, g3, &a), 0);
+	cr_expect_eq(a.stored, 6000);
+	cr_expect_eq(usage(m).used_bytes, before + 8192 + 6000);
+
+	/* a file of an older client (0 at offset 24) counts as its length;
+	 * the first update takes that as its stored bytes */
+	uint64_t o = mkfile(m, 1, "o");
+	put(m, o, 0, 100);
+	cr_assert_eq(meta_truncate(m, o, 5000, NULL), 0);
+	make_old_record(c, o);
+	raw_int(c, "INCRBY usedspace 4900"); /* its length, as it counted */
+	cr_expect_eq(stored_of(m, o), 5000);
+	before = usage(m).used_bytes;
+	put(m, o, 5000, 100);
+	cr_expect_eq(stored_of(m, o), 5100);
+	cr_expect_eq(usage(m).used_bytes, before + 100);
+
+	/* deletes give it all back */
+	const char *names[] = {"f", "g", "h", "k", "g2", "g3", "o"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		cr_assert_eq(meta_unlink(m, 1, names[i]), 0);
+	cr_expect_eq(usage(m).used_bytes, 0);
+	redisFree(c);
+	meta_close(m);
+}
+
+/*
+ * Random writes, truncates, punches and fallocates on a few files, against
+ * a model of the bytes each file really holds (4 KiB pages): usedspace is
+ * always the sum of the files' stored bytes, and each file's stored bytes
+ * lie between the data it holds and its length.
+ */
+#define RND_FILES 4
+#define RND_PAGE  4096u
+#define RND_PAGES (unsigned)(3 * CS / RND_PAGE)
+
+Test(meta, stored_bytes_random)
+{
+	struct meta *m = fresh(30);
+	static uint8_t data[RND_FILES][RND_PAGES]; /* 1: page holds data */
+	uint64_t ino[RND_FILES], len[RND_FILES] = {0};
+	uint64_t written[RND_FILES] = {0}; /* bytes ever written/allocated */
+	unsigned seed = (unsigned)time(NULL);
+	char name[16];
+
+	cr_log_info("stored_bytes_random: seed %u", seed);
+	srand(seed);
+	memset(data, 0, sizeof data);
+	for (int i = 0; i < RND_FILES; i++) {
+		snprintf(name, sizeof name, "r%d", i);
+		ino[i] = mkfile(m, 1, name);
+	}
+	for (int step = 0; step < 400; step++) {
+		int i = rand() % RND_FILES, op = rand() % 10;
+		uint64_t p = (uint64_t)(rand() % RND_PAGES);
+		uint64_t np = 1 + (uint64_t)(rand() % 64);
+		if (rand() % 8 == 0)
+			np = 1 + (uint64_t)(rand() % 4096);
+		/* inside one chunk and inside the model */
+		uint64_t cend = (p * RND_PAGE / CS + 1) * CS / RND_PAGE;
+		if (p + np > cend)
+			np = cend - p;
+		uint64_t off = p * RND_PAGE, n = np * RND_PAGE;
+
+		if (op < 5) {
+			put(m, ino[i], off, (uint32_t)n);
+			memset(&data[i][p], 1, np);
+			written[i] += n;
+			if (off + n > len[i])
+				len[i] = off + n;
+		} else if (op < 7) {
+			cr_assert_eq(meta_truncate(m, ino[i], off, NULL), 0);
+			if (off < len[i])
+				memset(&data[i][p], 0, RND_PAGES - p);
+			len[i] = off;
+		} else if (op < 9) {
+			if (off >= len[i])
+				continue;
+			if (off + n > len[i])
+				n = len[i] - off, np = n / RND_PAGE;
+			punch(m, ino[i], off, (uint32_t)n);
+			memset(&data[i][p], 0, np);
+		} else {
+			cr_assert_eq(meta_fallocate(m, ino[i], 0, off, n, NULL),
+				     0);
+			written[i] += n;
+			if (off + n > len[i])
+				len[i] = off + n;
+		}
+
+		uint64_t sum = 0;
+		for (int k = 0; k < RND_FILES; k++) {
+			struct meta_attr a = attr(m, ino[k]);
+			uint64_t held = 0;
+			for (unsigned q = 0; q < RND_PAGES; q++)
+				held += data[k][q];
+			cr_assert_eq(a.length, len[k], "step %d file %d", step,
+				     k);
+			cr_assert_leq(a.stored, a.length, "step %d file %d",
+				      step, k);
+			cr_assert_leq(a.stored, written[k],
+				      "step %d file %d: stored %" PRIu64
+				      " above the %" PRIu64
+				      " bytes ever written",
+				      step, k, a.stored, written[k]);
+			cr_assert_geq(a.stored, held * RND_PAGE,
+				      "step %d file %d: stored %" PRIu64
+				      " below the %" PRIu64 " bytes it holds",
+				      step, k, a.stored, held * RND_PAGE);
+			sum += a.stored;
+		}
+		cr_assert_eq(usage(m).used_bytes, sum, "step %d", step);
+	}
+	/* a sparse extension stores nothing */
+	uint64_t used = usage(m).used_bytes;
+	for (int i = 0; i < RND_FILES; i++)
+		cr_assert_eq(
+		    meta_truncate(m, ino[i], len[i] + (1ull << 30), NULL), 0);
+	cr_expect_eq(usage(m).used_bytes, used);
+	/* a copy of each, then nothing */
+	for (int i = 0; i < RND_FILES; i++) {
+		snprintf(name, sizeof name, "c%d", i);
+		cr_assert_eq(meta_snapshot(m, NULL, ino[i], 1, name, NULL), 0);
+	}
+	uint64_t sum = 0;
+	for (int i = 0; i < RND_FILES; i++)
+		sum += 2 * attr(m, ino[i]).stored;
+	cr_expect_eq(usage(m).used_bytes, sum);
+	for (int i = 0; i < RND_FILES; i++) {
+		snprintf(name, sizeof name, "c%d", i);
+		cr_assert_eq(meta_unlink(m, 1, name), 0);
+		snprintf(name, sizeof name, "r%d", i);
+		cr_assert_eq(meta_unlink(m, 1, name), 0);
+	}
+	cr_expect_eq(usage(m).used_bytes, 0);
 	meta_close(m);
 }
