@@ -437,7 +437,7 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 		uint64_t off;
 		size_t n;
 		object_of(id, idx, len, fr, key, &off, &n);
-		if (objstore_evict(cs->store, key) == 0) {
+		if (objstore_evict_bad(cs->store, key) == 0) {
 			err = fetch_once(cs, id, idx, len, fr, quiet, out);
 		} else if (err == EAGAIN) {
 			/* no local copy to blame: a torn answer of the store
@@ -1268,7 +1268,7 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		/* As fetch(): the bytes may be a bad local copy (a disk cache
 		 * entry, or the table we kept): drop it, ask once more. */
 		table_drop(cs, id, idx);
-		if (objstore_evict(cs->store, key) == 0 || cached)
+		if (objstore_evict_bad(cs->store, key) == 0 || cached)
 			err = ranged_once(cs, key, id, idx, len, off, n, dst,
 					  &cached);
 		if (err == CODEC_ECORRUPT)

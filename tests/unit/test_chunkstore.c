@@ -57,10 +57,11 @@ static int slow_get(struct objstore *s, const char *key, uint64_t off,
 	return err;
 }
 
-static int slow_evict(struct objstore *s, const char *key)
+static int slow_evict(struct objstore *s, const char *key, int bad)
 {
 	struct slow_store *w = (struct slow_store *)s;
 	(void)key;
+	(void)bad;
 	return __atomic_exchange_n(&w->bad_at, -1, __ATOMIC_RELAXED) >= 0
 		   ? 0
 		   : ENOENT;
