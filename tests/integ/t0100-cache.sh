@@ -111,9 +111,9 @@ fs_dev() { # PATH: the file system of PATH or of its nearest existing parent
 	stat -c %d "$p"
 }
 if [ "$GRANARY_STORAGE" != file ]; then
-	ok "skipped: same-disk cache rule (file:// stores only)"
+	skip "same-disk cache rule (file:// stores only)"
 elif [ "$(id -u)" != 0 ] || [ "$(fs_dev /var/cache/granary)" != "$(fs_dev "$TMP")" ]; then
-	ok "skipped: same-disk cache rule ($TMP is not on the file system of /var/cache/granary)"
+	skip "same-disk cache rule ($TMP is not on the file system of /var/cache/granary)"
 else
 	M2=$TMP/mnt-nocache
 	mkdir -p "$M2"
