@@ -535,6 +535,50 @@ Test(chunkstore, delete_all_blocks)
 	teardown_cs();
 }
 
+/* ---- blocks not in the store yet ---- */
+
+/* A block another client has not uploaded yet (writeback) is waited for
+ * up to block_wait_ms, once per slice: a read of the same slice that
+ * comes right after (the kernel retries a failed readahead page by page;
+ * a read spans several blocks) fails at once instead of waiting again. */
+Test(chunkstore, missing_slice_waited_for_once)
+{
+	const uint32_t size = 2 * BS;
+	unsigned char *data = malloc(size), *buf = malloc(size);
+	struct chunkstore_opts o = {
+	    .block_size = BS, .compress = CODEC_NONE, .block_wait_ms = 1500};
+
+	setup_cs(CODEC_NONE, 0);
+	chunkstore_close(cs);
+	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
+	fill_random(data, size, 21);
+
+	cr_assert_eq(chunkstore_read(cs, 21, size, 0, BS, buf), EIO);
+	int g = slow.gets;
+	cr_assert_geq(g, 2, "the first read did not wait (%d gets)", g);
+	cr_assert_eq(chunkstore_read(cs, 21, size, 0, BS, buf), EIO);
+	cr_assert_eq(slow.gets, g + 1, "the read again waited: %d gets",
+		     slow.gets - g);
+	cr_assert_eq(chunkstore_read(cs, 21, size, BS, BS, buf), EIO);
+	cr_assert_eq(slow.gets, g + 2,
+		     "another block of the slice waited: "
+		     "%d gets",
+		     slow.gets - g - 1);
+
+	/* another slice waits on its own */
+	g = slow.gets;
+	cr_assert_eq(chunkstore_read(cs, 22, BS, 0, BS, buf), EIO);
+	cr_assert_geq(slow.gets, g + 2, "slice 22 did not wait");
+
+	/* uploaded at last: read at once */
+	put_slice(21, data, size);
+	cr_assert_eq(chunkstore_read(cs, 21, size, 0, size, buf), 0);
+	cr_assert_eq(memcmp(buf, data, size), 0);
+	free(data);
+	free(buf);
+	teardown_cs();
+}
+
 /* ---- prefetch ---- */
 
 /* Wait (bounded) until the store has seen n gets and they are done. */
