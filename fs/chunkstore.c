@@ -28,7 +28,8 @@
 #define PF_QUEUE_MIN   64 /* entries; at least 4 per thread */
 /* How long a read waits for a pack that is not in the store yet: a
  * writeback client uploads its packs within its pack window and then some. */
-#define PACK_WAIT_MS 15000
+#define PACK_WAIT_MS  15000
+#define MISSING_SLOTS 32 /* slices and packs waited for at once */
 
 /* The table cache of ranged reads: 1024 chains, 4 entries each at most on
  * average. */
@@ -72,6 +73,13 @@ struct chunkstore {
 	size_t nbuckets, count;		    /* protected by lock */
 	struct centry *lru_head, *lru_tail; /* protected by lock */
 	size_t cached_bytes; /* ready hashed entries; protected by lock */
+	/* Slices and packs missing from the store that reads wait for (see
+	 * missing_deadline()); protected by lock. */
+	struct missing {
+		uint64_t id; /* slice, or pack when pack is set; 0: free */
+		int pack;
+		int64_t deadline; /* fsutil_mono_ms() */
+	} missing[MISSING_SLOTS];
 
 	/* Prefetch queue: a ring of blocks to fetch. Leaf lock too: never
 	 * held together with lock. */
@@ -437,7 +445,7 @@ static int fetch(struct chunkstore *cs, uint64_t id, uint32_t idx, uint32_t len,
 		uint64_t off;
 		size_t n;
 		object_of(id, idx, len, fr, key, &off, &n);
-		if (objstore_evict(cs->store, key) == 0) {
+		if (objstore_evict_bad(cs->store, key) == 0) {
 			err = fetch_once(cs, id, idx, len, fr, quiet, out);
 		} else if (err == EAGAIN) {
 			/* no local copy to blame: a torn answer of the store
@@ -494,6 +502,43 @@ static int run_check(int (*fn)(void *), struct check *c, int mapped)
 	return mapped ? fsutil_guard_sigbus(fn, c) : fn(c);
 }
 
+/*
+ * Until when (fsutil_mono_ms()) a read of slice id (or pack) may wait for
+ * its object to reach the store. One deadline per slice or pack, shared by
+ * every read of it: the first read that misses sets it wait_ms ahead (and
+ * *first); reads that miss while it runs, or up to wait_ms after it passed,
+ * keep it, so they get their EIO by then too instead of waiting wait_ms
+ * each. Without that a reader waited twice: the kernel reads a page again
+ * after a failed readahead, and that read waited as long as the first.
+ */
+static int64_t missing_deadline(struct chunkstore *cs, uint64_t id, int pack,
+				int wait_ms, int *first)
+{
+	int64_t now = fsutil_mono_ms(), deadline;
+	struct missing *slot = &cs->missing[0];
+
+	pthread_mutex_lock(&cs->lock);
+	for (int i = 0; i < MISSING_SLOTS; i++) {
+		struct missing *s = &cs->missing[i];
+		if (s->id == id && s->pack == pack) {
+			slot = s;
+			break;
+		}
+		if (s->deadline < slot->deadline)
+			slot = s; /* the oldest, if id has none */
+	}
+	*first = !(slot->id == id && slot->pack == pack &&
+		   now < slot->deadline + wait_ms);
+	if (*first) {
+		slot->id = id;
+		slot->pack = pack;
+		slot->deadline = now + wait_ms;
+	}
+	deadline = slot->deadline;
+	pthread_mutex_unlock(&cs->lock);
+	return deadline;
+}
+
 static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		      uint32_t len, const struct chunkstore_frame *fr,
 		      int quiet, struct fetched *out)
@@ -520,13 +565,23 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		err = get_object(cs, key, off, want, &blk, &got, &v);
 		/* Another client's writeback pack or block may still be on
 		 * its way to the store: a reader waits for it a while. */
-		for (int ms = 100, waited = 0;
-		     err == ENOENT && !quiet && waited < wait_ms;
-		     waited += ms, ms = ms < 2000 ? ms * 2 : ms) {
-			if (waited == 0)
+		int first = 0;
+		int64_t deadline =
+		    err == ENOENT && !quiet && wait_ms > 0
+			? missing_deadline(cs, fr->pack ? fr->pack : id,
+					   fr->pack != 0, wait_ms, &first)
+			: 0;
+		for (int64_t ms = 100, left;
+		     err == ENOENT && (left = deadline - fsutil_mono_ms()) > 0;
+		     ms = ms < 2000 ? ms * 2 : ms) {
+			if (first)
 				log_info("slice %" PRIu64 " is not in '%s' "
-					 "yet: waiting for its upload",
-					 id, key);
+					 "yet: waiting up to %d ms for its "
+					 "upload",
+					 id, key, wait_ms);
+			first = 0;
+			if (ms > left)
+				ms = left;
 			struct timespec ts = {ms / 1000,
 					      (ms % 1000) * 1000000L};
 			nanosleep(&ts, NULL);
@@ -1268,7 +1323,7 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		/* As fetch(): the bytes may be a bad local copy (a disk cache
 		 * entry, or the table we kept): drop it, ask once more. */
 		table_drop(cs, id, idx);
-		if (objstore_evict(cs->store, key) == 0 || cached)
+		if (objstore_evict_bad(cs->store, key) == 0 || cached)
 			err = ranged_once(cs, key, id, idx, len, off, n, dst,
 					  &cached);
 		if (err == CODEC_ECORRUPT)

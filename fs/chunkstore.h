@@ -43,7 +43,9 @@ struct chunkstore_opts {
 	void *staged_arg; /* of the three hooks above */
 	/* How long a read waits for a block missing from the store (another
 	 * client's writeback may not have put it yet), then EIO; 0: no wait.
-	 * Packs always wait up to 15 s. */
+	 * Packs always wait up to 15 s. One wait per slice or pack: reads of
+	 * it that come meanwhile, or up to as long after, end by the first
+	 * one's deadline. */
 	unsigned block_wait_ms;
 };
 

@@ -1044,13 +1044,18 @@ static int dc_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 	return objstore_list(dc_of(s)->backend, prefix, fn, arg);
 }
 
-/* The chunk store calls this on a checksum failure: the entry is bad. */
-static int dc_evict(struct objstore *s, const char *key)
+/* Asked for (`granary warmup --evict`), or by the chunk store on a
+ * checksum failure (bad): only the latter is a bad entry. */
+static int dc_evict(struct objstore *s, const char *key, int bad)
 {
 	struct diskcache *dc = dc_of(s);
 
-	if (drop(dc, key, NULL))
+	if (!drop(dc, key, NULL))
+		return 0;
+	if (bad)
 		STAT_ADD(dc, bad_entries, 1);
+	else
+		STAT_ADD(dc, evicted, 1);
 	return 0;
 }
 
@@ -1475,6 +1480,7 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
 	st->fill_inline =
 	    __atomic_load_n(&dc->st.fill_inline, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
+	st->evicted = __atomic_load_n(&dc->st.evicted, __ATOMIC_RELAXED);
 	st->bad_entries =
 	    __atomic_load_n(&dc->st.bad_entries, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&dc->lock);

@@ -2071,7 +2071,7 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
-	    "%llu, \"evictions\": "
+	    "%llu, \"evictions\": %llu, \"evicted\": "
 	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
 	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
@@ -2090,7 +2090,7 @@ static void reply_stats(fuse_req_t req, struct fs *fs, size_t size)
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
 	    (unsigned long long)dc.fill_skips,
 	    (unsigned long long)dc.fill_inline,
-	    (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
 	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
 	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,

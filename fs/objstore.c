@@ -340,11 +340,21 @@ int objstore_view_pin(struct objstore_view *v, struct objstore *owner,
 	return 0;
 }
 
-int objstore_evict(struct objstore *s, const char *key)
+static int evict(struct objstore *s, const char *key, int bad)
 {
 	if (!s || !key_valid(key))
 		return EINVAL;
-	return s->ops->evict ? s->ops->evict(s, key) : ENOENT;
+	return s->ops->evict ? s->ops->evict(s, key, bad) : ENOENT;
+}
+
+int objstore_evict(struct objstore *s, const char *key)
+{
+	return evict(s, key, 0);
+}
+
+int objstore_evict_bad(struct objstore *s, const char *key)
+{
+	return evict(s, key, 1);
 }
 
 void objstore_get_stats(struct objstore *s, struct objstore_stats *st)

@@ -49,8 +49,9 @@ struct objstore_ops {
 	int (*head)(struct objstore *s, const char *key, uint64_t *size);
 	int (*list)(struct objstore *s, const char *prefix, objstore_list_fn fn,
 		    void *arg);
-	/* optional (caches): forget a local copy of key; NULL = nothing */
-	int (*evict)(struct objstore *s, const char *key);
+	/* optional (caches): forget a local copy of key, asked for (bad 0)
+	 * or found corrupt (bad 1); NULL = nothing */
+	int (*evict)(struct objstore *s, const char *key, int bad);
 	/* optional: the whole object as a view (objstore_get_view); NULL =
 	 * a get into a buffer */
 	int (*get_view)(struct objstore *s, const char *key,
@@ -119,8 +120,11 @@ int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 
 /* Drop a local copy of key (a cache's), so the next get fetches it from
  * the store again: 0 when a copy was dropped, ENOENT when there was none
- * (always, for stores that keep no copies). */
+ * (always, for stores that keep no copies). objstore_evict() is asked for
+ * (the copy is good: `granary warmup --evict`); objstore_evict_bad() drops
+ * a copy that failed its check, and the cache counts it as bad. */
 int objstore_evict(struct objstore *s, const char *key);
+int objstore_evict_bad(struct objstore *s, const char *key);
 /*
  * Whole objects without a copy. objstore_get_view() hands out the bytes of
  * a whole object in *v: mapped read-only from the file they lie in where

@@ -323,9 +323,61 @@ static int by_time(const void *a, const void *b)
 	return strcmp(x->tag, y->tag);
 }
 
+/* Columns of a terminal s takes: UTF-8 continuation bytes take none
+ * (tags are any bytes but control characters and '/'). */
+static int text_width(const char *s)
+{
+	int w = 0;
+	for (; *s; s++)
+		w += ((unsigned char)*s & 0xc0) != 0x80;
+	return w;
+}
+
+static int imax(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/* s, then spaces up to width columns and one more as a separator. */
+static void print_padded(const char *s, int width)
+{
+	printf("%s%*s ", s, width - text_width(s), "");
+}
+
+/* The text table of v_list: each column as wide as its widest cell. */
+static void print_table(struct vinfo *v, size_t n)
+{
+	char when[64], size[32], files[24];
+	int wt = text_width("TAG"), ww = text_width("CREATED"),
+	    wf = text_width("FILES"), ws = text_width("SIZE");
+
+	for (size_t i = 0; i < n; i++) {
+		char *nl = strchr(v[i].msg, '\n'); /* the first line */
+		if (nl)
+			*nl = '\0';
+		fmt_time(v[i].created, when, sizeof when);
+		cli_format_size(v[i].bytes, size, sizeof size);
+		snprintf(files, sizeof files, "%llu", v[i].files);
+		wt = imax(wt, text_width(v[i].tag));
+		ww = imax(ww, text_width(when));
+		wf = imax(wf, text_width(files));
+		ws = imax(ws, text_width(size));
+	}
+	print_padded("TAG", wt);
+	print_padded("CREATED", ww);
+	printf("%*s %*s  MESSAGE\n", wf, "FILES", ws, "SIZE");
+	for (size_t i = 0; i < n; i++) {
+		fmt_time(v[i].created, when, sizeof when);
+		cli_format_size(v[i].bytes, size, sizeof size);
+		print_padded(v[i].tag, wt);
+		print_padded(when, ww);
+		printf("%*llu %*s  %s\n", wf, v[i].files, ws, size, v[i].msg);
+	}
+}
+
 static int v_list(const char *dir, const struct vopts *o)
 {
-	char vdir[PATH_MAX + 16], when[64], size[32];
+	char vdir[PATH_MAX + 16];
 	struct vinfo *v = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *e;
@@ -371,31 +423,18 @@ static int v_list(const char *dir, const struct vopts *o)
 	}
 	if (n)
 		qsort(v, n, sizeof *v, by_time);
-	if (o->json)
+	if (o->json) {
 		printf("[");
-	else if (!o->quiet)
-		printf("%-24s %-19s %10s %10s  %s\n", "TAG", "CREATED", "FILES",
-		       "SIZE", "MESSAGE");
-	for (size_t i = 0; i < n; i++) {
-		if (o->json) {
+		for (size_t i = 0; i < n; i++) {
 			char path[PATH_MAX + 256];
 			snprintf(path, sizeof path, "%s/%s", vdir, v[i].tag);
 			printf(i ? ", " : "");
 			json_version(&v[i], path);
-			continue;
 		}
-		if (o->quiet)
-			continue;
-		char *nl = strchr(v[i].msg, '\n'); /* the first line */
-		if (nl)
-			*nl = '\0';
-		fmt_time(v[i].created, when, sizeof when);
-		cli_format_size(v[i].bytes, size, sizeof size);
-		printf("%-24s %-19s %10llu %10s  %s\n", v[i].tag, when,
-		       v[i].files, size, v[i].msg);
-	}
-	if (o->json)
 		printf("]\n");
+	} else if (!o->quiet) {
+		print_table(v, n);
+	}
 	free(v);
 	return CLI_EXIT_OK;
 }

@@ -3,7 +3,9 @@
 # Starts Redis and s3rver once, runs every tests/integ/t*.sh (or the named
 # ones) with GRANARY_STORAGE=file and again with =s3 (a script whose second
 # line is "# storage: file" runs once), each under a timeout, and ends with
-# "integ: N passed, M failed". Env GRANARY_STORAGES overrides "file s3".
+# "integ: N passed, M failed" (and the checks skipped: lines "ok N # skip
+# WHY" of lib.sh's skip, listed under their test). Env GRANARY_STORAGES
+# overrides "file s3".
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -44,7 +46,7 @@ sweep_mounts() {
 	done
 }
 
-pass=0 failed=0 failures=""
+pass=0 failed=0 failures="" skipped=0
 start=$(date +%s)
 for t in "${tests[@]}"; do
 	name=$(basename "$t" .sh)
@@ -58,9 +60,16 @@ for t in "${tests[@]}"; do
 		rc=$?
 		sweep_mounts
 		secs=$(($(date +%s) - t0))
+		nskip=$(grep -c '^ *ok [0-9]* # skip ' "$log")
+		skipped=$((skipped + nskip))
 		if [ $rc = 0 ]; then
 			pass=$((pass + 1))
-			echo "ok   $name [$st] (${secs}s)"
+			if [ "$nskip" = 0 ]; then
+				echo "ok   $name [$st] (${secs}s)"
+			else
+				echo "ok   $name [$st] (${secs}s, $nskip skipped)"
+				sed -n 's/^ *ok [0-9]* # skip /    skipped: /p' "$log"
+			fi
 		else
 			failed=$((failed + 1))
 			failures="$failures ${name}[$st]"
@@ -71,5 +80,5 @@ for t in "${tests[@]}"; do
 	done
 done
 echo "integ: total $(($(date +%s) - start))s${failures:+; failed:$failures}"
-echo "integ: $pass passed, $failed failed"
+echo "integ: $pass passed, $failed failed, $skipped checks skipped"
 [ $failed = 0 ]

@@ -44,10 +44,18 @@ diff -r "$TMP/src" "$M/ds" || fail "reads after corrupting a cache entry differ"
 [ "$(stat_of "$M" memory_cache corrupt)" -ge 1 ] || fail "the corrupt entry was not noticed"
 ok "a corrupt cache entry is repaired transparently"
 
+bad0=$(stat_of "$M" disk_cache bad_entries)
+[ "$bad0" -ge 1 ] || fail "the corrupt entry is not counted in bad_entries"
+n0=$(stat_of "$M" disk_cache entries)
 out=$("$GRANARY" warmup --evict "$M/ds") || fail "evict: $out"
 out=$("$GRANARY" warmup --check "$M/ds")
 case $out in *"0 B of"*) ;; *) fail "check after evict: $out" ;; esac
-ok "--evict drops the files from the cache"
+check_eq "$(stat_of "$M" disk_cache bad_entries)" "$bad0" \
+	"bad_entries after evicting healthy entries"
+ev=$(stat_of "$M" disk_cache evicted)
+[ "$n0" -ge 1 ] && [ "${ev:-0}" -ge "$n0" ] ||
+	fail "$n0 entries evicted by request, ${ev:-none} counted as evicted"
+ok "--evict drops the files from the cache, counted as evicted, not bad"
 
 # a cache on a tiny disk: reads never fail
 umount_vol "$M"
@@ -103,9 +111,9 @@ fs_dev() { # PATH: the file system of PATH or of its nearest existing parent
 	stat -c %d "$p"
 }
 if [ "$GRANARY_STORAGE" != file ]; then
-	ok "skipped: same-disk cache rule (file:// stores only)"
+	skip "same-disk cache rule (file:// stores only)"
 elif [ "$(id -u)" != 0 ] || [ "$(fs_dev /var/cache/granary)" != "$(fs_dev "$TMP")" ]; then
-	ok "skipped: same-disk cache rule ($TMP is not on the file system of /var/cache/granary)"
+	skip "same-disk cache rule ($TMP is not on the file system of /var/cache/granary)"
 else
 	M2=$TMP/mnt-nocache
 	mkdir -p "$M2"

@@ -136,9 +136,14 @@ kill_client "$D"
 nblk=$(find "$TMP/cache-d" -path '*staging-*' -name '*.blk' | wc -l)
 [ "$nblk" -ge 1 ] || fail "no staged block files left by the killed client"
 # another client cannot read what is only on the dead node: it waits for
-# the upload (15 s), then gets EIO
+# the upload (15 s), then gets EIO; once, though the kernel asks again
+# for the page whose readahead failed
+waits() { grep -c "is not in '.*' yet: waiting" "$TMP/log-b.log" || true; }
+w0=$(waits) t0=$(date +%s)
 expect_errno "Input/output error" cat "$B/big48"
-ok "SIGKILL right after fsync: $nblk blocks staged on the node (granary status shows them); another client gets EIO meanwhile"
+secs=$(($(date +%s) - t0))
+check_eq "$(($(waits) - w0))" 1 "waits for the missing upload in the reader's log"
+ok "SIGKILL right after fsync: $nblk blocks staged on the node (granary status shows them); another client gets EIO meanwhile, after one wait (${secs} s)"
 mount_vol "$META" "$D" --writeback
 [ "$(stat_of "$D" blocks recovered)" -ge 1 ] || fail "the new mount took over no staged block"
 gsync "$D" || fail "granary.sync after recovery"

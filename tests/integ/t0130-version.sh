@@ -103,6 +103,27 @@ diff -r "$TMP/v2" "$A/ds" || fail "the directory after restoring v2"
 check_eq "$(V list "$A/ds" | awk 'NR > 1 { print $1 }' | grep -c '^before-restore-')" 1 "default save tag"
 ok "restore: same inode, v1's content, what it held kept as a version"
 
+# list: the columns line up whatever the tags' lengths (before-restore-*,
+# a long tag, one with a non-ASCII letter)
+long=imagenet-2024-06-train-cleaned-relabeled-dedup-ünicode-v17
+V create "$A/ds" "$long" >/dev/null || fail "create $long"
+V list "$A/ds" >"$TMP/list.out" || fail "list"
+python3 - "$TMP/list.out" <<'EOF' || fail "list: columns do not line up: $(cat "$TMP/list.out")"
+import re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+head, rows = lines[0], lines[1:]
+assert len(rows) == 5, lines
+created = head.index("CREATED")
+files_end = head.index("FILES") + len("FILES")
+size_end = head.index("SIZE") + len("SIZE")
+for r in rows:
+    assert r[created - 1] == " " and re.match(r"\d{4}-\d\d-\d\d \d\d:", r[created:]), r
+    assert r[files_end - 1].isdigit() and r[files_end] == " ", r
+    assert r[size_end - 1] != " " and r[size_end:size_end + 2] == "  ", r
+EOF
+V rm "$A/ds" "$long" >/dev/null || fail "rm $long"
+ok "list: columns line up with long tags"
+
 # a read-only mount of one version, and a read-write one (read-only all
 # the same)
 C=$TMP/c D=$TMP/d

@@ -924,7 +924,7 @@ Test(diskcache, corrupt_entry_evicted_and_refetched, .fini = teardown)
 	cr_assert_eq(objstore_get(dc, key, 0, 0, &p, &n), 0);
 	cr_assert_eq(memcmp(p, junk, n), 0);
 	free(p);
-	cr_assert_eq(objstore_evict(dc, key), 0);
+	cr_assert_eq(objstore_evict_bad(dc, key), 0);
 	cr_assert_not(contains(dc, 1));
 	cr_assert_eq(access(path, F_OK), -1, "the bad file is still there");
 	cr_assert_eq(cstats(dc).bad_entries, 1);
@@ -933,7 +933,7 @@ Test(diskcache, corrupt_entry_evicted_and_refetched, .fini = teardown)
 	cr_assert(contains(dc, 1));
 	expect_obj(dc, 1, 5000);
 	cr_assert_eq(backend_gets(dc), 2, "the repaired entry is not used");
-	cr_assert_eq(objstore_evict(dc, "blocks/not-cached"), 0);
+	cr_assert_eq(objstore_evict_bad(dc, "blocks/not-cached"), 0);
 
 	/* a truncated file is noticed by the read itself */
 	write_file(path, junk, 100);
@@ -1009,6 +1009,64 @@ Test(diskcache, chunkstore_repairs_corrupt_entry, .fini = teardown)
 	chunkstore_get_stats(cs, &cst);
 	cr_assert_eq(cst.corrupt, 0);
 	chunkstore_close(cs);
+	free(raw);
+	free(buf);
+}
+
+/* `granary warmup --evict` drops healthy entries by request (the
+ * "granary.evict" xattr calls objstore_evict()): they count as evicted,
+ * not as bad; an entry that fails its checksum still counts as bad. */
+Test(diskcache, evict_by_request_is_not_bad, .fini = teardown)
+{
+	const uint32_t bs = 64 << 10, len = 30000;
+	const int n = 5;
+	struct chunkstore_opts co = {
+	    .block_size = bs, .compress = CODEC_NONE, .mem_cache_bytes = 0};
+	struct chunkstore *cs;
+	char key[96], path[PATH_MAX];
+	unsigned char *raw = make_data("evict", 0, len), *buf = malloc(len);
+
+	make_root();
+	dc = open_cache(open_mem("mem://"), root, 16 << 20, 600, 0, 0);
+	cr_assert_eq(chunkstore_open(dc, &co, &cs), 0);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(chunkstore_put_block(cs, 100 + i, 0, raw, len), 0);
+		cr_assert_eq(chunkstore_read(cs, 100 + i, len, 0, len, buf), 0);
+	}
+	chunkstore_close(cs);
+	diskcache_sync(dc);
+	cr_assert_eq(cstats(dc).entries, (uint64_t)n);
+
+	/* healthy entries dropped by request: evicted, not one is bad */
+	for (int i = 0; i < n - 1; i++) {
+		chunkstore_key(100 + i, 0, len, key, sizeof(key));
+		cr_assert_eq(objstore_evict(dc, key), 0);
+		cr_assert_not(diskcache_contains(dc, key));
+	}
+	cr_assert_eq(objstore_evict(dc, "blocks/not-cached"), 0);
+	struct diskcache_stats st = cstats(dc);
+	cr_assert_eq(st.bad_entries, 0, "%llu healthy entries counted as bad",
+		     (unsigned long long)st.bad_entries);
+	cr_assert_eq(st.evicted, (uint64_t)n - 1);
+	cr_assert_eq(st.evictions, 0);
+	cr_assert_eq(st.entries, 1);
+
+	/* the last one corrupted: the chunk store's read finds it bad */
+	chunkstore_key(100 + n - 1, 0, len, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/" NS "/%s", root, key);
+	int fd = open(path, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "GARBAGE!", 8, 10000), 8);
+	close(fd);
+	cr_assert_eq(chunkstore_open(dc, &co, &cs), 0);
+	cr_assert_eq(chunkstore_read(cs, 100 + n - 1, len, 0, len, buf), 0);
+	cr_assert_eq(memcmp(buf, raw, len), 0, "wrong bytes after repair");
+	chunkstore_close(cs);
+	diskcache_sync(dc);
+	st = cstats(dc);
+	cr_assert_eq(st.bad_entries, 1);
+	cr_assert_eq(st.evicted, (uint64_t)n - 1,
+		     "a bad entry counted as evicted");
 	free(raw);
 	free(buf);
 }

@@ -2541,13 +2541,6 @@ int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
 				  struct meta_snapshot_stats *st,
 				  void (*hook)(void *, int), void *arg);
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static struct meta *fresh_opts(int db, const struct meta_opts *o)
 {
 	struct meta *m = mopen_opts(db, o);
@@ -3217,14 +3210,14 @@ Test(meta, snapshot_crash_cleanup)
 	meta_close(m);
 }
 
-/* 4 GiB written as 4 MiB slices: 1024 records in 64 chunks. */
-Test(meta, snapshot_4gib_file_timing)
+/* 4 GiB written as 4 MiB slices: 1024 records in 64 chunks. (Its time:
+ * build/bench/snapshot.) */
+Test(meta, snapshot_4gib_file)
 {
 	struct meta *m = fresh(25);
 	redisContext *c = raw(25);
 	struct meta_chunk_slice w[16];
 	uint64_t f = mkfile(m, 1, "big"), first = 0;
-	double t0, t;
 
 	for (uint32_t idx = 0; idx < 64; idx++) {
 		for (int k = 0; k < 16; k++) {
@@ -3241,12 +3234,7 @@ Test(meta, snapshot_4gib_file_timing)
 		cr_assert_eq(meta_write(m, f, w, 16, NULL), 0);
 	}
 	cr_assert_eq(attr(m, f).length, 64 * CS);
-	t0 = now_s();
 	cr_assert_eq(meta_snapshot(m, NULL, f, 1, "copy", NULL), 0);
-	t = now_s() - t0;
-	fprintf(stderr,
-		"test_meta: snapshot of a 4 GiB file (1024 slices): %.2f ms\n",
-		t * 1e3);
 	uint64_t g = lookup(m, 1, "copy");
 	for (uint32_t idx = 0; idx < 64; idx += 21)
 		expect_same_chunk(m, f, g, idx, 16);
@@ -3280,9 +3268,10 @@ static size_t file_rec(uint8_t *p, uint64_t len, uint64_t id)
 	return 76;
 }
 
-/* The issue's target: 100,000 files (100 directories of 1000) in under
- * 5 s. Printed, not asserted (the machine decides); the copy is checked. */
-Test(meta, snapshot_100k_files_timing, .timeout = 300)
+/* The issue's scale: 100,000 files (100 directories of 1000), copied
+ * right, and a copy refused at the commit deleted again. (Their times,
+ * against the issue's target of 5 s: build/bench/snapshot.) */
+Test(meta, snapshot_100k_files, .timeout = 300)
 {
 	enum { DIRS = 100, PER = 1000, FILES = DIRS * PER };
 	struct meta *m = fresh(26);
@@ -3292,7 +3281,6 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	uint64_t src = mkdir_(m, 1, "src"), dirs[DIRS], ino0, id0;
 	uint8_t rec[76], dent[9];
 	char name[32];
-	double t0, t;
 	redisReply *r;
 
 	for (int i = 0; i < DIRS; i++) {
@@ -3303,7 +3291,6 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	 * meta_write would take longer than the snapshot */
 	ino0 = (uint64_t)raw_int(c, "INCRBY nextinode 100000") - FILES + 1;
 	id0 = (uint64_t)raw_int(c, "INCRBY nextslice 100000") - FILES + 1;
-	t0 = now_s();
 	for (int i = 0; i < FILES; i++) {
 		uint64_t ino = ino0 + (uint64_t)i;
 		file_rec(rec, 4096, id0 + (uint64_t)i);
@@ -3330,17 +3317,9 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	}
 	raw_int(c, "INCRBY totalinodes 100000");
 	raw_int(c, "INCRBY usedspace 409600000");
-	fprintf(stderr, "test_meta: built %d files in %.2f s\n", FILES,
-		now_s() - t0);
 	u0 = usage(m);
 
-	t0 = now_s();
 	cr_assert_eq(meta_snapshot(m, NULL, src, 1, "snap", &st), 0);
-	t = now_s() - t0;
-	fprintf(stderr,
-		"test_meta: snapshot of %d files in %d directories: %.2f s "
-		"(%.0f files/s)\n",
-		FILES, DIRS, t, FILES / t);
 	cr_expect_eq(st.files, FILES);
 	cr_expect_eq(st.dirs, DIRS + 1);
 	cr_expect_eq(usage(m).inodes, u0.inodes + FILES + DIRS + 1);
@@ -3354,17 +3333,11 @@ Test(meta, snapshot_100k_files_timing, .timeout = 300)
 	}
 	expect_no_snapshot_keys(c);
 
-	/* the same walk, then the name is taken: the time to drop it too */
+	/* the same walk, then the name is taken: the copy is dropped */
 	struct namer nm = {m, "taken"};
-	t0 = now_s();
 	cr_expect_eq(meta_redis_test_snapshot_hook(m, NULL, src, 1, "taken",
 						   NULL, create_name, &nm),
 		     EEXIST);
-	t = now_s() - t0;
-	fprintf(stderr,
-		"test_meta: snapshot of %d files refused at the commit, copy "
-		"deleted again: %.2f s\n",
-		FILES, t);
 	cr_expect_eq(usage(m).inodes, u0.inodes + FILES + DIRS + 2);
 	cr_expect_eq(usage(m).used_bytes, 2 * u0.used_bytes);
 	expect_no_snapshot_keys(c);
