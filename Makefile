@@ -13,10 +13,10 @@ endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 override CFLAGS += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
-	-Wall -Wextra -Werror -pthread -MMD -MP $(PKG_CFLAGS)
+	-Wall -Wextra -Werror -pthread -MMD -MP -I. $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -ls3 -lpthread -lm
 
-LIB_SRC   := $(wildcard fs/*.c meta/*.c gc/*.c)
+LIB_SRC   := $(wildcard lib/*.c fs/*.c meta/*.c gc/*.c)
 TOOL_SRC  := $(wildcard tools/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 HELP_SRC  := $(wildcard tests/integ/*.c)
@@ -28,7 +28,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
-.PHONY: all deps test unit integ demo demo-stop bench install clean format check-deps
+.PHONY: all deps test unit integ demo demo-stop bench install clean format check-deps check-layers
 
 all: check-deps $(O)/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
@@ -64,8 +64,12 @@ $(O)/bench/%: $(O)/bench/%.o $(O)/libgranary.a
 # Redis and s3rver started in a temporary directory and stopped at the end.
 test: deps
 	@$(MAKE) --no-print-directory all
+	@tests/check-layers.sh
 	@tests/run-unit.sh $(O)
 	@tests/integ/run.sh $(O)
+
+check-layers:
+	@tests/check-layers.sh
 
 unit: all
 	@tests/run-unit.sh $(O)
@@ -96,7 +100,7 @@ install: $(O)/granary
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \
-		$(wildcard fs/*.h meta/*.h gc/*.h tools/*.h tests/*/*.h)
+		$(wildcard lib/*.h fs/*.h meta/*.h gc/*.h tools/*.h tests/*/*.h)
 
 clean:
 	rm -rf $(O)

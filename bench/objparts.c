@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../fs/objstore.h"
+#include "fs/objstore.h"
 
 static const char usage[] =
     "usage: objparts [-t THREADS] [-b MIB] [-g] FILE URL PREFIX\n"
@@ -86,7 +86,7 @@ static void one_part(struct job *j, size_t i, char *buf)
 		err = objstore_get(j->store, key, 0, 0, &data, &got);
 		free(data);
 		if (err) {
-			job_error(j, "get", key, objstore_strerror(err));
+			job_error(j, "get", key, gr_strerror(err));
 			return;
 		}
 		if (got != len) {
@@ -101,7 +101,7 @@ static void one_part(struct job *j, size_t i, char *buf)
 		}
 		err = objstore_put(j->store, key, buf, len);
 		if (err) {
-			job_error(j, "put", key, objstore_strerror(err));
+			job_error(j, "put", key, gr_strerror(err));
 			return;
 		}
 	}
@@ -184,7 +184,7 @@ int main(int argc, char **argv)
 	err = objstore_open(argv[optind + 1], NULL, &j.store);
 	if (err) {
 		fprintf(stderr, "objparts: cannot open store '%s': %s\n",
-			argv[optind + 1], objstore_strerror(err));
+			argv[optind + 1], gr_strerror(err));
 		close(j.fd);
 		return 1;
 	}

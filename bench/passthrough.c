@@ -21,7 +21,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "../fs/log.h"
+#include "lib/log.h"
 
 static const char usage[] =
     "usage: passthrough [-f] [-r buf|fd] [-d] SRC_DIR MOUNTPOINT\n"

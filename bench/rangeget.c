@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../fs/objstore.h"
+#include "fs/objstore.h"
 
 static const char usage[] =
     "usage: rangeget [-n READS] [-b SIZE] [-t THREADS] [-S SEED] [-p MIB] "
@@ -70,7 +70,7 @@ static void *getter(void *arg)
 					"rangeget: cannot get %zu bytes at "
 					"%" PRIu64 " of '%s': %s\n",
 					j->size, j->offs[i], j->key,
-					objstore_strerror(err));
+					gr_strerror(err));
 		} else {
 			atomic_fetch_add(&j->bytes, got);
 		}
@@ -134,12 +134,12 @@ int main(int argc, char **argv)
 	err = objstore_open(url, NULL, &j.store);
 	if (err) {
 		fprintf(stderr, "rangeget: cannot open store '%s': %s\n", url,
-			objstore_strerror(err));
+			gr_strerror(err));
 		return 1;
 	}
 	if (put_mib && (err = put_object(j.store, j.key, put_mib))) {
 		fprintf(stderr, "rangeget: cannot put '%s': %s\n", j.key,
-			objstore_strerror(err));
+			gr_strerror(err));
 		goto close_store;
 	}
 	err = objstore_head(j.store, j.key, &size);
@@ -147,8 +147,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"rangeget: no object '%s' of at least %zu "
 			"bytes: %s\n",
-			j.key, j.size,
-			err ? objstore_strerror(err) : "too small");
+			j.key, j.size, err ? gr_strerror(err) : "too small");
 		err = err ? err : EINVAL;
 		goto del_object;
 	}

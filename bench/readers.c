@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../fs/objstore.h"
+#include "fs/objstore.h"
 
 static const char usage[] =
     "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] LIST TARGET\n"
@@ -212,7 +212,7 @@ static void do_store(struct job *j, const char *rel, char *path, size_t psz,
 		}
 		err = objstore_put(j->store, rel, *buf, len);
 		if (err) {
-			job_error(j, "put", rel, objstore_strerror(err));
+			job_error(j, "put", rel, gr_strerror(err));
 			return;
 		}
 	} else {
@@ -220,7 +220,7 @@ static void do_store(struct job *j, const char *rel, char *path, size_t psz,
 		err = objstore_get(j->store, rel, 0, 0, &data, &len);
 		free(data);
 		if (err) {
-			job_error(j, "get", rel, objstore_strerror(err));
+			job_error(j, "get", rel, gr_strerror(err));
 			return;
 		}
 	}
@@ -373,7 +373,7 @@ int main(int argc, char **argv)
 		err = objstore_open(j.target, NULL, &j.store);
 		if (err) {
 			fprintf(stderr, "readers: cannot open store '%s': %s\n",
-				j.target, objstore_strerror(err));
+				j.target, gr_strerror(err));
 			return 1;
 		}
 	}

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../meta/meta.h"
+#include "meta/meta.h"
 
 static const char usage[] =
     "usage: snapshot REDIS_SOCKET DB [FILES]\n"
@@ -42,7 +42,7 @@ static redisContext *rc;
 static void die(const char *what, int err)
 {
 	fprintf(stderr, "snapshot: %s: %s\n", what,
-		err ? meta_strerror(err) : "failed");
+		err ? gr_strerror(err) : "failed");
 	exit(1);
 }
 

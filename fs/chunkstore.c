@@ -7,7 +7,7 @@
  * reader that arrives while a prefetch of its block is in flight waits for
  * it too.
  */
-#include "chunkstore.h"
+#include "fs/chunkstore.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "bigbuf.h"
-#include "fsutil.h"
-#include "log.h"
+#include "fs/bigbuf.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #define BLOCK_MIN      (64u << 10)
 #define BLOCK_MAX      (16u << 20)
@@ -608,7 +608,7 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 				key);
 		else
 			log_err("cannot read block '%s': %s", key,
-				objstore_strerror(err));
+				gr_strerror(err));
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
 	STAT_ADD(cs, get_bytes, got);
@@ -636,15 +636,15 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 				strerror(err));
 		else if (err != CODEC_ECORRUPT)
 			log_err("cannot decode block '%s': %s", key,
-				codec_strerror(err));
+				gr_strerror(err));
 		else if (fr->pack)
 			log_err("corrupt slice %" PRIu64 " in pack '%s' "
 				"(bytes %" PRIu32 "+%" PRIu32 "): %s",
-				id, key, fr->off, fr->len, codec_strerror(err));
+				id, key, fr->off, fr->len, gr_strerror(err));
 		else
 			log_err("corrupt block '%s' (%zu bytes stored, "
 				"%" PRIu32 " raw expected): %s",
-				key, got, len, codec_strerror(err));
+				key, got, len, gr_strerror(err));
 		/* corruption is told apart: fetch() may retry it (a local
 		 * copy that cannot be read counts as corrupt) */
 		err = err == ENOMEM			    ? err
@@ -1171,7 +1171,7 @@ static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
 				key);
 		else
 			log_err("cannot read block '%s': %s", key,
-				objstore_strerror(err));
+				gr_strerror(err));
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
 	STAT_ADD(cs, get_bytes, got);
@@ -1183,10 +1183,10 @@ static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
 			STAT_ADD(cs, corrupt, 1);
 			log_err("corrupt header of block '%s' (%zu bytes read, "
 				"%" PRIu32 " raw expected): %s",
-				key, got, len, codec_strerror(err));
+				key, got, len, gr_strerror(err));
 		} else {
 			log_err("cannot decode block '%s': %s", key,
-				codec_strerror(err));
+				gr_strerror(err));
 			err = EIO;
 		}
 		goto free_pfx;
@@ -1274,7 +1274,7 @@ static int ranged_once(struct chunkstore *cs, const char *key, uint64_t id,
 				key);
 		else
 			log_err("cannot read block '%s': %s", key,
-				objstore_strerror(err));
+				gr_strerror(err));
 		err = err == ENOMEM ? ENOMEM : EIO;
 		goto put_table;
 	}
@@ -1285,7 +1285,7 @@ static int ranged_once(struct chunkstore *cs, const char *key, uint64_t id,
 		STAT_ADD(cs, corrupt, 1);
 		log_err("corrupt block '%s' (%zu bytes at %" PRIu64
 			", %zu read): %s",
-			key, span, boff, got, codec_strerror(err));
+			key, span, boff, got, gr_strerror(err));
 	} else {
 		STAT_ADD(cs, ranged_reads, 1);
 	}
@@ -1362,14 +1362,12 @@ static int put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	}
 	chunkstore_key(id, idx, len, key, sizeof(key));
 	if (err) {
-		log_err("cannot encode block '%s': %s", key,
-			codec_strerror(err));
+		log_err("cannot encode block '%s': %s", key, gr_strerror(err));
 		goto free_enc;
 	}
 	err = objstore_put(cs->store, key, blk, enc_len);
 	if (err) {
-		log_err("cannot upload block '%s': %s", key,
-			objstore_strerror(err));
+		log_err("cannot upload block '%s': %s", key, gr_strerror(err));
 		goto free_enc;
 	}
 	STAT_ADD(cs, puts, 1);
@@ -1531,7 +1529,7 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 		err = objstore_del(cs->store, key);
 		if (err) {
 			log_err("cannot delete block '%s': %s", key,
-				objstore_strerror(err));
+				gr_strerror(err));
 			if (!first_err)
 				first_err = err;
 			continue;
@@ -1609,8 +1607,7 @@ int chunkstore_delete_pack(struct chunkstore *cs, uint64_t pack)
 	chunkstore_pack_key(pack, key, sizeof(key));
 	err = objstore_del(cs->store, key);
 	if (err) {
-		log_err("cannot delete pack '%s': %s", key,
-			objstore_strerror(err));
+		log_err("cannot delete pack '%s': %s", key, gr_strerror(err));
 		return err;
 	}
 	STAT_ADD(cs, dels, 1);

@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "codec.h"
-#include "objstore.h"
+#include "fs/codec.h"
+#include "fs/objstore.h"
 
 struct chunkstore_opts {
 	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */

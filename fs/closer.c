@@ -2,7 +2,7 @@
  * closer.c - batched releases of closed files (see closer.h): one thread
  * that sleeps while releases gather and sends them as one script call.
  */
-#include "closer.h"
+#include "fs/closer.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "lib/log.h"
 
 #define CLOSER_BATCH 512 /* inodes per script call: a few ms of Redis */
 
@@ -37,7 +37,7 @@ static void release(struct closer *c, const uint64_t *inos, size_t n)
 	if (err)
 		log_err("cannot release %zu closed files (first inode %llu): "
 			"%s",
-			n, (unsigned long long)inos[0], meta_strerror(err));
+			n, (unsigned long long)inos[0], gr_strerror(err));
 	if (freed && c->freed)
 		c->freed(c->arg);
 }

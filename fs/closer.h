@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "../meta/meta.h"
+#include "meta/meta.h"
 
 struct closer;
 

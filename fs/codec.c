@@ -6,7 +6,7 @@
  * per-segment checksums (v2) so that a small read can fetch and check a few
  * KiB instead of the whole block.
  */
-#include "codec.h"
+#include "fs/codec.h"
 
 #include <errno.h>
 #include <lz4.h>
@@ -545,19 +545,4 @@ int codec_range_copy(const struct codec_layout *l, uint32_t raw_off,
 	       (const unsigned char *)got + (raw_off - first * l->seg_size),
 	       raw_len);
 	return 0;
-}
-
-const char *codec_strerror(int err)
-{
-	switch (err) {
-	case 0:
-		return "success";
-	case CODEC_ECORRUPT:
-		return "block is corrupt (bad magic, length or checksum)";
-	case CODEC_EVERSION:
-		return "block was written by a newer granary (unknown format "
-		       "version); upgrade granary";
-	default:
-		return err > 0 ? strerror(err) : "unknown codec error";
-	}
 }

@@ -39,14 +39,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/errors.h"
+
 #define CODEC_HDR_SIZE 24   /* both versions */
 #define CODEC_VERSION  2    /* newest version understood and written */
 #define CODEC_F_LZ4    0x01 /* v1: payload is an LZ4 block */
 #define CODEC_SEG_SIZE 4096 /* v2: bytes per checksummed segment */
 
-/* Project-specific errors (negative); positive values are errno. */
-#define CODEC_ECORRUPT (-101) /* bad magic, length, or checksum */
-#define CODEC_EVERSION (-102) /* written by a newer granary */
+/* Errors: a positive errno, or CODEC_ECORRUPT, CODEC_EVERSION
+ * (lib/errors.h). */
 
 enum codec_compress { CODEC_NONE = 0, CODEC_LZ4 = 1 };
 
@@ -152,7 +153,5 @@ int codec_range(const struct codec_layout *l, uint32_t raw_off,
  */
 int codec_range_copy(const struct codec_layout *l, uint32_t raw_off,
 		     uint32_t raw_len, const void *got, size_t n, void *dst);
-
-const char *codec_strerror(int err);
 
 #endif

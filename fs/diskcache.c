@@ -6,10 +6,10 @@
  * to a temp name and renamed, never fsync'd: a torn entry fails the chunk
  * store's checksum and is evicted.
  */
-#include "diskcache.h"
-#include "bigbuf.h"
-#include "fsutil.h"
-#include "log.h"
+#include "fs/diskcache.h"
+#include "fs/bigbuf.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #include <dirent.h>
 #include <errno.h>

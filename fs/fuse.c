@@ -37,22 +37,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../meta/meta.h"
-#include "chunkstore.h"
-#include "closer.h"
-#include "codec.h"
-#include "diskcache.h"
-#include "fs.h"
-#include "fusedev.h"
-#include "log.h"
-#include "namecache.h"
-#include "objstore.h"
-#include "readahead.h"
-#include "reader.h"
-#include "slice.h"
-#include "space.h"
-#include "stage.h"
-#include "writer.h"
+#include "meta/meta.h"
+#include "fs/chunkstore.h"
+#include "fs/closer.h"
+#include "fs/codec.h"
+#include "fs/diskcache.h"
+#include "fs/fs.h"
+#include "fs/fusedev.h"
+#include "lib/log.h"
+#include "fs/namecache.h"
+#include "fs/objstore.h"
+#include "fs/readahead.h"
+#include "fs/reader.h"
+#include "fs/slice.h"
+#include "fs/space.h"
+#include "fs/stage.h"
+#include "fs/writer.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
 #define XATTR_CAPS	"security.capability"
@@ -202,17 +202,6 @@ static fuse_ino_t f_ino(struct fs *fs, uint64_t ino)
 }
 
 /* ---- errors --------------------------------------------------------- */
-
-static const char *gr_strerror(int err)
-{
-	if (err <= -300)
-		return meta_strerror(err);
-	if (err <= -200)
-		return objstore_strerror(err);
-	if (err <= -100)
-		return codec_strerror(err);
-	return strerror(err);
-}
 
 /* The one place errors become FUSE replies: project codes are EIO. */
 static void reply_err(fuse_req_t req, const char *op, int err)
@@ -2888,7 +2877,7 @@ static int check_owner(struct fs *fs, int read_only, enum keys_from keys,
 			whose = "; the keys came from the volume settings "
 				"(keys in the environment override them)";
 		snprintf(msg, cap, "storage '%s' is not usable: %s%s", url,
-			 objstore_strerror(err), whose);
+			 gr_strerror(err), whose);
 		return err;
 	}
 	return 0;

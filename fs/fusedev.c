@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "fusedev.h"
+#include "fs/fusedev.h"
 
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)

@@ -28,9 +28,9 @@
  * gives a referenced entry a second chance by clearing ref and moving it to
  * the tail, and evicts the first one it finds unreferenced or expired.
  */
-#include "namecache.h"
-#include "fsutil.h"
-#include "log.h"
+#include "fs/namecache.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #include <errno.h>
 #include <pthread.h>

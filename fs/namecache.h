@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../meta/meta.h"
+#include "meta/meta.h"
 
 /* default bound: 2.3M ImageNet-like names (ImageNet has 1.28M) */
 #define NAMECACHE_DEFAULT_SIZE (512ull << 20)

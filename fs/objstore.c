@@ -4,8 +4,8 @@
  * tests), the reachability probe and the error texts. Backends live in
  * objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
-#include "objstore.h"
-#include "bigbuf.h"
+#include "fs/objstore.h"
+#include "fs/bigbuf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -491,35 +491,3 @@ int objstore_owner_get(struct objstore *s, struct objstore_owner *o)
 }
 
 /* ---- errors ---- */
-
-const char *objstore_strerror(int err)
-{
-	switch (err) {
-	case 0:
-		return "success";
-	case OBJSTORE_EURL:
-		return "malformed or unsupported storage URL (expected "
-		       "file:///DIR[:/DIR2...], "
-		       "s3://HOST[:PORT]/BUCKET[/PREFIX], "
-		       "s3+http://HOST[:PORT]/BUCKET[/PREFIX] or mem://[NAME])";
-	case OBJSTORE_ENOBUCKET:
-		return "bucket does not exist (create it first, or check the "
-		       "bucket name in the storage URL)";
-	case OBJSTORE_EAUTH:
-		return "access key or secret refused by the store (check "
-		       "GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY)";
-	case OBJSTORE_EUNREACH:
-		return "cannot reach the object store (check host, port and "
-		       "network; the request failed or timed out after "
-		       "retries)";
-	case OBJSTORE_ESERVER:
-		return "object store kept failing with server errors after "
-		       "all retries";
-	case OBJSTORE_ENOCREDS:
-		return "no S3 credentials (set GRANARY_S3_ACCESS_KEY and "
-		       "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and "
-		       "AWS_SECRET_ACCESS_KEY)";
-	default:
-		return err > 0 ? strerror(err) : "unknown object store error";
-	}
-}

@@ -18,15 +18,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "lib/errors.h"
 #include <sys/types.h>
 
-/* Project-specific errors (negative); positive values are errno. */
-#define OBJSTORE_EURL	   (-201) /* malformed or unsupported URL */
-#define OBJSTORE_ENOBUCKET (-202) /* bucket does not exist */
-#define OBJSTORE_EAUTH	   (-203) /* access key or signature refused */
-#define OBJSTORE_EUNREACH  (-204) /* cannot connect / resolve / timed out */
-#define OBJSTORE_ESERVER   (-205) /* server error after all retries */
-#define OBJSTORE_ENOCREDS  (-206) /* s3 URL but no access key/secret */
+/* Errors: a positive errno, or an OBJSTORE_E* code (lib/errors.h). */
 
 struct objstore;
 
@@ -199,8 +195,5 @@ struct objstore_owner {
  * not a marker, or the get's error. */
 int objstore_owner_get(struct objstore *s, struct objstore_owner *o);
 int objstore_owner_put(struct objstore *s, const struct objstore_owner *o);
-
-/* Message for a positive errno or an OBJSTORE_E* code. */
-const char *objstore_strerror(int err);
 
 #endif

@@ -12,10 +12,10 @@
  * key layout never does that. Empty directories left by deletes are kept:
  * they are reused by later writes and removing them would race with puts.
  */
-#include "objstore.h"
-#include "bigbuf.h"
-#include "fsutil.h"
-#include "log.h"
+#include "fs/objstore.h"
+#include "fs/bigbuf.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -13,9 +13,9 @@
  * destroyed, which aborts the transfer; a timeout is retried at most
  * S3_TIMEOUT_TRIES times and then reported as OBJSTORE_EUNREACH.
  */
-#include "objstore.h"
-#include "bigbuf.h"
-#include "log.h"
+#include "fs/objstore.h"
+#include "fs/bigbuf.h"
+#include "lib/log.h"
 
 #include <errno.h>
 #include <libs3.h>

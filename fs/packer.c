@@ -7,7 +7,7 @@
  * writes frames to a staging file per pack and has upload threads that
  * seal packs by size or window and put them in the background.
  */
-#include "packer.h"
+#include "fs/packer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../meta/meta.h"
-#include "fsutil.h"
-#include "log.h"
+#include "meta/meta.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #define KEY_CAP	      96
 #define PACK_SIZE_MIN (64u << 10)
@@ -297,7 +297,7 @@ static void put_pack(struct packer *p, struct pack *k)
 	err = objstore_put(p->store, key, k->buf, k->len);
 	if (err) {
 		log_err("cannot upload pack '%s' (%zu bytes): %s", key, k->len,
-			objstore_strerror(err));
+			gr_strerror(err));
 		err =
 		    err == ENOMEM || err == ENOSPC || err == EDQUOT ? err : EIO;
 	} else {
@@ -750,7 +750,7 @@ static int upload(struct packer *p, struct pack *k)
 	if (err) {
 		log_err("cannot upload pack '%s' (%zu bytes): %s (kept staged, "
 			"will retry)",
-			key, k->len, objstore_strerror(err));
+			key, k->len, gr_strerror(err));
 		return EIO;
 	}
 	/* in the store (or never to be): reclamation may delete it now */
@@ -1242,7 +1242,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 			err = encode_gather(p, &items[i], &fr[i]);
 			if (err == EINVAL) {
 				log_err("cannot encode a slice for a pack: %s",
-					codec_strerror(err));
+					gr_strerror(err));
 				err = EIO;
 			}
 			if (err)
@@ -1258,7 +1258,7 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 				   fr[i].enc, &fr[i].len);
 		if (err) {
 			log_err("cannot encode a slice for a pack: %s",
-				codec_strerror(err));
+				gr_strerror(err));
 			err = EIO;
 			goto free_frames;
 		}

@@ -46,7 +46,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "chunkstore.h"
+#include "fs/chunkstore.h"
 
 struct packer_opts {
 	uint32_t pack_size; /* seal a pack at this many bytes (4 MiB) */

@@ -6,7 +6,7 @@
 #define GRANARY_SLICE_H
 
 #include <stddef.h>
-#include "../meta/meta.h"
+#include "meta/meta.h"
 
 /*
  * in[0..n) is oldest first. *out (malloc'd, caller frees) receives the

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
-#include "space.h"
+#include "lib/log.h"
+#include "fs/space.h"
 
 struct space {
 	uint64_t limit; /* 0: none */

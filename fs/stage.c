@@ -3,7 +3,7 @@
  * file in the staging slot, a hash of what is staged for reads, a FIFO for
  * the upload threads, and a byte bound that makes writers wait.
  */
-#include "stage.h"
+#include "fs/stage.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chunkstore.h"
-#include "fsutil.h"
-#include "log.h"
+#include "fs/chunkstore.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
 
 #define KEY_CAP	    96
 #define NBUCKETS    1024
@@ -372,7 +372,7 @@ static int upload(struct stage *st, struct sblock *b)
 	if (err) {
 		log_err("cannot upload block '%s': %s (kept staged, will "
 			"retry)",
-			key, objstore_strerror(err));
+			key, gr_strerror(err));
 		return EIO;
 	}
 	pthread_mutex_lock(&st->lock);
@@ -501,8 +501,7 @@ int stage_put(struct stage *st, uint64_t id, uint32_t idx, const void *raw,
 	chunkstore_key(id, idx, len, key, sizeof(key));
 	err = codec_encode(raw, len, st->o.compress, enc, &b->n);
 	if (err) {
-		log_err("cannot encode block '%s': %s", key,
-			codec_strerror(err));
+		log_err("cannot encode block '%s': %s", key, gr_strerror(err));
 		err = EIO;
 		goto free_enc;
 	}
@@ -543,8 +542,7 @@ int stage_put(struct stage *st, uint64_t id, uint32_t idx, const void *raw,
 		 key, st->dir, strerror(err));
 	err = objstore_put(st->store, key, enc, b->n);
 	if (err) {
-		log_err("cannot upload block '%s': %s", key,
-			objstore_strerror(err));
+		log_err("cannot upload block '%s': %s", key, gr_strerror(err));
 		err =
 		    err == ENOMEM || err == ENOSPC || err == EDQUOT ? err : EIO;
 	} else {

@@ -7,16 +7,16 @@
  * flush queues the partial blocks, waits for this writer's uploads and
  * commits the slices through a callback.
  */
-#include "writer.h"
+#include "fs/writer.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bigbuf.h"
-#include "log.h"
-#include "stage.h"
+#include "fs/bigbuf.h"
+#include "lib/log.h"
+#include "fs/stage.h"
 
 /* Pending slices per writer before a write forces a flush: bounds the
  * memory of the slice table and the size of one metadata commit. */

@@ -24,9 +24,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../meta/meta.h"
-#include "chunkstore.h"
-#include "packer.h"
+#include "meta/meta.h"
+#include "fs/chunkstore.h"
+#include "fs/packer.h"
 
 struct stage;
 struct wpool;

@@ -15,18 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/errors.h"
+
 #define META_ROOT_INO	    1
 #define META_CHUNK_SIZE	    (64u << 20) /* a file is cut into chunks by offset */
 #define META_FORMAT_VERSION 2
 #define META_NAME_MAX	    255
 
-#define META_ENOVOLUME (-301) /* the database holds no granary volume */
-#define META_EEXIST    (-302) /* a volume already exists (format w/o force) */
-#define META_EUNREACH  (-303) /* cannot reach the metadata server */
-#define META_EURL      (-304) /* malformed metadata URL */
-#define META_EVERSION  (-305) /* volume of another format version */
-#define META_EAUTH     (-306) /* password refused */
-#define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
+/* Errors: a positive errno, or a META_E* code (lib/errors.h). */
 
 enum meta_type {
 	META_FILE = 1,
@@ -97,7 +93,6 @@ struct meta;
 
 int meta_open(const char *url, const struct meta_opts *opts, struct meta **out);
 void meta_close(struct meta *m); /* NULL-safe; ends the session if any */
-const char *meta_strerror(int err);
 /* The URL with any password replaced by "****", for messages. */
 void meta_url_redact(const char *url, char *buf, size_t cap);
 

@@ -27,8 +27,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "meta.h"
-#include "../fs/log.h"
+#include "meta/meta.h"
+#include "lib/log.h"
 
 /* redis_lua.c */
 const char *meta_redis_lua_prelude(void);
@@ -330,40 +330,6 @@ void meta_url_redact(const char *url, char *buf, size_t cap)
 	colon = memchr(ui, ':', (size_t)(at - ui));
 	snprintf(buf, cap, "%.*s****%s", (int)((colon ? colon + 1 : ui) - url),
 		 url, at);
-}
-
-const char *meta_strerror(int err)
-{
-	switch (err) {
-	case 0:
-		return "success";
-	case META_ENOVOLUME:
-		return "no granary volume in this database (run 'granary "
-		       "format' first)";
-	case META_EEXIST:
-		return "the database already holds a granary volume or other "
-		       "data (format with --force to wipe it)";
-	case META_EUNREACH:
-		return "cannot reach the metadata server (is redis running, "
-		       "and is the URL right?)";
-	case META_EURL:
-		return "malformed metadata URL (expected "
-		       "redis://[:PASSWORD@]HOST[:PORT]/DB or "
-		       "unix:///PATH/redis.sock?db=N)";
-	case META_EVERSION:
-		return "the volume has another format version than this "
-		       "granary's (a newer granary wrote it, or it needs "
-		       "`granary upgrade`)";
-	case META_EAUTH:
-		return "the metadata server refused the password (set "
-		       "GRANARY_META_PASSWORD or put it in the URL)";
-	case META_EPROTO:
-		return "unexpected reply from the metadata server (corrupt "
-		       "record or a granary bug)";
-	}
-	if (err > 0)
-		return strerror(err);
-	return "unknown metadata error";
 }
 
 /* ---- records --------------------------------------------------------- */
@@ -1644,7 +1610,7 @@ static void heartbeat(struct meta *m)
 	if (err) {
 		if (log_ok(m))
 			log_warn("session %" PRIu64 ": heartbeat failed: %s",
-				 sid, meta_strerror(err));
+				 sid, gr_strerror(err));
 		return;
 	}
 	if (r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER &&
@@ -1659,7 +1625,7 @@ static void heartbeat(struct meta *m)
 		if (err)
 			log_err("session %" PRIu64 ": cannot register again: "
 				"%s",
-				sid, meta_strerror(err));
+				sid, gr_strerror(err));
 	}
 	freeReplyObject(r);
 }
@@ -3159,7 +3125,7 @@ static void snap_give_up(struct meta *m, uint64_t top, uint64_t sid, int err,
 		log_warn("cannot delete the unfinished copy of snapshot '%s' "
 			 "(inode %" PRIu64 "): %s; a later snapshot cleanup "
 			 "will",
-			 name, top, meta_strerror(e));
+			 name, top, gr_strerror(e));
 }
 
 /*
@@ -3545,7 +3511,7 @@ static void version_drop(struct meta *m, uint64_t top, uint64_t sid,
 	if (err && err != ENOENT && err != ECANCELED)
 		log_warn("cannot delete %s (inode %" PRIu64 ") yet: %s; a "
 			 "later snapshot cleanup will",
-			 what, top, meta_strerror(err));
+			 what, top, gr_strerror(err));
 }
 
 int meta_version_rm(struct meta *m, uint64_t dir, const char *tag)

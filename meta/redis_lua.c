@@ -13,7 +13,7 @@
 
 #include <xxhash.h>
 
-#include "meta.h"
+#include "meta/meta.h"
 
 #define S_(x) #x
 #define S(x)  S_(x)

@@ -4,7 +4,7 @@
  * Everything here prints for a human at a terminal; nothing here is used by
  * the file system itself.
  */
-#include "cli.h"
+#include "tools/cli.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,9 +18,9 @@
 
 #include <openssl/rand.h>
 
-#include "../fs/codec.h"
-#include "../fs/objstore.h"
-#include "../meta/meta.h"
+#include "fs/codec.h"
+#include "fs/objstore.h"
+#include "meta/meta.h"
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -80,19 +80,6 @@ int cli_one_operand(int argc, const char *what, const char *usage)
 	else
 		cli_error("too many arguments");
 	return cli_usage(usage, CLI_EXIT_USAGE);
-}
-
-const char *cli_strerror(int err)
-{
-	if (err >= 0)
-		return strerror(err);
-	if (err <= -300 && err > -400)
-		return meta_strerror(err);
-	if (err <= -200 && err > -300)
-		return objstore_strerror(err);
-	if (err <= -100 && err > -200)
-		return codec_strerror(err);
-	return "unknown error";
 }
 
 /* ---- parsing ----------------------------------------------------------- */
@@ -302,7 +289,7 @@ int cli_meta_open(const char *url, const struct meta_opts *opts,
 		break;
 	default:
 		cli_error("cannot open metadata at '%s': %s", shown,
-			  cli_strerror(err));
+			  gr_strerror(err));
 	}
 	return err;
 }

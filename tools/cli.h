@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/errors.h"
+
 #define CLI_VERSION "0.1.0"
 
 #define CLI_EXIT_OK    0
@@ -55,9 +57,6 @@ int cli_bad_option(int c, char **argv, const char *usage);
 /* After getopt: exactly one operand (what names it in the message) left
  * at argv[optind]? 0, or the error and the usage on stderr and 2. */
 int cli_one_operand(int argc, const char *what, const char *usage);
-/* Message for any granary error code: errno, META_E*, OBJSTORE_E*,
- * CODEC_E*. */
-const char *cli_strerror(int err);
 
 /* ---- parsing ---------------------------------------------------------- */
 /*

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../fs/codec.h"
-#include "../fs/objstore.h"
-#include "../meta/meta.h"
-#include "cli.h"
+#include "fs/codec.h"
+#include "fs/objstore.h"
+#include "meta/meta.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary format META_URL NAME --storage URL [options]\n"
@@ -223,7 +223,7 @@ int cmd_format(int argc, char **argv)
 		}
 	} else if (err != META_ENOVOLUME) {
 		cli_error("cannot read the volume settings at '%s': %s", shown,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		goto close_meta;
 	}
 
@@ -251,7 +251,7 @@ int cmd_format(int argc, char **argv)
 		err = objstore_probe(store);
 	if (err) {
 		cli_error("storage '%s' is not usable: %s", storage,
-			  objstore_strerror(err));
+			  gr_strerror(err));
 		goto close_store;
 	}
 
@@ -278,7 +278,7 @@ int cmd_format(int argc, char **argv)
 	}
 	if (err && err != ENOENT) {
 		cli_error("cannot read '%s' in storage '%s': %s",
-			  OBJSTORE_OWNER_KEY, storage, objstore_strerror(err));
+			  OBJSTORE_OWNER_KEY, storage, gr_strerror(err));
 		goto close_store;
 	}
 	had_owner = err == 0;
@@ -296,7 +296,7 @@ int cmd_format(int argc, char **argv)
 	err = objstore_owner_put(store, &mine);
 	if (err) {
 		cli_error("cannot write '%s' to storage '%s': %s",
-			  OBJSTORE_OWNER_KEY, storage, objstore_strerror(err));
+			  OBJSTORE_OWNER_KEY, storage, gr_strerror(err));
 		goto close_store;
 	}
 	err = meta_format(m, &v, force);
@@ -316,7 +316,7 @@ int cmd_format(int argc, char **argv)
 	}
 	if (err) {
 		cli_error("cannot write the volume settings to '%s': %s", shown,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		goto close_store;
 	}
 	if (exists && old.name[0])

@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../fs/fs.h"
-#include "../fs/log.h"
-#include "cli.h"
+#include "fs/fs.h"
+#include "lib/log.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary mount META_URL MOUNTPOINT [options]\n"
@@ -255,7 +255,7 @@ static void on_ready(void *arg, int err, const char *msg)
 	char buf[2048];
 
 	if (!msg || !*msg)
-		msg = cli_strerror(err);
+		msg = gr_strerror(err);
 	r->told = 1;
 	r->up = !err;
 	if (r->foreground) {
@@ -337,7 +337,7 @@ static int serve(const struct fs_opts *o, struct report *rep)
 	/* Failures before ready were reported by ready itself. */
 	if (err && rep->up)
 		log_err("'%s' stopped serving after an error: %s",
-			o->mountpoint, cli_strerror(err));
+			o->mountpoint, gr_strerror(err));
 	return err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
@@ -459,9 +459,10 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case OPT_CACHE_SIZE:
 			if (cli_parse_size(optarg, &size)) {
-				cli_error("bad size '%s' for --cache-size: want a "
-					  "size such as 100G, or 0 to disable",
-					  optarg);
+				cli_error(
+				    "bad size '%s' for --cache-size: want a "
+				    "size such as 100G, or 0 to disable",
+				    optarg);
 				goto free_opts;
 			}
 			o.cache_size = size;
@@ -470,9 +471,10 @@ int cmd_mount(int argc, char **argv)
 			char *end;
 			double r = strtod(optarg, &end);
 			if (end == optarg || *end || r < 0 || r >= 1) {
-				cli_error("bad ratio '%s' for --free-space-ratio: "
-					  "want a number from 0 to 0.99",
-					  optarg);
+				cli_error(
+				    "bad ratio '%s' for --free-space-ratio: "
+				    "want a number from 0 to 0.99",
+				    optarg);
 				goto free_opts;
 			}
 			o.free_ratio = r;
@@ -480,18 +482,21 @@ int cmd_mount(int argc, char **argv)
 		}
 		case OPT_PREFETCH:
 			if (cli_parse_int(optarg, 0, 64, &n)) {
-				cli_error("bad count '%s' for --prefetch: want 0 "
-					  "to 64",
-					  optarg);
+				cli_error(
+				    "bad count '%s' for --prefetch: want 0 "
+				    "to 64",
+				    optarg);
 				goto free_opts;
 			}
 			o.prefetch = (int)n;
 			break;
 		case OPT_PACK_MAX:
-			if (cli_parse_size(optarg, &size) || size > (16u << 20)) {
-				cli_error("bad size '%s' for --pack-max: want a "
-					  "size up to 16M, or 0 not to pack",
-					  optarg);
+			if (cli_parse_size(optarg, &size) ||
+			    size > (16u << 20)) {
+				cli_error(
+				    "bad size '%s' for --pack-max: want a "
+				    "size up to 16M, or 0 not to pack",
+				    optarg);
 				goto free_opts;
 			}
 			o.pack_max = (uint32_t)size;
@@ -516,9 +521,10 @@ int cmd_mount(int argc, char **argv)
 			if (!strcmp(optarg, "off")) {
 				o.direct_read = UINT64_MAX;
 			} else if (cli_parse_size(optarg, &size) || size == 0) {
-				cli_error("bad size '%s' for --direct-read: want a "
-					  "size such as 64M, or 'off'",
-					  optarg);
+				cli_error(
+				    "bad size '%s' for --direct-read: want a "
+				    "size such as 64M, or 'off'",
+				    optarg);
 				goto free_opts;
 			} else {
 				o.direct_read = size;
@@ -539,9 +545,10 @@ int cmd_mount(int argc, char **argv)
 		case OPT_PACK_WINDOW: {
 			double w;
 			if (cli_parse_seconds(optarg, &w) || w > 600) {
-				cli_error("bad --pack-window '%s': want up to 600 "
-					  "seconds, such as 10ms or 2s",
-					  optarg);
+				cli_error(
+				    "bad --pack-window '%s': want up to 600 "
+				    "seconds, such as 10ms or 2s",
+				    optarg);
 				goto free_opts;
 			}
 			o.pack_window_ms = (int)(w * 1000 + 0.5);

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary snapshot SRC DST\n"

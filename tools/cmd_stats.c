@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary stats MOUNTPOINT [--json]\n"

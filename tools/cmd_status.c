@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../fs/codec.h"
-#include "../meta/meta.h"
-#include "cli.h"
+#include "fs/codec.h"
+#include "meta/meta.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary status META_URL [--json]\n"
@@ -241,19 +241,19 @@ int cmd_status(int argc, char **argv)
 	}
 	if (err) {
 		cli_error("cannot read the volume settings at '%s': %s", shown,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		goto close_meta;
 	}
 	err = meta_usage(m, &u);
 	if (err) {
 		cli_error("cannot read the usage of volume '%s': %s", v.name,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		goto close_meta;
 	}
 	err = meta_list_sessions(m, &s, &n);
 	if (err) {
 		cli_error("cannot list the sessions of volume '%s': %s", v.name,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		goto close_meta;
 	}
 	if (n > 1)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary umount MOUNTPOINT [-l|--lazy]\n"

@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <getopt.h>
 
-#include "../meta/meta.h"
-#include "cli.h"
+#include "meta/meta.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary upgrade META_URL\n"
@@ -63,7 +63,7 @@ int cmd_upgrade(int argc, char **argv)
 		cli_hint("use a newer granary");
 	} else if (err) {
 		cli_error("upgrade of the volume at '%s' stopped: %s", shown,
-			  cli_strerror(err));
+			  gr_strerror(err));
 		cli_hint("what was done is kept; run this again to finish");
 	} else if (from == META_FORMAT_VERSION) {
 		printf("the volume at '%s' has format version %u already\n",

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../meta/meta.h"
-#include "cli.h"
+#include "meta/meta.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage: granary version create DIR TAG [-m MESSAGE]\n"

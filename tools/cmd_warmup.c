@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "progress.h"
+#include "tools/cli.h"
+#include "tools/progress.h"
 
 static const char usage[] =
     "usage: granary warmup [options] PATH...\n"

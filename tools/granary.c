@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fs/log.h"
-#include "cli.h"
+#include "lib/log.h"
+#include "tools/cli.h"
 
 /* Route library log lines to stderr, warnings and errors only: a one-shot
  * command wants the reason a call failed, not the chatter. Commands that

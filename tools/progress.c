@@ -2,7 +2,7 @@
  * progress.c - the progress line (see progress.h). Counters are atomics so
  * worker threads add without a lock; one mutex serializes the redraw.
  */
-#include "progress.h"
+#include "tools/progress.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -11,17 +11,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 #define REDRAW_NS 250000000ll
 
 struct progress {
 	char title[32];
 	uint64_t total_items, total_bytes;
-	uint64_t items, bytes;  /* atomic */
+	uint64_t items, bytes; /* atomic */
 	int64_t start_ns;
-	int64_t last_ns;        /* protected by lock */
-	pthread_mutex_t lock;   /* leaf; guards the redraw */
+	int64_t last_ns;      /* protected by lock */
+	pthread_mutex_t lock; /* leaf; guards the redraw */
 };
 
 static int64_t now_ns(void)
@@ -32,7 +32,7 @@ static int64_t now_ns(void)
 }
 
 struct progress *progress_open(const char *title, uint64_t total_items,
-                               uint64_t total_bytes, int quiet)
+			       uint64_t total_bytes, int quiet)
 {
 	if (quiet || !isatty(STDERR_FILENO))
 		return NULL;
@@ -60,15 +60,17 @@ static void draw(struct progress *p, int64_t now)
 	cli_format_size((uint64_t)rate, r, sizeof(r));
 	if (p->total_bytes && rate > 0 && bytes < p->total_bytes)
 		snprintf(eta, sizeof(eta), ", eta %.0fs",
-		         (p->total_bytes - bytes) / rate);
+			 (p->total_bytes - bytes) / rate);
 	if (p->total_items)
-		fprintf(stderr, "\r%s: %3.0f%% (%llu/%llu files), %s of %s, %s/s%s\033[K",
-		        p->title, 100.0 * items / p->total_items,
-		        (unsigned long long)items,
-		        (unsigned long long)p->total_items, done, total, r, eta);
+		fprintf(
+		    stderr,
+		    "\r%s: %3.0f%% (%llu/%llu files), %s of %s, %s/s%s\033[K",
+		    p->title, 100.0 * items / p->total_items,
+		    (unsigned long long)items,
+		    (unsigned long long)p->total_items, done, total, r, eta);
 	else
 		fprintf(stderr, "\r%s: %llu files, %s, %s/s\033[K", p->title,
-		        (unsigned long long)items, done, r);
+			(unsigned long long)items, done, r);
 	fflush(stderr);
 }
 

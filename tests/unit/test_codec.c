@@ -5,7 +5,7 @@
  * truncation, misplaced segment) ever decoding into bytes the caller could
  * mistake for data.
  */
-#include "../../fs/codec.h"
+#include "fs/codec.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -185,7 +185,7 @@ static int expect_rejected(const unsigned char *blk, size_t blen,
 	}
 	cr_assert(err == CODEC_ECORRUPT || err == CODEC_EVERSION,
 		  "%s at %zu: decode returned %d (%s), want corrupt", what,
-		  where, err, codec_strerror(err));
+		  where, err, gr_strerror(err));
 	cr_assert_eq(got, 12345, "%s at %zu: raw_len set on failure", what,
 		     where);
 	if (len)
@@ -274,9 +274,9 @@ Test(codec, newer_version_reported)
 	cr_assert_eq(codec_decode(blk, blen, out, sizeof(out), &got),
 		     CODEC_EVERSION);
 	cr_assert_eq(codec_raw_len(blk, blen, &got), CODEC_EVERSION);
-	cr_assert_str_neq(codec_strerror(CODEC_EVERSION), "");
-	cr_assert_str_neq(codec_strerror(CODEC_ECORRUPT), "");
-	cr_assert_str_eq(codec_strerror(ENOSPC), strerror(ENOSPC));
+	cr_assert_str_neq(gr_strerror(CODEC_EVERSION), "");
+	cr_assert_str_neq(gr_strerror(CODEC_ECORRUPT), "");
+	cr_assert_str_eq(gr_strerror(ENOSPC), strerror(ENOSPC));
 }
 
 Test(codec, short_output_buffer_is_enospc)

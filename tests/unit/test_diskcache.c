@@ -24,9 +24,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "pagecache.h"
-#include "../../fs/chunkstore.h"
-#include "../../fs/diskcache.h"
+#include "tests/unit/pagecache.h"
+#include "fs/chunkstore.h"
+#include "fs/diskcache.h"
 
 #define NS "vol-1"
 

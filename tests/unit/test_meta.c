@@ -23,7 +23,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "../../meta/meta.h"
+#include "meta/meta.h"
 
 /* test-only hook of meta/redis.c */
 void meta_redis_test_kill_session(struct meta *m);
@@ -68,7 +68,7 @@ static struct meta *mopen_opts(int db, const struct meta_opts *o)
 
 	url_for(db, url, sizeof url);
 	err = meta_open(url, o, &m);
-	cr_assert_eq(err, 0, "meta_open(%s): %s", url, meta_strerror(err));
+	cr_assert_eq(err, 0, "meta_open(%s): %s", url, gr_strerror(err));
 	return m;
 }
 
@@ -95,7 +95,7 @@ static struct meta *fresh(int db)
 
 	vol_init(&v, "test");
 	err = meta_format(m, &v, 1);
-	cr_assert_eq(err, 0, "format: %s", meta_strerror(err));
+	cr_assert_eq(err, 0, "format: %s", gr_strerror(err));
 	return m;
 }
 
@@ -116,7 +116,7 @@ static uint64_t mkfile(struct meta *m, uint64_t parent, const char *name)
 	uint64_t ino = 0;
 	int err = meta_mknod(m, parent, name, META_FILE, 0644, 1000, 1000, 0,
 			     NULL, &ino, NULL);
-	cr_assert_eq(err, 0, "mknod %s: %s", name, meta_strerror(err));
+	cr_assert_eq(err, 0, "mknod %s: %s", name, gr_strerror(err));
 	return ino;
 }
 
@@ -125,7 +125,7 @@ static uint64_t mkdir_(struct meta *m, uint64_t parent, const char *name)
 	uint64_t ino = 0;
 	int err = meta_mknod(m, parent, name, META_DIR, 0755, 1000, 1000, 0,
 			     NULL, &ino, NULL);
-	cr_assert_eq(err, 0, "mkdir %s: %s", name, meta_strerror(err));
+	cr_assert_eq(err, 0, "mkdir %s: %s", name, gr_strerror(err));
 	return ino;
 }
 
@@ -133,8 +133,7 @@ static struct meta_attr attr(struct meta *m, uint64_t ino)
 {
 	struct meta_attr a;
 	int err = meta_getattr(m, ino, &a);
-	cr_assert_eq(err, 0, "getattr %" PRIu64 ": %s", ino,
-		     meta_strerror(err));
+	cr_assert_eq(err, 0, "getattr %" PRIu64 ": %s", ino, gr_strerror(err));
 	return a;
 }
 
@@ -142,7 +141,7 @@ static uint64_t lookup(struct meta *m, uint64_t parent, const char *name)
 {
 	uint64_t ino = 0;
 	int err = meta_lookup(m, parent, name, &ino, NULL);
-	cr_assert_eq(err, 0, "lookup %s: %s", name, meta_strerror(err));
+	cr_assert_eq(err, 0, "lookup %s: %s", name, gr_strerror(err));
 	return ino;
 }
 
@@ -258,10 +257,10 @@ Test(meta, redact_and_strerror)
 	cr_expect_str_eq(buf, "redis://host/2");
 	meta_url_redact("unix:///run/a@b/redis.sock?db=1", buf, sizeof buf);
 	cr_expect_str_eq(buf, "unix:///run/a@b/redis.sock?db=1");
-	cr_expect(strstr(meta_strerror(META_ENOVOLUME), "granary format"));
-	cr_expect_str_eq(meta_strerror(ENOENT), strerror(ENOENT));
+	cr_expect(strstr(gr_strerror(META_ENOVOLUME), "granary format"));
+	cr_expect_str_eq(gr_strerror(ENOENT), strerror(ENOENT));
 	for (int e = META_EPROTO; e <= META_ENOVOLUME; e++)
-		cr_expect(strlen(meta_strerror(e)) > 10);
+		cr_expect(strlen(gr_strerror(e)) > 10);
 }
 
 /* ---- volume ---------------------------------------------------------- */
@@ -1013,7 +1012,7 @@ static void expect_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 	int err = meta_read_chunk(m, ino, idx, &s, &n);
 
 	cr_assert_eq(err, 0, "%s: read chunk %" PRIu32 ": %s", when, idx,
-		     meta_strerror(err));
+		     gr_strerror(err));
 	cr_assert_eq(n, nw, "%s: chunk %" PRIu32 " has %zu slices, want %zu",
 		     when, idx, n, nw);
 	for (size_t i = 0; i < n; i++) {
@@ -1823,7 +1822,7 @@ Test(meta, redis_restart)
 	gettimeofday(&t0, NULL);
 	err = meta_getattr(m, f, NULL);
 	cr_expect(err == META_EUNREACH || err == EIO, "down: got %d (%s)", err,
-		  meta_strerror(err));
+		  gr_strerror(err));
 	err = meta_mknod(m, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, NULL, NULL);
 	cr_expect(err == META_EUNREACH || err == EIO, "down: got %d", err);
 	err = meta_lookup(m, 1, "f", NULL, NULL);
@@ -2064,7 +2063,7 @@ static void expect_packed_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 	size_t n;
 	int err = meta_read_chunk(m, ino, idx, &s, &n);
 
-	cr_assert_eq(err, 0, "%s: read chunk: %s", when, meta_strerror(err));
+	cr_assert_eq(err, 0, "%s: read chunk: %s", when, gr_strerror(err));
 	expect_slices(s, n, want, nw, when);
 	free(s);
 }
@@ -2119,7 +2118,7 @@ static void expect_pack_usage(struct meta *m, uint64_t pack, uint64_t total,
 	uint64_t t = 0, d = 0;
 	int err = meta_pack_usage(m, pack, &t, &d);
 
-	cr_assert_eq(err, 0, "%s: pack usage: %s", when, meta_strerror(err));
+	cr_assert_eq(err, 0, "%s: pack usage: %s", when, gr_strerror(err));
 	cr_expect_eq(t, total, "%s: total %" PRIu64 ", want %" PRIu64, when, t,
 		     total);
 	cr_expect_eq(d, dead, "%s: dead %" PRIu64 ", want %" PRIu64, when, d,

@@ -4,9 +4,9 @@
  * what only one backend can get wrong: URL parsing, credentials and bucket
  * errors, unreachable servers, disk full and crash leftovers.
  */
-#include "pagecache.h"
-#include "../../fs/fsutil.h"
-#include "../../fs/objstore.h"
+#include "tests/unit/pagecache.h"
+#include "lib/fsutil.h"
+#include "fs/objstore.h"
 
 #include <criterion/criterion.h>
 #include <linux/magic.h>
@@ -124,7 +124,7 @@ static struct objstore *open_backend(const char *kind)
 
 	backend_url(kind, url, sizeof(url));
 	int err = objstore_open(url, NULL, &s);
-	cr_assert_eq(err, 0, "open '%s': %s", url, objstore_strerror(err));
+	cr_assert_eq(err, 0, "open '%s': %s", url, gr_strerror(err));
 	return s;
 }
 
@@ -143,7 +143,7 @@ static void expect_get(struct objstore *s, const char *key, uint64_t off,
 	int err = objstore_get(s, key, off, len, &data, &got);
 
 	cr_assert_eq(err, 0, "get '%s' @%llu+%zu: %s", key,
-		     (unsigned long long)off, len, objstore_strerror(err));
+		     (unsigned long long)off, len, gr_strerror(err));
 	cr_assert_not_null(data);
 	cr_assert_eq(got, want_len, "get '%s' @%llu+%zu: %zu bytes, want %zu",
 		     key, (unsigned long long)off, len, got, want_len);
@@ -296,7 +296,7 @@ static void *conc_worker(void *p)
 		int err = objstore_put(a->s, key, buf, len);
 		if (err) {
 			fprintf(stderr, "thread %d: put '%s': %s\n", a->id, key,
-				objstore_strerror(err));
+				gr_strerror(err));
 			a->failures++;
 			continue;
 		}
@@ -307,8 +307,8 @@ static void *conc_worker(void *p)
 			fprintf(stderr,
 				"thread %d: get '%s' after put: %s, %zu bytes "
 				"of %zu%s\n",
-				a->id, key, err ? objstore_strerror(err) : "ok",
-				got, len,
+				a->id, key, err ? gr_strerror(err) : "ok", got,
+				len,
 				!err && got == len ? ", different bytes" : "");
 			a->failures++;
 		}
@@ -319,8 +319,7 @@ static void *conc_worker(void *p)
 		if (err || got != 50 || memcmp(d, conc_shared + 100, 50)) {
 			fprintf(stderr,
 				"thread %d: get of the shared object: %s\n",
-				a->id,
-				err ? objstore_strerror(err) : "wrong bytes");
+				a->id, err ? gr_strerror(err) : "wrong bytes");
 			a->failures++;
 		}
 		free(d);
@@ -722,7 +721,7 @@ Test(objstore, malformed_urls)
 		struct objstore *s = (struct objstore *)1;
 		int err = objstore_open(bad[i], &creds, &s);
 		cr_expect_eq(err, OBJSTORE_EURL, "'%s': got %d (%s)", bad[i],
-			     err, objstore_strerror(err));
+			     err, gr_strerror(err));
 		cr_expect_null(s, "'%s': *out not cleared", bad[i]);
 		if (!err)
 			objstore_close(s);
@@ -746,8 +745,7 @@ Test(objstore, good_urls_open)
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct objstore *s = NULL;
 		int err = objstore_open(good[i], &creds, &s);
-		cr_expect_eq(err, 0, "'%s': %s", good[i],
-			     objstore_strerror(err));
+		cr_expect_eq(err, 0, "'%s': %s", good[i], gr_strerror(err));
 		objstore_close(s);
 	}
 	objstore_close(NULL);
@@ -755,15 +753,14 @@ Test(objstore, good_urls_open)
 
 Test(objstore, strerror_texts)
 {
+	cr_assert(strstr(gr_strerror(OBJSTORE_EAUTH), "GRANARY_S3_SECRET_KEY"));
 	cr_assert(
-	    strstr(objstore_strerror(OBJSTORE_EAUTH), "GRANARY_S3_SECRET_KEY"));
-	cr_assert(strstr(objstore_strerror(OBJSTORE_ENOCREDS),
-			 "GRANARY_S3_ACCESS_KEY"));
-	cr_assert_str_eq(objstore_strerror(ENOENT), strerror(ENOENT));
+	    strstr(gr_strerror(OBJSTORE_ENOCREDS), "GRANARY_S3_ACCESS_KEY"));
+	cr_assert_str_eq(gr_strerror(ENOENT), strerror(ENOENT));
 	int codes[] = {OBJSTORE_EURL, OBJSTORE_ENOBUCKET, OBJSTORE_EUNREACH,
 		       OBJSTORE_ESERVER, -999};
 	for (size_t i = 0; i < 5; i++)
-		cr_assert_gt(strlen(objstore_strerror(codes[i])), 10);
+		cr_assert_gt(strlen(gr_strerror(codes[i])), 10);
 }
 
 /* ---- the volume marker ---- */
@@ -1134,7 +1131,7 @@ static int probe_with(const char *url, const char *ak, const char *sk)
 	struct objstore *s;
 	int err = objstore_open(url, &creds, &s);
 
-	cr_assert_eq(err, 0, "open '%s': %s", url, objstore_strerror(err));
+	cr_assert_eq(err, 0, "open '%s': %s", url, gr_strerror(err));
 	err = objstore_probe(s);
 	objstore_close(s);
 	return err;
@@ -1191,7 +1188,7 @@ Test(objstore, s3_unreachable_is_eunreach_quickly)
 	double secs = (double)(t1.tv_sec - t0.tv_sec) +
 		      (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	cr_assert_eq(err, OBJSTORE_EUNREACH, "got %d (%s)", err,
-		     objstore_strerror(err));
+		     gr_strerror(err));
 	cr_assert_lt(secs, 8.0, "took %.1f s to give up", secs);
 }
 
@@ -1352,7 +1349,7 @@ static struct objstore *open_mute(const char *timeout)
 static void expect_timeout(const char *what, int err, double secs)
 {
 	cr_assert_eq(err, OBJSTORE_EUNREACH, "%s: got %d (%s)", what, err,
-		     objstore_strerror(err));
+		     gr_strerror(err));
 	cr_assert_geq(secs, 2.5, "%s gave up after %.1f s: no retries?", what,
 		      secs);
 	cr_assert_lt(secs, 6.0, "%s took %.1f s: deadline not kept", what,

@@ -21,10 +21,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../../fs/chunkstore.h"
-#include "../../fs/codec.h"
-#include "../../fs/packer.h"
-#include "../../meta/meta.h"
+#include "fs/chunkstore.h"
+#include "fs/codec.h"
+#include "fs/packer.h"
+#include "meta/meta.h"
 
 #define KB	 (1u << 10)
 #define MB	 (1u << 20)
@@ -190,7 +190,7 @@ static uint64_t pack_size_of(uint64_t pack)
 
 	chunkstore_pack_key(pack, key, sizeof(key));
 	int err = objstore_head(store, key, &size);
-	cr_assert_eq(err, 0, "pack '%s': %s", key, objstore_strerror(err));
+	cr_assert_eq(err, 0, "pack '%s': %s", key, gr_strerror(err));
 	return size;
 }
 
@@ -209,7 +209,7 @@ static void expect_frame(const struct packer_item *it, const char *what)
 	cr_assert_eq(got, it->at.len, "%s: short frame", what);
 	unsigned char *raw = malloc(it->len + 1);
 	int err = codec_decode(blk, got, raw, it->len + 1, &rl);
-	cr_assert_eq(err, 0, "%s: decode: %s", what, codec_strerror(err));
+	cr_assert_eq(err, 0, "%s: decode: %s", what, gr_strerror(err));
 	cr_assert_eq(rl, it->len, "%s: decoded %zu bytes, want %" PRIu32, what,
 		     rl, it->len);
 	cr_assert_eq(memcmp(raw, it->raw, it->len), 0, "%s: bytes differ",

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../fs/reader.h"
-#include "../../fs/stage.h"
-#include "../../fs/writer.h"
+#include "fs/reader.h"
+#include "fs/stage.h"
+#include "fs/writer.h"
 
 #define KB	  (1u << 10)
 #define MB	  (1u << 20)

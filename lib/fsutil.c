@@ -1,7 +1,7 @@
 /*
  * fsutil.c - small file and clock helpers (see fsutil.h).
  */
-#include "fsutil.h"
+#include "lib/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

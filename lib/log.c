@@ -4,7 +4,7 @@
  * mutex, so lines from many threads never interleave. Before log_open() (and
  * after log_close()) messages go to stderr at LOG_INFO.
  */
-#include "log.h"
+#include "lib/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

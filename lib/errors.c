@@ -1,0 +1,59 @@
+/*
+ * errors.c - the one table of the project's error messages (errors.h).
+ */
+#include <string.h>
+
+#include "lib/errors.h"
+
+static const struct {
+	int code;
+	const char *msg;
+} messages[] = {
+    {CODEC_ECORRUPT, "block is corrupt (bad magic, length or checksum)"},
+    {CODEC_EVERSION, "block was written by a newer granary (unknown format "
+		     "version); upgrade granary"},
+    {OBJSTORE_EURL,
+     "malformed or unsupported storage URL (expected file:///DIR[:/DIR2...], "
+     "s3://HOST[:PORT]/BUCKET[/PREFIX], s3+http://HOST[:PORT]/BUCKET[/PREFIX] "
+     "or mem://[NAME])"},
+    {OBJSTORE_ENOBUCKET, "bucket does not exist (create it first, or check "
+			 "the bucket name in the storage URL)"},
+    {OBJSTORE_EAUTH, "access key or secret refused by the store (check "
+		     "GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY)"},
+    {OBJSTORE_EUNREACH, "cannot reach the object store (check host, port and "
+			"network; the request failed or timed out after "
+			"retries)"},
+    {OBJSTORE_ESERVER, "object store kept failing with server errors after "
+		       "all retries"},
+    {OBJSTORE_ENOCREDS, "no S3 credentials (set GRANARY_S3_ACCESS_KEY and "
+			"GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and "
+			"AWS_SECRET_ACCESS_KEY)"},
+    {META_ENOVOLUME,
+     "no granary volume in this database (run 'granary format' first)"},
+    {META_EEXIST, "the database already holds a granary volume or other "
+		  "data (format with --force to wipe it)"},
+    {META_EUNREACH, "cannot reach the metadata server (is redis running, and "
+		    "is the URL right?)"},
+    {META_EURL, "malformed metadata URL (expected "
+		"redis://[:PASSWORD@]HOST[:PORT]/DB or "
+		"unix:///PATH/redis.sock?db=N)"},
+    {META_EVERSION, "the volume has another format version than this "
+		    "granary's (a newer granary wrote it, or it needs "
+		    "`granary upgrade`)"},
+    {META_EAUTH, "the metadata server refused the password (set "
+		 "GRANARY_META_PASSWORD or put it in the URL)"},
+    {META_EPROTO, "unexpected reply from the metadata server (corrupt "
+		  "record or a granary bug)"},
+};
+
+const char *gr_strerror(int err)
+{
+	if (err == 0)
+		return "success";
+	if (err > 0)
+		return strerror(err);
+	for (size_t i = 0; i < sizeof(messages) / sizeof(messages[0]); i++)
+		if (messages[i].code == err)
+			return messages[i].msg;
+	return "unknown error";
+}

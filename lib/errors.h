@@ -1,0 +1,35 @@
+/*
+ * errors.h - the project's error codes and their one strerror. Functions
+ * return 0, a positive errno, or one of the negative codes below, each
+ * range owned by one module (the module's header says which of its calls
+ * return which). gr_strerror() turns any of them into a message that says
+ * what to do next where that is known.
+ */
+#ifndef GRANARY_ERRORS_H
+#define GRANARY_ERRORS_H
+
+/* block codec (fs/store/codec.h) */
+#define CODEC_ECORRUPT (-101) /* bad magic, length, or checksum */
+#define CODEC_EVERSION (-102) /* written by a newer granary */
+
+/* object stores (fs/store/objstore.h) */
+#define OBJSTORE_EURL	   (-201) /* malformed or unsupported URL */
+#define OBJSTORE_ENOBUCKET (-202) /* bucket does not exist */
+#define OBJSTORE_EAUTH	   (-203) /* access key or signature refused */
+#define OBJSTORE_EUNREACH  (-204) /* cannot connect / resolve / timed out */
+#define OBJSTORE_ESERVER   (-205) /* server error after all retries */
+#define OBJSTORE_ENOCREDS  (-206) /* s3 URL but no access key/secret */
+
+/* metadata engine (meta/meta.h) */
+#define META_ENOVOLUME (-301) /* the database holds no granary volume */
+#define META_EEXIST    (-302) /* a volume already exists (format w/o force) */
+#define META_EUNREACH  (-303) /* cannot reach the metadata server */
+#define META_EURL      (-304) /* malformed metadata URL */
+#define META_EVERSION  (-305) /* volume of another format version */
+#define META_EAUTH     (-306) /* password refused */
+#define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
+
+/* Message for 0, a positive errno or any code above; never NULL. */
+const char *gr_strerror(int err);
+
+#endif
