@@ -16,7 +16,7 @@ override CFLAGS += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
 	-Wall -Wextra -Werror -pthread -MMD -MP -I. $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -ls3 -lpthread -lm
 
-LIB_SRC   := $(wildcard lib/*.c fs/*.c meta/*.c gc/*.c)
+LIB_SRC   := $(wildcard lib/*.c fs/*.c fs/*/*.c meta/*.c gc/*.c)
 TOOL_SRC  := $(wildcard tools/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 HELP_SRC  := $(wildcard tests/integ/*.c)
@@ -43,8 +43,10 @@ $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# made anew: ar keeps members it is not given (a moved or deleted file)
 $(O)/libgranary.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(O)/granary: $(TOOL_OBJ) $(O)/libgranary.a
@@ -100,7 +102,7 @@ install: $(O)/granary
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \
-		$(wildcard lib/*.h fs/*.h meta/*.h gc/*.h tools/*.h tests/*/*.h)
+		$(wildcard lib/*.h fs/*.h fs/*/*.h meta/*.h gc/*.h tools/*.h tests/*/*.h)
 
 clean:
 	rm -rf $(O)

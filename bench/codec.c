@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/codec.h"
+#include "fs/store/codec.h"
 
 static const char usage[] =
     "usage: codec [-m MIB] [-r ROUNDS]\n"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/objstore.h"
+#include "fs/store/objstore.h"
 
 static const char usage[] =
     "usage: objparts [-t THREADS] [-b MIB] [-g] FILE URL PREFIX\n"

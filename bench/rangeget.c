@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/objstore.h"
+#include "fs/store/objstore.h"
 
 static const char usage[] =
     "usage: rangeget [-n READS] [-b SIZE] [-t THREADS] [-S SEED] [-p MIB] "

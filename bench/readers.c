@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/objstore.h"
+#include "fs/store/objstore.h"
 
 static const char usage[] =
     "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] LIST TARGET\n"

@@ -11,6 +11,8 @@ rules=(
 	"lib/:lib/"
 	"meta/:meta/ lib/"
 	"fs/:fs/ meta/ lib/"
+	"fs/store/:fs/store/ lib/"
+	"fs/data/:fs/data/ fs/store/ meta/ lib/"
 	"gc/:gc/ fs/ meta/ lib/"
 	"tools/:tools/ gc/ fs/ meta/ lib/"
 )

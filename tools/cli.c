@@ -18,8 +18,8 @@
 
 #include <openssl/rand.h>
 
-#include "fs/codec.h"
-#include "fs/objstore.h"
+#include "fs/store/codec.h"
+#include "fs/store/objstore.h"
 #include "meta/meta.h"
 
 /* ---- messages ---------------------------------------------------------- */

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/codec.h"
-#include "fs/objstore.h"
+#include "fs/store/codec.h"
+#include "fs/store/objstore.h"
 #include "meta/meta.h"
 #include "tools/cli.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/codec.h"
+#include "fs/store/codec.h"
 #include "meta/meta.h"
 #include "tools/cli.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/bigbuf.h"
+#include "lib/bigbuf.h"
 
 #define MiB (1u << 20)
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/chunkstore.h"
+#include "fs/data/chunkstore.h"
 
 #define BS    (64u << 10)
 #define WHOLE (BS / 4) /* the smallest read that fetches a block whole */

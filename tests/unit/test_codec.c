@@ -5,7 +5,7 @@
  * truncation, misplaced segment) ever decoding into bytes the caller could
  * mistake for data.
  */
-#include "fs/codec.h"
+#include "fs/store/codec.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

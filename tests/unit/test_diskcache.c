@@ -25,8 +25,8 @@
 #include <xxhash.h>
 
 #include "tests/unit/pagecache.h"
-#include "fs/chunkstore.h"
-#include "fs/diskcache.h"
+#include "fs/data/chunkstore.h"
+#include "fs/store/diskcache.h"
 
 #define NS "vol-1"
 

@@ -21,9 +21,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "fs/chunkstore.h"
-#include "fs/codec.h"
-#include "fs/packer.h"
+#include "fs/data/chunkstore.h"
+#include "fs/store/codec.h"
+#include "fs/data/packer.h"
 #include "meta/meta.h"
 
 #define KB	 (1u << 10)

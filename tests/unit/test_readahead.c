@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/readahead.h"
+#include "fs/data/readahead.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/slice.h"
+#include "fs/data/slice.h"
 
 #define S(i, sz, o, l, p)                                                      \
 	((struct meta_slice){.id = i, .size = sz, .off = o, .len = l, .pos = p})

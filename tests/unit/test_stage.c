@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs/chunkstore.h"
-#include "fs/codec.h"
-#include "fs/stage.h"
+#include "fs/data/chunkstore.h"
+#include "fs/store/codec.h"
+#include "fs/data/stage.h"
 
 #define KB	(1u << 10)
 #define KEY_CAP 96

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/reader.h"
-#include "fs/stage.h"
-#include "fs/writer.h"
+#include "fs/data/reader.h"
+#include "fs/data/stage.h"
+#include "fs/data/writer.h"
 
 #define KB	  (1u << 10)
 #define MB	  (1u << 20)
@@ -1135,7 +1135,7 @@ Test(writer, small_files_packed, .timeout = 60)
 	free(back);
 }
 
-/* ---- writeback: blocks staged on a local disk (fs/stage.h) ---- */
+/* ---- writeback: blocks staged on a local disk (fs/data/stage.h) ---- */
 
 static char stage_dir[64];
 static size_t n_orphans;

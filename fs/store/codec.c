@@ -6,7 +6,7 @@
  * per-segment checksums (v2) so that a small read can fetch and check a few
  * KiB instead of the whole block.
  */
-#include "fs/codec.h"
+#include "fs/store/codec.h"
 
 #include <errno.h>
 #include <lz4.h>

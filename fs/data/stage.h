@@ -27,8 +27,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "fs/codec.h"
-#include "fs/objstore.h"
+#include "fs/store/codec.h"
+#include "fs/store/objstore.h"
 
 struct stage_opts {
 	const char *dir; /* the slot directory, ours (flock'd by the packer) */

@@ -2,7 +2,7 @@
  * bigbuf.c - a small stack of freed block-sized buffers, handed out again
  * before new ones are mapped (see bigbuf.h for why).
  */
-#include "fs/bigbuf.h"
+#include "lib/bigbuf.h"
 
 #include <malloc.h>
 #include <pthread.h>

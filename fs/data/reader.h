@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "meta/meta.h"
-#include "fs/chunkstore.h"
+#include "fs/data/chunkstore.h"
 
 /* Return the (unresolved, oldest first) slice list of chunk idx of ino;
  * *s is malloc'd and freed by the reader. */

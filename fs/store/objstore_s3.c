@@ -13,8 +13,8 @@
  * destroyed, which aborts the transfer; a timeout is retried at most
  * S3_TIMEOUT_TRIES times and then reported as OBJSTORE_EUNREACH.
  */
-#include "fs/objstore.h"
-#include "fs/bigbuf.h"
+#include "fs/store/objstore.h"
+#include "lib/bigbuf.h"
 #include "lib/log.h"
 
 #include <errno.h>

@@ -32,7 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "fs/objstore.h"
+#include "fs/store/objstore.h"
 
 struct diskcache_opts {
 	const char *dirs;  /* "DIR[:DIR...]"; entries spread by key hash */

@@ -6,8 +6,8 @@
  * to a temp name and renamed, never fsync'd: a torn entry fails the chunk
  * store's checksum and is evicted.
  */
-#include "fs/diskcache.h"
-#include "fs/bigbuf.h"
+#include "fs/store/diskcache.h"
+#include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 

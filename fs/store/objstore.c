@@ -4,8 +4,8 @@
  * tests), the reachability probe and the error texts. Backends live in
  * objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
-#include "fs/objstore.h"
-#include "fs/bigbuf.h"
+#include "fs/store/objstore.h"
+#include "lib/bigbuf.h"
 
 #include <errno.h>
 #include <stdio.h>

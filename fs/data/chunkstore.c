@@ -7,7 +7,7 @@
  * reader that arrives while a prefetch of its block is in flight waits for
  * it too.
  */
-#include "fs/chunkstore.h"
+#include "fs/data/chunkstore.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/bigbuf.h"
+#include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 
@@ -1517,7 +1517,7 @@ int chunkstore_delete(struct chunkstore *cs, uint64_t id, uint32_t size)
 		return EINVAL;
 	n = (uint32_t)(((uint64_t)size + cs->o.block_size - 1) /
 		       cs->o.block_size);
-	/* before the deletes: see the order in fs/stage.h */
+	/* before the deletes: see the order in fs/data/stage.h */
 	if (cs->o.staged_drop)
 		cs->o.staged_drop(cs->o.staged_arg, id);
 	for (uint32_t i = 0; i < n; i++) {

@@ -7,7 +7,7 @@
  * writes frames to a staging file per pack and has upload threads that
  * seal packs by size or window and put them in the background.
  */
-#include "fs/packer.h"
+#include "fs/data/packer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -572,7 +572,7 @@ static void adopt(struct packer *p, const char *from, uint64_t id)
 	STAT_ADD(p, recovered, 1);
 }
 
-/* A staged block of a big file (fs/stage.h): "<id>_<idx>_<len>.blk";
+/* A staged block of a big file (fs/data/stage.h): "<id>_<idx>_<len>.blk";
  * end points past the id. */
 static int is_block(const char *end)
 {
@@ -580,7 +580,7 @@ static int is_block(const char *end)
 	return *end == '_' && n > 4 && !strcmp(end + n - 4, ".blk");
 }
 
-/* Move a dead slot's staged block into ours: fs/stage.c, opened on our
+/* Move a dead slot's staged block into ours: fs/data/stage.c, opened on our
  * slot after the packer, uploads it. */
 static void take_block(struct packer *p, const char *from, const char *name)
 {

@@ -12,8 +12,8 @@
  * key layout never does that. Empty directories left by deletes are kept:
  * they are reused by later writes and removing them would race with puts.
  */
-#include "fs/objstore.h"
-#include "fs/bigbuf.h"
+#include "fs/store/objstore.h"
+#include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 

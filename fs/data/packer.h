@@ -31,7 +31,7 @@
  * (packer_staged_get). A packer that finds staging directories of a client
  * that died (no lock held on them) takes their packs over and uploads them.
  * packer_close uploads everything staged; what cannot be uploaded stays on
- * disk for the next mount. The slot directory is shared with fs/stage.h
+ * disk for the next mount. The slot directory is shared with fs/data/stage.h
  * (blocks of big files): the packer takes the staged blocks of dead slots
  * over too, by moving them into its own slot.
  *
@@ -46,7 +46,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "fs/chunkstore.h"
+#include "fs/data/chunkstore.h"
 
 struct packer_opts {
 	uint32_t pack_size; /* seal a pack at this many bytes (4 MiB) */
@@ -117,7 +117,7 @@ int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
 int packer_sync(struct packer *p);
 void packer_get_stats(struct packer *p, struct packer_stats *st);
 /* Writeback: this packer's staging slot directory (flock'd for as long as
- * the packer lives), for fs/stage.h; NULL in default mode. */
+ * the packer lives), for fs/data/stage.h; NULL in default mode. */
 const char *packer_stage_dir(const struct packer *p);
 
 #endif

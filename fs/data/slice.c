@@ -6,7 +6,7 @@
  * independent of their byte lengths, so chunks with thousands of small
  * overwrites resolve quickly.
  */
-#include "fs/slice.h"
+#include "fs/data/slice.h"
 
 #include <errno.h>
 #include <stdint.h>

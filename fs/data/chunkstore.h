@@ -11,7 +11,7 @@
  * blocks, large reads and prefetches fetch whole blocks.
  *
  * A small slice may instead be one encoded frame inside a pack object
- * shared with other slices (fs/packer.h writes them):
+ * shared with other slices (fs/data/packer.h writes them):
  *   packs/<pack/1000000>/<pack/1000%1000>/<pack>
  * It is read with one ranged GET of its frame and cached like a block.
  */
@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "fs/codec.h"
-#include "fs/objstore.h"
+#include "fs/store/codec.h"
+#include "fs/store/objstore.h"
 
 struct chunkstore_opts {
 	uint32_t block_size; /* raw bytes per block, 64 KiB..16 MiB */
@@ -33,7 +33,7 @@ struct chunkstore_opts {
 	 * the store has them. NULL: none. */
 	int (*staged_get)(void *arg, uint64_t pack, uint32_t off, uint32_t len,
 			  void **data);
-	/* Blocks on this node only (fs/stage.h): the encoded block in a
+	/* Blocks on this node only (fs/data/stage.h): the encoded block in a
 	 * malloc'd *enc of *n bytes; with enc NULL only whether it is staged
 	 * (0); ENOENT when the store has it. NULL: none. */
 	int (*staged_block)(void *arg, uint64_t id, uint32_t idx, void **enc,

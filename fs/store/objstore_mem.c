@@ -5,7 +5,7 @@
  * same NAME in this process and lives until the process exits, so a test can
  * "format" a volume, close it and "mount" it again, as with a real store.
  */
-#include "fs/objstore.h"
+#include "fs/store/objstore.h"
 
 #include <errno.h>
 #include <pthread.h>

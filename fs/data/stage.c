@@ -3,7 +3,7 @@
  * file in the staging slot, a hash of what is staged for reads, a FIFO for
  * the upload threads, and a byte bound that makes writers wait.
  */
-#include "fs/stage.h"
+#include "fs/data/stage.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/chunkstore.h"
+#include "fs/data/chunkstore.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 

@@ -7,16 +7,16 @@
  * flush queues the partial blocks, waits for this writer's uploads and
  * commits the slices through a callback.
  */
-#include "fs/writer.h"
+#include "fs/data/writer.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/bigbuf.h"
+#include "lib/bigbuf.h"
 #include "lib/log.h"
-#include "fs/stage.h"
+#include "fs/data/stage.h"
 
 /* Pending slices per writer before a write forces a flush: bounds the
  * memory of the slice table and the size of one metadata commit. */

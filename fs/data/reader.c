@@ -4,13 +4,13 @@
  * chunk store, zero-filling the holes. Prefetch walks the same extents and
  * asks the chunk store to fetch them in the background instead.
  */
-#include "fs/reader.h"
+#include "fs/data/reader.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/slice.h"
+#include "fs/data/slice.h"
 
 /* ---- walking a range ---- */
 

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "meta/meta.h"
-#include "fs/chunkstore.h"
-#include "fs/packer.h"
+#include "fs/data/chunkstore.h"
+#include "fs/data/packer.h"
 
 struct stage;
 struct wpool;

@@ -4,7 +4,7 @@
  * doubling; anything else gets no readahead at all, so shuffled small reads
  * cost only the blocks they touch.
  */
-#include "fs/readahead.h"
+#include "fs/data/readahead.h"
 
 #include <string.h>
 
