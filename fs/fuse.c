@@ -13,7 +13,9 @@
  *                    node->lock: never take node->lock while holding it
  *   node->lock      (writer, length, chunk cache)
  *   writer/pool locks (writer.h)
- *   the space gate's lock (space.h): a leaf, taken under node->lock
+ *   the space gate's lock (space.h): a leaf, taken under node->lock;
+ *                    never held across its Redis round trip (space_take
+ *                    may make or wait for one with node->lock held)
  * Writer callbacks (commit) run with node->lock held.
  */
 #define FUSE_USE_VERSION 314
@@ -780,14 +782,15 @@ static void node_cache_chunk0(struct fs *fs, uint64_t ino,
 	node_unpin(fs, nd);
 }
 
-/* space_usage_fn: the volume's usedspace */
-static int space_usage(void *arg, uint64_t *used)
+/* space_usage_fn: publish our pending bytes; the volume's usedspace plus
+ * the other clients' pending bytes */
+static int space_usage(void *arg, uint64_t pending, uint64_t *used)
 {
 	struct fs *fs = arg;
-	struct meta_usage u;
-	int err = meta_usage(fs->meta, &u);
+	uint64_t u, others;
+	int err = meta_space_usage(fs->meta, pending, &u, &others);
 	if (!err)
-		*used = u.used_bytes;
+		*used = u + others;
 	return err;
 }
 
@@ -2610,7 +2613,8 @@ static const struct fuse_lowlevel_ops granary_ops = {
 /* ---- background reclamation ----------------------------------------- */
 
 /* Deletes the objects of slices nobody references any more: data of
- * unlinked files after their last close, and of truncated chunks. */
+ * unlinked files after their last close, and of truncated chunks. Also
+ * the background ticks: space_tick, the staged bytes for status. */
 /* How often a client looks for snapshots left by dead clients. */
 #define SNAPSHOT_CLEANUP_NS (30 * (int64_t)1000000000)
 
@@ -2623,6 +2627,8 @@ static void *reclaimer_main(void *arg)
 	uint64_t told_packs = 0, told_bytes = 0;
 	for (;;) {
 		size_t n = 0;
+		/* pending bytes that changed while no write came (space.h) */
+		space_tick(fs->space);
 		/* what this client holds staged, for `granary status` */
 		if (fs->writeback) {
 			struct packer_stats ps;
@@ -2671,7 +2677,8 @@ static void *reclaimer_main(void *arg)
 		if (!fs->stopping && (n == 0 || err)) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 2;
+			/* 1 s with a capacity: space_tick's period */
+			ts.tv_sec += fs->vol.capacity ? 1 : 2;
 			pthread_cond_timedwait(&fs->rc_cond, &fs->rc_lock, &ts);
 		}
 		int stop = fs->stopping;

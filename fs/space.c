@@ -1,7 +1,8 @@
 /*
  * space.c - the client's gate on a byte limit shared by every client
- * (space.h): a view of the usage, read at most once per SPACE_REFRESH_NS,
- * plus this client's commits since and its pending bytes.
+ * (space.h): a reading of the volume (its usage and the other clients'
+ * pending bytes), taken once per SPACE_REFRESH_NS or per step of bytes
+ * accepted, plus this client's commits since and its pending bytes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,13 +15,20 @@
 
 struct space {
 	uint64_t limit; /* 0: none */
+	uint64_t step;	/* a reading is taken again after accepting this */
 	space_usage_fn usage;
 	void *arg;
 	pthread_mutex_t lock; /* leaf; protects the fields below */
+	pthread_cond_t read;  /* a round trip ended */
 	uint64_t used;	      /* the last reading */
-	int64_t read_ns;      /* when (monotonic); 0: read at next take */
+	int64_t read_ns;      /* when (monotonic) it was asked; 0: stale */
+	uint64_t changed;     /* space_changed calls (stale after a trip) */
 	uint64_t committed;   /* bytes this client committed since */
+	uint64_t taken;	      /* bytes accepted since the reading was asked */
 	uint64_t pending;     /* accepted, not committed yet */
+	uint64_t told;	      /* pending as last published */
+	int busy;	      /* a round trip is under way (one at a time, so
+				 that publishes land in order) */
 };
 
 static int64_t mono_ns(void)
@@ -37,9 +45,15 @@ int space_open(uint64_t limit, space_usage_fn usage, void *arg,
 	if (!s)
 		return ENOMEM;
 	s->limit = limit;
+	s->step = limit / 64;
+	if (s->step < SPACE_STEP_MIN)
+		s->step = SPACE_STEP_MIN;
+	if (s->step > SPACE_STEP_MAX)
+		s->step = SPACE_STEP_MAX;
 	s->usage = usage;
 	s->arg = arg;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->read, NULL);
 	*out = s;
 	return 0;
 }
@@ -48,31 +62,41 @@ void space_free(struct space *s)
 {
 	if (!s)
 		return;
+	pthread_cond_destroy(&s->read);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
-/* A fresh reading when the last is too old; s->lock held. The lock stays
- * held through the round trip: a commit counted after it is counted on
- * top of a reading that may include it already, which errs on the safe
- * side, never the other. */
-static void refresh(struct space *s)
+/* Publish the pending bytes and take a reading; s->lock held, dropped for
+ * the round trip (s->busy set). What was committed before it was asked is
+ * in the reading and leaves s->committed; commits meanwhile stay counted,
+ * maybe twice, which errs on the safe side. Bytes accepted meanwhile
+ * count toward the next step. */
+static void round_trip(struct space *s)
 {
-	int64_t now = mono_ns();
-	uint64_t used;
-	if (s->read_ns && now - s->read_ns < SPACE_REFRESH_NS)
-		return;
-	int err = s->usage(s->arg, &used);
+	uint64_t pending = s->pending, committed = s->committed;
+	uint64_t taken = s->taken, changed = s->changed, used;
+	int64_t asked = mono_ns();
+
+	s->busy = 1;
+	pthread_mutex_unlock(&s->lock);
+	int err = s->usage(s->arg, pending, &used);
+	pthread_mutex_lock(&s->lock);
+	s->busy = 0;
+	pthread_cond_broadcast(&s->read);
+	s->taken -= taken;
 	if (err) {
 		log_warn("cannot read the volume's usage: %s; the capacity "
 			 "is judged from the last reading",
 			 strerror(err > 0 ? err : EIO));
-		s->read_ns = now; /* not again at once */
+		s->read_ns = asked; /* not again at once, nor per step */
 		return;
 	}
 	s->used = used;
-	s->committed = 0;
-	s->read_ns = now;
+	s->committed -= committed;
+	s->told = pending;
+	/* space freed while the trip was under way may not be in it */
+	s->read_ns = changed == s->changed ? asked : 0;
 }
 
 int space_take(struct space *s, uint64_t bytes)
@@ -81,12 +105,25 @@ int space_take(struct space *s, uint64_t bytes)
 	if (!s->limit || !bytes)
 		return 0;
 	pthread_mutex_lock(&s->lock);
-	refresh(s);
+	for (;;) {
+		int none = !s->read_ns;
+		int step = s->taken && s->taken + bytes > s->step;
+		if (!none && !step && mono_ns() - s->read_ns < SPACE_REFRESH_NS)
+			break;
+		if (!s->busy)
+			round_trip(s);
+		else if (none || step)
+			pthread_cond_wait(&s->read, &s->lock);
+		else
+			break; /* only old: the trip under way will do */
+	}
 	uint64_t view = s->used + s->committed + s->pending;
 	if (view > s->limit || bytes > s->limit - view)
 		err = ENOSPC;
-	else
+	else {
 		s->pending += bytes;
+		s->taken += bytes;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
 }
@@ -118,5 +155,17 @@ void space_changed(struct space *s)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->read_ns = 0;
+	s->changed++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void space_tick(struct space *s)
+{
+	if (!s->limit)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (!s->busy && s->pending != s->told &&
+	    mono_ns() - s->read_ns >= SPACE_REFRESH_NS)
+		round_trip(s);
 	pthread_mutex_unlock(&s->lock);
 }

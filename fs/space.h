@@ -4,16 +4,28 @@
  * refused with ENOSPC before it is accepted, so that a write() that
  * succeeded is never lost or refused at close.
  *
- * Each client judges from its own view: the usage read from the volume
- * (read again when older than SPACE_REFRESH_NS, or after space_changed),
- * plus what it committed since that reading, plus what it has accepted and
- * not committed yet. One client alone never passes the limit; other
- * clients' bytes are seen once committed and read, so the limit can be
- * overshot by what they hold accepted and uncommitted plus what they
- * commit within one refresh interval (docs/operations.md, "Capacity").
+ * Each client judges from its own view: a reading of the volume (its usage
+ * plus the bytes the other clients have published as accepted and not yet
+ * committed), plus what this client committed since, plus what it has
+ * accepted and not committed. The same round trip publishes this client's
+ * accepted-and-uncommitted bytes for the others. A reading is taken again
+ * when it is SPACE_REFRESH_NS old, after space_changed, and whenever this
+ * client has accepted one step of bytes since the last one (the limit / 64,
+ * between SPACE_STEP_MIN and SPACE_STEP_MAX); space_tick publishes what
+ * changed while no write came.
  *
- * Thread-safe; the gate's lock is a leaf (taken under node locks). The
- * usage callback is called with it held.
+ * Bound: one client alone never passes the limit. Several clients writing
+ * at once can pass it by, for each other client, the lesser of one step
+ * and what it accepts in about one second (SPACE_REFRESH_NS plus a round
+ * trip): the client that took the last reading saw every other client's
+ * bytes but those it accepted since its own last round trip
+ * (docs/operations.md, "Capacity").
+ *
+ * Thread-safe; the gate's lock is a leaf (taken under node locks) and is
+ * never held across the usage callback: one round trip at a time runs
+ * with the lock dropped, in the thread that needed it (a writer, with its
+ * node lock held, or space_tick's). Writers meanwhile go on with the last
+ * reading, but wait for it when they used up their step or have none.
  */
 #ifndef GRANARY_SPACE_H
 #define GRANARY_SPACE_H
@@ -21,11 +33,15 @@
 #include <stdint.h>
 
 #define SPACE_REFRESH_NS 1000000000LL /* a reading is good for 1 s */
+#define SPACE_STEP_MIN	 (4ull << 20)
+#define SPACE_STEP_MAX	 (64ull << 20)
 
 struct space;
 
-/* The bytes used now (e.g. the volume's usedspace); 0 or an errno. */
-typedef int (*space_usage_fn)(void *arg, uint64_t *used);
+/* Publish this client's accepted-and-uncommitted bytes (pending) and read
+ * the bytes used now plus those the other clients published, in one round
+ * trip; 0 or an errno. */
+typedef int (*space_usage_fn)(void *arg, uint64_t pending, uint64_t *used);
 
 /* limit 0: no limit, every call below is free and never refuses. */
 int space_open(uint64_t limit, space_usage_fn usage, void *arg,
@@ -44,5 +60,9 @@ void space_drop(struct space *s, uint64_t bytes);
 /* This client freed space (unlink, truncate, punch): read the usage again
  * before the next space_take, so that the space is there at once. */
 void space_changed(struct space *s);
+/* Call about every SPACE_REFRESH_NS from a background thread: publishes
+ * the pending bytes when they changed since the last round trip and that
+ * is SPACE_REFRESH_NS old (a client that stopped writing, or committed). */
+void space_tick(struct space *s);
 
 #endif

@@ -117,6 +117,15 @@ struct meta_usage {
 	uint64_t inodes;
 };
 int meta_usage(struct meta *m, struct meta_usage *u);
+/*
+ * For a client's capacity gate (fs/space.h), in one round trip: publish
+ * the bytes this session has accepted and not committed yet (0 clears
+ * them; nothing is published without a session), and read the volume's
+ * usedspace and the bytes every other session has published. A session's
+ * bytes are removed when it closes or is cleaned up as dead.
+ */
+int meta_space_usage(struct meta *m, uint64_t pending, uint64_t *used,
+		     uint64_t *others);
 
 /* ---- sessions -------------------------------------------------------- */
 /* Register this client (starts a heartbeat thread; cleans up sessions of

@@ -92,6 +92,7 @@ enum script {
 	SC_UPGRADE_INODES,
 	SC_UPGRADE_DIR,
 	SC_STAGING_DONE,
+	SC_SPACE_USAGE,
 	SC_N
 };
 static const char *const script_names[SC_N] = {
@@ -103,7 +104,7 @@ static const char *const script_names[SC_N] = {
     "pack_total",   "snap_begin",   "snap_copy",      "snap_commit",
     "snap_claim",   "snap_drop",    "clone_data",     "version_dir",
     "version_rm",   "version_swap", "upgrade_inodes", "upgrade_dir",
-    "staging_done",
+    "staging_done", "space_usage",
 };
 
 struct addr {
@@ -1504,6 +1505,30 @@ int meta_usage(struct meta *m, struct meta_usage *u)
 	else {
 		u->used_bytes = reply_u64(r->element[0]);
 		u->inodes = reply_u64(r->element[1]);
+	}
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_space_usage(struct meta *m, uint64_t pending, uint64_t *used,
+		     uint64_t *others)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	/* sets a value, never adds one: safe to send again */
+	cmd_script(m, &c, SC_SPACE_USAGE);
+	cmd_u64(&c, atomic_load(&m->sid));
+	cmd_u64(&c, pending);
+	err = run_script(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->elements < 3)
+		err = META_EPROTO;
+	else {
+		*used = reply_u64(r->element[1]);
+		*others = reply_u64(r->element[2]);
 	}
 	freeReplyObject(r);
 	return err;

@@ -1082,7 +1082,32 @@ static const char s_session_clean[] =
     "redis.call('ZREM', 'sessions', sid)\n"
     "redis.call('HDEL', 'sessioninfo', sid)\n"
     "redis.call('HDEL', 'sessionstaged', sid)\n"
+    "local p = redis.call('HGET', 'sessionpending', sid)\n"
+    "if p then\n"
+    "	redis.call('HDEL', 'sessionpending', sid)\n"
+    "	redis.call('DECRBY', 'pendingspace', p)\n"
+    "end\n"
     "return {0, hb and 1 or 0}\n";
+
+static const char s_space_usage[] =
+    "-- ARGV: sid (0: none), the bytes that session has accepted and not\n"
+    "-- committed. Publishes them while the session is registered (field of\n"
+    "-- sessionpending, absent when 0; pendingspace is the sum of the hash).\n"
+    "-- Returns {0, usedspace, pendingspace less the session's own}.\n"
+    "local sid, p = ARGV[1], tonumber(ARGV[2])\n"
+    "local own = tonumber(redis.call('HGET', 'sessionpending', sid) or 0)\n"
+    "if sid ~= '0' and p ~= own and redis.call('ZSCORE', 'sessions', sid) then\n"
+    "	if p > 0 then\n"
+    "		redis.call('HSET', 'sessionpending', sid, d(p))\n"
+    "	else\n"
+    "		redis.call('HDEL', 'sessionpending', sid)\n"
+    "	end\n"
+    "	redis.call('INCRBY', 'pendingspace', d(p - own))\n"
+    "	own = p\n"
+    "end\n"
+    "local all = tonumber(redis.call('GET', 'pendingspace') or 0)\n"
+    "local used = tonumber(redis.call('GET', 'usedspace') or 0)\n"
+    "return {0, used > 0 and used or 0, all > own and all - own or 0}\n";
 
 static const char s_reclaim[] =
     "-- ARGV: budget (chunk lists to drop in this call), cap (dead slices to\n"
@@ -1882,6 +1907,7 @@ static const struct {
     {"heartbeat", s_heartbeat},
     {"session_dead", s_session_dead},
     {"session_clean", s_session_clean},
+    {"space_usage", s_space_usage},
     {"reclaim", s_reclaim},
     {"pack_total", s_pack_total},
     {"staging_done", s_staging_done},

@@ -1463,6 +1463,77 @@ Test(meta, dead_session_cleanup)
 	meta_close(m);
 }
 
+/* The capacity gate's view (meta_space_usage): each session publishes
+ * what it accepted and did not commit; the others' sum is read with
+ * usedspace; the field goes with the session, closed or dead. */
+Test(meta, space_usage_pending)
+{
+	struct meta_opts o = {.session_ttl = 1};
+	struct meta *m = fresh(17), *a = mopen_opts(17, &o);
+	struct meta *b = mopen_opts(17, &o), *c = mopen_opts(17, &o);
+	uint64_t f = mkfile(m, 1, "f"), used, others;
+	redisContext *r = raw(17);
+	redisReply *rep;
+	size_t n;
+
+	put(m, f, 0, 1000);
+	/* without a session nothing is published */
+	cr_assert_eq(meta_space_usage(m, 5, &used, &others), 0);
+	cr_expect_eq(used, 1000);
+	cr_expect_eq(others, 0);
+	cr_assert_eq(meta_session_open(a, "/mnt/a"), 0);
+	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
+	cr_assert_eq(meta_session_open(c, "/mnt/c"), 0);
+	cr_assert_eq(meta_space_usage(a, 100, &used, &others), 0);
+	cr_expect_eq(others, 0, "a's own bytes are not the others'");
+	cr_assert_eq(meta_space_usage(b, 20, &used, &others), 0);
+	cr_expect_eq(others, 100);
+	cr_assert_eq(meta_space_usage(c, 3, &used, &others), 0);
+	cr_expect_eq(used, 1000);
+	cr_expect_eq(others, 120);
+	cr_assert_eq(meta_space_usage(a, 400, &used, &others), 0);
+	cr_expect_eq(others, 23);
+	/* the tool's view (no session) is everybody's */
+	cr_assert_eq(meta_space_usage(m, 0, &used, &others), 0);
+	cr_expect_eq(others, 423);
+	/* 0 removes the field */
+	cr_assert_eq(meta_space_usage(b, 0, &used, &others), 0);
+	cr_expect_eq(others, 403);
+	rep = redisCommand(r, "HEXISTS sessionpending %llu",
+			   (unsigned long long)meta_session_id(b));
+	cr_expect_eq(rep->integer, 0,
+		     "a session with nothing pending has "
+		     "no field");
+	freeReplyObject(rep);
+
+	/* closed: a's field is gone */
+	cr_assert_eq(meta_session_close(a), 0);
+	cr_assert_eq(meta_space_usage(m, 0, &used, &others), 0);
+	cr_expect_eq(others, 3);
+	/* c dies without closing: counted until it is cleaned up */
+	meta_redis_test_kill_session(c);
+	cr_assert_eq(meta_space_usage(b, 7, &used, &others), 0);
+	cr_expect_eq(others, 3, "a dead session counts until cleaned");
+	sleep(3);
+	/* (b's heartbeat thread may have cleaned it already) */
+	cr_assert_eq(meta_clean_sessions(b, &n), 0);
+	cr_assert_eq(meta_space_usage(m, 0, &used, &others), 0);
+	cr_expect_eq(others, 7, "only b's bytes are left");
+	cr_assert_eq(meta_session_close(b), 0);
+	rep = redisCommand(r, "HLEN sessionpending");
+	cr_expect_eq(rep->integer, 0);
+	freeReplyObject(rep);
+	rep = redisCommand(r, "GET pendingspace");
+	cr_expect(rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "0"),
+		  "pendingspace is the sum of the hash");
+	freeReplyObject(rep);
+	redisFree(r);
+	meta_close(a);
+	meta_close(b);
+	meta_close(c);
+	meta_close(m);
+}
+
 /* ---- concurrency ----------------------------------------------------- */
 
 struct creator {
