@@ -20,6 +20,7 @@
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 
 #define BLOCK_MIN      (64u << 10)
 #define BLOCK_MAX      (16u << 20)
@@ -81,17 +82,21 @@ struct chunkstore {
 		int64_t deadline; /* fsutil_mono_ms() */
 	} missing[MISSING_SLOTS];
 
-	/* Prefetch queue: a ring of blocks to fetch. Leaf lock too: never
-	 * held together with lock. */
+	/* Prefetch: pf_cap request slots, each queued to pf_q (a workq of
+	 * pf_nthreads workers) while it holds a request; full slots are
+	 * the drop. Which request a job fetches is the pool's choice
+	 * (pf_take, for fairness), not the queue's order. Lock order:
+	 * pf_lock is a leaf too, never held together with lock; the
+	 * workq's lock is a leaf. */
+	struct workq *pf_q;
 	pthread_mutex_t pf_lock;
-	pthread_cond_t pf_cond;	      /* signalled on new entries and stop */
-	struct pf_req *pf_q;	      /* protected by pf_lock */
-	size_t pf_cap, pf_head, pf_n; /* protected by pf_lock */
-	int pf_stop;		      /* protected by pf_lock */
+	struct pf_req *pf_slots; /* pf_cap of them; protected by pf_lock */
+	size_t pf_cap, pf_n;	 /* slots holding a request; pf_lock */
+	uint64_t pf_seq;	 /* last request number; pf_lock */
+	int pf_stop;		 /* protected by pf_lock */
 	uint64_t *pf_busy;   /* slice each worker fetches (0: none); pf_lock */
 	uint64_t *pf_recent; /* slices of the last pf_nrecent requests taken */
 	size_t pf_nrecent, pf_at; /* ring of them; protected by pf_lock */
-	pthread_t *pf_threads;	  /* set at open, joined at close */
 	int pf_nthreads;	  /* written only by open and close */
 
 	/* Ranged reads: block prefixes (header + segment table), see the
@@ -106,6 +111,9 @@ struct chunkstore {
 };
 
 struct pf_req {
+	struct workq_job job; /* first; queued while seq != 0 */
+	struct chunkstore *cs;
+	uint64_t seq; /* 0: a free slot; else the request's number */
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr;
@@ -154,7 +162,7 @@ static uint32_t block_len(const struct chunkstore *cs, uint32_t size,
 
 /* ---- open / close ---- */
 
-static void *pf_worker(void *arg);
+static void pf_run(struct workq_job *job);
 static void pf_stop_all(struct chunkstore *cs);
 
 int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
@@ -182,41 +190,35 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 	cs->o = *o;
 	pthread_mutex_init(&cs->lock, NULL);
 	pthread_mutex_init(&cs->pf_lock, NULL);
-	pthread_cond_init(&cs->pf_cond, NULL);
 	table_init(cs);
 	if (o->prefetch_threads > 0) {
 		size_t n = (size_t)o->prefetch_threads;
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
-		cs->pf_q = calloc(cs->pf_cap, sizeof(*cs->pf_q));
-		cs->pf_threads = calloc(n, sizeof(*cs->pf_threads));
+		cs->pf_slots = calloc(cs->pf_cap, sizeof(*cs->pf_slots));
 		cs->pf_busy = calloc(n, sizeof(*cs->pf_busy));
 		cs->pf_nrecent = 2 * n;
 		cs->pf_recent = calloc(cs->pf_nrecent, sizeof(*cs->pf_recent));
-		if (!cs->pf_q || !cs->pf_threads || !cs->pf_busy ||
-		    !cs->pf_recent)
+		if (!cs->pf_slots || !cs->pf_busy || !cs->pf_recent)
 			goto free_pf;
-		for (; cs->pf_nthreads < o->prefetch_threads;
-		     cs->pf_nthreads++) {
-			err = pthread_create(&cs->pf_threads[cs->pf_nthreads],
-					     NULL, pf_worker, cs);
-			if (err) {
-				log_err("cannot start prefetch thread: %s",
-					strerror(err));
-				goto stop_threads;
-			}
+		for (size_t i = 0; i < cs->pf_cap; i++)
+			cs->pf_slots[i] =
+			    (struct pf_req){.job.run = pf_run, .cs = cs};
+		err = workq_open("gr-prefetch", o->prefetch_threads, cs->pf_cap,
+				 &cs->pf_q);
+		if (err) {
+			log_err("cannot start prefetch threads: %s",
+				strerror(err));
+			goto free_pf;
 		}
+		cs->pf_nthreads = o->prefetch_threads;
 	}
 	*out = cs;
 	return 0;
 
-stop_threads:
-	pf_stop_all(cs);
 free_pf:
-	free(cs->pf_threads);
 	free(cs->pf_busy);
 	free(cs->pf_recent);
-	free(cs->pf_q);
-	pthread_cond_destroy(&cs->pf_cond);
+	free(cs->pf_slots);
 	pthread_mutex_destroy(&cs->pf_lock);
 	table_release(cs);
 	pthread_mutex_destroy(&cs->lock);
@@ -240,11 +242,9 @@ void chunkstore_close(struct chunkstore *cs)
 		return;
 	/* First: the workers are the only other holders of entries. */
 	pf_stop_all(cs);
-	free(cs->pf_threads);
 	free(cs->pf_busy);
 	free(cs->pf_recent);
-	free(cs->pf_q);
-	pthread_cond_destroy(&cs->pf_cond);
+	free(cs->pf_slots);
 	pthread_mutex_destroy(&cs->pf_lock);
 	for (size_t i = 0; i < cs->nbuckets; i++) {
 		struct centry *e = cs->buckets[i], *next;
@@ -825,60 +825,70 @@ static size_t pf_share(const struct chunkstore *cs, uint64_t id)
 }
 
 /*
- * Under pf_lock: take the queued block to fetch next. Several files read
- * at once share the workers fairly: the oldest request of the slice that
- * had the least of them lately goes first, so one reader's deep window
- * cannot keep the others waiting behind it. (Slices stand for readers: a
- * sequential reader is inside one slice, or two, at a time.)
+ * Under pf_lock, with mine a slot whose job a worker runs: take the
+ * request to fetch next, and free mine. Several files read at once share
+ * the workers fairly: the oldest request of the slice that had the least
+ * of them lately goes first, so one reader's deep window cannot keep the
+ * others waiting behind it. (Slices stand for readers: a sequential reader
+ * is inside one slice, or two, at a time.) The request taken may be
+ * another slot's, whose job is still queued: mine's request moves there,
+ * so that every queued job still stands for one request.
  */
-static struct pf_req pf_take(struct chunkstore *cs)
+static struct pf_req pf_take(struct chunkstore *cs, struct pf_req *mine)
 {
-	size_t best = 0, best_share = SIZE_MAX;
+	struct pf_req *best = NULL;
+	size_t best_share = SIZE_MAX;
 
-	for (size_t i = 0; i < cs->pf_n && best_share > 0; i++) {
-		uint64_t id = cs->pf_q[(cs->pf_head + i) % cs->pf_cap].id;
-		size_t share = pf_share(cs, id);
-		if (share < best_share) {
-			best = i;
+	for (size_t i = 0; i < cs->pf_cap; i++) {
+		struct pf_req *s = &cs->pf_slots[i];
+		if (!s->seq)
+			continue;
+		size_t share = pf_share(cs, s->id);
+		if (share < best_share ||
+		    (share == best_share && s->seq < best->seq)) {
+			best = s;
 			best_share = share;
 		}
 	}
-	struct pf_req r = cs->pf_q[(cs->pf_head + best) % cs->pf_cap];
-	/* close the gap: the requests before it move up one */
-	for (size_t i = best; i > 0; i--)
-		cs->pf_q[(cs->pf_head + i) % cs->pf_cap] =
-		    cs->pf_q[(cs->pf_head + i - 1) % cs->pf_cap];
-	cs->pf_head = (cs->pf_head + 1) % cs->pf_cap;
+	gr_assert(best && mine->seq);
+	struct pf_req r = *best;
+	if (best != mine) {
+		best->seq = mine->seq;
+		best->id = mine->id;
+		best->idx = mine->idx;
+		best->len = mine->len;
+		best->fr = mine->fr;
+	}
+	mine->seq = 0;
 	cs->pf_n--;
 	cs->pf_recent[cs->pf_at] = r.id;
 	cs->pf_at = (cs->pf_at + 1) % cs->pf_nrecent;
 	return r;
 }
 
-static void *pf_worker(void *arg)
+/* A job of the prefetch queue: fetch the request pf_take chooses. */
+static void pf_run(struct workq_job *job)
 {
-	pthread_setname_np(pthread_self(), "gr-prefetch");
-	struct chunkstore *cs = arg;
-	int slot = -1;
+	struct pf_req *mine = (struct pf_req *)job;
+	struct chunkstore *cs = mine->cs;
+	int slot;
 
 	pthread_mutex_lock(&cs->pf_lock);
-	for (;;) {
-		while (!cs->pf_stop && cs->pf_n == 0)
-			pthread_cond_wait(&cs->pf_cond, &cs->pf_lock);
-		if (cs->pf_stop)
-			break;
-		struct pf_req r = pf_take(cs);
-		/* a free slot: there is one per worker */
-		for (slot = 0; cs->pf_busy[slot]; slot++)
-			;
-		cs->pf_busy[slot] = r.id ? r.id : UINT64_MAX;
+	struct pf_req r = pf_take(cs, mine);
+	if (cs->pf_stop) {
+		/* closing drops what is queued */
 		pthread_mutex_unlock(&cs->pf_lock);
-		prefetch_one(cs, &r);
-		pthread_mutex_lock(&cs->pf_lock);
-		cs->pf_busy[slot] = 0;
+		return;
 	}
+	/* a free slot: there is one per worker */
+	for (slot = 0; cs->pf_busy[slot]; slot++)
+		;
+	cs->pf_busy[slot] = r.id ? r.id : UINT64_MAX;
 	pthread_mutex_unlock(&cs->pf_lock);
-	return NULL;
+	prefetch_one(cs, &r);
+	pthread_mutex_lock(&cs->pf_lock);
+	cs->pf_busy[slot] = 0;
+	pthread_mutex_unlock(&cs->pf_lock);
 }
 
 /* Drop what is queued, let each worker finish the block it is on, join. */
@@ -886,21 +896,18 @@ static void pf_stop_all(struct chunkstore *cs)
 {
 	pthread_mutex_lock(&cs->pf_lock);
 	cs->pf_stop = 1;
-	cs->pf_n = 0;
-	pthread_cond_broadcast(&cs->pf_cond);
 	pthread_mutex_unlock(&cs->pf_lock);
-	for (int i = 0; i < cs->pf_nthreads; i++)
-		pthread_join(cs->pf_threads[i], NULL);
+	workq_close(cs->pf_q);
+	cs->pf_q = NULL;
 	cs->pf_nthreads = 0;
 }
 
 /* Under pf_lock: is the block waiting in the queue already? */
 static int pf_queued(const struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
-	for (size_t i = 0; i < cs->pf_n; i++) {
-		const struct pf_req *q =
-		    &cs->pf_q[(cs->pf_head + i) % cs->pf_cap];
-		if (q->id == id && q->idx == idx)
+	for (size_t i = 0; i < cs->pf_cap; i++) {
+		const struct pf_req *q = &cs->pf_slots[i];
+		if (q->seq && q->id == id && q->idx == idx)
 			return 1;
 	}
 	return 0;
@@ -910,6 +917,8 @@ static int pf_queued(const struct chunkstore *cs, uint64_t id, uint32_t idx)
  * Returns -1 when the queue is full (the caller counts the drop). */
 static int pf_enqueue(struct chunkstore *cs, const struct pf_req *r)
 {
+	struct pf_req *s = NULL;
+
 	/* The two locks are never held together; a block that starts
 	 * loading between the checks is skipped by the worker. */
 	pthread_mutex_lock(&cs->lock);
@@ -923,13 +932,25 @@ static int pf_enqueue(struct chunkstore *cs, const struct pf_req *r)
 		pthread_mutex_unlock(&cs->pf_lock);
 		return 0;
 	}
-	if (cs->pf_n == cs->pf_cap) {
+	for (size_t i = 0; cs->pf_n < cs->pf_cap && i < cs->pf_cap; i++)
+		if (!cs->pf_slots[i].seq) {
+			s = &cs->pf_slots[i];
+			break;
+		}
+	if (!s || cs->pf_stop) {
 		pthread_mutex_unlock(&cs->pf_lock);
 		return -1;
 	}
-	cs->pf_q[(cs->pf_head + cs->pf_n) % cs->pf_cap] = *r;
+	s->seq = ++cs->pf_seq;
+	s->id = r->id;
+	s->idx = r->idx;
+	s->len = r->len;
+	s->fr = r->fr;
 	cs->pf_n++;
-	pthread_cond_signal(&cs->pf_cond);
+	/* a free slot's job is not queued, and the slots are the queue's
+	 * cap: this cannot be refused (a full queue is a full slot set) */
+	int err = workq_trypush(cs->pf_q, &s->job);
+	gr_assert(err == 0);
 	pthread_mutex_unlock(&cs->pf_lock);
 	STAT_ADD(cs, prefetched, 1);
 	return 0;
@@ -948,7 +969,10 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 	first = off / bs;
 	last = (uint32_t)(((uint64_t)off + len - 1) / bs);
 	for (uint32_t i = first; i <= last; i++) {
-		struct pf_req r = {id, i, block_len(cs, size, i), no_frame};
+		struct pf_req r = {.id = id,
+				   .idx = i,
+				   .len = block_len(cs, size, i),
+				   .fr = no_frame};
 		if (pf_enqueue(cs, &r)) {
 			STAT_ADD(cs, prefetch_drops, last - i + 1);
 			return;
@@ -1592,7 +1616,7 @@ void chunkstore_prefetch_frame(struct chunkstore *cs, uint64_t id,
 	if (!cs || cs->pf_nthreads == 0 || !f || !f->pack)
 		return;
 	/* a frame is cached as block 0 of its slice */
-	struct pf_req r = {id, 0, size, *f};
+	struct pf_req r = {.id = id, .idx = 0, .len = size, .fr = *f};
 	if (pf_enqueue(cs, &r))
 		STAT_ADD(cs, prefetch_drops, 1);
 }

@@ -4,8 +4,9 @@
  * Default mode has no thread of its own: the callers of packer_put fill the
  * open pack, and whoever fills it up, or finds its window over while
  * waiting, seals and puts it while the others wait on it. Writeback mode
- * writes frames to a staging file per pack and has upload threads that
- * seal packs by size or window and put them in the background.
+ * writes frames to a staging file per pack; writers seal packs by size, a
+ * window job seals the open pack when its window is over, and upload jobs
+ * put sealed packs in the background (all on one workq, p->uploads).
  */
 #include "fs/data/packer.h"
 
@@ -27,6 +28,7 @@
 #include "meta/meta.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 
 #define KEY_CAP	      96
 #define PACK_SIZE_MIN (64u << 10)
@@ -46,6 +48,8 @@ enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
  * id are protected by packer->lock; buf/len are only read by the sealer
  * once the pack has left PK_OPEN. */
 struct pack {
+	struct workq_job job; /* first: its upload (writeback) */
+	struct packer *owner;
 	uint64_t id;
 	char *buf; /* default mode: the bytes */
 	size_t len, cap;
@@ -61,7 +65,7 @@ struct pack {
 	int fd;		   /* staging file (read-write) */
 	int writing;	   /* callers still writing frames into it */
 	int readers;	   /* packer_staged_get calls reading it */
-	int uploading;	   /* an upload thread has it */
+	int uploading;	   /* a worker holds its upload job */
 	int tries;	   /* failed uploads */
 	/* group commit: writes numbered in order, one fdatasync for all
 	 * that are done when it starts (see group_sync) */
@@ -89,10 +93,12 @@ struct packer {
 
 	/* writeback: every pack with a staging file, open one included */
 	struct pack *staged, *staged_tail; /* protected by lock */
-	int nsealed;	     /* staged but not open; protected by lock */
-	int stop;	     /* protected by lock */
-	int sync_err;	     /* last upload error; protected by lock */
-	pthread_cond_t work; /* uploaders: a pack to put, or stop */
+	int nsealed;  /* staged but not open; protected by lock */
+	int stop;     /* protected by lock */
+	int sync_err; /* last upload error; protected by lock */
+	/* a pack was sealed or became ready, or stop: the window job and
+	 * uploads waiting for a retry look again */
+	pthread_cond_t work;
 	pthread_cond_t room; /* writers: a staged pack is gone */
 	char *dir;	     /* our staging directory (stage_dir/<slot>) */
 	/* LZ4 output buffers used again (a fresh one would cost its page
@@ -104,15 +110,21 @@ struct packer {
 	/* staging files of uploaded packs, kept to be written over by the
 	 * next packs (see spare_keep); protected by lock */
 	int spare_fd[SPARE_KEEP]; /* -1: none in this place */
-	pthread_t *threads;
-	int nthreads;
+	/* Writeback: the upload jobs of ready packs (sealed, nobody writing
+	 * them) and the window job. Pushed under lock; its lock is a leaf.
+	 * max_staged bounds it: no cap of its own. */
+	struct workq *uploads;
+	struct workq_job window; /* sealing the open pack by its window */
+	int window_queued;	 /* window job queued or running; lock */
 
 	struct packer_stats st; /* updated with __atomic builtins */
 };
 
 #define STAT_ADD(p, f, v) __atomic_fetch_add(&(p)->st.f, (v), __ATOMIC_RELAXED)
 
-static void *uploader_main(void *arg);
+static void upload_run(struct workq_job *job);
+static void window_run(struct workq_job *job);
+static void pack_ready(struct packer *p, struct pack *k);
 static int slot_open(struct packer *p);
 static void slot_recover(struct packer *p);
 static void stop_uploaders(struct packer *p);
@@ -162,20 +174,16 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	if (err)
 		goto free_p;
 	slot_recover(p);
-	p->threads = calloc((size_t)o->uploaders, sizeof(*p->threads));
-	if (!p->threads) {
-		err = ENOMEM;
+	p->window.run = window_run;
+	err = workq_open("gr-packput", o->uploaders, SIZE_MAX, &p->uploads);
+	if (err) {
+		log_err("cannot start pack uploaders: %s", strerror(err));
 		goto stop;
 	}
-	for (; p->nthreads < o->uploaders; p->nthreads++) {
-		err = pthread_create(&p->threads[p->nthreads], NULL,
-				     uploader_main, p);
-		if (err) {
-			log_err("cannot start pack uploader: %s",
-				strerror(err));
-			goto stop;
-		}
-	}
+	pthread_mutex_lock(&p->lock);
+	for (struct pack *k = p->staged; k; k = k->next)
+		pack_ready(p, k); /* recovered: sealed, nobody writes them */
+	pthread_mutex_unlock(&p->lock);
 	*out = p;
 	return 0;
 
@@ -219,7 +227,6 @@ void packer_close(struct packer *p)
 		close(p->lock_fd); /* releases the flock */
 	for (int i = 0; i < p->nscratch; i++)
 		free(p->scratch[i]);
-	free(p->threads);
 	free(p->dir);
 	pthread_cond_destroy(&p->gather);
 	pthread_cond_destroy(&p->room);
@@ -281,9 +288,35 @@ static struct pack *seal(struct packer *p)
 	p->open = NULL;
 	if (p->dir) {
 		p->nsealed++;
+		if (!k->writing)
+			pack_ready(p, k);
 		pthread_cond_broadcast(&p->work);
 	}
 	return k;
+}
+
+/* Under lock, writeback: k is sealed and nobody writes it any more: queue
+ * its upload. */
+static void pack_ready(struct packer *p, struct pack *k)
+{
+	gr_assert(k->state == PK_SEALED && !k->writing);
+	k->owner = p;
+	k->job.run = upload_run;
+	if (workq_push(p->uploads, &k->job) == 0)
+		return;
+	/* packer_close began (stop_uploaders seals before that, so only a
+	 * pack written after it): its file stays for the next mount */
+	log_err("leaving pack %" PRIu64 " staged in '%s' for the next mount",
+		k->id, p->dir);
+	k->state = PK_DONE;
+	p->nsealed--;
+}
+
+/* Under lock, writeback: have the window job watch the open pack. */
+static void window_arm(struct packer *p)
+{
+	if (!p->window_queued && workq_push(p->uploads, &p->window) == 0)
+		p->window_queued = 1;
 }
 
 /* Put a sealed pack and record its total; wakes its users. Called
@@ -762,96 +795,138 @@ static int upload(struct packer *p, struct pack *k)
 	return 0;
 }
 
-static void *uploader_main(void *arg)
+/* Under lock: is a pack other than k ready to be put now, its upload job
+ * queued? */
+static int other_due(const struct packer *p, const struct pack *k, int64_t now)
 {
-	pthread_setname_np(pthread_self(), "gr-packput");
-	struct packer *p = arg;
+	for (const struct pack *x = p->staged; x; x = x->next)
+		if (x != k && x->state == PK_SEALED && !x->writing &&
+		    !x->uploading && x->retry_ms <= now)
+			return 1;
+	return 0;
+}
+
+/*
+ * A job of the upload queue: put one sealed pack. A pack whose put failed
+ * goes back to the tail of the queue, so other packs go first; a worker
+ * that reaches it before its retry time waits for that time unless
+ * another pack is due, when it queues it again and serves that one. Once
+ * packer_close began, the queue refuses pushes: the pack is retried here,
+ * CLOSE_TRIES times at most.
+ */
+static void upload_run(struct workq_job *job)
+{
+	struct pack *k = (struct pack *)job;
+	struct packer *p = k->owner;
+
+	pthread_mutex_lock(&p->lock);
+	k->uploading = 1;
+	for (;;) {
+		int64_t now = fsutil_mono_ms();
+		if (k->retry_ms > now) {
+			if (!p->stop && other_due(p, k, now))
+				goto requeue;
+			fsutil_wait_until_ms(&p->work, &p->lock, k->retry_ms);
+			continue;
+		}
+		pthread_mutex_unlock(&p->lock);
+
+		int err = upload(p, k);
+
+		pthread_mutex_lock(&p->lock);
+		if (!err)
+			break;
+		STAT_ADD(p, errors, 1);
+		p->sync_err = err;
+		k->retry_ms = fsutil_retry_at_ms(++k->tries);
+		pthread_cond_broadcast(&p->room);
+		if (p->stop && k->tries >= CLOSE_TRIES) {
+			/* left on disk for the next mount */
+			log_err("leaving pack %" PRIu64 " staged in '%s' for "
+				"the next mount",
+				k->id, p->dir);
+			k->uploading = 0;
+			k->state = PK_DONE;
+			p->nsealed--;
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
+		if (p->stop)
+			continue;
+	requeue:
+		k->uploading = 0;
+		pthread_mutex_unlock(&p->lock);
+		if (workq_push(p->uploads, &k->job) == 0)
+			return; /* k is the queue's again */
+		/* packer_close began meanwhile: retry it here */
+		pthread_mutex_lock(&p->lock);
+		k->uploading = 1;
+	}
+	/* still marked uploading: no other worker counts it due while its
+	 * readers finish */
+	while (k->readers)
+		pthread_cond_wait(&k->done, &p->lock);
+	unstage(p, k);
+	STAT_ADD(p, packs, 1);
+	STAT_ADD(p, bytes, k->len);
+	pthread_mutex_unlock(&p->lock);
+	char path[PATH_MAX];
+	stage_path(p, k->id, path, sizeof(path));
+	if (!spare_keep(p, k, path) && unlink(path))
+		log_warn("cannot remove staged pack '%s': %s", path,
+			 strerror(errno));
+	pack_free(k);
+}
+
+/*
+ * The window job: seal the open pack once its window is over. It waits on
+ * a worker, so that no thread of its own sleeps for the window; when an
+ * upload becomes due meanwhile it queues itself again behind it, so that a
+ * single uploader is not held by the window. Armed when a pack opens;
+ * ends when there is no open pack (the next one arms it again).
+ */
+static void window_run(struct workq_job *job)
+{
+	struct packer *p =
+	    (struct packer *)((char *)job - offsetof(struct packer, window));
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		int64_t now = fsutil_mono_ms(), wake = now + 1000;
 		struct pack *k = p->open;
-		if (k && k->len && (p->stop || now >= k->deadline_ms))
+		if (!k || p->stop)
+			break; /* stop_uploaders seals the open pack */
+		int64_t now = fsutil_mono_ms();
+		if (k->len && now >= k->deadline_ms) {
 			seal(p);
-		else if (k && k->len && k->deadline_ms < wake)
-			wake = k->deadline_ms;
-
-		/* the oldest sealed pack nobody writes or uploads */
-		struct pack *pick = NULL;
-		int left = 0;
-		for (k = p->staged; k; k = k->next) {
-			if (k->state != PK_SEALED)
-				continue;
-			left++;
-			if (pick || k->writing || k->uploading)
-				continue;
-			if (k->retry_ms > now) {
-				if (k->retry_ms < wake)
-					wake = k->retry_ms;
-				continue;
-			}
-			pick = k;
+			break;
 		}
-		if (!pick) {
-			if (p->stop && !left)
-				break;
-			fsutil_wait_until_ms(&p->work, &p->lock, wake);
-			continue;
+		if (other_due(p, NULL, now)) {
+			pthread_mutex_unlock(&p->lock);
+			if (workq_push(p->uploads, job) == 0)
+				return; /* still queued */
+			pthread_mutex_lock(&p->lock);
+			break; /* closing */
 		}
-		pick->uploading = 1;
-		pthread_mutex_unlock(&p->lock);
-
-		int err = upload(p, pick);
-
-		pthread_mutex_lock(&p->lock);
-		if (err) {
-			pick->uploading = 0;
-			STAT_ADD(p, errors, 1);
-			p->sync_err = err;
-			pick->retry_ms = fsutil_retry_at_ms(++pick->tries);
-			if (p->stop && pick->tries >= CLOSE_TRIES) {
-				/* left on disk for the next mount */
-				log_err("leaving pack %" PRIu64 " staged in "
-					"'%s' for the next mount",
-					pick->id, p->dir);
-				pick->state = PK_DONE;
-				p->nsealed--;
-			}
-			pthread_cond_broadcast(&p->room);
-			continue;
-		}
-		/* still marked uploading: no other thread picks it while
-		 * its readers finish */
-		while (pick->readers)
-			pthread_cond_wait(&pick->done, &p->lock);
-		unstage(p, pick);
-		STAT_ADD(p, packs, 1);
-		STAT_ADD(p, bytes, pick->len);
-		pthread_mutex_unlock(&p->lock);
-		char path[PATH_MAX];
-		stage_path(p, pick->id, path, sizeof(path));
-		if (!spare_keep(p, pick, path) && unlink(path))
-			log_warn("cannot remove staged pack '%s': %s", path,
-				 strerror(errno));
-		pack_free(pick);
-		pthread_mutex_lock(&p->lock);
+		fsutil_wait_until_ms(&p->work, &p->lock,
+				     k->len ? k->deadline_ms : now + 1000);
 	}
+	p->window_queued = 0;
 	pthread_mutex_unlock(&p->lock);
-	return NULL;
 }
 
 /* Seal the open pack and let the uploaders drain everything staged. */
 static void stop_uploaders(struct packer *p)
 {
-	if (!p->nthreads)
+	if (!p->uploads)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->stop = 1;
+	if (p->open && p->open->len)
+		seal(p);
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->lock);
-	for (int i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
-	p->nthreads = 0;
+	workq_close(p->uploads);
+	p->uploads = NULL;
 }
 
 int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
@@ -1166,6 +1241,7 @@ static int put_staged(struct packer *p, struct packer_item *items,
 			if (err)
 				break;
 			p->open = k;
+			window_arm(p);
 		}
 		items[i].at = (struct chunkstore_frame){
 		    .pack = k->id,
@@ -1206,8 +1282,10 @@ static int put_staged(struct packer *p, struct packer_item *items,
 
 	pthread_mutex_lock(&p->lock);
 	for (j = 0; j < nmine; j++)
-		if (--mine[j]->writing == 0 && mine[j]->state == PK_SEALED)
+		if (--mine[j]->writing == 0 && mine[j]->state == PK_SEALED) {
+			pack_ready(p, mine[j]);
 			pthread_cond_broadcast(&p->work);
+		}
 	pthread_mutex_unlock(&p->lock);
 	/* A frame that failed to be written is never committed: the
 	 * pack's upload carries its bytes as dead weight for gc. */

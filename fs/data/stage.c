@@ -1,7 +1,8 @@
 /*
  * stage.c - staged blocks of big files (writeback): one encoded block per
- * file in the staging slot, a hash of what is staged for reads, a FIFO for
- * the upload threads, and a byte bound that makes writers wait.
+ * file in the staging slot, a hash of what is staged for reads, a FIFO of
+ * what is staged, a workq of upload jobs (one per staged block, re-queued
+ * while its put fails), and a byte bound that makes writers wait.
  */
 #include "fs/data/stage.h"
 
@@ -20,6 +21,7 @@
 #include "fs/data/chunkstore.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 
 #define KEY_CAP	    96
 #define NBUCKETS    1024
@@ -27,15 +29,17 @@
 
 /* One staged block. Fields after the key are protected by stage->lock. */
 struct sblock {
+	struct workq_job job; /* its upload, queued or held by a worker */
+	struct stage *st;
 	uint64_t id;
 	uint32_t idx, len;	     /* len: raw bytes (part of the key) */
 	size_t n;		     /* encoded bytes: the file's size */
 	uint64_t seq;		     /* staged in this order (stage_sync) */
 	struct sblock *next, *hnext; /* FIFO, hash chain (by id) */
-	int uploading;
-	int readers; /* stage_get calls reading its file */
-	int dead;    /* its slice died: never put, or deleted after */
-	int tries;   /* failed puts */
+	int uploading; /* its job is held by a worker (not queued) */
+	int readers;   /* stage_get calls reading its file */
+	int dead;      /* its slice died: never put, or deleted after */
+	int tries;     /* failed puts */
 	int64_t retry_ms;
 };
 
@@ -55,17 +59,20 @@ struct stage {
 	int sync_err;	  /* last upload error; protected by lock */
 	uint64_t dsynced; /* blocks up to this seq have durable names; ditto */
 	int dsyncing;	  /* a directory fsync runs; protected by lock */
-	pthread_cond_t work; /* uploaders: a block to put, or stop */
+	/* a block was staged, or stop: a worker waiting for a retry looks
+	 * again */
+	pthread_cond_t work;
 	pthread_cond_t room; /* a block left; a read or a dir fsync ended */
-	pthread_t *threads;
-	int nthreads;
+	/* The uploaders. Lock order: after lock (link_block pushes under
+	 * it); its lock is a leaf. */
+	struct workq *uploads;
 
 	struct stage_stats st; /* counters updated with __atomic builtins */
 };
 
 #define STAT_ADD(s, f, v) __atomic_fetch_add(&(s)->st.f, (v), __ATOMIC_RELAXED)
 
-static void *uploader_main(void *arg);
+static void upload_run(struct workq_job *job);
 static void recover(struct stage *st);
 
 static struct sblock **bucket(struct stage *st, uint64_t id)
@@ -115,21 +122,13 @@ int stage_open(struct objstore *store, const struct stage_opts *o,
 			strerror(err));
 		goto close;
 	}
-	recover(st);
-	st->threads = calloc((size_t)o->uploaders, sizeof(*st->threads));
-	if (!st->threads) {
-		err = ENOMEM;
+	/* the byte bound (max_bytes) bounds the queue: no cap of its own */
+	err = workq_open("gr-stageput", o->uploaders, SIZE_MAX, &st->uploads);
+	if (err) {
+		log_err("cannot start block uploaders: %s", strerror(err));
 		goto close;
 	}
-	for (; st->nthreads < o->uploaders; st->nthreads++) {
-		err = pthread_create(&st->threads[st->nthreads], NULL,
-				     uploader_main, st);
-		if (err) {
-			log_err("cannot start block uploader: %s",
-				strerror(err));
-			goto close;
-		}
-	}
+	recover(st); /* queues what it finds */
 	*out = st;
 	return 0;
 
@@ -147,8 +146,8 @@ void stage_close(struct stage *st)
 	pthread_cond_broadcast(&st->work);
 	pthread_cond_broadcast(&st->room);
 	pthread_mutex_unlock(&st->lock);
-	for (int i = 0; i < st->nthreads; i++)
-		pthread_join(st->threads[i], NULL);
+	/* each queued block is tried CLOSE_TRIES times at most */
+	workq_close(st->uploads);
 	/* what is left could not be put: its files stay for the next mount */
 	for (struct sblock *b = st->head, *next; b; b = next) {
 		next = b->next;
@@ -156,7 +155,6 @@ void stage_close(struct stage *st)
 	}
 	if (st->dir_fd >= 0)
 		close(st->dir_fd);
-	free(st->threads);
 	free(st->dir);
 	pthread_cond_destroy(&st->room);
 	pthread_cond_destroy(&st->work);
@@ -196,7 +194,12 @@ static void link_block(struct stage *st, struct sblock *b)
 	else
 		st->head = b;
 	st->tail = b;
-	pthread_cond_signal(&st->work);
+	b->st = st;
+	b->job.run = upload_run;
+	/* refused only once stage_close began: the block then stays on
+	 * disk for the next mount */
+	if (workq_push(st->uploads, &b->job) == 0)
+		pthread_cond_broadcast(&st->work);
 }
 
 static struct sblock *find(struct stage *st, uint64_t id, uint32_t idx)
@@ -281,8 +284,11 @@ static void recover(struct stage *st)
 			if (b) {
 				*b = k;
 				b->n = (size_t)sb.st_size;
+				/* the uploaders run already */
+				pthread_mutex_lock(&st->lock);
 				st->used += b->n;
 				link_block(st, b);
+				pthread_mutex_unlock(&st->lock);
 				found++;
 				used = 1;
 			}
@@ -390,72 +396,84 @@ static int upload(struct stage *st, struct sblock *b)
 	return 0;
 }
 
-static void *uploader_main(void *arg)
+/* Under lock: is a block other than b due for a put, its job queued? */
+static int other_due(const struct stage *st, const struct sblock *b,
+		     int64_t now)
 {
-	pthread_setname_np(pthread_self(), "gr-stageput");
-	struct stage *st = arg;
+	for (const struct sblock *x = st->head; x; x = x->next)
+		if (x != b && !x->uploading && x->retry_ms <= now)
+			return 1;
+	return 0;
+}
+
+/*
+ * A job of the upload queue: put one staged block. A block whose put
+ * failed goes back to the tail of the queue, so fresh blocks go first; a
+ * worker that reaches it before its retry time waits for that time unless
+ * another block is due, when it queues it again and serves that one. Once
+ * stage_close began, the queue refuses pushes: the block is retried here,
+ * CLOSE_TRIES times at most.
+ */
+static void upload_run(struct workq_job *job)
+{
+	struct sblock *b = (struct sblock *)job;
+	struct stage *st = b->st;
 
 	pthread_mutex_lock(&st->lock);
+	b->uploading = 1;
 	for (;;) {
-		int64_t now = fsutil_mono_ms(), wake = now + 1000;
-		struct sblock *pick = NULL;
-		int left = 0;
-
-		for (struct sblock *b = st->head; b; b = b->next) {
-			left++;
-			if (pick || b->uploading)
-				continue;
-			if (b->retry_ms > now) {
-				if (b->retry_ms < wake)
-					wake = b->retry_ms;
-				continue;
-			}
-			pick = b;
-		}
-		if (!pick) {
-			if (st->stop && !left)
-				break;
-			fsutil_wait_until_ms(&st->work, &st->lock, wake);
+		int64_t now = fsutil_mono_ms();
+		if (b->retry_ms > now) {
+			if (!st->stop && other_due(st, b, now))
+				goto requeue;
+			fsutil_wait_until_ms(&st->work, &st->lock, b->retry_ms);
 			continue;
 		}
-		pick->uploading = 1;
 		pthread_mutex_unlock(&st->lock);
 
-		int err = upload(st, pick);
+		int err = upload(st, b);
 
 		pthread_mutex_lock(&st->lock);
-		if (err) {
-			STAT_ADD(st, errors, 1);
-			st->sync_err = err;
-			pick->retry_ms = fsutil_retry_at_ms(++pick->tries);
-			if (st->stop && pick->tries >= CLOSE_TRIES) {
-				log_err("leaving block %" PRIu64 "_%" PRIu32
-					" staged in '%s' for the next mount",
-					pick->id, pick->idx, st->dir);
-				unhash_block(st, pick);
-				unqueue_block(st, pick);
-				free(pick);
-			} else {
-				pick->uploading = 0;
-			}
-			pthread_cond_broadcast(&st->room);
-			continue;
+		if (!err)
+			break;
+		STAT_ADD(st, errors, 1);
+		st->sync_err = err;
+		b->retry_ms = fsutil_retry_at_ms(++b->tries);
+		pthread_cond_broadcast(&st->room);
+		if (st->stop && b->tries >= CLOSE_TRIES) {
+			log_err("leaving block %" PRIu64 "_%" PRIu32
+				" staged in '%s' for the next mount",
+				b->id, b->idx, st->dir);
+			unhash_block(st, b);
+			unqueue_block(st, b);
+			pthread_mutex_unlock(&st->lock);
+			free(b);
+			return;
 		}
-		/* still marked uploading: no other thread picks it while
-		 * its readers finish and its file goes */
-		unhash_block(st, pick);
+		if (st->stop)
+			continue;
+	requeue:
+		b->uploading = 0;
 		pthread_mutex_unlock(&st->lock);
-		char path[PATH_MAX + 64];
-		block_path(st, pick, path, sizeof(path));
-		if (unlink(path))
-			log_warn("cannot remove staged block '%s': %s", path,
-				 strerror(errno));
+		if (workq_push(st->uploads, &b->job) == 0)
+			return; /* b is the queue's again */
+		/* stage_close began meanwhile: retry it here */
 		pthread_mutex_lock(&st->lock);
-		unqueue_block(st, pick);
-		free(pick);
+		b->uploading = 1;
 	}
+	/* still marked uploading: no other worker counts it due while its
+	 * readers finish and its file goes */
+	unhash_block(st, b);
 	pthread_mutex_unlock(&st->lock);
-	return NULL;
+	char path[PATH_MAX + 64];
+	block_path(st, b, path, sizeof(path));
+	if (unlink(path))
+		log_warn("cannot remove staged block '%s': %s", path,
+			 strerror(errno));
+	pthread_mutex_lock(&st->lock);
+	unqueue_block(st, b);
+	pthread_mutex_unlock(&st->lock);
+	free(b);
 }
 
 /* ---- public ---- */

@@ -16,6 +16,7 @@
 
 #include "lib/bigbuf.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 #include "fs/data/stage.h"
 
 /* Pending slices per writer before a write forces a flush: bounds the
@@ -44,8 +45,9 @@
  *      blocks of other writers that only they can free (they may be idle
  *      for ever): it takes one whole block over the budget.
  * A writer takes the over-budget block only while holding nothing, so the
- * pool stays under budget + one block per writer. The upload queue needs
- * no bound of its own: everything queued is charged memory. Uploads are
+ * pool stays under budget + one block per writer. The upload queue (a
+ * workq) needs no bound of its own: everything queued is charged memory,
+ * so its cap is never reached and a push never waits. Uploads are
  * FIFO across writers, so a big writer cannot starve a small one's flush
  * for longer than the blocks queued ahead of it.
  *
@@ -58,7 +60,7 @@
 
 /* One block of a slice, being filled or queued for upload. */
 struct wblock {
-	struct wblock *next; /* upload queue; protected by pool->lock */
+	struct workq_job job; /* in the pool's upload queue */
 	struct writer *w;
 	uint64_t id;
 	uint32_t idx;  /* block index inside the slice */
@@ -89,17 +91,14 @@ struct wpool {
 	uint32_t bs;
 	size_t room; /* chunkstore_headroom() */
 	size_t budget;
-	int nthreads;
-	pthread_t *threads;
+	struct workq *uploads; /* the uploaders, FIFO across writers */
 
-	/* Lock order: after writer->lock; never held across an upload. */
+	/* Lock order: after writer->lock; never held across an upload nor
+	 * while pushing to uploads (whose lock is a leaf anyway). */
 	pthread_mutex_t lock;
-	pthread_cond_t work;  /* the queue has blocks, or stop */
 	pthread_cond_t freed; /* an upload finished: memory and inflight fell */
-	struct wblock *qhead, *qtail; /* FIFO; protected by lock */
-	size_t buffered;	      /* bytes charged; protected by lock */
-	size_t inflight;	      /* blocks queued or uploading; ditto */
-	int stop;		      /* protected by lock */
+	size_t buffered;      /* bytes charged; protected by lock */
+	size_t inflight;      /* blocks queued or uploading; ditto */
 };
 
 struct writer {
@@ -118,55 +117,46 @@ struct writer {
 	int holding;  /* counted in packer_hold; protected by lock */
 	int inflight; /* blocks queued or uploading; protected by pool->lock */
 	int err;      /* sticky upload error; protected by pool->lock */
+	int closing;  /* queued blocks are dropped; protected by pool->lock */
 };
 
 /* ---- uploaders ---- */
 
-static void *uploader_main(void *arg)
+/* A job of the upload queue: put one block, then give back its memory. */
+static void upload_run(struct workq_job *job)
 {
-	pthread_setname_np(pthread_self(), "gr-blockput");
-	struct wpool *p = arg;
+	struct wblock *b = (struct wblock *)job;
+	struct writer *w = b->w;
+	struct wpool *p = w->p;
 
 	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		while (!p->qhead && !p->stop)
-			pthread_cond_wait(&p->work, &p->lock);
-		if (!p->qhead)
-			break; /* stop, and nothing left to upload */
-		struct wblock *b = p->qhead;
-		p->qhead = b->next;
-		if (!p->qhead)
-			p->qtail = NULL;
-		pthread_mutex_unlock(&p->lock);
-
-		int err;
-		if (p->stage)
-			err =
-			    stage_put(p->stage, b->id, b->idx, b->data, b->len);
-		else if (b->room)
-			err = chunkstore_put_block_inplace(p->cs, b->id, b->idx,
-							   b->data, b->len);
-		else
-			err = chunkstore_put_block(p->cs, b->id, b->idx,
-						   b->data, b->len);
-		struct writer *w = b->w;
-		uint32_t cap = b->cap;
-		wblock_free(b);
-
-		pthread_mutex_lock(&p->lock);
-		p->buffered -= cap;
-		p->inflight--;
-		w->inflight--;
-		/* chunkstore logged the cause; the application gets EIO,
-		 * unless the store is full: that it can act on */
-		if (err && !w->err)
-			w->err = err == ENOMEM || err == ENOSPC || err == EDQUOT
-				     ? err
-				     : EIO;
-		pthread_cond_broadcast(&p->freed);
-	}
+	int closing = w->closing;
 	pthread_mutex_unlock(&p->lock);
-	return NULL;
+	int err = 0;
+	if (closing)
+		; /* writer_close drops what it did not flush */
+	else if (p->stage)
+		err = stage_put(p->stage, b->id, b->idx, b->data, b->len);
+	else if (b->room)
+		err = chunkstore_put_block_inplace(p->cs, b->id, b->idx,
+						   b->data, b->len);
+	else
+		err =
+		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
+	uint32_t cap = b->cap;
+	wblock_free(b);
+
+	pthread_mutex_lock(&p->lock);
+	p->buffered -= cap;
+	p->inflight--;
+	w->inflight--;
+	/* chunkstore logged the cause; the application gets EIO, unless the
+	 * store is full: that it can act on */
+	if (err && !w->err)
+		w->err =
+		    err == ENOMEM || err == ENOSPC || err == EDQUOT ? err : EIO;
+	pthread_cond_broadcast(&p->freed);
+	pthread_mutex_unlock(&p->lock);
 }
 
 int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
@@ -183,33 +173,21 @@ int wpool_open(struct chunkstore *cs, int uploaders, size_t buffer_size,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return ENOMEM;
-	p->threads = calloc((size_t)uploaders, sizeof(*p->threads));
-	if (!p->threads) {
-		err = ENOMEM;
-		goto free_p;
-	}
 	p->cs = cs;
 	p->bs = chunkstore_block_size(cs);
 	p->room = chunkstore_headroom(cs);
 	p->budget = buffer_size;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->work, NULL);
-	pthread_cond_init(&p->freed, NULL);
-	for (; p->nthreads < uploaders; p->nthreads++) {
-		err = pthread_create(&p->threads[p->nthreads], NULL,
-				     uploader_main, p);
-		if (err) {
-			log_err("cannot start uploader thread: %s",
-				strerror(err));
-			goto stop_threads;
-		}
+	/* the budget bounds the queue (see the head comment): no cap */
+	err = workq_open("gr-blockput", uploaders, SIZE_MAX, &p->uploads);
+	if (err) {
+		log_err("cannot start uploader threads: %s", strerror(err));
+		goto free_p;
 	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->freed, NULL);
 	*out = p;
 	return 0;
 
-stop_threads:
-	wpool_close(p);
-	return err;
 free_p:
 	free(p);
 	return err;
@@ -219,18 +197,12 @@ void wpool_close(struct wpool *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
-	gr_assert(!p->qhead); /* writers are closed first */
-	p->stop = 1;
-	pthread_cond_broadcast(&p->work);
-	pthread_mutex_unlock(&p->lock);
-	for (int i = 0; i < p->nthreads; i++)
-		pthread_join(p->threads[i], NULL);
+	/* writers are closed first: nothing is left to upload */
+	gr_assert(p->inflight == 0);
+	workq_close(p->uploads);
 	gr_assert(p->buffered == 0);
 	pthread_cond_destroy(&p->freed);
-	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
-	free(p->threads);
 	free(p);
 }
 
@@ -260,17 +232,16 @@ static void enqueue(struct writer *w, struct wblock *b)
 	struct wpool *p = w->p;
 
 	w->held -= b->cap;
-	b->next = NULL;
+	b->job.run = upload_run;
 	pthread_mutex_lock(&p->lock);
-	if (p->qtail)
-		p->qtail->next = b;
-	else
-		p->qhead = b;
-	p->qtail = b;
 	p->inflight++;
 	w->inflight++;
-	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->lock);
+	/* counted first: the upload may finish before push returns. It
+	 * cannot wait (no cap) nor be refused (writers close before the
+	 * pool). */
+	int err = workq_push(p->uploads, &b->job);
+	gr_assert(err == 0);
 }
 
 static void unreserve(struct writer *w, size_t n)
@@ -681,37 +652,16 @@ void writer_close(struct writer *w)
 	w->nslices = 0;
 	hold(w, 0);
 
-	/* Take this writer's blocks off the queue; wait for the ones being
-	 * uploaded, which still point at w. */
+	/* Its blocks still queued are skipped by the uploaders (not put);
+	 * wait until they and the ones being uploaded, which still point at
+	 * w, are done. */
 	pthread_mutex_lock(&p->lock);
-	struct wblock **link = &p->qhead, *last = NULL, *dropped = NULL;
-	while (*link) {
-		struct wblock *b = *link;
-		if (b->w != w) {
-			last = b;
-			link = &b->next;
-			continue;
-		}
-		*link = b->next;
-		p->buffered -= b->cap;
-		p->inflight--;
-		w->inflight--;
-		b->next = dropped;
-		dropped = b;
-	}
-	p->qtail = last;
-	if (dropped)
-		pthread_cond_broadcast(&p->freed);
+	w->closing = 1;
 	while (w->inflight)
 		pthread_cond_wait(&p->freed, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&w->lock);
 
-	while (dropped) {
-		struct wblock *next = dropped->next;
-		wblock_free(dropped);
-		dropped = next;
-	}
 	pthread_mutex_destroy(&w->lock);
 	free(w->slices);
 	free(w->out);

@@ -10,6 +10,7 @@
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,7 +38,7 @@
 #define LOWSPACE_LOG_MS	 600000 /* fills refused for room: logged this often */
 #define ADMIT_ROUNDS	 4	/* evict-and-retry rounds before giving up */
 #define SCAN_MAX	 4096	/* LRU entries looked at per admission */
-/* Fills waiting for the filler thread; beyond them the reader writes the
+/* Fills waiting for the fillers (a workq); beyond them the reader writes the
  * entry itself, as a plain get does (a cold pass must leave the cache
  * whole: a dropped fill is a second fetch from the store next epoch). Each
  * holds its object's bytes: 16 blocks of 4 MiB, most of them shared with
@@ -89,6 +90,9 @@ struct dc_space {
 
 /* A verified object to write as the FILLING placeholder ph's file. */
 struct fill_req {
+	struct workq_job job; /* first: queued to the fillers */
+	struct diskcache *dc;
+	struct fill_req *next; /* free list; protected by fq_lock */
 	struct dc_entry *ph;
 	struct objstore_view v; /* a reference of its own */
 };
@@ -128,17 +132,16 @@ struct diskcache {
 
 	/*
 	 * Verified views waiting to be written (objstore_view_verified):
-	 * a ring that FILLERS threads drain. Lock order: fq_lock is a
-	 * leaf too, never held with lock nor during a fill.
+	 * jobs of a workq of FILLERS threads, at most FILLQ_MAX waiting. A
+	 * request is taken from the free list when queued and given back
+	 * when written: one per waiting fill and one per filler suffice.
+	 * Lock order: fq_lock is a leaf too, never held with lock nor
+	 * during a fill; the workq's lock is a leaf.
 	 */
+	struct workq *fillers; /* NULL: readers write their fills */
 	pthread_mutex_t fq_lock;
-	pthread_cond_t fq_cond;	       /* new work, or stop */
-	struct fill_req fq[FILLQ_MAX]; /* protected by fq_lock */
-	size_t fq_head, fq_n;	       /* protected by fq_lock */
-	int fq_stop, fq_busy;	       /* busy: fillers writing; fq_lock */
-	pthread_cond_t fq_idle;	       /* fq_n == 0 && !fq_busy */
-	pthread_t filler[FILLERS];
-	int has_filler; /* threads started, set at open */
+	struct fill_req fq[FILLQ_MAX + FILLERS];
+	struct fill_req *fq_free; /* protected by fq_lock */
 };
 
 static const struct objstore_ops dc_ops;
@@ -865,32 +868,33 @@ static int dc_get_view(struct objstore *s, const char *key,
 	return 0;
 }
 
-/* The filler thread: write queued views, one at a time. */
-static void *filler_main(void *arg)
+static struct fill_req *fill_req_get(struct diskcache *dc)
 {
-	pthread_setname_np(pthread_self(), "gr-cachefill");
-	struct diskcache *dc = arg;
-
 	pthread_mutex_lock(&dc->fq_lock);
-	for (;;) {
-		while (!dc->fq_stop && dc->fq_n == 0)
-			pthread_cond_wait(&dc->fq_cond, &dc->fq_lock);
-		if (dc->fq_n == 0)
-			break; /* stopped, and nothing left */
-		struct fill_req r = dc->fq[dc->fq_head];
-		dc->fq_head = (dc->fq_head + 1) % FILLQ_MAX;
-		dc->fq_n--;
-		dc->fq_busy++;
-		pthread_mutex_unlock(&dc->fq_lock);
-		fill(dc, r.ph, r.v.data, r.v.len);
-		objstore_view_release(&r.v);
-		pthread_mutex_lock(&dc->fq_lock);
-		dc->fq_busy--;
-		if (dc->fq_n == 0 && !dc->fq_busy)
-			pthread_cond_broadcast(&dc->fq_idle);
-	}
+	struct fill_req *r = dc->fq_free;
+	if (r)
+		dc->fq_free = r->next;
 	pthread_mutex_unlock(&dc->fq_lock);
-	return NULL;
+	return r;
+}
+
+static void fill_req_put(struct diskcache *dc, struct fill_req *r)
+{
+	pthread_mutex_lock(&dc->fq_lock);
+	r->next = dc->fq_free;
+	dc->fq_free = r;
+	pthread_mutex_unlock(&dc->fq_lock);
+}
+
+/* A job of the fillers: write one queued view. */
+static void fill_run(struct workq_job *job)
+{
+	struct fill_req *r = (struct fill_req *)job;
+	struct diskcache *dc = r->dc;
+
+	fill(dc, r->ph, r->v.data, r->v.len);
+	objstore_view_release(&r->v);
+	fill_req_put(dc, r);
 }
 
 /* A view's pending fill: queued when its bytes were checked (ok), written
@@ -903,18 +907,16 @@ static void dc_view_fill(struct objstore *s, struct objstore_view *v, int ok)
 
 	v->fill = NULL;
 	if (ok) {
-		pthread_mutex_lock(&dc->fq_lock);
-		if (dc->has_filler && !dc->fq_stop && dc->fq_n < FILLQ_MAX) {
-			struct fill_req *r =
-			    &dc->fq[(dc->fq_head + dc->fq_n) % FILLQ_MAX];
+		struct fill_req *r = dc->fillers ? fill_req_get(dc) : NULL;
+		if (r) {
 			r->ph = ph;
 			objstore_view_ref(v, &r->v);
-			dc->fq_n++;
-			pthread_cond_signal(&dc->fq_cond);
-			pthread_mutex_unlock(&dc->fq_lock);
-			return;
+			/* full (FILLQ_MAX waiting) or closing: ours to write */
+			if (workq_trypush(dc->fillers, &r->job) == 0)
+				return;
+			objstore_view_release(&r->v);
+			fill_req_put(dc, r);
 		}
-		pthread_mutex_unlock(&dc->fq_lock);
 		STAT_ADD(dc, fill_inline, 1);
 		fill(dc, ph, v->data, v->len);
 		return;
@@ -925,10 +927,8 @@ static void dc_view_fill(struct objstore *s, struct objstore_view *v, int ok)
 /* Wait until every queued fill is written (tests, close). */
 static void fills_wait(struct diskcache *dc)
 {
-	pthread_mutex_lock(&dc->fq_lock);
-	while (dc->fq_n || dc->fq_busy)
-		pthread_cond_wait(&dc->fq_idle, &dc->fq_lock);
-	pthread_mutex_unlock(&dc->fq_lock);
+	if (dc->fillers)
+		workq_drain(dc->fillers);
 }
 
 void diskcache_sync(struct objstore *cache)
@@ -1080,8 +1080,6 @@ static void dc_free(struct diskcache *dc)
 	free(dc->dirs);
 	pthread_mutex_destroy(&dc->lock);
 	pthread_mutex_destroy(&dc->fq_lock);
-	pthread_cond_destroy(&dc->fq_cond);
-	pthread_cond_destroy(&dc->fq_idle);
 	free(dc);
 }
 
@@ -1090,14 +1088,8 @@ static void dc_close(struct objstore *s)
 	struct diskcache *dc = dc_of(s);
 
 	/* the queued fills are written: a clean unmount keeps them */
-	if (dc->has_filler) {
-		pthread_mutex_lock(&dc->fq_lock);
-		dc->fq_stop = 1;
-		pthread_cond_broadcast(&dc->fq_cond);
-		pthread_mutex_unlock(&dc->fq_lock);
-		for (int i = 0; i < dc->has_filler; i++)
-			pthread_join(dc->filler[i], NULL);
-	}
+	workq_close(dc->fillers);
+	dc->fillers = NULL;
 
 	objstore_close(dc->backend);
 	dc_free(dc);
@@ -1399,8 +1391,11 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		return ENOMEM;
 	pthread_mutex_init(&dc->lock, NULL);
 	pthread_mutex_init(&dc->fq_lock, NULL);
-	pthread_cond_init(&dc->fq_cond, NULL);
-	pthread_cond_init(&dc->fq_idle, NULL);
+	for (size_t i = 0; i < sizeof(dc->fq) / sizeof(dc->fq[0]); i++) {
+		dc->fq[i] = (struct fill_req){
+		    .job.run = fill_run, .dc = dc, .next = dc->fq_free};
+		dc->fq_free = &dc->fq[i];
+	}
 	dc->backend = backend;
 	dc->o = *o;
 	dc->o.dirs = dc->o.ns = NULL;
@@ -1441,13 +1436,8 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 	}
 	dc->base.ops = &dc_ops;
 	/* without a thread, readers write their fills themselves */
-	for (int i = 0; i < FILLERS; i++) {
-		err = pthread_create(&dc->filler[i], NULL, filler_main, dc);
-		if (err)
-			break;
-		dc->has_filler++;
-	}
-	if (!dc->has_filler)
+	err = workq_open("gr-cachefill", FILLERS, FILLQ_MAX, &dc->fillers);
+	if (err)
 		log_warn("cannot start the disk cache filler: %s; caching "
 			 "through gets only",
 			 strerror(err));

@@ -1283,3 +1283,26 @@ Test(packer, writeback_reuses_staging_files, .init = setup, .fini = teardown,
 	free((void *)small.raw);
 	close_wb(p);
 }
+
+/* Nobody syncs: the window job seals the open pack once its window is
+ * over, and an upload that fails goes back to the queue and is tried
+ * again, with one uploader serving both. */
+Test(packer, writeback_window_seals_and_failed_upload_retries, .init = setup,
+     .fini = teardown, .timeout = 60)
+{
+	struct packer *p = popen_wb_with(256 * KB, 1, 8, CODEC_NONE, &fk_cbs);
+	unsigned char d[5000];
+	struct packer_item it = {.raw = d, .len = sizeof(d)};
+	struct packer_stats st;
+
+	memset(d, 'w', sizeof(d));
+	store->fail_next = 1; /* the first upload */
+	cr_assert_eq(packer_put(p, &it, 1), 0);
+	for (packer_get_stats(p, &st); st.packs == 0; packer_get_stats(p, &st))
+		usleep(10000);
+	cr_expect_eq(st.errors, 1, "the failed upload was not counted");
+	cr_expect_eq(st.staged_packs, 0);
+	cr_expect_eq(count_objects("packs/"), 1);
+	expect_frame(&it, "sealed by its window, uploaded on retry");
+	close_wb(p);
+}
