@@ -2,7 +2,8 @@
  * redis_conn.c - the Redis engine's link to the server: metadata URLs, the
  * pool of connections shared by FUSE's worker threads, commands and their
  * pipelines, the Lua scripts loaded as one function library (FCALL; EVALSHA
- * where the server refuses functions), the record codecs, meta_open.
+ * where the server refuses functions; their text is meta/lua/), the record
+ * codecs, meta_open.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,28 +14,14 @@
 #include <stdarg.h>
 #include <time.h>
 
+#include <xxhash.h>
+
 #include "meta/redis_int.h"
 #include "lib/log.h"
 
 #define CONNECT_TIMEOUT_S 3
 #define COMMAND_TIMEOUT_S 10
-
-/* redis_lua.c */
-const char *meta_redis_lua_prelude(void);
-const char *meta_redis_lua(const char *name);
-char *meta_redis_lua_library(char *lib, size_t cap);
-
-static const char *const script_names[SC_N] = {
-    "format",	    "lookup",	    "mknod",	      "link",
-    "unlink",	    "rmdir",	    "rename",	      "setattr",
-    "truncate",	    "fallocate",    "write",	      "open",
-    "close",	    "setxattr",	    "removexattr",    "session_new",
-    "heartbeat",    "session_dead", "session_clean",  "reclaim",
-    "pack_total",   "snap_begin",   "snap_copy",      "snap_commit",
-    "snap_claim",   "snap_drop",    "clone_data",     "version_dir",
-    "version_rm",   "version_swap", "upgrade_inodes", "upgrade_dir",
-    "staging_done", "space_usage",
-};
+#define LIB_PREFIX	  "granary_" /* function libraries of every build */
 
 /* ---- URLs ------------------------------------------------------------ */
 
@@ -572,6 +559,51 @@ fail:
 	return EIO;
 }
 
+/*
+ * Every script as one function library, for FUNCTION LOAD (Redis 7): the
+ * prelude once, then each script registered as the function
+ * "<lib>_<name>", which starts with fresh(). A call then runs only its
+ * body, where EVALSHA runs the prelude's definitions every time. lib gets
+ * the library's name, "granary_" and a hash of the text, so that clients
+ * of different builds sharing a server each call their own functions, and
+ * any change of a script's text is a new name. Returns the text
+ * (malloc'd), or NULL when out of memory.
+ */
+static char *lua_library(char *lib, size_t cap)
+{
+	static const char fn[] =
+	    "redis.register_function('%s_%s', function(KEYS, ARGV)\n"
+	    "fresh()\n%s\nend)\n";
+	uint64_t h = XXH3_64bits(fn, sizeof fn);
+	size_t len;
+	char *text;
+	FILE *f;
+
+	h = XXH3_64bits_withSeed(redis_lua_prelude, strlen(redis_lua_prelude),
+				 h);
+	for (int i = 0; i < SC_N; i++) {
+		h = XXH3_64bits_withSeed(redis_script_name[i],
+					 strlen(redis_script_name[i]) + 1, h);
+		h = XXH3_64bits_withSeed(redis_script_body[i],
+					 strlen(redis_script_body[i]), h);
+	}
+	snprintf(lib, cap, "%s%016llx", LIB_PREFIX, (unsigned long long)h);
+	f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	fprintf(f, "#!lua name=%s\n%s", lib, redis_lua_prelude);
+	for (int i = 0; i < SC_N; i++)
+		fprintf(f, fn, lib, redis_script_name[i], redis_script_body[i]);
+	if (ferror(f)) {
+		fclose(f);
+		free(text);
+		return NULL;
+	}
+	if (fclose(f) != 0)
+		return NULL;
+	return text;
+}
+
 /* FUNCTION LOAD the library on c: 0 when the server has it now (a library
  * of its name is this build's, maybe loaded by a peer), -1 when it refused
  * (no functions before Redis 7, no permission; logged: at open, where
@@ -648,7 +680,7 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
 			;
 		else if (r->type == REDIS_REPLY_ERROR) {
 			log_err("redis at '%s' refused script '%s': %s",
-				m->where, script_names[i], r->str);
+				m->where, redis_script_name[i], r->str);
 			err = error_class(r->str);
 		} else if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 			err = META_EPROTO;
@@ -877,24 +909,20 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out)
 	if (m->opts.session_ttl <= 0)
 		m->opts.session_ttl = 60;
 
-	m->lib_text = meta_redis_lua_library(m->lib, sizeof m->lib);
+	m->lib_text = lua_library(m->lib, sizeof m->lib);
 	if (!m->lib_text) {
 		err = ENOMEM;
 		goto free_m;
 	}
 	for (int i = 0; i < SC_N; i++) {
-		const char *body = meta_redis_lua(script_names[i]);
-		gr_assert(body);
-		/* effects replication (TIME, then writes) before Redis 5 */
-		if (asprintf(&m->script_text[i],
-			     "redis.replicate_commands()\n%s%s",
-			     meta_redis_lua_prelude(), body) < 0) {
+		if (asprintf(&m->script_text[i], "%s%s", redis_lua_prelude,
+			     redis_script_body[i]) < 0) {
 			m->script_text[i] = NULL;
 			err = ENOMEM;
 			goto free_m;
 		}
 		snprintf(m->fn[i], sizeof m->fn[i], "%s_%s", m->lib,
-			 script_names[i]);
+			 redis_script_name[i]);
 	}
 	m->conns = calloc((size_t)m->opts.pool_size, sizeof *m->conns);
 	if (!m->conns) {

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "meta/meta.h"
+#include "meta/lua_gen.h" /* generated: $(O)/meta/lua_gen.h */
 
 #define ATTR_LEN       59 /* packed inode record, see SCHEMA.md */
 #define INO_PER_HASH   32 /* inodes per hash n<ino / 32>, see SCHEMA.md */
@@ -25,43 +26,12 @@
 #define REC_MAX	       (REC_LEN + REC_PACK_EXTRA)
 #define CMD_MAX	       32 /* arguments of one command */
 
-enum script {
-	SC_FORMAT,
-	SC_LOOKUP,
-	SC_MKNOD,
-	SC_LINK,
-	SC_UNLINK,
-	SC_RMDIR,
-	SC_RENAME,
-	SC_SETATTR,
-	SC_TRUNCATE,
-	SC_FALLOCATE,
-	SC_WRITE,
-	SC_OPEN,
-	SC_CLOSE,
-	SC_SETXATTR,
-	SC_REMOVEXATTR,
-	SC_SESSION_NEW,
-	SC_HEARTBEAT,
-	SC_SESSION_DEAD,
-	SC_SESSION_CLEAN,
-	SC_RECLAIM,
-	SC_PACK_TOTAL,
-	SC_SNAP_BEGIN,
-	SC_SNAP_COPY,
-	SC_SNAP_COMMIT,
-	SC_SNAP_CLAIM,
-	SC_SNAP_DROP,
-	SC_CLONE_DATA,
-	SC_VERSION_DIR,
-	SC_VERSION_RM,
-	SC_VERSION_SWAP,
-	SC_UPGRADE_INODES,
-	SC_UPGRADE_DIR,
-	SC_STAGING_DONE,
-	SC_SPACE_USAGE,
-	SC_N
-};
+/* The scripts (meta/lua/, made C by tools/lua-embed.sh): the prelude
+ * every script starts with, and each script's name and body (with the
+ * lib/ file it names), indexed by enum script (lua_gen.h). */
+extern const char redis_lua_prelude[];
+extern const char *const redis_script_name[SC_N];
+extern const char *const redis_script_body[SC_N];
 
 struct addr {
 	char host[256];
