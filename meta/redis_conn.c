@@ -21,7 +21,9 @@
 
 #define CONNECT_TIMEOUT_S 3
 #define COMMAND_TIMEOUT_S 10
-#define LIB_PREFIX	  "granary_" /* function libraries of every build */
+#define LIB_PREFIX	  "granary_"   /* function libraries of every build */
+#define LIB_STAMP	  "-- loaded " /* a library's second line: load time */
+#define LIB_STALE_S	  (24 * 3600)  /* others' libraries older are deleted */
 
 /* ---- URLs ------------------------------------------------------------ */
 
@@ -566,8 +568,9 @@ fail:
  * body, where EVALSHA runs the prelude's definitions every time. lib gets
  * the library's name, "granary_" and a hash of the text, so that clients
  * of different builds sharing a server each call their own functions, and
- * any change of a script's text is a new name. Returns the text
- * (malloc'd), or NULL when out of memory.
+ * any change of a script's text is a new name. Returns the text but its
+ * first two lines, which library_load puts in front (name, load time),
+ * malloc'd; NULL when out of memory.
  */
 static char *lua_library(char *lib, size_t cap)
 {
@@ -591,7 +594,8 @@ static char *lua_library(char *lib, size_t cap)
 	f = open_memstream(&text, &len);
 	if (!f)
 		return NULL;
-	fprintf(f, "#!lua name=%s\n%s", lib, redis_lua_prelude);
+	/* library_load puts the name and the load time in front */
+	fputs(redis_lua_prelude, f);
 	for (int i = 0; i < SC_N; i++)
 		fprintf(f, fn, lib, redis_script_name[i], redis_script_body[i]);
 	if (ferror(f)) {
@@ -604,19 +608,157 @@ static char *lua_library(char *lib, size_t cap)
 	return text;
 }
 
-/* FUNCTION LOAD the library on c: 0 when the server has it now (a library
+/* Server time (unix seconds), asked on c. */
+static int conn_time(struct meta *m, struct conn *c, int64_t *now)
+{
+	const char *argv[1] = {"TIME"};
+	size_t len[1] = {4};
+	struct req req = {1, argv, len, -1};
+	redisReply *r;
+	int err = conn_exec(m, c, &req, 1, &r);
+
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING)
+		err = META_EPROTO;
+	else
+		*now = atoll(r->element[0]->str);
+	freeReplyObject(r);
+	return err;
+}
+
+/* A library name a granary build gives: LIB_PREFIX, 16 hex digits. */
+static int lib_is_build(const redisReply *name)
+{
+	size_t n = strlen(LIB_PREFIX);
+
+	if (name->type != REDIS_REPLY_STRING || (size_t)name->len != n + 16 ||
+	    strncmp(name->str, LIB_PREFIX, n) != 0)
+		return 0;
+	for (size_t i = n; i < n + 16; i++)
+		if (hexval(name->str[i]) < 0)
+			return 0;
+	return 1;
+}
+
+/* When a library was last loaded: LIB_STAMP on its second line; -1 when
+ * it has none (a build from before the stamps). */
+static int64_t lib_stamp(const redisReply *code)
+{
+	const char *nl;
+
+	if (code->type != REDIS_REPLY_STRING)
+		return -1;
+	nl = memchr(code->str, '\n', (size_t)code->len);
+	if (!nl || strncmp(nl + 1, LIB_STAMP, strlen(LIB_STAMP)) != 0)
+		return -1;
+	return atoll(nl + 1 + strlen(LIB_STAMP));
+}
+
+/* FUNCTION DELETE name; *n counts it when it was there (a peer may have
+ * deleted it first). */
+static int lib_delete(struct meta *m, struct conn *c, const redisReply *name,
+		      int *n)
+{
+	const char *argv[3] = {"FUNCTION", "DELETE", name->str};
+	size_t len[3] = {8, 6, (size_t)name->len};
+	struct req req = {3, argv, len, -1};
+	redisReply *r;
+	int err = conn_exec(m, c, &req, 1, &r);
+
+	if (!err) {
+		*n += r->type != REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+	}
+	return err;
+}
+
+enum { LIB_ABSENT, LIB_FRESH, LIB_OLD };
+
+/*
+ * At open: delete the libraries of other builds that no client loaded for
+ * LIB_STALE_S, so that they do not pile up on the server (SCHEMA.md,
+ * "Connections"). A client of such a build that still runs loses one
+ * reload: its next call finds its functions gone and loads them again,
+ * with a fresh stamp. Reloads never sweep, so two builds cannot delete
+ * each other's library call after call. *own: this build's library is
+ * absent, or its stamp is recent (LIB_FRESH) or older than half
+ * LIB_STALE_S (LIB_OLD: the load replaces it, so that a library its
+ * clients keep using is never taken for stale). A server that refuses
+ * FUNCTION LIST (before Redis 7, an ACL) has nothing to sweep.
+ */
+static int libs_sweep(struct meta *m, struct conn *c, int64_t now, int *own)
+{
+	const char *argv[5] = {"FUNCTION", "LIST", "LIBRARYNAME",
+			       LIB_PREFIX "*", "WITHCODE"};
+	size_t len[5] = {8, 4, 11, strlen(LIB_PREFIX) + 1, 8};
+	struct req req = {5, argv, len, -1};
+	redisReply *r;
+	int err, n = 0;
+
+	*own = LIB_ABSENT;
+	err = conn_exec(m, c, &req, 1, &r);
+	if (err)
+		return err;
+	for (size_t i = 0;
+	     r->type == REDIS_REPLY_ARRAY && i < r->elements && !err; i++) {
+		const redisReply *l = r->element[i], *name = NULL, *code = NULL;
+		int64_t t;
+
+		for (size_t k = 0;
+		     l->type == REDIS_REPLY_ARRAY && k + 1 < l->elements;
+		     k += 2) {
+			const redisReply *f = l->element[k];
+			if (f->type != REDIS_REPLY_STRING)
+				continue;
+			if (!strcmp(f->str, "library_name"))
+				name = l->element[k + 1];
+			else if (!strcmp(f->str, "library_code"))
+				code = l->element[k + 1];
+		}
+		if (!name || !code || !lib_is_build(name))
+			continue;
+		t = lib_stamp(code);
+		if (!strcmp(name->str, m->lib)) {
+			*own = t >= 0 && now - t < LIB_STALE_S / 2 ? LIB_FRESH
+								   : LIB_OLD;
+			continue;
+		}
+		if (t >= 0 && now - t < LIB_STALE_S)
+			continue;
+		err = lib_delete(m, c, name, &n);
+	}
+	freeReplyObject(r);
+	if (n)
+		log_info("deleted %d function librar%s of other granary builds "
+			 "from redis at '%s' (not loaded for %d hours)",
+			 n, n == 1 ? "y" : "ies", m->where, LIB_STALE_S / 3600);
+	return err;
+}
+
+/* FUNCTION LOAD the library on c, stamped with now (REPLACE: over this
+ * build's, to renew its stamp): 0 when the server has it now (a library
  * of its name is this build's, maybe loaded by a peer), -1 when it refused
  * (no functions before Redis 7, no permission; logged: at open, where
  * EVALSHA takes over, as information), EIO when the connection failed. */
-static int library_load(struct meta *m, struct conn *c, int open)
+static int library_load(struct meta *m, struct conn *c, int64_t now, int open,
+			int replace)
 {
-	const char *argv[3] = {"FUNCTION", "LOAD", m->lib_text};
-	size_t len[3] = {8, 4, strlen(m->lib_text)};
-	struct req req = {3, argv, len, -1};
+	const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE"};
+	size_t len[4] = {8, 4, 7};
+	struct req req = {3 + replace, argv, len, -1};
 	redisReply *r;
+	char *text;
 	int err;
 
+	if (asprintf(&text, "#!lua name=%s\n" LIB_STAMP "%lld\n%s", m->lib,
+		     (long long)now, m->lib_text) < 0)
+		return ENOMEM;
+	argv[2 + replace] = text;
+	len[2 + replace] = strlen(text);
 	err = conn_exec(m, c, &req, 1, &r);
+	free(text);
 	if (err)
 		return err;
 	if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "already exists")) {
@@ -631,7 +773,8 @@ static int library_load(struct meta *m, struct conn *c, int open)
 }
 
 /*
- * Load the scripts on c. At open (record) the function library goes
+ * Load the scripts on c. At open (record) the stale libraries of other
+ * builds are deleted (libs_sweep); then the function library goes
  * first, and where the server takes it the scripts run with FCALL; else,
  * or with GRANARY_META_EVALSHA=1 in the environment, SCRIPT LOAD records
  * their SHA1s for EVALSHA. Afterwards (server restarted or flushed,
@@ -644,12 +787,17 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
 	size_t len[SC_N][3];
 	struct req reqs[SC_N];
 	redisReply *out[SC_N];
-	const char *env;
-	int i, err;
+	const char *env = getenv("GRANARY_META_EVALSHA");
+	int i, err, own = LIB_ABSENT;
+	int64_t now;
 
-	env = getenv("GRANARY_META_EVALSHA");
+	err = conn_time(m, c, &now);
+	if (!err && record)
+		err = libs_sweep(m, c, now, &own);
+	if (err)
+		return err;
 	if (m->fcall || (record && !(env && strcmp(env, "1") == 0))) {
-		err = library_load(m, c, record);
+		err = library_load(m, c, now, record, own == LIB_OLD);
 		if (err == 0 && record) {
 			m->fcall = 1;
 			log_debug("redis at '%s': scripts run as functions "
