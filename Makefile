@@ -22,7 +22,7 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 HELP_SRC  := $(wildcard tests/integ/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o) $(O)/meta/lua_gen.o
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(O)/%.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
@@ -41,6 +41,19 @@ deps:
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The metadata engine's Lua scripts, meta/lua/*.lua (the one list of them),
+# made C strings and `enum script` in $(O)/meta/lua_gen.[ch], which meta/
+# includes as "meta/lua_gen.h".
+META_OBJ := $(filter $(O)/meta/%,$(LIB_OBJ))
+$(O)/meta/lua_gen.c: tools/lua-embed.sh meta/lua meta/lua/lib \
+		$(wildcard meta/lua/*.lua meta/lua/lib/*.lua)
+	tools/lua-embed.sh meta/lua $(O)/meta
+$(O)/meta/lua_gen.h: $(O)/meta/lua_gen.c ;
+$(META_OBJ): override CFLAGS += -I$(O)
+$(META_OBJ): $(O)/meta/lua_gen.h
+$(O)/meta/lua_gen.o: $(O)/meta/lua_gen.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 # made anew: ar keeps members it is not given (a moved or deleted file)

@@ -2,7 +2,7 @@
  * meta.h - the metadata API: volume settings, inodes, directory entries,
  * chunk slice lists, xattrs, client sessions and data reclamation.
  *
- * One engine today: Redis (meta/redis.c, schema in meta/SCHEMA.md). Every
+ * One engine today: Redis (meta/redis_*.c, schema in meta/SCHEMA.md). Every
  * call that changes more than one key is atomic (one Lua script). All calls
  * are thread-safe: a pool of connections serves FUSE's worker threads, and
  * a connection that fails is re-opened (Redis restarts are survived).

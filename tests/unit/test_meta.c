@@ -25,7 +25,7 @@
 
 #include "meta/meta.h"
 
-/* test-only hook of meta/redis.c */
+/* test-only hook of meta/redis_session.c */
 void meta_redis_test_kill_session(struct meta *m);
 
 #define CS ((uint64_t)META_CHUNK_SIZE)
@@ -2000,6 +2000,93 @@ Test(meta, functions_or_evalsha)
 	redis_stop(pid, dir);
 }
 
+/* ---- function libraries of other builds ------------------------------ */
+
+static void lib_put(redisContext *c, const char *name, const char *stamp)
+{
+	char text[512];
+	redisReply *r;
+
+	snprintf(text, sizeof text,
+		 "#!lua name=%s\n%sredis.register_function('%s_f', "
+		 "function() return 1 end)\n",
+		 name, stamp, name);
+	r = redisCommand(c, "FUNCTION LOAD REPLACE %s", text);
+	cr_assert(r && r->type == REDIS_REPLY_STRING, "load %s: %s", name,
+		  r && r->str ? r->str : "no reply");
+	freeReplyObject(r);
+}
+
+/* Libraries whose name matches pattern. */
+static size_t libs(redisContext *c, const char *pattern)
+{
+	redisReply *r =
+	    redisCommand(c, "FUNCTION LIST LIBRARYNAME %s", pattern);
+	size_t n;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+	n = r->elements;
+	freeReplyObject(r);
+	return n;
+}
+
+/* A client's open deletes the libraries of other builds that nobody loaded
+ * for a day (or that carry no load time: builds from before it), keeps a
+ * recent one (a build whose clients still run) and what is not a build's;
+ * its own library is there to run its scripts. */
+Test(meta, stale_libraries_deleted)
+{
+	const char *env = getenv("GRANARY_META_EVALSHA");
+	int evalsha = env && strcmp(env, "1") == 0;
+	redisContext *c = raw(16);
+	redisReply *r = redisCommand(c, "TIME");
+	char recent[64];
+	struct meta *m;
+	uint64_t f, ino;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+	snprintf(recent, sizeof recent, "-- loaded %lld\n",
+		 atoll(r->element[0]->str) - 3600);
+	freeReplyObject(r);
+	/* none of this build's either, for the count below */
+	r = redisCommand(c, "FUNCTION FLUSH");
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	lib_put(c, "granary_00000000000000a1", "-- loaded 1000\n");
+	lib_put(c, "granary_00000000000000a2", "");
+	lib_put(c, "granary_00000000000000a3", recent);
+	lib_put(c, "granary_test", "-- loaded 1000\n");
+	lib_put(c, "other", "-- loaded 1000\n");
+
+	m = fresh(16);
+	cr_expect_eq(libs(c, "granary_00000000000000a1"), 0, "stale: deleted");
+	cr_expect_eq(libs(c, "granary_00000000000000a2"), 0, "no stamp");
+	cr_expect_eq(libs(c, "granary_00000000000000a3"), 1, "recent: kept");
+	cr_expect_eq(libs(c, "granary_test"), 1, "not a build's name");
+	cr_expect_eq(libs(c, "other"), 1, "not granary's");
+	/* a3, granary_test and, run with FCALL, this build's own */
+	cr_expect_eq(libs(c, "granary_*"), evalsha ? 2 : 3);
+	f = mkfile(m, 1, "f");
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	cr_expect_eq(ino, f);
+	meta_close(m);
+
+	/* a second client of this build keeps its peer's library */
+	m = mopen(16);
+	cr_expect_eq(libs(c, "granary_*"), evalsha ? 2 : 3);
+	cr_expect_eq(meta_lookup(m, 1, "f", &ino, NULL), 0);
+	meta_close(m);
+
+	const char *del[] = {"granary_00000000000000a3", "granary_test",
+			     "other"};
+	for (size_t i = 0; i < 3; i++) {
+		r = redisCommand(c, "FUNCTION DELETE %s", del[i]);
+		cr_assert(r && r->type == REDIS_REPLY_STATUS);
+		freeReplyObject(r);
+	}
+	redisFree(c);
+}
+
 /* ---- memory budget --------------------------------------------------- */
 
 static long long db_memory(redisContext *c)
@@ -2601,7 +2688,7 @@ Test(meta, files_release_batch)
 
 /* ---- snapshots ------------------------------------------------------- */
 
-/* test-only hooks of meta/redis.c */
+/* test-only hooks of meta/redis_snap.c */
 int meta_redis_test_snapshot_partial(struct meta *m, uint64_t src,
 				     uint64_t dst_parent, const char *name,
 				     int steps, uint64_t *top);

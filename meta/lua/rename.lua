@@ -1,0 +1,122 @@
+-- ARGV: parent, name, newparent, newname, flags (0, 1 = RENAME_NOREPLACE,
+-- 2 = RENAME_EXCHANGE). Every check comes before the first write: a Lua
+-- error does not roll back what a script already did.
+local P, N, NP, NN = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local flags = tonumber(ARGV[5])
+local exchange = flags == 2
+local pa, npa, err
+pa, err = getdir(P)
+if not pa then
+	return {err}
+end
+npa, err = getdir(NP)
+if not npa then
+	return {err}
+end
+local se = redis.call('HGET', key('d', P), N)
+if not se then
+	return {ENOENT}
+end
+local sino, sty = dent_unpack(se)
+local de = redis.call('HGET', key('d', NP), NN)
+local dino, dty
+if de then
+	dino, dty = dent_unpack(de)
+end
+if exchange and not de then
+	return {ENOENT}
+end
+if de and flags == 1 then
+	return {EEXIST}
+end
+-- two names of one inode (or the same name twice): POSIX says do nothing
+if de and dino == sino then
+	return {0}
+end
+-- is ino anc, or below anc? (walks the parent fields up to the root)
+local function within(anc, ino)
+	local n = 0
+	while ino ~= anc do
+		if ino == 1 then
+			return false
+		end
+		local a = iget(ino)
+		if not a then
+			return false
+		end
+		ino = a.par
+		n = n + 1
+		if n > 100000 then
+			error('granary: directory loop')
+		end
+	end
+	return true
+end
+if sty == DIR and P ~= NP and within(sino, NP) then
+	return {EINVAL}
+end
+if exchange and dty == DIR and P ~= NP and within(dino, P) then
+	return {EINVAL}
+end
+local sa = iget(sino)
+if not sa then
+	error('granary: directory entry without inode')
+end
+local da
+if de then
+	da = iget(dino)
+	if not da then
+		error('granary: directory entry without inode')
+	end
+end
+if not exchange and de then
+	if sty == DIR and dty ~= DIR then
+		return {ENOTDIR}
+	end
+	if sty ~= DIR and dty == DIR then
+		return {EISDIR}
+	end
+	if dty == DIR and redis.call('HLEN', key('d', dino)) > 0 then
+		return {ENOTEMPTY}
+	end
+end
+-- all checked: apply
+if exchange then
+	redis.call('HSET', key('d', P), N, de)
+	redis.call('HSET', key('d', NP), NN, se)
+	if P ~= NP then
+		if sty == DIR then
+			sa.par = NP
+			pa.nlink, npa.nlink = pa.nlink - 1, npa.nlink + 1
+		end
+		if dty == DIR then
+			da.par = P
+			npa.nlink, pa.nlink = npa.nlink - 1, pa.nlink + 1
+		end
+	end
+	touch(dino, false)
+else
+	if de then
+		if dty == DIR then
+			npa.nlink = npa.nlink - 1
+			inode_destroy(dino)
+		else
+			if da.nlink > 0 then
+				da.nlink = da.nlink - 1
+			end
+			touch(dino, false)
+			inode_release(dino)
+		end
+	end
+	redis.call('HDEL', key('d', P), N)
+	redis.call('HSET', key('d', NP), NN, se)
+	if sty == DIR and P ~= NP then
+		sa.par = NP
+		pa.nlink, npa.nlink = pa.nlink - 1, npa.nlink + 1
+	end
+end
+touch(sino, false)
+touch(P, true)
+touch(NP, true)
+iflush()
+return {0}

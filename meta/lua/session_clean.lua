@@ -1,0 +1,26 @@
+-- ARGV: sid, ttl (-1: unconditionally, the session's own close), max opens
+-- to drop in this call. Returns {0, state}: 0 nothing done (gone, or alive
+-- again), 1 session removed, 2 more opens left (call again).
+local sid, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local hb = redis.call('ZSCORE', 'sessions', sid)
+if ttl >= 0 and (not hb or tonumber(hb) >= now() - ttl) then
+	return {0, 0}
+end
+for _, i in ipairs(redis.call('SPOP', 'so' .. sid, max)) do
+	local ino = tonumber(i)
+	redis.call('HDEL', key('o', ino), sid)
+	inode_release(ino)
+end
+iflush()
+if redis.call('SCARD', 'so' .. sid) > 0 then
+	return {0, 2}
+end
+redis.call('ZREM', 'sessions', sid)
+redis.call('HDEL', 'sessioninfo', sid)
+redis.call('HDEL', 'sessionstaged', sid)
+local p = redis.call('HGET', 'sessionpending', sid)
+if p then
+	redis.call('HDEL', 'sessionpending', sid)
+	redis.call('DECRBY', 'pendingspace', p)
+end
+return {0, hb and 1 or 0}

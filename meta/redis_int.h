@@ -1,0 +1,206 @@
+/*
+ * redis_int.h - what the files of the Redis engine (meta/redis_*.c) share:
+ * the handle, the command builder, the calls that run commands and
+ * scripts, and the record codecs. Internal to meta/: nothing outside it
+ * includes this; the API is meta/meta.h. Key layout: meta/SCHEMA.md.
+ */
+#ifndef GRANARY_META_REDIS_INT_H
+#define GRANARY_META_REDIS_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "meta/meta.h"
+#include "meta/lua_gen.h" /* generated: $(O)/meta/lua_gen.h */
+
+#define ATTR_LEN       59 /* packed inode record, see SCHEMA.md */
+#define INO_PER_HASH   32 /* inodes per hash n<ino / 32>, see SCHEMA.md */
+#define REC_LEN	       25 /* packed slice record, full form */
+#define REC_SHORT_LEN  17 /* short form: a whole slice */
+#define REC_PACK_EXTRA 16 /* forms 3 and 4 add pack, poff, plen */
+#define REC_MAX	       (REC_LEN + REC_PACK_EXTRA)
+#define CMD_MAX	       32 /* arguments of one command */
+
+/* The scripts (meta/lua/, made C by tools/lua-embed.sh): the prelude
+ * every script starts with, and each script's name and body (with the
+ * lib/ file it names), indexed by enum script (lua_gen.h). */
+extern const char redis_lua_prelude[];
+extern const char *const redis_script_name[SC_N];
+extern const char *const redis_script_body[SC_N];
+
+struct addr {
+	char host[256];
+	int port;
+	char path[PATH_MAX]; /* unix socket; empty for TCP */
+	int db;
+	char user[256], pass[512];
+};
+
+struct conn {
+	redisContext *rc; /* NULL: connect before use */
+	unsigned epoch;	  /* pool epoch when it connected */
+	struct conn *next;
+};
+
+/* Lock order: ids_lock -> pool_lock. pool_lock is a leaf; sess_lock is a
+ * leaf that is never held across a Redis call. */
+struct meta {
+	struct addr addr;
+	char where[1024]; /* the URL, password redacted, for messages */
+	struct meta_opts opts;
+	char *script_text[SC_N];
+	char sha[SC_N][41]; /* written by meta_open only */
+	char *lib_text;	    /* the scripts as a function library */
+	char lib[32];	    /* its name */
+	char fn[SC_N][64];  /* the functions' names */
+	int fcall;	    /* written by meta_open only: 1 FCALL, 0 EVALSHA */
+
+	pthread_mutex_t pool_lock; /* leaf */
+	pthread_cond_t pool_cond;  /* a connection was returned */
+	struct conn *conns;	   /* opts.pool_size of them */
+	struct conn *idle;	   /* protected by pool_lock */
+	unsigned epoch;		   /* protected by pool_lock; bumped on I/O
+				      errors so that idle peers reconnect */
+
+	pthread_mutex_t ids_lock;	/* before pool_lock */
+	uint64_t ino_next, ino_end;	/* protected by ids_lock */
+	uint64_t slice_next, slice_end; /* protected by ids_lock */
+
+	_Atomic uint64_t sid;	   /* 0: no session */
+	pthread_mutex_t sess_lock; /* leaf, never held across a Redis call */
+	pthread_cond_t sess_cond;  /* wakes the heartbeat thread to stop */
+	int hb_stop;		   /* protected by sess_lock */
+	int hb_running;		   /* protected by sess_lock */
+	pthread_t hb_thread;
+	char *sess_info; /* packed sessioninfo value; set before the
+			    heartbeat thread starts, freed after it ends */
+	size_t sess_info_len;
+
+	_Atomic int64_t last_log; /* rate limit of connection error lines */
+};
+
+/* ---- commands (redis_conn.c) ----------------------------------------- */
+
+/* A command being built. Arguments point at the caller's memory (bin,
+ * str) or at num (fmt, u64, i64, key, inode): the cmd must outlive the
+ * run. More than CMD_MAX arguments abort. */
+struct cmd {
+	int argc;
+	int script; /* enum script, or -1 */
+	const char *argv[CMD_MAX];
+	size_t len[CMD_MAX];
+	char num[CMD_MAX][48]; /* storage of formatted arguments */
+};
+
+/* One command of a pipeline. */
+struct req {
+	int argc;
+	const char **argv;
+	const size_t *len;
+	int script;
+};
+
+#define RUN_RETRY 1 /* idempotent: may be sent again after a reconnect */
+
+void redis_cmd_init(struct cmd *c, const char *name);
+/* The command that runs script s (FCALL or EVALSHA, no keys); the
+ * script's arguments follow. */
+void redis_cmd_script(struct meta *m, struct cmd *c, enum script s);
+void redis_cmd_bin(struct cmd *c, const void *p, size_t n);
+void redis_cmd_str(struct cmd *c, const char *s);
+void redis_cmd_fmt(struct cmd *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void redis_cmd_u64(struct cmd *c, uint64_t v);
+void redis_cmd_i64(struct cmd *c, int64_t v);
+/* A per-inode key: prefix and decimal inode number ("d123"). */
+void redis_cmd_key(struct cmd *c, const char *prefix, uint64_t ino);
+/* The hash that holds inode ino, and the field of its attributes or, with
+ * tail, of chunk 0's slice records while they are short (SCHEMA.md). */
+void redis_cmd_inode(struct cmd *c, uint64_t ino, int tail);
+
+/*
+ * Run commands on one pooled connection; each returns 0 or an error (an
+ * errno or META_E*); EIO: the connection failed, a write may or may not
+ * have happened. flags: RUN_RETRY or 0. The replies handed out are the
+ * caller's to freeReplyObject; on an error there are none. An error reply
+ * becomes an error. A script the server lost is loaded again and resent.
+ * Thread-safe: each call takes a connection of its own.
+ */
+int redis_run_reqs(struct meta *m, int flags, const struct req *reqs, int n,
+		   redisReply **out);
+int redis_run(struct meta *m, int flags, const struct cmd *c, redisReply **out);
+/* A command whose reply is not needed beyond its being no error. */
+int redis_run_void(struct meta *m, int flags, const struct cmd *c);
+/* Scripts answer {status, ...}: status 0 or a positive errno, which is
+ * returned (then no reply). *out is an array of at least one element. */
+int redis_run_script(struct meta *m, int flags, const struct cmd *c,
+		     redisReply **out);
+/* A script whose reply is {0, packed attr[, packed attr]}: unpacked into
+ * a and b (each may be NULL). Never retried. */
+int redis_run_script_attrs(struct meta *m, const struct cmd *c,
+			   struct meta_attr *a, struct meta_attr *b);
+int redis_run_script_attr(struct meta *m, const struct cmd *c,
+			  struct meta_attr *a);
+int redis_run_script_void(struct meta *m, const struct cmd *c);
+
+/* At most one connection error line a second (1: this one may log). */
+int redis_log_ok(struct meta *m);
+
+/* ---- records (redis_conn.c) ------------------------------------------ */
+
+/* An inode record's attributes (SCHEMA.md) from a string reply; a may be
+ * NULL (only checked). META_EPROTO when not one. */
+int redis_reply_attr(const redisReply *r, struct meta_attr *a);
+/* Packs s at p (room for REC_MAX); returns the bytes used. */
+size_t redis_rec_pack(uint8_t *p, const struct meta_slice *s);
+/* Unpacks the record at s (n bytes left); returns its length, 0 if it is
+ * corrupt or cut short. */
+size_t redis_rec_unpack(const char *s, size_t n, struct meta_slice *out);
+/* A decimal number from a string or integer reply; 0 for anything else. */
+uint64_t redis_reply_u64(const redisReply *r);
+uint64_t redis_field_u64(const redisReply *r); /* string reply only */
+
+static inline uint32_t ld32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t ld64(const uint8_t *p)
+{
+	return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
+}
+
+static inline void st32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void st64(uint8_t *p, uint64_t v)
+{
+	st32(p, (uint32_t)v);
+	st32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* ---- shared by the concepts ------------------------------------------ */
+
+/* A run of slice records decoded into a malloc'd array (NULL when
+ * empty); META_EPROTO when one is corrupt (redis_data.c). */
+int redis_recs_unpack(const char *p, size_t len, struct meta_slice **s,
+		      size_t *n);
+/* The next id from the local batch [*next, *end), refilled with INCRBY
+ * counter batch; takes ids_lock (redis_data.c). */
+int redis_id_take(struct meta *m, const char *counter, uint64_t batch,
+		  uint64_t *next, uint64_t *end, uint64_t *id);
+/* A name a change is about to create: EROFS on a read-only handle, the
+ * name's own errors, EINVAL for META_VERSIONS, EEXIST for "." and ".."
+ * (redis_ns.c). */
+int redis_new_name_check(struct meta *m, const char *name);
+
+#endif
