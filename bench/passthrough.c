@@ -1,7 +1,7 @@
 /*
  * passthrough.c - a minimal read-only FUSE passthrough over a local
  * directory, the baseline of bench/epoch.sh: the same low-level API,
- * capabilities, timeouts and thread pool as granary's fs/fuse.c, so that
+ * capabilities, timeouts and thread pool as granary's FUSE adapter (fs/fuse/), so that
  * what separates granary's warm epoch from this one is granary's own work
  * and not the FUSE round trip. Written from libfuse's fuse_lowlevel.h.
  */
@@ -35,7 +35,7 @@ static const char usage[] =
     "  -d         libfuse debug output (implies -f)\n";
 
 #define TIMEOUT	     3600.0 /* as a read-only granary mount: nothing changes */
-#define MAX_THREADS  32	    /* the thread pool of fs/fuse.c */
+#define MAX_THREADS  32	    /* the thread pool of fs/fuse/session.c */
 #define IDLE_THREADS 8
 #define MIN_BUCKETS  1024
 
@@ -206,7 +206,7 @@ static int do_lookup(fuse_ino_t parent, const char *name,
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* what fs/fuse.c asks for, so that both run the same protocol */
+	/* what fs/fuse/ops.c asks for, so that both run the same protocol */
 	conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
