@@ -18,6 +18,7 @@
 #include "fs/data/stage.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
+#include "fs/vfs/hooks.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
 
@@ -318,10 +319,8 @@ static int caller_may_create(struct fs *fs, const struct caller *c,
 	return err;
 }
 
-/* Fault injection for the crash test of snapshots (tests/integ/t0120):
- * GRANARY_TEST_SNAPSHOT_KILL_AFTER=N kills this client with SIGKILL after
- * N steps of a snapshot. meta_redis_test_snapshot_hook is meta's test
- * entry: meta_snapshot with a callback after each step. */
+/* Fault injection (hooks.h): meta_redis_test_snapshot_hook is meta's
+ * test entry, meta_snapshot with a callback after each step. */
 int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
 				  uint64_t src, uint64_t dst_parent,
 				  const char *name,
@@ -377,8 +376,7 @@ static int snapshot_xattr(const struct vfs_caller *vc, struct fs *fs,
 	if (!err)
 		err = resolve_as(fs, &c, buf, &src);
 	int64_t t0 = mono_ns();
-	const char *kill = getenv("GRANARY_TEST_SNAPSHOT_KILL_AFTER");
-	int steps = kill ? atoi(kill) : 0;
+	int steps = hooks_snapshot_kill_after();
 	if (!err && steps > 0)
 		err = meta_redis_test_snapshot_hook(
 		    fs->meta, caller_cred(&c), src, vfs_m_ino(fs, parent), name,

@@ -23,6 +23,7 @@
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/closer.h"
+#include "fs/vfs/hooks.h"
 #include "fs/vfs/namecache.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
@@ -141,20 +142,19 @@ static const char *cache_dirs(const struct fs_opts *o, char *def)
 }
 
 /*
- * Writeback staging of big files' blocks, in the packer's slot. The test
- * knob GRANARY_TEST_STAGE_DELAY_MS=N holds each upload back N ms, so that
- * a test can kill the client while blocks are still only staged.
+ * Writeback staging of big files' blocks, in the packer's slot. A test
+ * build can hold each upload back (hooks.h), so that a test can kill the
+ * client while blocks are still only staged.
  */
 static int open_stage(struct fs *fs, const struct fs_opts *o)
 {
-	const char *delay = getenv("GRANARY_TEST_STAGE_DELAY_MS");
 	struct stage_opts so = {
 	    .dir = packer_stage_dir(fs->packer),
 	    .compress = fs->vol.compress,
 	    .block_size = fs->vol.block_size,
 	    .uploaders = 4,
 	    .max_bytes = o->stage_size ? o->stage_size : 1ull << 30,
-	    .test_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0,
+	    .test_delay_ms = hooks_stage_delay_ms(),
 	    .cb_arg = fs,
 	    .staged = scb_staged,
 	};
