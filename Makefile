@@ -104,6 +104,7 @@ bench: all
 	@bench/epoch.sh $(O)
 	@bench/randread.sh $(O)
 	@bench/checkpoint.sh $(O)
+	@bench/statlat.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary

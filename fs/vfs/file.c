@@ -370,6 +370,8 @@ int vfs_write(struct fs *fs, const struct vfs_caller *c, struct vfs_fh *h,
 		n->taken += charge;
 		err = writer_write(w, off, buf, size);
 	}
+	if (!err && off + size > n->wend)
+		__atomic_store_n(&n->wend, off + size, __ATOMIC_RELEASE);
 	int drop = h->dio && n->privs;
 	if (h->dio) {
 		n->dio = 1;

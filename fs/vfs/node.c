@@ -261,22 +261,18 @@ void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	st->st_ctim.tv_nsec = a->ctimens;
 }
 
-/* Length as this client sees it: buffered writes count. */
+/* Length as this client sees it: buffered writes count. Without the
+ * node's lock: a flush holds it across uploads and the commit, and stat
+ * of a file being saved must not wait for them. */
 uint64_t visible_length(struct fs *fs, uint64_t ino, const struct meta_attr *a)
 {
 	uint64_t len = a->length;
 	struct node *n = node_get(fs, ino, 0);
 	if (!n)
 		return len;
-	pthread_mutex_lock(&n->lock);
-	if (n->writer && writer_dirty(n->writer)) {
-		uint64_t end = writer_end(n->writer);
-		if (end > len)
-			len = end;
-	}
-	pthread_mutex_unlock(&n->lock);
+	uint64_t end = __atomic_load_n(&n->wend, __ATOMIC_ACQUIRE);
 	node_unpin(fs, n);
-	return len;
+	return end > len ? end : len;
 }
 
 void entry_take(struct fs *fs, uint64_t ino, const struct meta_attr *a,
@@ -320,7 +316,7 @@ void dir_attr_note(struct fs *fs, uint64_t dir, const struct meta_attr *pa,
 	if (!n->dattr_ns || n->dattr_gen != gen || pa->ctime > n->dattr.ctime ||
 	    (pa->ctime == n->dattr.ctime && pa->ctimens >= n->dattr.ctimens)) {
 		n->dattr = *pa;
-		n->dattr_ns = mono_ns();
+		__atomic_store_n(&n->dattr_ns, mono_ns(), __ATOMIC_RELEASE);
 		n->dattr_gen = gen;
 	}
 	pthread_mutex_unlock(&n->lock);
@@ -334,6 +330,12 @@ int dir_attr_get(struct fs *fs, uint64_t ino, struct meta_attr *a, double *left)
 	int ok = 0;
 	if (!n)
 		return 0;
+	/* only directories note attributes: a file's lock is not taken,
+	 * which a flush holds across its uploads and commit */
+	if (!__atomic_load_n(&n->dattr_ns, __ATOMIC_ACQUIRE)) {
+		node_unpin(fs, n);
+		return 0;
+	}
 	pthread_mutex_lock(&n->lock);
 	int64_t age = mono_ns() - n->dattr_ns;
 	int64_t ttl = (int64_t)(fs->attr_timeout * 1e9);
@@ -456,18 +458,19 @@ void node_space_drop(struct node *n)
 /* Flush buffered writes of a node; node->lock held. */
 int node_flush(struct node *n)
 {
-	if (!n->writer || !writer_dirty(n->writer)) {
-		node_space_drop(n);
-		return 0;
-	}
-	int err = writer_flush(n->writer);
+	int err = 0;
+	if (n->writer && writer_dirty(n->writer))
+		err = writer_flush(n->writer);
 	node_space_drop(n);
+	/* everything is committed, or dropped with the error */
+	__atomic_store_n(&n->wend, 0, __ATOMIC_RELEASE);
 	return err;
 }
 
 void node_writer_close(struct node *n)
 {
 	node_space_drop(n);
+	__atomic_store_n(&n->wend, 0, __ATOMIC_RELEASE);
 	if (!n->writer)
 		return;
 	writer_close(n->writer);

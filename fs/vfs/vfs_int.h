@@ -60,7 +60,7 @@ struct node {
 	uint64_t gen;		/* protected by lock: bumped on invalidation */
 	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
 	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
-	int64_t dattr_ns;	/* protected by lock: when (0: none) */
+	int64_t dattr_ns;	/* written under lock, read atomically: when (0: none) */
 	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
@@ -71,6 +71,10 @@ struct node {
 		      open found none (see dio_allowed) */
 	uint64_t taken; /* protected by lock: bytes fs->space accepted for
 			   its buffered writes, not committed yet */
+	uint64_t wend;	/* atomic, written under lock: one past the end of
+			   the writes buffered and not committed (0: none);
+			   stat reads it without the lock, which a flush
+			   holds across its uploads and commit */
 };
 
 struct fs {
