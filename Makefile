@@ -30,7 +30,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
 .PHONY: all deps test unit integ demo demo-stop bench install clean format check-deps check-layers
 
-all: check-deps $(O)/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
+all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
 check-deps:
 	@pkg-config --exists $(PKGS) && test -f /usr/include/libs3.h || { \
@@ -64,6 +64,14 @@ $(O)/libgranary.a: $(LIB_OBJ)
 
 $(O)/granary: $(TOOL_OBJ) $(O)/libgranary.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(O)/libgranary.a $(LDLIBS)
+
+# the binary the integration tests use where they inject faults (named
+# granary, as the daemon umount waits for): the same
+# objects, with tests/hooks/hooks.c's hooks ahead of the library's no-ops
+$(O)/tests/hooks/granary: $(TOOL_OBJ) $(O)/tests/hooks/hooks.o $(O)/libgranary.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(O)/tests/hooks/hooks.o \
+		$(O)/libgranary.a $(LDLIBS)
 
 $(O)/tests/test_%: $(O)/tests/unit/test_%.o $(O)/libgranary.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
@@ -109,6 +117,7 @@ bench: all
 	@bench/epoch.sh $(O)
 	@bench/randread.sh $(O)
 	@bench/checkpoint.sh $(O)
+	@bench/statlat.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary

@@ -1,9 +1,11 @@
 /*
- * passthrough.c - a minimal read-only FUSE passthrough over a local
- * directory, the baseline of bench/epoch.sh: the same low-level API,
- * capabilities, timeouts and thread pool as granary's fs/fuse.c, so that
- * what separates granary's warm epoch from this one is granary's own work
- * and not the FUSE round trip. Written from libfuse's fuse_lowlevel.h.
+ * passthrough.c - a minimal FUSE passthrough over a local directory,
+ * read-only (the baseline of bench/epoch.sh) or, with -w, writable enough
+ * to save files into (the baseline of bench/statlat.sh): the same
+ * low-level API,
+ * capabilities, timeouts and thread pool as granary's FUSE adapter (fs/fuse/),
+ * so that what separates granary's warm epoch from this one is granary's own
+ * work and not the FUSE round trip. Written from libfuse's fuse_lowlevel.h.
  */
 #define FUSE_USE_VERSION 314
 
@@ -24,10 +26,13 @@
 #include "lib/log.h"
 
 static const char usage[] =
-    "usage: passthrough [-f] [-r buf|fd] [-d] SRC_DIR MOUNTPOINT\n"
+    "usage: passthrough [-f] [-w] [-r buf|fd] [-d] SRC_DIR MOUNTPOINT\n"
     "\n"
     "Mount SRC_DIR read-only on MOUNTPOINT through FUSE; unmount with\n"
     "'fusermount3 -u MOUNTPOINT'.\n"
+    "  -w         writable: create, write, truncate, fsync and unlink\n"
+    "             files, make directories (1 s\n"
+    "             timeouts, as a read-write granary mount)\n"
     "  -f         stay in the foreground (default: detach once mounted)\n"
     "  -r MODE    how read replies are made: fd (fuse_reply_data on the\n"
     "             file's descriptor, spliced into /dev/fuse; the default)\n"
@@ -35,7 +40,7 @@ static const char usage[] =
     "  -d         libfuse debug output (implies -f)\n";
 
 #define TIMEOUT	     3600.0 /* as a read-only granary mount: nothing changes */
-#define MAX_THREADS  32	    /* the thread pool of fs/fuse.c */
+#define MAX_THREADS  32	    /* the thread pool of fs/fuse/session.c */
 #define IDLE_THREADS 8
 #define MIN_BUCKETS  1024
 
@@ -68,6 +73,8 @@ static struct {
 	size_t nbuckets, count; /* protected by lock */
 	struct pnode root;	/* never in the table, never freed */
 	enum read_mode read_mode;
+	int writable;	       /* -w */
+	double timeout;	       /* attributes and entries */
 	pthread_key_t buf_key; /* a thread's read buffer (struct rbuf) */
 } pt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -182,8 +189,8 @@ static int do_lookup(fuse_ino_t parent, const char *name,
 	int fd, err;
 
 	memset(e, 0, sizeof(*e));
-	e->attr_timeout = TIMEOUT;
-	e->entry_timeout = TIMEOUT;
+	e->attr_timeout = pt.timeout;
+	e->entry_timeout = pt.timeout;
 	fd = openat(node_of(parent)->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
@@ -206,7 +213,7 @@ static int do_lookup(fuse_ino_t parent, const char *name,
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* what fs/fuse.c asks for, so that both run the same protocol */
+	/* what fs/fuse/ops.c asks for, so that both run the same protocol */
 	conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
@@ -271,7 +278,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
 		fuse_reply_err(req, errno);
 	else
-		fuse_reply_attr(req, &st, TIMEOUT);
+		fuse_reply_attr(req, &st, pt.timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -294,19 +301,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char path[64];
 	int fd;
 
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+	if (!pt.writable && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
 	/* an O_PATH fd cannot be read: reopen the file it names */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", node_of(ino)->fd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, (fi->flags & (O_ACCMODE | O_APPEND)) | O_CLOEXEC);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
-	fi->keep_cache = 1; /* the source does not change under us */
+	fi->keep_cache = !pt.writable; /* read-only: nothing changes */
 	if (fuse_reply_open(req, fi) != 0)
 		close(fd);
 }
@@ -520,6 +527,117 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* ------------------------------------------------------------------------
+ * -w: just enough to save files (mkdir, create, write, truncate, fsync,
+ * unlink)
+ */
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	int fd, err;
+
+	if (!pt.writable) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fd = openat(node_of(parent)->fd, name,
+		    (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOFOLLOW, mode);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	err = do_lookup(parent, name, &e);
+	if (err) {
+		close(fd);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		close(fd);
+		forget_one(e.ino, 1);
+	}
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct fuse_entry_param e;
+	int err;
+
+	if (!pt.writable)
+		err = EROFS;
+	else if (mkdirat(node_of(parent)->fd, name, mode))
+		err = errno;
+	else
+		err = do_lookup(parent, name, &e);
+	if (err)
+		fuse_reply_err(req, err);
+	else if (fuse_reply_entry(req, &e) != 0)
+		forget_one(e.ino, 1);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (!pt.writable)
+		fuse_reply_err(req, EROFS);
+	else
+		fuse_reply_err(
+		    req, unlinkat(node_of(parent)->fd, name, 0) ? errno : 0);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	ssize_t n = pwrite((int)fi->fh, buf, size, off);
+
+	(void)ino;
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	int fd = (int)fi->fh;
+
+	(void)ino;
+	fuse_reply_err(req, (datasync ? fdatasync(fd) : fsync(fd)) ? errno : 0);
+}
+
+/* Size only (what a save truncating its file sends); the rest is kept. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	char path[64];
+	int err = 0;
+
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (fi) {
+			err = ftruncate((int)fi->fh, attr->st_size) ? errno : 0;
+		} else {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d",
+				 node_of(ino)->fd);
+			err = truncate(path, attr->st_size) ? errno : 0;
+		}
+	}
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		op_getattr(req, ino, fi);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
@@ -545,6 +663,13 @@ static const struct fuse_lowlevel_ops pt_ops = {
     .readdirplus = op_readdirplus,
     .releasedir = op_releasedir,
     .statfs = op_statfs,
+    .create = op_create,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
+    .setattr = op_setattr,
 };
 
 /* ------------------------------------------------------------------------
@@ -556,10 +681,15 @@ int main(int argc, char **argv)
 	int c, foreground = 0, debug = 0, err = 1;
 	struct stat st;
 
-	while ((c = getopt(argc, argv, "fr:dh")) != -1) {
+	pt.timeout = TIMEOUT;
+	while ((c = getopt(argc, argv, "fwr:dh")) != -1) {
 		switch (c) {
 		case 'f':
 			foreground = 1;
+			break;
+		case 'w':
+			pt.writable = 1;
+			pt.timeout = 1.0;
 			break;
 		case 'r':
 			if (!strcmp(optarg, "buf"))
@@ -602,8 +732,10 @@ int main(int argc, char **argv)
 	}
 
 	char *fargv[] = {"passthrough", "-o",
-			 "fsname=passthrough,subtype=passthrough,"
-			 "default_permissions,ro",
+			 pt.writable ? "fsname=passthrough,subtype=passthrough,"
+				       "default_permissions"
+				     : "fsname=passthrough,subtype=passthrough,"
+				       "default_permissions,ro",
 			 "-d", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
 	struct fuse_session *se =

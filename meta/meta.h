@@ -312,7 +312,7 @@ int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
  * versions are the entries of a directory reached by looking up META_VERSIONS
  * in DIR (DIR/.versions/TAG), never listed by readdir. The name is reserved:
  * creating or renaming to it gives EINVAL. Read-only is the client's to
- * enforce (fs/fuse.c); the engine keeps the tree and a record per version
+ * enforce (fs/vfs/); the engine keeps the tree and a record per version
  * with its stats, so that listing them costs one read. Removing DIR removes
  * its versions (deleted in the background by meta_snapshot_cleanup).
  */

@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.." || exit 1
 rules=(
 	"lib/:lib/"
 	"meta/:meta/ lib/"
-	"fs/:fs/ meta/ lib/"
-	"fs/store/:fs/store/ lib/"
+	"fs/:fs/fs.h"
+	"fs/fuse/:fs/fuse/ fs/vfs/vfs.h fs/fs.h lib/"
+	"fs/vfs/:fs/vfs/ fs/data/ fs/store/ fs/fs.h meta/ lib/"
 	"fs/data/:fs/data/ fs/store/ meta/ lib/"
+	"fs/store/:fs/store/ lib/"
 	"gc/:gc/ fs/ meta/ lib/"
 	"tools/:tools/ gc/ fs/ meta/ lib/"
 )

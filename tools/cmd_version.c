@@ -3,7 +3,7 @@
  * dataset versions, read-only snapshots of a directory kept with it and
  * reached at DIR/.versions/TAG. Like `granary snapshot`, it works on a
  * mounted path: the client serving the mount does the work, asked through
- * virtual xattrs of DIR (fs/fuse.c, "Dataset versions").
+ * virtual xattrs of DIR (fs/vfs/ctl.c, "Dataset versions").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -67,7 +67,7 @@ struct vopts {
 	int json, quiet;
 };
 
-/* What the client serves as "granary.version:TAG" (fs/fuse.c). */
+/* What the client serves as "granary.version:TAG" (fs/vfs/ctl.c). */
 struct vinfo {
 	char tag[META_TAG_MAX + 1];
 	unsigned long long top, files, dirs, others, bytes;

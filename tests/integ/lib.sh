@@ -15,6 +15,8 @@ TOPDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRANARY_BUILD:-$TOPDIR/build}
 case $BUILD in /*) ;; *) BUILD=$TOPDIR/$BUILD ;; esac
 GRANARY=$BUILD/granary
+# the same binary with the fault injection of tests/hooks/hooks.c
+GRANARY_HOOKS=$BUILD/tests/hooks/granary
 FSRAND=$BUILD/tests/fsrand
 CLOSEALL=$BUILD/tests/closeall
 GRANARY_STORAGE=${GRANARY_STORAGE:-file}

@@ -207,3 +207,10 @@ ok "directory attributes after creates in it"
 
 umount_vol "$M"
 ok "umount"
+
+# fault injection lives in the test build alone (fs/vfs/hooks.h)
+! grep -qa GRANARY_TEST_ "$GRANARY" ||
+	fail "the installed binary reads GRANARY_TEST_* variables"
+grep -qa GRANARY_TEST_SNAPSHOT_KILL_AFTER "$GRANARY_HOOKS" ||
+	fail "the test build has no fault injection"
+ok "GRANARY_TEST_* variables are read by the test build only"

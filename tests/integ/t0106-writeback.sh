@@ -123,7 +123,7 @@ ok "full staging disk: ENOSPC at close for small files; big files go to the stor
 # Uploads are held back 5 s each so that the kill finds blocks staged.
 D=$TMP/d
 random_file "$TMP/big48" $((48 << 20))
-GRANARY_TEST_STAGE_DELAY_MS=5000 mount_vol "$META" "$D" --writeback
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=5000 mount_vol "$META" "$D" --writeback
 dd if="$TMP/big48" of="$D/big48" bs=1M conv=fsync status=none || fail "dd to $D/big48"
 [ "$(stat_of "$D" blocks staged)" -ge 1 ] || fail "no block staged after fsync"
 # (this session's row: at least one 4 MiB block's worth)
@@ -161,7 +161,7 @@ ok "the next mount uploads the staged blocks: every fsync'd byte there (sha256)"
 
 # --- the bound: at most --stage-size of blocks staged while a big file is
 # written; another client reads it once the uploads are done
-GRANARY_TEST_STAGE_DELAY_MS=300 mount_vol "$META" "$D" --writeback --stage-size 9M
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=300 mount_vol "$META" "$D" --writeback --stage-size 9M
 random_file "$TMP/big32" $((32 << 20))
 dd if="$TMP/big32" of="$D/big32" bs=1M conv=fsync status=none &
 dd_pid=$!

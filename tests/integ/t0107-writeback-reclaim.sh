@@ -9,7 +9,7 @@ new_volume wbr
 A=$TMP/a B=$TMP/b
 # every block upload of A held back 8 s, its pack until the sync: the
 # deletes on B come first
-GRANARY_TEST_STAGE_DELAY_MS=8000 mount_vol "$META" "$A" --writeback --pack-window 60s
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=8000 mount_vol "$META" "$A" --writeback --pack-window 60s
 mount_vol "$META" "$B" --attr-timeout 0 --entry-timeout 0
 mkdir -p "$A/d"
 random_file "$TMP/big" $((10 * 1024 * 1024 + 5))
@@ -45,7 +45,7 @@ dd if="$TMP/big" of="$A/e/big" bs=1M conv=fsync status=none || fail "writing big
 rm "$B/e/big" || fail "rm on B"
 sleep 3
 umount_vol "$A"
-GRANARY_TEST_STAGE_DELAY_MS=0 mount_vol "$META" "$A" --writeback
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=0 mount_vol "$META" "$A" --writeback
 wait_until 20 no_objects ||
 	fail "after the remount of A: $(count_objects blocks) blocks left in the store"
 ok "a deleted file staged across an unmount of its writer leaves nothing"

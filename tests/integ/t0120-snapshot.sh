@@ -123,7 +123,7 @@ for d in $(seq 1 20); do
 	for f in $(seq 1 60); do echo "$d-$f" >"$A/many/d$d/f$f"; done
 done
 umount_vol "$A"
-GRANARY_TEST_SNAPSHOT_KILL_AFTER=3 mount_vol "$META" "$A"
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_SNAPSHOT_KILL_AFTER=3 mount_vol "$META" "$A"
 "$GRANARY" snapshot "$A/many" "$A/many.snap" >/dev/null 2>&1 &&
 	fail "the snapshot succeeded although its client was killed"
 fusermount3 -uz "$A" 2>/dev/null

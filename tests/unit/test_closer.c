@@ -13,7 +13,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "fs/closer.h"
+#include "fs/vfs/closer.h"
 
 #define DB     30
 #define NFILES 100

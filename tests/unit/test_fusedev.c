@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs/fusedev.h"
+#include "fs/fuse/fusedev.h"
 
 #define FLAG2 (1u << 4) /* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 

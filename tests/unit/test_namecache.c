@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fs/namecache.h"
+#include "fs/vfs/namecache.h"
 
 #define KiB   (1ull << 10)
 #define HOUR  (3600ll * 1000000000)

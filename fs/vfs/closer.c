@@ -2,7 +2,7 @@
  * closer.c - batched releases of closed files (see closer.h): one thread
  * that sleeps while releases gather and sends them as one script call.
  */
-#include "fs/closer.h"
+#include "fs/vfs/closer.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "lib/log.h"
-#include "fs/space.h"
+#include "fs/vfs/space.h"
 
 struct space {
 	uint64_t limit; /* 0: none */

@@ -2,7 +2,7 @@
  * fusedev.c - the /dev/fuse channel's reads and writes; see fusedev.h.
  *
  * Only the kernel's protocol header is included here (linux/fuse.h, the
- * layout of the INIT request and reply); fuse.c, which includes libfuse's
+ * layout of the INIT request and reply); session.c, which includes libfuse's
  * headers, holds the glue. The flag's value is fixed by the protocol
  * (7.39); older kernel headers do not name it.
  */
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "fs/fusedev.h"
+#include "fs/fuse/fusedev.h"
 
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)

@@ -28,7 +28,7 @@
  * gives a referenced entry a second chance by clearing ref and moving it to
  * the tail, and evicts the first one it finds unreferenced or expired.
  */
-#include "fs/namecache.h"
+#include "fs/vfs/namecache.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 

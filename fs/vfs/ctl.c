@@ -1,0 +1,614 @@
+/*
+ * ctl.c - xattrs, and the control plane that rides on them: the virtual
+ * xattrs "granary.*" through which the tools ask the client serving a
+ * mount for what no POSIX call says (stats, sync, cache and evict for
+ * warmup, snapshot, versions), with the checks of who may ask.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/data/chunkstore.h"
+#include "fs/data/packer.h"
+#include "fs/data/slice.h"
+#include "fs/data/stage.h"
+#include "fs/store/diskcache.h"
+#include "fs/store/objstore.h"
+#include "fs/vfs/hooks.h"
+#include "fs/vfs/vfs_int.h"
+#include "lib/log.h"
+
+/* A value handed out malloc'd (vfs_getxattr's contract). */
+static int xattr_value(const void *v, size_t n, void **value, size_t *size)
+{
+	*value = malloc(n ? n : 1);
+	if (!*value)
+		return ENOMEM;
+	memcpy(*value, v, n);
+	*size = n;
+	return 0;
+}
+
+/*
+ * Virtual xattrs for `granary warmup`: "granary.cache" reads as "CACHED
+ * TOTAL" (bytes of the file this node has in its disk cache; holes count
+ * as cached), setting "granary.evict" drops the file's blocks from it.
+ */
+#define XATTR_CACHE "granary.cache"
+#define XATTR_EVICT "granary.evict"
+
+typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
+			 void *arg);
+
+/* Call fn for every stored block of the file, with the bytes of the file
+ * that block holds. */
+static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
+			  block_fn fn, void *arg)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	struct rctx rc = {fs, n};
+	uint32_t last = length ? (length - 1) / META_CHUNK_SIZE : 0;
+	for (uint32_t idx = 0; length && idx <= last; idx++) {
+		struct meta_slice *raw, *vis;
+		size_t nraw, nvis;
+		int err = rcb_chunk(&rc, n->ino, idx, &raw, &nraw);
+		if (err)
+			return err;
+		err = slice_resolve(raw, nraw, &vis, &nvis);
+		free(raw);
+		if (err)
+			return err;
+		for (size_t i = 0; i < nvis; i++) {
+			const struct meta_slice *e = &vis[i];
+			uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
+			if (end >= length)
+				continue;
+			uint32_t len = e->len;
+			if (end + len > length)
+				len = length - end;
+			if (e->pack) {
+				/* the pack is cached, or evicted, whole */
+				char key[256];
+				chunkstore_pack_key(e->pack, key, sizeof(key));
+				fn(fs, key, len, arg);
+				continue;
+			}
+			for (uint32_t b = e->off / bs;
+			     len && b <= (e->off + len - 1) / bs; b++) {
+				uint32_t bstart = b * bs;
+				uint32_t blen = e->size - bstart < bs
+						    ? e->size - bstart
+						    : bs;
+				uint32_t lo = e->off > bstart ? e->off : bstart;
+				uint32_t hi = e->off + len < bstart + blen
+						  ? e->off + len
+						  : bstart + blen;
+				char key[256];
+				chunkstore_key(e->id, b, blen, key,
+					       sizeof(key));
+				fn(fs, key, hi - lo, arg);
+			}
+		}
+		free(vis);
+	}
+	return 0;
+}
+
+static void count_uncached(struct fs *fs, const char *key, uint64_t bytes,
+			   void *arg)
+{
+	if (!diskcache_contains(fs->store, key))
+		*(uint64_t *)arg += bytes;
+}
+
+static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
+			void *arg)
+{
+	(void)bytes;
+	(void)arg;
+	objstore_evict(fs->store, key);
+}
+
+#define XATTR_STATS "granary.stats"
+/* Setting "granary.sync" on any inode waits until every pack and block
+ * this client has staged (writeback) is in the store. */
+#define XATTR_SYNC "granary.sync"
+
+/* "granary.stats" on any inode: this client's counters, as JSON. */
+static int stats_text(struct fs *fs, void **value, size_t *size)
+{
+	struct objstore_stats st;
+	struct chunkstore_stats cs;
+	struct diskcache_stats dc = {0};
+	struct packer_stats ps = {0};
+	struct stage_stats bs = {0};
+	char buf[2048];
+
+	if (fs->packer)
+		packer_get_stats(fs->packer, &ps);
+	if (fs->stage)
+		stage_get_stats(fs->stage, &bs);
+
+	objstore_get_stats(
+	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
+	chunkstore_get_stats(fs->cs, &cs);
+	if (fs->disk_cache)
+		diskcache_get_stats(fs->store, &dc);
+	int len = snprintf(
+	    buf, sizeof(buf),
+	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
+	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu}, "
+	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
+	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
+	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
+	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
+	    "%llu, \"evictions\": %llu, \"evicted\": "
+	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
+	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
+	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
+	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
+	    "\"put\": %llu, \"bytes\": %llu, \"direct\": %llu, "
+	    "\"dropped\": %llu, \"errors\": %llu, \"staged\": %llu, "
+	    "\"staged_bytes\": %llu, \"recovered\": %llu}}\n",
+	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
+	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
+	    (unsigned long long)st.dels, (unsigned long long)st.errors,
+	    (unsigned long long)cs.cache_hits,
+	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
+	    (unsigned long long)cs.prefetched,
+	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
+	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
+	    (unsigned long long)dc.fill_skips,
+	    (unsigned long long)dc.fill_inline,
+	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
+	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
+	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
+	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
+	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
+	    (unsigned long long)ps.errors, (unsigned long long)ps.staged_packs,
+	    (unsigned long long)ps.staged_bytes,
+	    (unsigned long long)ps.recovered, fs->stage ? "true" : "false",
+	    (unsigned long long)bs.blocks, (unsigned long long)bs.bytes,
+	    (unsigned long long)bs.direct, (unsigned long long)bs.dropped,
+	    (unsigned long long)bs.errors, (unsigned long long)bs.staged_blocks,
+	    (unsigned long long)bs.staged_bytes,
+	    (unsigned long long)bs.recovered);
+	return xattr_value(buf, (size_t)len, value, size);
+}
+
+/* The disk cache's share of a file: "CACHED TOTAL" (get), or drop it
+ * (evict). */
+static int cache_xattr(struct fs *fs, uint64_t ino, int get, void **value,
+		       size_t *size)
+{
+	struct meta_attr a;
+	int err = meta_getattr(fs->meta, vfs_m_ino(fs, ino), &a);
+	if (!err && a.type != META_FILE)
+		err = EISDIR;
+	if (!err && !fs->disk_cache)
+		err = ENOTSUP;
+	struct node *n = err ? NULL : node_get(fs, vfs_m_ino(fs, ino), 1);
+	if (!err && !n)
+		err = ENOMEM;
+	if (err)
+		return err;
+	uint64_t uncached = 0;
+	err = for_each_block(fs, n, a.length,
+			     get ? count_uncached : evict_block, &uncached);
+	node_unpin(fs, n);
+	if (err || !get)
+		return err;
+	char val[64];
+	int len = snprintf(val, sizeof(val), "%llu %llu",
+			   (unsigned long long)(a.length - uncached),
+			   (unsigned long long)a.length);
+	return xattr_value(val, (size_t)len, value, size);
+}
+
+#define XATTR_SNAPSHOT "granary.snapshot"
+
+/*
+ * Who asks. The control operations (snapshot, version) arrive as xattrs,
+ * which the kernel checks only as xattrs: read or write permission on the
+ * inode they are set on. What they stand for needs more, so they check the
+ * caller themselves, as the POSIX operations they replace would (cp -a of
+ * the source, a create in the destination): uid, gid and supplementary
+ * groups; root may do anything. The other virtual xattrs act on the inode
+ * they are set on alone, which is what the kernel checked.
+ */
+struct caller {
+	struct meta_cred cred; /* groups[0]: the gid, then supplementary */
+	uint32_t *groups;      /* malloc'd */
+};
+
+/* c as the metadata engine takes it: groups[0] the gid, then the
+ * supplementary groups */
+static int caller_get(const struct vfs_caller *vc, struct caller *c)
+{
+	c->groups = malloc(sizeof(*c->groups) * ((size_t)vc->ngroups + 1));
+	if (!c->groups)
+		return ENOMEM;
+	c->groups[0] = vc->gid;
+	for (uint32_t i = 0; i < vc->ngroups; i++)
+		c->groups[i + 1] = vc->groups[i];
+	c->cred.uid = vc->uid;
+	c->cred.ngroups = vc->ngroups + 1;
+	c->cred.groups = c->groups;
+	return 0;
+}
+
+static void caller_release(struct caller *c)
+{
+	free(c->groups);
+	c->groups = NULL;
+}
+
+/* What the metadata engine checks a copy against: NULL for root. */
+static const struct meta_cred *caller_cred(const struct caller *c)
+{
+	return c->cred.uid == 0 ? NULL : &c->cred;
+}
+
+/* May the caller have every bit of want (4 read, 2 write, 1 search) on an
+ * inode with attributes a? The owner's bits for its owner, the group's for
+ * a member of its group, else the others' (POSIX, no ACLs). */
+static int caller_may(const struct caller *c, const struct meta_attr *a,
+		      unsigned want)
+{
+	unsigned bits = a->mode & 7;
+
+	if (c->cred.uid == 0)
+		return 1;
+	if (c->cred.uid == a->uid) {
+		bits = (a->mode >> 6) & 7;
+	} else {
+		for (uint32_t i = 0; i < c->cred.ngroups; i++)
+			if (c->cred.groups[i] == a->gid) {
+				bits = (a->mode >> 3) & 7;
+				break;
+			}
+	}
+	return (bits & want) == want;
+}
+
+/*
+ * The inode at path ('/'-separated names below the mount's root) as the
+ * caller reaches it: search permission on every directory on the way
+ * (EACCES). "." and ".." are refused (EINVAL), so nothing outside the
+ * mount's root (--subdir) is reached. path is cut up.
+ */
+static int resolve_as(struct fs *fs, const struct caller *c, char *path,
+		      uint64_t *ino)
+{
+	uint64_t cur = fs->root;
+	struct meta_attr a;
+	char *save, *name;
+	int err = meta_getattr(fs->meta, cur, &a);
+
+	for (name = strtok_r(path, "/", &save); !err && name;
+	     name = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			return EINVAL;
+		if (a.type != META_DIR)
+			return ENOTDIR;
+		if (!caller_may(c, &a, 1))
+			return EACCES;
+		err = meta_lookup(fs->meta, cur, name, &cur, &a);
+	}
+	if (!err)
+		*ino = cur;
+	return err;
+}
+
+/* May the caller make entries in directory dir (write and search)? */
+static int caller_may_create(struct fs *fs, const struct caller *c,
+			     uint64_t dir)
+{
+	struct meta_attr a;
+	int err = meta_getattr(fs->meta, dir, &a);
+
+	if (!err && a.type != META_DIR)
+		err = ENOTDIR;
+	if (!err && !caller_may(c, &a, 3))
+		err = EACCES;
+	return err;
+}
+
+/* Fault injection (hooks.h): meta_redis_test_snapshot_hook is meta's
+ * test entry, meta_snapshot with a callback after each step. */
+int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
+				  uint64_t src, uint64_t dst_parent,
+				  const char *name,
+				  struct meta_snapshot_stats *st,
+				  void (*hook)(void *, int), void *arg);
+static void kill_after(void *arg, int step)
+{
+	if (step >= *(int *)arg)
+		raise(SIGKILL);
+}
+
+/*
+ * Setting "granary.snapshot" to "/SRC\0NAME" on a directory makes NAME in
+ * it a copy-on-write copy of SRC, a path below the mount's root (granary
+ * snapshot). The caller needs what cp -a and a create would need: search
+ * on every directory to SRC, read on SRC's files and read and search on
+ * its directories, write and search on the directory set. The form
+ * "<inode> NAME" of granary 0.x named any inode of the volume, whatever
+ * the caller may reach: EPERM.
+ */
+static int snapshot_xattr(const struct vfs_caller *vc, struct fs *fs,
+			  uint64_t parent, const char *value, size_t size)
+{
+	struct meta_snapshot_stats st = {0};
+	struct caller c = {0};
+	char *buf, *name;
+	uint64_t src = 0;
+	int err;
+
+	if (fs->read_only || frozen(fs, parent))
+		return (EROFS);
+	if (size > PATH_MAX + META_NAME_MAX + 1)
+		return (ENAMETOOLONG);
+	if (size && value[0] >= '0' && value[0] <= '9') {
+		log_warn("snapshot refused: the source is named by inode "
+			 "number, as granary 0.x did; use 'granary snapshot' "
+			 "of this version");
+		return (EPERM);
+	}
+	buf = malloc(size + 1);
+	if (!buf)
+		return (ENOMEM);
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	name = memchr(buf, '\0', size);
+	err = size && buf[0] == '/' && name && name[1] ? 0 : EINVAL;
+	if (!err) {
+		name++;
+		err = caller_get(vc, &c);
+	}
+	if (!err)
+		err = caller_may_create(fs, &c, vfs_m_ino(fs, parent));
+	if (!err)
+		err = resolve_as(fs, &c, buf, &src);
+	int64_t t0 = mono_ns();
+	int steps = hooks_snapshot_kill_after();
+	if (!err && steps > 0)
+		err = meta_redis_test_snapshot_hook(
+		    fs->meta, caller_cred(&c), src, vfs_m_ino(fs, parent), name,
+		    &st, kill_after, &steps);
+	else if (!err)
+		err = meta_snapshot(fs->meta, caller_cred(&c), src,
+				    vfs_m_ino(fs, parent), name, &st);
+	if (!err)
+		log_info("snapshot of inode %llu as '%s' by uid %u: %llu "
+			 "files, %llu directories, %llu bytes in %.1f ms",
+			 (unsigned long long)src, name, c.cred.uid,
+			 (unsigned long long)st.files,
+			 (unsigned long long)st.dirs,
+			 (unsigned long long)st.bytes,
+			 (double)(mono_ns() - t0) / 1e6);
+	caller_release(&c);
+	free(buf);
+	ns_changed(fs);
+	return err;
+}
+
+/*
+ * Dataset versions (granary version), as xattrs of a directory DIR:
+ *   set "granary.version.create"  = "TAG" or "TAG\0MESSAGE"
+ *   set "granary.version.rm"      = "TAG"
+ *   set "granary.version.restore" = "TAG\0SAVE_TAG"
+ *   get "granary.version:TAG"     = lines "key=value": tag, top, created,
+ *       files, dirs, others, bytes, and last msg (the rest of the value)
+ * DIR/.versions lists the tags.
+ */
+#define XATTR_VERSION_SET "granary.version."
+#define XATTR_VERSION_GET "granary.version:"
+
+/* One version operation on directory dir (see above) by cred. */
+static int version_do(struct fs *fs, const struct meta_cred *cred, uint64_t dir,
+		      const char *op, const char *tag, const char *arg)
+{
+	struct meta_snapshot_stats st = {0};
+	int64_t t0 = mono_ns();
+	int err;
+
+	if (!strcmp(op, "create")) {
+		err = meta_version_create(fs->meta, cred, dir, tag, arg, &st);
+		if (!err)
+			log_info("version '%s' of inode %llu: %llu files, %llu "
+				 "bytes in %.1f ms",
+				 tag, (unsigned long long)dir,
+				 (unsigned long long)st.files,
+				 (unsigned long long)st.bytes,
+				 (double)(mono_ns() - t0) / 1e6);
+		return err;
+	}
+	if (!strcmp(op, "rm")) {
+		uint64_t vdir;
+		err = meta_version_rm(fs->meta, dir, tag);
+		/* gone for this node's kernel at once, not after its entry
+		 * timeout (another thread's lock on DIR/.versions is never
+		 * held waiting for this request) */
+		if (!err && fs->kern.inval_entry &&
+		    !meta_lookup(fs->meta, dir, META_VERSIONS, &vdir, NULL))
+			fs->kern.inval_entry(fs->kern.arg, vfs_f_ino(fs, vdir),
+					     tag);
+		return err;
+	}
+	if (strcmp(op, "restore"))
+		return EOPNOTSUPP;
+	if (!arg || !*arg)
+		return EINVAL;
+	err = meta_version_restore(fs->meta, cred, dir, tag, arg);
+	if (!err)
+		log_info("inode %llu restored to version '%s' (what it was is "
+			 "version '%s') in %.1f ms",
+			 (unsigned long long)dir, tag, arg,
+			 (double)(mono_ns() - t0) / 1e6);
+	return err;
+}
+
+/* A version of DIR is made, removed or restored by whoever may create in
+ * DIR; create and restore copy trees, which the caller must be able to
+ * read (see snapshot_xattr). */
+static int version_set(const struct vfs_caller *vc, struct fs *fs, uint64_t ino,
+		       const char *op, const char *value, size_t size)
+{
+	uint64_t dir = vfs_m_ino(fs, ino);
+	struct caller c = {0};
+	char *tag, *arg;
+	int err;
+
+	if (fs->read_only || frozen(fs, ino))
+		return EROFS;
+	tag = malloc(size + 2); /* "TAG\0ARG\0" even when ARG is missing */
+	if (!tag)
+		return ENOMEM;
+	memcpy(tag, value, size);
+	tag[size] = tag[size + 1] = '\0';
+	arg = memchr(tag, '\0', size) ? tag + strlen(tag) + 1 : NULL;
+	err = caller_get(vc, &c);
+	if (!err)
+		err = caller_may_create(fs, &c, dir);
+	if (!err)
+		err = version_do(fs, caller_cred(&c), dir, op, tag, arg);
+	caller_release(&c);
+	free(tag);
+	ns_changed(fs);
+	return err;
+}
+
+static int version_get(struct fs *fs, uint64_t ino, const char *tag,
+		       void **value, size_t *size)
+{
+	struct meta_version *v;
+	char *text;
+	int err = meta_version_get(fs->meta, vfs_m_ino(fs, ino), tag, &v), n;
+
+	if (err)
+		return err == ENOENT ? ENODATA : err;
+	n = asprintf(&text,
+		     "tag=%s\ntop=%llu\ncreated=%lld\nfiles=%llu\ndirs=%llu\n"
+		     "others=%llu\nbytes=%llu\nmsg=%s",
+		     v->tag, (unsigned long long)v->top, (long long)v->created,
+		     (unsigned long long)v->st.files,
+		     (unsigned long long)v->st.dirs,
+		     (unsigned long long)v->st.others,
+		     (unsigned long long)v->st.bytes, v->msg);
+	meta_versions_free(v, 1);
+	if (n < 0)
+		return ENOMEM;
+	*value = text;
+	*size = (size_t)n;
+	return 0;
+}
+
+static int acl_name(const char *name)
+{
+	return !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+/*
+ * The kernel asks for security.capability before every write (to drop
+ * it, as it drops setuid bits). For a file this client created less than
+ * the attribute timeout ago the answer is known without a round trip:
+ * none, as the inode was made without xattrs and this client's own
+ * setxattr/removexattr of it ends the window (caps_forget). Another
+ * client's setxattr shows after the attribute timeout, the staleness the
+ * kernel already accepts for the mode bits it checks for the same purpose.
+ */
+static int caps_absent(struct fs *fs, uint64_t ino)
+{
+	struct node *n = node_get(fs, ino, 0);
+	int absent = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	absent = mono_ns() < n->nocaps_ns;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	return absent;
+}
+
+static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct node *n = strcmp(name, XATTR_CAPS) ? NULL : node_get(fs, ino, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_ns = 0;
+	n->privs = 1;
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
+int vfs_ctl_wants_groups(const char *name)
+{
+	return !strcmp(name, XATTR_SNAPSHOT) ||
+	       !strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET));
+}
+
+int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		 const char *name, const void *value, size_t size, int flags)
+{
+	if (acl_name(name))
+		return EOPNOTSUPP;
+	if (!strcmp(name, XATTR_SNAPSHOT))
+		return snapshot_xattr(c, fs, ino, value, size);
+	if (!strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET)))
+		return version_set(c, fs, ino, name + strlen(XATTR_VERSION_SET),
+				   value, size);
+	if (!strcmp(name, XATTR_SYNC)) {
+		int err = packer_sync(fs->packer);
+		int berr = stage_sync(fs->stage);
+		return err ? err : berr;
+	}
+	if (!strcmp(name, XATTR_EVICT))
+		return cache_xattr(fs, ino, 0, NULL, NULL);
+	if (frozen(fs, ino))
+		return EROFS;
+	caps_forget(fs, vfs_m_ino(fs, ino), name);
+	int err = meta_setxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size,
+				flags);
+	ns_changed(fs);
+	return err;
+}
+
+int vfs_getxattr(struct fs *fs, uint64_t ino, const char *name, void **value,
+		 size_t *size)
+{
+	if (acl_name(name))
+		return ENODATA;
+	if (!strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
+		return version_get(fs, ino, name + strlen(XATTR_VERSION_GET),
+				   value, size);
+	if (!strcmp(name, XATTR_STATS))
+		return stats_text(fs, value, size);
+	if (!strcmp(name, XATTR_CACHE))
+		return cache_xattr(fs, ino, 1, value, size);
+	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, vfs_m_ino(fs, ino)))
+		return ENODATA;
+	return meta_getxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size);
+}
+
+int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size)
+{
+	return meta_listxattr(fs->meta, vfs_m_ino(fs, ino), names, size);
+}
+
+int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name)
+{
+	if (frozen(fs, ino))
+		return EROFS;
+	caps_forget(fs, vfs_m_ino(fs, ino), name);
+	int err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
+	ns_changed(fs);
+	return err;
+}

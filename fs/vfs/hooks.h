@@ -1,0 +1,18 @@
+/*
+ * hooks.h - fault injection for the integration tests. The installed
+ * granary links fs/vfs/hooks.c, whose hooks do nothing and read nothing;
+ * the test build of the binary ($(O)/tests/hooks/granary) links
+ * tests/hooks/hooks.c instead, which takes them from GRANARY_TEST_*
+ * variables. Called once per use; cheap.
+ */
+#ifndef GRANARY_HOOKS_H
+#define GRANARY_HOOKS_H
+
+/* Kill this client (SIGKILL) after this many steps of a snapshot; 0:
+ * never (tests/integ/t0120: a client dying half way). */
+int hooks_snapshot_kill_after(void);
+/* Hold each upload of a staged block back this long (writeback tests
+ * that kill a client while blocks are only staged). */
+unsigned hooks_stage_delay_ms(void);
+
+#endif

@@ -1,0 +1,614 @@
+/*
+ * mount.c - the client's composition root below FUSE: vfs_open_fs opens
+ * the metadata engine and the store named by the volume, puts the disk
+ * cache in front, starts the block store, the uploaders, the packer and
+ * the writeback staging, and registers the session; vfs_close_fs undoes
+ * it after the unmount. Also the background reclaimer.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/data/chunkstore.h"
+#include "fs/data/packer.h"
+#include "fs/data/stage.h"
+#include "fs/data/writer.h"
+#include "fs/store/diskcache.h"
+#include "fs/store/objstore.h"
+#include "fs/vfs/closer.h"
+#include "fs/vfs/hooks.h"
+#include "fs/vfs/namecache.h"
+#include "fs/vfs/space.h"
+#include "fs/vfs/vfs_int.h"
+#include "lib/log.h"
+
+#define RECLAIM_BATCH  64
+#define CLOSE_DELAY_MS 10 /* a release waits this long for others */
+
+/* Wake the reclaimer: inodes were deleted, their data waits. */
+void reclaim_soon(void *arg)
+{
+	struct fs *fs = arg;
+	space_changed(fs->space); /* a file was deleted: space freed */
+	pthread_mutex_lock(&fs->rc_lock);
+	pthread_cond_signal(&fs->rc_cond);
+	pthread_mutex_unlock(&fs->rc_lock);
+}
+
+/* ---- background reclamation ----------------------------------------- */
+
+/* Deletes the objects of slices nobody references any more: data of
+ * unlinked files after their last close, and of truncated chunks. Also
+ * the background ticks: space_tick, the staged bytes for status. */
+/* How often a client looks for snapshots left by dead clients. */
+#define SNAPSHOT_CLEANUP_NS (30 * (int64_t)1000000000)
+
+static void *reclaimer_main(void *arg)
+{
+	pthread_setname_np(pthread_self(), "gr-reclaim");
+	struct fs *fs = arg;
+	struct meta_slice dead[RECLAIM_BATCH];
+	int64_t next_cleanup = 0;
+	uint64_t told_packs = 0, told_bytes = 0;
+	for (;;) {
+		size_t n = 0;
+		/* pending bytes that changed while no write came (space.h) */
+		space_tick(fs->space);
+		/* what this client holds staged, for `granary status` */
+		if (fs->writeback) {
+			struct packer_stats ps;
+			struct stage_stats bs = {0};
+			packer_get_stats(fs->packer, &ps);
+			if (fs->stage)
+				stage_get_stats(fs->stage, &bs);
+			/* objects: packs and blocks of big files */
+			uint64_t objs = ps.staged_packs + bs.staged_blocks;
+			uint64_t bytes = ps.staged_bytes + bs.staged_bytes;
+			if ((objs != told_packs || bytes != told_bytes) &&
+			    meta_session_staged(fs->meta, objs, bytes) == 0) {
+				told_packs = objs;
+				told_bytes = bytes;
+			}
+		}
+		/* Snapshots left half made by clients that died hold data:
+		 * their detached copies are deleted (then reclaimed). */
+		if (mono_ns() >= next_cleanup) {
+			size_t k = 0;
+			if (meta_snapshot_cleanup(fs->meta, &k) == 0 && k)
+				log_info(
+				    "deleted %zu detached trees (snapshots "
+				    "left half made by clients that died, "
+				    "versions of removed directories)",
+				    k);
+			next_cleanup = mono_ns() + SNAPSHOT_CLEANUP_NS;
+		}
+		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
+		if (err)
+			log_warn("reclaim: %s", gr_strerror(err));
+		for (size_t i = 0; i < n; i++) {
+			const struct meta_slice *d = &dead[i];
+			int e = d->pack
+				    ? chunkstore_delete_pack(fs->cs, d->pack)
+				    : chunkstore_delete(fs->cs, d->id, d->size);
+			if (e)
+				log_warn("reclaim: cannot delete %s %llu: "
+					 "%s (gc will find it)",
+					 d->pack ? "pack" : "slice",
+					 (unsigned long long)(d->pack ? d->pack
+								      : d->id),
+					 gr_strerror(e));
+		}
+		pthread_mutex_lock(&fs->rc_lock);
+		if (!fs->stopping && (n == 0 || err)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			/* 1 s with a capacity: space_tick's period */
+			ts.tv_sec += fs->vol.capacity ? 1 : 2;
+			pthread_cond_timedwait(&fs->rc_cond, &fs->rc_lock, &ts);
+		}
+		int stop = fs->stopping;
+		pthread_mutex_unlock(&fs->rc_lock);
+		if (stop)
+			return NULL;
+	}
+}
+
+/* ---- mount ---------------------------------------------------------- */
+
+/*
+ * Put the node's disk cache in front of the store. An explicit --cache-dir
+ * that cannot be used fails the mount; the default directory only logs a
+ * warning (a mount without a cache still works).
+ */
+/* The cache directories: --cache-dir, or the default (def, PATH_MAX). */
+static const char *cache_dirs(const struct fs_opts *o, char *def)
+{
+	const char *home = getenv("HOME");
+
+	if (o->cache_dir)
+		return o->cache_dir;
+	if (geteuid() == 0 || !home)
+		snprintf(def, PATH_MAX, "/var/cache/granary");
+	else
+		snprintf(def, PATH_MAX, "%s/.cache/granary", home);
+	return def;
+}
+
+/*
+ * Writeback staging of big files' blocks, in the packer's slot. A test
+ * build can hold each upload back (hooks.h), so that a test can kill the
+ * client while blocks are still only staged.
+ */
+static int open_stage(struct fs *fs, const struct fs_opts *o)
+{
+	struct stage_opts so = {
+	    .dir = packer_stage_dir(fs->packer),
+	    .compress = fs->vol.compress,
+	    .block_size = fs->vol.block_size,
+	    .uploaders = 4,
+	    .max_bytes = o->stage_size ? o->stage_size : 1ull << 30,
+	    .test_delay_ms = hooks_stage_delay_ms(),
+	    .cb_arg = fs,
+	    .staged = scb_staged,
+	};
+	int err = stage_open(fs->store, &so, &fs->stage);
+
+	if (!err)
+		wpool_set_stage(fs->pool, fs->stage);
+	return err;
+}
+
+/* The file system holding path, or its nearest existing ancestor. */
+static int fs_dev_of(const char *path, dev_t *dev)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+		return -1;
+	for (;;) {
+		if (stat(p, &st) == 0) {
+			*dev = st.st_dev;
+			return 0;
+		}
+		char *slash = strrchr(p, '/');
+		if (errno != ENOENT || !slash)
+			return -1;
+		if (slash == p)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+}
+
+static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
+{
+	uint64_t size =
+	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
+	char def[PATH_MAX];
+	const char *dirs = cache_dirs(o, def);
+	if (size == 0)
+		return 0;
+	/* Caching a store whose files share the cache's file system would
+	 * write every block read once more to the same disk, for no faster
+	 * read. The default directory only: a --cache-dir given is used. */
+	dev_t cdev;
+	if (!o->cache_dir && fs_dev_of(dirs, &cdev) == 0 &&
+	    objstore_on_dev(fs->store, cdev)) {
+		log_info("no disk cache: the store is on the file system of %s "
+			 "(--cache-dir caches it anyway)",
+			 dirs);
+		return 0;
+	}
+	struct diskcache_opts dco = {
+	    .dirs = dirs,
+	    .ns = fs->vol.uuid,
+	    .size = size,
+	    .free_ratio = o->free_ratio < 0 ? 0.1 : o->free_ratio,
+	    .min_age = 600,
+	    .cache_writes = 0,
+	    .whole_prefix = "packs/",
+	    .whole_est = o->pack_size ? o->pack_size : 4u << 20,
+	};
+	struct objstore *cached;
+	int err = diskcache_open(fs->store, &dco, &cached);
+	if (err) {
+		if (o->cache_dir)
+			return err;
+		log_warn("no disk cache: cannot use '%s': %s", dirs,
+			 gr_strerror(err));
+		return 0;
+	}
+	fs->store = cached; /* it owns the backend now */
+	fs->disk_cache = 1;
+	log_info("disk cache in %s (%llu MiB)", dirs,
+		 (unsigned long long)(size >> 20));
+	return 0;
+}
+
+static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
+{
+	uint64_t ino = META_ROOT_INO;
+	char *copy = strdup(subdir), *save = NULL;
+	if (!copy)
+		return ENOMEM;
+	int err = 0;
+	for (char *p = strtok_r(copy, "/", &save); p;
+	     p = strtok_r(NULL, "/", &save)) {
+		struct meta_attr a;
+		err = meta_lookup(fs->meta, ino, p, &ino, &a);
+		if (err)
+			break;
+		/* a version, or in one: served read-only like any version */
+		if (!strcmp(p, META_VERSIONS))
+			fs->root_frozen = 1;
+		if (a.type != META_DIR) {
+			err = ENOTDIR;
+			break;
+		}
+	}
+	free(copy);
+	*out = ino;
+	return err;
+}
+
+/* Where the S3 keys of a mount came from (mount_creds). */
+enum keys_from { KEYS_NONE, KEYS_ENV, KEYS_STORED };
+
+/*
+ * The storage must accept our keys and be this volume's (OBJSTORE_OWNER_KEY):
+ * a volume mounted on another volume's bucket would overwrite its objects.
+ * Reading the marker checks both in one request. A store that refuses the
+ * keys, or cannot be reached, refuses the mount: mounting anyway would
+ * leave a file system where every close fails with EIO (and a shell that
+ * does not check close reports success), and the ownership would go
+ * unchecked. A volume made before the marker existed gets it at its first
+ * read-write mount. On failure, msg says why, naming the store.
+ */
+static int check_owner(struct fs *fs, int read_only, enum keys_from keys,
+		       char *msg, size_t cap)
+{
+	struct objstore_owner ow;
+	const char *url = fs->vol.storage;
+	int err = objstore_owner_get(fs->store, &ow);
+
+	if (err == 0 && strcmp(ow.uuid, fs->vol.uuid)) {
+		snprintf(msg, cap,
+			 "storage '%s' belongs to another volume: it holds "
+			 "volume '%s' (uuid %s), not '%s' (uuid %s)",
+			 url, ow.name, ow.uuid, fs->vol.name, fs->vol.uuid);
+		return EEXIST;
+	}
+	if (err == EINVAL) {
+		snprintf(msg, cap,
+			 "storage '%s' holds an object '%s' that is not a "
+			 "granary volume marker (if the storage is this "
+			 "volume's, delete that object: the next read-write "
+			 "mount writes the marker again)",
+			 url, OBJSTORE_OWNER_KEY);
+		return EINVAL;
+	}
+	if (err == ENOENT && !read_only) {
+		snprintf(ow.uuid, sizeof(ow.uuid), "%s", fs->vol.uuid);
+		snprintf(ow.name, sizeof(ow.name), "%s", fs->vol.name);
+		err = objstore_owner_put(fs->store, &ow);
+		if (!err)
+			log_info("wrote the volume marker '%s' to '%s'",
+				 OBJSTORE_OWNER_KEY, url);
+	}
+	if (err && err != ENOENT) {
+		/* refused keys: say which, never what they are */
+		const char *whose = "";
+		if (err == OBJSTORE_EAUTH && keys == KEYS_ENV)
+			whose = "; the keys came from the environment";
+		else if (err == OBJSTORE_EAUTH && keys == KEYS_STORED)
+			whose = "; the keys came from the volume settings "
+				"(keys in the environment override them)";
+		snprintf(msg, cap, "storage '%s' is not usable: %s%s", url,
+			 gr_strerror(err), whose);
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * The S3 keys of a mount: the environment's, else the ones kept in the
+ * volume settings at format. The environment wins so that keys can be
+ * rotated without a format: revoke the old pair and mount with the new
+ * one in the environment. Returns where the keys came from, for messages
+ * (which never show the keys themselves).
+ */
+static enum keys_from mount_creds(const struct fs *fs, struct objstore_creds *c)
+{
+	if (objstore_env_creds(c) == 0) {
+		if (fs->vol.access_key[0])
+			log_info("using the S3 keys of the environment, not "
+				 "the ones kept in the volume settings");
+		return KEYS_ENV;
+	}
+	if (fs->vol.access_key[0] && fs->vol.secret_key[0]) {
+		c->access_key = fs->vol.access_key;
+		c->secret_key = fs->vol.secret_key;
+		return KEYS_STORED;
+	}
+	return KEYS_NONE;
+}
+
+/* msg (cap bytes) = the formatted reason, logged; returns err (EIO for 0) */
+static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, cap, fmt, ap);
+	va_end(ap);
+	log_err("%s", msg);
+	return err ? err : EIO;
+}
+
+/* What vfs_open_fs made, in reverse order; NULL fields are skipped. */
+static void teardown(struct fs *fs)
+{
+	closer_close(fs->closer);
+	fs->closer = NULL;
+	if (fs->session)
+		meta_session_close(fs->meta);
+	wpool_close(fs->pool);
+	stage_close(fs->stage); /* before the packer lets the slot go */
+	packer_close(fs->packer);
+	chunkstore_close(fs->cs);
+	objstore_close(fs->store);
+	meta_close(fs->meta);
+	space_free(fs->space);
+	if (fs->buckets) {
+		for (size_t i = 0; i < fs->nbuckets; i++) {
+			struct node *n = fs->buckets[i], *next;
+			for (; n; n = next) {
+				next = n->next;
+				chunk_cache_clear(n);
+				pthread_mutex_destroy(&n->lock);
+				free(n);
+			}
+		}
+		free(fs->buckets);
+	}
+	namecache_close(fs->names);
+	pthread_mutex_destroy(&fs->table_lock);
+	pthread_mutex_destroy(&fs->rc_lock);
+	pthread_cond_destroy(&fs->rc_cond);
+	free(fs);
+}
+
+/* The store and its disk cache, the block store, uploaders, packer and
+ * staging; msg says what failed. */
+static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
+		     size_t cap)
+{
+	struct objstore_creds creds = {0};
+	enum keys_from keys = mount_creds(fs, &creds);
+	int err = objstore_open(fs->vol.storage, &creds, &fs->store);
+	if (err)
+		return fail(msg, cap, err, "cannot open storage '%s': %s",
+			    fs->vol.storage, gr_strerror(err));
+	char why[2048]; /* the storage URL and two volume names fit */
+	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
+	if (err)
+		return fail(msg, cap, err, "%s", why);
+	err = open_disk_cache(fs, o);
+	if (err)
+		return fail(msg, cap, err,
+			    "cannot use cache directory '%s': %s", o->cache_dir,
+			    gr_strerror(err));
+	struct chunkstore_opts co = {
+	    .block_size = fs->vol.block_size,
+	    .compress = fs->vol.compress,
+	    .mem_cache_bytes =
+		o->mem_cache_size ? o->mem_cache_size : 256u << 20,
+	    /* as many GETs in flight as a parallel GET of a big object
+	       needs to reach the store's bandwidth */
+	    .prefetch_threads = o->prefetch < 0 ? 8 : o->prefetch,
+	    .staged_get = ccb_staged_get,
+	    .staged_block = ccb_staged_block,
+	    .staged_drop = ccb_staged_drop,
+	    .staged_arg = fs,
+	    /* any client may be reading what a writeback client has not
+	     * put yet (docs/operations.md) */
+	    .block_wait_ms = 15000,
+	};
+	/* readahead stays well inside the memory cache it fills */
+	fs->ra_max = co.mem_cache_bytes / 4 < (64u << 20)
+			 ? co.mem_cache_bytes / 4
+			 : (64u << 20);
+	fs->ra_total = co.mem_cache_bytes / 2;
+	err = chunkstore_open(fs->store, &co, &fs->cs);
+	if (err)
+		return fail(msg, cap, err, "cannot set up block store: %s",
+			    gr_strerror(err));
+	err =
+	    wpool_open(fs->cs, o->max_uploads ? o->max_uploads : 8,
+		       o->buffer_size ? o->buffer_size : 300u << 20, &fs->pool);
+	if (err)
+		return fail(msg, cap, err, "cannot start uploaders: %s",
+			    gr_strerror(err));
+	if (!o->pack_max || o->read_only)
+		return 0;
+	char def[PATH_MAX], stage[PATH_MAX + 64];
+	const char *dirs = cache_dirs(o, def);
+	int wb = o->writeback;
+	/* the first cache directory, beside the cache of the volume */
+	snprintf(stage, sizeof(stage), "%.*s/staging-%s",
+		 (int)strcspn(dirs, ":"), dirs, fs->vol.uuid);
+	struct packer_opts po = {
+	    .pack_size = o->pack_size ? o->pack_size : 4u << 20,
+	    .window_ms = (unsigned)(o->pack_window_ms >= 0 ? o->pack_window_ms
+				    : wb		   ? 2000
+							   : 10),
+	    .compress = fs->vol.compress,
+	    .stage_dir = wb ? stage : NULL,
+	    .uploaders = 4,
+	    .max_staged = 64,
+	};
+	struct packer_cbs pc = {fs, pcb_new_id, pcb_total,
+				wb ? pcb_staged : NULL};
+	err = packer_open(fs->store, &po, &pc, &fs->packer);
+	if (err)
+		return fail(msg, cap, err, "cannot set up packing%s: %s",
+			    wb ? " (writeback staging)" : "", gr_strerror(err));
+	/* a packed slice is one frame, smaller than a pack */
+	uint32_t pmax = o->pack_max;
+	if (pmax > fs->vol.block_size)
+		pmax = fs->vol.block_size;
+	if (pmax > po.pack_size / 2)
+		pmax = po.pack_size / 2;
+	wpool_set_packer(fs->pool, fs->packer, pmax);
+	fs->writeback = wb;
+	if (wb && (err = open_stage(fs, o)))
+		return fail(msg, cap, err,
+			    "cannot set up writeback staging of big files: "
+			    "%s",
+			    gr_strerror(err));
+	return 0;
+}
+
+int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	char url[1024];
+	int err;
+
+	if (!fs)
+		return fail(msg, cap, ENOMEM, "out of memory");
+	fs->o = o;
+	fs->read_only = o->read_only;
+	fs->attr_timeout = o->attr_timeout >= 0 ? o->attr_timeout
+			   : o->read_only	? 3600
+						: 1;
+	fs->entry_timeout = o->entry_timeout >= 0 ? o->entry_timeout
+			    : o->read_only	  ? 3600
+						  : 1;
+	fs->direct_read = o->direct_read ? o->direct_read : 64ull << 20;
+	pthread_mutex_init(&fs->table_lock, NULL);
+	pthread_mutex_init(&fs->rc_lock, NULL);
+	pthread_cond_init(&fs->rc_cond, NULL);
+	fs->nbuckets = 1 << 12;
+	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
+	if (!fs->buckets) {
+		err = fail(msg, cap, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (o->read_only) {
+		struct namecache_opts no = {
+		    .max_bytes = o->name_cache_size,
+		    .ttl_ns = (int64_t)(fs->entry_timeout * 1e9)};
+		err = namecache_open(&no, &fs->names);
+		if (err) {
+			err = fail(msg, cap, err,
+				   "cannot make a name cache of %llu bytes: "
+				   "%s",
+				   (unsigned long long)o->name_cache_size,
+				   gr_strerror(err));
+			goto fail;
+		}
+	}
+	meta_url_redact(o->meta_url, url, sizeof(url));
+	struct meta_opts mo = {.read_only = o->read_only};
+	err = meta_open(o->meta_url, &mo, &fs->meta);
+	if (err) {
+		err = fail(msg, cap, err, "cannot open metadata '%s': %s", url,
+			   gr_strerror(err));
+		goto fail;
+	}
+	err = meta_load_volume(fs->meta, &fs->vol);
+	if (err) {
+		err = fail(msg, cap, err, "cannot load volume from '%s': %s",
+			   url, gr_strerror(err));
+		goto fail;
+	}
+	err = space_open(fs->read_only ? 0 : fs->vol.capacity, space_usage, fs,
+			 &fs->space);
+	if (err) {
+		err = fail(msg, cap, err, "out of memory");
+		goto fail;
+	}
+	err = open_data(fs, o, msg, cap);
+	if (err)
+		goto fail;
+	fs->root = META_ROOT_INO;
+	if (o->subdir && *o->subdir) {
+		err = resolve_subdir(fs, o->subdir, &fs->root);
+		if (err) {
+			err = fail(msg, cap, err,
+				   "cannot mount subdirectory '%s': %s",
+				   o->subdir, gr_strerror(err));
+			goto fail;
+		}
+	}
+	err = meta_session_open(fs->meta, o->mountpoint);
+	if (err) {
+		err = fail(msg, cap, err, "cannot register session: %s",
+			   gr_strerror(err));
+		goto fail;
+	}
+	fs->session = 1;
+	/* without it, each release is a round trip of its own */
+	if (!o->read_only && closer_open(fs->meta, CLOSE_DELAY_MS, reclaim_soon,
+					 fs, &fs->closer))
+		log_warn("cannot start the closer thread: releasing files one "
+			 "by one");
+	*out = fs;
+	return 0;
+fail:
+	teardown(fs);
+	return err;
+}
+
+void vfs_set_kernel(struct fs *fs, const struct vfs_kernel *k)
+{
+	fs->kern = *k;
+}
+
+void vfs_started(struct fs *fs)
+{
+	if (!fs->read_only &&
+	    pthread_create(&fs->reclaimer, NULL, reclaimer_main, fs) == 0)
+		fs->reclaimer_running = 1;
+}
+
+void vfs_close_fs(struct fs *fs)
+{
+	if (!fs)
+		return;
+	vfs_flush_all(fs); /* destroy flushed already unless the kernel died */
+	closer_close(fs->closer); /* its releases may free data to reclaim */
+	fs->closer = NULL;
+	if (fs->reclaimer_running) {
+		pthread_mutex_lock(&fs->rc_lock);
+		fs->stopping = 1;
+		pthread_cond_signal(&fs->rc_cond);
+		pthread_mutex_unlock(&fs->rc_lock);
+		pthread_join(fs->reclaimer, NULL);
+	}
+	teardown(fs);
+}
+
+int vfs_read_only(const struct fs *fs)
+{
+	return fs->read_only;
+}
+
+uint64_t vfs_direct_read(const struct fs *fs)
+{
+	return fs->direct_read;
+}
+
+const char *vfs_volume_name(const struct fs *fs)
+{
+	return fs->vol.name;
+}

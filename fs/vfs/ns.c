@@ -1,0 +1,385 @@
+/*
+ * ns.c - names and attributes: lookup, getattr and setattr, the
+ * namespace changes (mknod, unlink, rmdir, rename, link), statfs and
+ * directory listings, over the metadata engine and the node table.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/data/writer.h"
+#include "fs/vfs/namecache.h"
+#include "fs/vfs/space.h"
+#include "fs/vfs/vfs_int.h"
+#include "lib/log.h"
+
+static uint8_t meta_type_of(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR:
+		return META_DIR;
+	case S_IFLNK:
+		return META_SYMLINK;
+	case S_IFIFO:
+		return META_FIFO;
+	case S_IFBLK:
+		return META_BLK;
+	case S_IFCHR:
+		return META_CHR;
+	case S_IFSOCK:
+		return META_SOCK;
+	default:
+		return META_FILE;
+	}
+}
+
+/* ---- names and attributes ------------------------------------------- */
+
+int vfs_lookup(struct fs *fs, uint64_t parent, const char *name,
+	       struct vfs_entry *e)
+{
+	uint64_t ino;
+	struct meta_attr a;
+	int err = 0;
+	int fz = frozen(fs, parent) || !strcmp(name, META_VERSIONS);
+	if (!fs->read_only) {
+		err = meta_lookup(fs->meta, vfs_m_ino(fs, parent), name, &ino,
+				  &a);
+		if (!err)
+			entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz,
+				   e);
+		return err;
+	}
+	/* read-only: from the name cache, else one round trip that also
+	 * brings chunk 0, so that open and read need none of their own */
+	struct meta_slice *s;
+	size_t n;
+	if (!fs->names || !namecache_get(fs->names, vfs_m_ino(fs, parent), name,
+					 &ino, &a, &s, &n)) {
+		err = meta_lookup_chunk0(fs->meta, vfs_m_ino(fs, parent), name,
+					 &ino, &a, &s, &n);
+		if (err)
+			return err;
+		if (fs->names)
+			namecache_put(fs->names, vfs_m_ino(fs, parent), name,
+				      ino, &a, s, n);
+	}
+	/* pinned, so the slice list lands in the node the kernel will open */
+	struct node *pin = node_get(fs, ino, 1);
+	if (a.type == META_FILE)
+		node_cache_chunk0(fs, ino, s, n);
+	free(s);
+	entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz, e);
+	node_unpin(fs, pin);
+	return 0;
+}
+
+void vfs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
+{
+	node_forget(fs, vfs_m_ino(fs, ino), nlookup);
+}
+
+int vfs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
+{
+	struct meta_attr a;
+	double left;
+	uint64_t vino = vfs_m_ino(fs, ino);
+
+	if (!fs->read_only && dir_attr_get(fs, vino, &a, &left)) {
+		attr_to_stat(fs, vino, &a, a.length, st);
+		*timeout = left;
+		return 0;
+	}
+	int err = meta_getattr(fs->meta, vino, &a);
+	if (err)
+		return err;
+	attr_to_stat(fs, vino, &a, visible_length(fs, vino, &a), st);
+	*timeout = fs->attr_timeout;
+	return 0;
+}
+
+/* Translate the kernel's set bits into META_SET_* and the values in in. */
+static int setattr_fields(const struct stat *st, int to_set,
+			  struct meta_attr *in)
+{
+	int set = 0;
+	memset(in, 0, sizeof(*in));
+	if (to_set & VFS_SET_MODE) {
+		set |= META_SET_MODE;
+		in->mode = st->st_mode & 07777;
+	}
+	if (to_set & VFS_SET_UID) {
+		set |= META_SET_UID;
+		in->uid = st->st_uid;
+	}
+	if (to_set & VFS_SET_GID) {
+		set |= META_SET_GID;
+		in->gid = st->st_gid;
+	}
+	if (to_set & VFS_SET_ATIME_NOW)
+		set |= META_SET_ATIME_NOW;
+	else if (to_set & VFS_SET_ATIME) {
+		set |= META_SET_ATIME;
+		in->atime = st->st_atim.tv_sec;
+		in->atimens = st->st_atim.tv_nsec;
+	}
+	if (to_set & VFS_SET_MTIME_NOW)
+		set |= META_SET_MTIME_NOW;
+	else if (to_set & VFS_SET_MTIME) {
+		set |= META_SET_MTIME;
+		in->mtime = st->st_mtim.tv_sec;
+		in->mtimens = st->st_mtim.tv_nsec;
+	}
+	if (!set && (to_set & VFS_SET_CTIME))
+		set |= META_SET_CTIME;
+	return set;
+}
+
+int vfs_setattr(struct fs *fs, uint64_t fino, const struct stat *st, int to_set,
+		struct stat *out_st, double *timeout)
+{
+	uint64_t ino = vfs_m_ino(fs, fino);
+	struct meta_attr in, out;
+	int set = setattr_fields(st, to_set, &in), err = 0, have = 0;
+	if (frozen(fs, fino))
+		return EROFS;
+
+	/*
+	 * Buffered writes are committed first: their commit sets mtime, and
+	 * must not overwrite times set after them (cp -p: write, futimens,
+	 * close), nor survive a truncate that came after them.
+	 */
+	struct node *n = node_get(fs, ino, (to_set & VFS_SET_SIZE) != 0);
+	if (n) {
+		pthread_mutex_lock(&n->lock);
+		err = node_flush(n);
+	}
+	if (!err && (to_set & VFS_SET_SIZE)) {
+		err = meta_truncate(fs->meta, ino, st->st_size, &out);
+		if (!err) {
+			space_changed(fs->space);
+			chunk_cache_clear(n);
+			node_note_attr(n, &out);
+			have = 1;
+		}
+	}
+	if (!err && set) {
+		err = meta_setattr(fs->meta, ino, set, &in, &out);
+		have = !err;
+		if (n && (set & META_SET_MODE) &&
+		    (in.mode & (S_ISUID | S_ISGID)))
+			n->privs = 1; /* see dio_allowed */
+	}
+	if (!err && !have)
+		err = meta_getattr(fs->meta, ino, &out);
+	if (!err && n)
+		node_note_attr(n, &out);
+	if (n) {
+		pthread_mutex_unlock(&n->lock);
+		node_unpin(fs, n);
+	} else if (to_set & VFS_SET_SIZE) {
+		err = ENOMEM;
+	}
+	ns_changed(fs);
+	if (err)
+		return err;
+	attr_to_stat(fs, ino, &out, visible_length(fs, ino, &out), out_st);
+	*timeout = fs->attr_timeout;
+	return 0;
+}
+
+int vfs_readlink(struct fs *fs, uint64_t ino, char **target)
+{
+	return meta_readlink(fs->meta, vfs_m_ino(fs, ino), target);
+}
+
+/* ---- namespace changes ---------------------------------------------- */
+
+int vfs_mknod(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
+	      const char *name, mode_t mode, dev_t rdev, const char *link,
+	      struct vfs_entry *e)
+{
+	uint64_t ino;
+	struct meta_attr a;
+	if (frozen(fs, parent))
+		return EROFS;
+	int err = meta_mknod(fs->meta, vfs_m_ino(fs, parent), name,
+			     meta_type_of(mode), mode & 07777, c->uid, c->gid,
+			     rdev, link, &ino, &a);
+	ns_changed(fs);
+	if (!err)
+		entry_take(fs, ino, &a, visible_length(fs, ino, &a), 0, e);
+	return err;
+}
+
+int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
+{
+	if (frozen(fs, parent))
+		return EROFS;
+	int err = meta_unlink(fs->meta, vfs_m_ino(fs, parent), name);
+	ns_changed(fs);
+	if (!err)
+		reclaim_soon(fs);
+	return err;
+}
+
+int vfs_rmdir(struct fs *fs, uint64_t parent, const char *name)
+{
+	if (frozen(fs, parent))
+		return EROFS;
+	int err = meta_rmdir(fs->meta, vfs_m_ino(fs, parent), name);
+	ns_changed(fs);
+	return err;
+}
+
+int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
+	       uint64_t newparent, const char *newname, unsigned flags)
+{
+	if (flags & ~(VFS_RENAME_NOREPLACE | VFS_RENAME_EXCHANGE))
+		return EINVAL;
+	if (frozen(fs, parent) || frozen(fs, newparent))
+		return EROFS;
+	int err = meta_rename(fs->meta, vfs_m_ino(fs, parent), name,
+			      vfs_m_ino(fs, newparent), newname, flags);
+	ns_changed(fs);
+	space_changed(fs->space); /* a file replaced may be gone */
+	return err;
+}
+
+int vfs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
+	     const char *newname, struct vfs_entry *e)
+{
+	struct meta_attr a;
+	if (frozen(fs, ino) || frozen(fs, newparent))
+		return EROFS;
+	uint64_t vino = vfs_m_ino(fs, ino);
+	int err =
+	    meta_link(fs->meta, vino, vfs_m_ino(fs, newparent), newname, &a);
+	ns_changed(fs);
+	if (!err)
+		entry_take(fs, vino, &a, visible_length(fs, vino, &a), 0, e);
+	return err;
+}
+
+int vfs_statfs(struct fs *fs, struct statvfs *sv)
+{
+	struct meta_usage u;
+	int err = meta_usage(fs->meta, &u);
+	if (err)
+		return err;
+	/* the capacity is the total, whatever the usage (which may overshoot
+	 * it a little: space.h); without one, 1 PiB or the usage */
+	uint64_t cap = fs->vol.capacity;
+	if (!cap)
+		cap = u.used_bytes > (1ull << 50) ? u.used_bytes : 1ull << 50;
+	uint64_t used = (u.used_bytes + 4095) / 4096;
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = 4096;
+	sv->f_frsize = 4096;
+	sv->f_blocks = cap / 4096;
+	sv->f_bfree = sv->f_bavail =
+	    used < sv->f_blocks ? sv->f_blocks - used : 0;
+	sv->f_files = u.inodes + (1ull << 32);
+	sv->f_ffree = sv->f_favail = 1ull << 32;
+	sv->f_namemax = META_NAME_MAX;
+	return 0;
+}
+
+/* ---- directories ---------------------------------------------------- */
+
+int vfs_opendir(struct fs *fs, uint64_t ino, struct vfs_dh **out, int *keep)
+{
+	(void)ino;
+	struct vfs_dh *d = calloc(1, sizeof(*d));
+	if (!d)
+		return ENOMEM;
+	pthread_mutex_init(&d->lock, NULL);
+	/* a read-only client lets the kernel keep listings for the entry
+	 * timeout: a DataLoader's walk of a dataset is then free after the
+	 * first epoch */
+	*keep = fs->read_only;
+	*out = d;
+	return 0;
+}
+
+int vfs_readdir(struct fs *fs, struct vfs_dh *d, uint64_t ino, off_t off,
+		int plus,
+		int (*add)(void *arg, const char *name, const struct stat *st,
+			   const struct vfs_entry *e, off_t next),
+		void *arg)
+{
+	int err = 0, fz = plus && frozen(fs, ino);
+
+	pthread_mutex_lock(&d->lock);
+	/* a rewind (offset 0) reloads, as a new listing would */
+	if (!d->loaded || off == 0 || (plus && !d->plus)) {
+		meta_dirents_free(d->ents, d->n);
+		d->ents = NULL;
+		d->n = 0;
+		d->loaded = 0;
+		err = meta_readdir(fs->meta, vfs_m_ino(fs, ino), plus, &d->ents,
+				   &d->n);
+		if (err)
+			goto out;
+		d->loaded = 1;
+		d->plus = plus;
+	}
+	/* offsets: 1 = ".", 2 = "..", 3 + i = entry i */
+	for (off_t i = off; (size_t)i < d->n + 2; i++) {
+		struct stat st;
+		struct vfs_entry ent, *ep = NULL;
+		struct meta_dirent *e = NULL;
+		const char *name;
+		memset(&st, 0, sizeof(st));
+		if (i == 0) {
+			name = ".";
+			st.st_ino = ino;
+			st.st_mode = S_IFDIR;
+		} else if (i == 1) {
+			name = "..";
+			st.st_ino = VFS_ROOT_ID; /* the kernel resolves .. */
+			st.st_mode = S_IFDIR;
+		} else {
+			e = &d->ents[i - 2];
+			name = e->name;
+			st.st_ino = vfs_f_ino(fs, e->ino);
+			st.st_mode = type_bits(e->type);
+		}
+		if (plus && e) {
+			memset(&ent, 0, sizeof(ent));
+			ent.ino = st.st_ino;
+			ent.attr_timeout = fs->attr_timeout;
+			ent.entry_timeout = fs->entry_timeout;
+			attr_to_stat(fs, e->ino, &e->attr,
+				     visible_length(fs, e->ino, &e->attr),
+				     &ent.attr);
+			ep = &ent;
+		}
+		if (add(arg, name, &st, ep, i + 1))
+			break;
+		if (ep) {
+			node_lookup_ref(fs, e->ino, &e->attr, fz);
+			if (fs->read_only && e->type == META_FILE)
+				node_cache_chunk0(fs, e->ino, e->chunk0,
+						  e->nchunk0);
+			if (fs->names)
+				namecache_put(fs->names, vfs_m_ino(fs, ino),
+					      e->name, e->ino, &e->attr,
+					      e->chunk0, e->nchunk0);
+		}
+	}
+out:
+	pthread_mutex_unlock(&d->lock);
+	return err;
+}
+
+void vfs_releasedir(struct fs *fs, struct vfs_dh *d)
+{
+	(void)fs;
+	meta_dirents_free(d->ents, d->n);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}

@@ -1,0 +1,199 @@
+/*
+ * vfs_int.h - what the files of fs/vfs/ share: the client's state (struct
+ * fs), the node table's nodes and the open handles, and the helpers each
+ * part uses. Not for use outside fs/vfs/ (the adapter has vfs.h).
+ *
+ * Locks, in the order they may be taken:
+ *   fs->table_lock  (the node table, nlookup, opens, pins)   - leaf w.r.t.
+ *                    node->lock: never take node->lock while holding it
+ *   node->lock      (writer, length, chunk cache)
+ *   writer/pool locks (writer.h)
+ *   the space gate's lock (space.h): a leaf, taken under node->lock;
+ *                    never held across its Redis round trip (space_take
+ *                    may make or wait for one with node->lock held)
+ * Writer callbacks (commit) run with node->lock held.
+ */
+#ifndef GRANARY_VFS_INT_H
+#define GRANARY_VFS_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fs/data/readahead.h"
+#include "fs/vfs/vfs.h"
+#include "meta/meta.h"
+
+#define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
+#define XATTR_CAPS	"security.capability"
+
+struct chunk_list {
+	uint32_t idx;
+	struct meta_slice *s;
+	size_t n;
+};
+
+struct node;
+/* Writer callbacks get a small context: the fs and the node. */
+struct wctx {
+	struct fs *fs;
+	struct node *node;
+};
+
+struct node {
+	uint64_t ino;	   /* volume inode number */
+	struct node *next; /* hash chain; protected by fs->table_lock */
+	uint64_t nlookup;  /* kernel lookups; protected by fs->table_lock */
+	int opens;	   /* open handles; protected by fs->table_lock */
+	int pins;	   /* in-flight users; protected by fs->table_lock */
+	int meta_open;	   /* registered with meta_file_open; protected by
+			      fs->table_lock */
+	int frozen;	   /* inside a version (DIR/.versions/...): read-only;
+			      set once; protected by fs->table_lock */
+
+	pthread_mutex_t lock;	/* after table_lock's release, before writer */
+	struct writer *writer;	/* protected by lock; NULL until first write */
+	struct wctx wctx;	/* the writer's callback argument */
+	uint64_t length;	/* protected by lock: last length we know */
+	int seen;		/* protected by lock: mtime/length are valid */
+	struct meta_attr attr;	/* protected by lock: as last fetched */
+	int64_t attr_ns;	/* protected by lock: when (monotonic) */
+	uint64_t gen;		/* protected by lock: bumped on invalidation */
+	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
+	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
+	int64_t dattr_ns;	/* written under lock, read atomically: when (0: none) */
+	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
+	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
+	size_t ncc;			       /* protected by lock */
+	int dio;   /* protected by lock: written past the page cache since an
+		      open last dropped it (see file_open) */
+	int privs; /* protected by lock: this client may have given it a
+		      set-id bit or a file capability since a direct_io
+		      open found none (see dio_allowed) */
+	uint64_t taken; /* protected by lock: bytes fs->space accepted for
+			   its buffered writes, not committed yet */
+	uint64_t wend;	/* atomic, written under lock: one past the end of
+			   the writes buffered and not committed (0: none);
+			   stat reads it without the lock, which a flush
+			   holds across its uploads and commit */
+};
+
+struct fs {
+	const struct fs_opts *o;
+	struct meta *meta;
+	struct objstore *store; /* the disk cache over the store, if any */
+	int disk_cache;		/* store is a diskcache */
+	uint64_t ra_max;	/* readahead window cap, bytes */
+	/* Readahead of all open files together stays within ra_total (half
+	 * the memory cache it fills, so no file's blocks are evicted before
+	 * they are read); each of the ra_streams files reading sequentially
+	 * now gets an equal share. ra_streams: __atomic. */
+	uint64_t ra_total;
+	uint64_t ra_streams;
+	struct chunkstore *cs;
+	struct wpool *pool;
+	struct packer *packer; /* NULL: packing off */
+	struct stage *stage;   /* writeback: blocks of big files; or NULL */
+	int writeback;	       /* packs and blocks are staged first */
+	struct meta_volume vol;
+	struct space *space; /* the volume's capacity, for every write */
+	uint64_t root;	     /* volume inode served as FUSE_ROOT_ID */
+	int root_frozen;     /* --subdir inside a version: read-only */
+	int any_frozen;	     /* atomic: some node was ever marked frozen */
+	double attr_timeout, entry_timeout;
+	int read_only;
+	struct vfs_kernel kern; /* set before the first request */
+	uint64_t direct_read;	/* read-only opens of files this long bypass
+				   the page cache once the kernel maps them
+				   shared (kern.dio_mmap); UINT64_MAX: never */
+	uint64_t ns_gen;	/* atomic: bumped by every change through this
+				   client but a create (see dir_attr_get) */
+
+	/* read-only clients: names seen by lookups and readdirplus, kept for
+	 * the entry timeout so that a kernel that dropped its dentries
+	 * (memory pressure) looks them up again without a round trip.
+	 * NULL: off. Thread-safe (its locks are leaves). */
+	struct namecache *names;
+
+	pthread_mutex_t table_lock;
+	struct node **buckets;	 /* protected by table_lock */
+	size_t nbuckets, nnodes; /* protected by table_lock */
+
+	struct closer *closer; /* releases of closed files; NULL: at once */
+
+	int session; /* registered with meta_session_open */
+	pthread_t reclaimer;
+	int reclaimer_running;
+	pthread_mutex_t rc_lock; /* leaf */
+	pthread_cond_t rc_cond;	 /* signalled on stop and on new garbage */
+	int stopping;		 /* protected by rc_lock */
+};
+
+struct vfs_fh {
+	struct node *node;
+	int flags;
+	int dio;		 /* opened with direct_io */
+	pthread_mutex_t ra_lock; /* leaf; protects ra */
+	struct readahead ra;
+};
+
+struct vfs_dh {
+	pthread_mutex_t lock; /* protects the fields below */
+	int loaded, plus;
+	struct meta_dirent *ents;
+	size_t n;
+};
+
+/* ---- node table (node.c) ---- */
+uint64_t vfs_m_ino(struct fs *fs, uint64_t ino); /* kernel -> volume */
+uint64_t vfs_f_ino(struct fs *fs, uint64_t ino); /* volume -> kernel */
+struct node *node_get(struct fs *fs, uint64_t ino, int create); /* pinned */
+void node_unpin(struct fs *fs, struct node *n);			/* NULL-safe */
+void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
+		     int frozen);
+void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
+int frozen(struct fs *fs, uint64_t ino); /* kernel ino */
+void chunk_cache_clear(struct node *n);
+void node_note_attr(struct node *n, const struct meta_attr *a);
+int node_unchanged(const struct node *n, const struct meta_attr *a);
+int64_t mono_ns(void);
+void ns_changed(struct fs *fs);
+void dir_attr_note(struct fs *fs, uint64_t dir, const struct meta_attr *pa,
+		   uint64_t gen);
+int dir_attr_get(struct fs *fs, uint64_t ino, struct meta_attr *a,
+		 double *left);
+mode_t type_bits(uint8_t type);
+void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
+		  uint64_t length, struct stat *st);
+uint64_t visible_length(struct fs *fs, uint64_t ino, const struct meta_attr *a);
+/* fill e for ino and count the kernel's lookup of it */
+void entry_take(struct fs *fs, uint64_t ino, const struct meta_attr *a,
+		uint64_t length, int frozen, struct vfs_entry *e);
+
+/* ---- the data path's glue (node.c) ---- */
+int node_writer(struct fs *fs, struct node *n, struct writer **out);
+int node_flush(struct node *n);
+void node_writer_close(struct node *n);
+void node_space_drop(struct node *n);
+struct rctx {
+	struct fs *fs;
+	struct node *node;
+};
+int rcb_chunk(void *arg, uint64_t ino, uint32_t idx, struct meta_slice **s,
+	      size_t *n);
+void node_cache_chunk0(struct fs *fs, uint64_t ino, const struct meta_slice *s,
+		       size_t n);
+int pcb_new_id(void *arg, uint64_t *id);
+int pcb_total(void *arg, uint64_t pack, uint64_t total, int *dead);
+int pcb_staged(void *arg, uint64_t pack, int done);
+int scb_staged(void *arg, uint64_t id, uint32_t idx, int done);
+int ccb_staged_get(void *arg, uint64_t pack, uint32_t off, uint32_t len,
+		   void **data);
+int ccb_staged_block(void *arg, uint64_t id, uint32_t idx, void **enc,
+		     size_t *n);
+void ccb_staged_drop(void *arg, uint64_t id);
+int space_usage(void *arg, uint64_t pending, uint64_t *used);
+
+/* ---- mount.c ---- */
+void reclaim_soon(void *fs); /* data was freed: wake the reclaimer */
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * hooks.c - the test build's fault injection (fs/vfs/hooks.h), from
+ * GRANARY_TEST_SNAPSHOT_KILL_AFTER and GRANARY_TEST_STAGE_DELAY_MS.  Linked
+ * into $(O)/tests/hooks/granary only, ahead of the library, whose
+ * do-nothing hooks it replaces.
+ */
+#include <stdlib.h>
+
+#include "fs/vfs/hooks.h"
+
+int hooks_snapshot_kill_after(void)
+{
+	const char *v = getenv("GRANARY_TEST_SNAPSHOT_KILL_AFTER");
+	return v ? atoi(v) : 0;
+}
+
+unsigned hooks_stage_delay_ms(void)
+{
+	const char *v = getenv("GRANARY_TEST_STAGE_DELAY_MS");
+	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
