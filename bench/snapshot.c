@@ -28,7 +28,7 @@ static const char usage[] =
 #define CHUNK (64ull << 20)
 #define DIRS  100
 
-/* meta/redis.c: the snapshot with a hook between its steps (here: the
+/* meta/redis_snap.c: the snapshot with a hook between its steps (here: the
  * name is taken before the commit, so the copy is deleted again) */
 int meta_redis_test_snapshot_hook(struct meta *m, const struct meta_cred *cred,
 				  uint64_t src, uint64_t dst_parent,
