@@ -15,6 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/meta.h"
 
 static const char usage[] =

@@ -1,6 +1,8 @@
 /*
- * meta.h - the metadata API: volume settings, inodes, directory entries,
- * chunk slice lists, xattrs, client sessions and data reclamation.
+ * meta.h - the metadata API: opening an engine, inodes, directory entries,
+ * chunk slice lists and xattrs, and the types every part of the API uses.
+ * The rest: meta_volume.h (volume, usage, sessions), meta_snap.h
+ * (snapshots, versions), meta_objects.h (packs, staging, reclamation).
  *
  * One engine today: Redis (meta/redis_*.c, schema in meta/SCHEMA.md). Every
  * call that changes more than one key is atomic (one Lua script). All calls
@@ -21,6 +23,8 @@
 #define META_CHUNK_SIZE	    (64u << 20) /* a file is cut into chunks by offset */
 #define META_FORMAT_VERSION 2
 #define META_NAME_MAX	    255
+/* the name that reaches a directory's versions (meta_snap.h): reserved */
+#define META_VERSIONS ".versions"
 
 /* Errors: a positive errno, or a META_E* code (lib/errors.h). */
 
@@ -95,56 +99,6 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out);
 void meta_close(struct meta *m); /* NULL-safe; ends the session if any */
 /* The URL with any password replaced by "****", for messages. */
 void meta_url_redact(const char *url, char *buf, size_t cap);
-
-/* ---- volume ---------------------------------------------------------- */
-/* Write settings and the root directory; META_EEXIST unless force (force
- * wipes every granary key in the database first). */
-int meta_format(struct meta *m, const struct meta_volume *v, int force);
-/* META_EVERSION (logged: what to do) when the volume's format is not
- * META_FORMAT_VERSION; v is filled all the same. */
-int meta_load_volume(struct meta *m, struct meta_volume *v);
-/*
- * Rewrite a volume of an older format version into META_FORMAT_VERSION
- * (SCHEMA.md, "Upgrades"), in place. Refused with EBUSY while a client
- * has it mounted (a session with a heartbeat within the session TTL). An
- * interrupted upgrade is finished by running it again; the volume's
- * format_version changes last. *from gets the version found (= current:
- * nothing was done), *n the records rewritten.
- */
-int meta_upgrade(struct meta *m, uint32_t *from, uint64_t *n);
-struct meta_usage {
-	uint64_t used_bytes; /* the stored bytes of every file (usedspace) */
-	uint64_t inodes;
-};
-int meta_usage(struct meta *m, struct meta_usage *u);
-/*
- * For a client's capacity gate (fs/space.h), in one round trip: publish
- * the bytes this session has accepted and not committed yet (0 clears
- * them; nothing is published without a session), and read the volume's
- * usedspace and the bytes every other session has published. A session's
- * bytes are removed when it closes or is cleaned up as dead.
- */
-int meta_space_usage(struct meta *m, uint64_t pending, uint64_t *used,
-		     uint64_t *others);
-
-/* ---- sessions -------------------------------------------------------- */
-/* Register this client (starts a heartbeat thread; cleans up sessions of
- * dead clients: their open files, their orphaned inodes). */
-int meta_session_open(struct meta *m, const char *mountpoint);
-int meta_session_close(struct meta *m);
-uint64_t meta_session_id(struct meta *m);
-struct meta_session {
-	uint64_t sid;
-	char host[256], mountpoint[1024];
-	int64_t pid, started, heartbeat;
-	uint64_t staged_packs, staged_bytes; /* see meta_session_staged */
-};
-/* Publish how much this session holds staged on its node and not yet in
- * the store (writeback), for `granary status`; 0, 0 clears it. */
-int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes);
-int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n);
-/* Remove sessions whose heartbeat is older than the TTL; *n cleaned. */
-int meta_clean_sessions(struct meta *m, size_t *n);
 
 /* ---- namespace ------------------------------------------------------- */
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);
@@ -248,161 +202,5 @@ int meta_getxattr(struct meta *m, uint64_t ino, const char *name, void **value,
 /* Names, each NUL-terminated, concatenated (malloc'd). */
 int meta_listxattr(struct meta *m, uint64_t ino, char **names, size_t *size);
 int meta_removexattr(struct meta *m, uint64_t ino, const char *name);
-
-/* ---- snapshots ------------------------------------------------------- */
-/*
- * Who asks for a snapshot or a version, for the permission checks of the
- * copy (cp -a semantics: every file of the source readable, every
- * directory readable and searchable; EACCES otherwise, and nothing is
- * made). groups[0] is the primary gid, then the supplementary groups. A
- * NULL cred (root, the tools) checks nothing.
- */
-struct meta_cred {
-	uint32_t uid;
-	uint32_t ngroups;
-	const uint32_t *groups;
-};
-
-struct meta_snapshot_stats {
-	uint64_t files, dirs, others; /* inodes made (the top one included) */
-	uint64_t bytes;		      /* sum of the file lengths */
-};
-/*
- * Make dst_name in directory dst_parent a copy-on-write copy of src (a
- * file, symlink, special file, or a directory tree): metadata only, the
- * data shared through slice reference counts, so that writes, truncates
- * and deletes on either side never show in the other. Attributes, xattrs
- * and symlink targets are copied as they are (owners included, as cp -a
- * run by root would); ctime of the copies is now; hard links inside a tree
- * stay links to one inode inside the copy. With a cred (not root), as cp
- * -a run by that user: an owner it is not and a group it is not in become
- * its own uid and gid, which clears the set-id bits, and security.* and
- * trusted.* xattrs are not copied.
- *
- * Atomic for the namespace: the copy is built detached (its top inode
- * listed in `snapshots` with this session) and linked under dst_name in
- * one last step; EEXIST if dst_name exists then (or at the start), and the
- * detached copy is deleted again on any error. A client that dies half way
- * leaves a detached copy that meta_snapshot_cleanup deletes once the
- * session is dead. Errors: ENOENT (src or dst_parent), ENOTDIR, EEXIST,
- * EINVAL (dst_parent inside the tree of src), EACCES (cred may not read
- * all of src; see struct meta_cred), ECANCELED (the half-made copy
- * was taken for dead and deleted by a cleaner: this client stalled for
- * longer than the session TTL), or a metadata error. st may be NULL.
- */
-int meta_snapshot(struct meta *m, const struct meta_cred *cred, uint64_t src,
-		  uint64_t dst_parent, const char *dst_name,
-		  struct meta_snapshot_stats *st);
-/* Delete the detached copies of snapshots whose client is gone (its
- * session dead or closed); *n (may be NULL) is how many. */
-int meta_snapshot_cleanup(struct meta *m, size_t *n);
-
-/*
- * Give the empty regular file dst (length 0) the data of file src, shared
- * copy-on-write as a snapshot shares it (copy_file_range of a whole file
- * inside the volume). EINVAL when dst is not empty or is src, EISDIR,
- * ENOENT. *a (may be NULL) receives dst's new attributes.
- */
-int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
-		    struct meta_attr *a);
-
-/* ---- dataset versions ------------------------------------------------ */
-/*
- * A version is a read-only snapshot of a directory, kept with it: DIR's
- * versions are the entries of a directory reached by looking up META_VERSIONS
- * in DIR (DIR/.versions/TAG), never listed by readdir. The name is reserved:
- * creating or renaming to it gives EINVAL. Read-only is the client's to
- * enforce (fs/vfs/); the engine keeps the tree and a record per version
- * with its stats, so that listing them costs one read. Removing DIR removes
- * its versions (deleted in the background by meta_snapshot_cleanup).
- */
-#define META_VERSIONS	     ".versions"
-#define META_TAG_MAX	     200
-#define META_VERSION_MSG_MAX 4096
-
-struct meta_version {
-	char tag[META_TAG_MAX + 1];
-	uint64_t top;	 /* the version's root directory */
-	int64_t created; /* server unix seconds */
-	struct meta_snapshot_stats st;
-	char *msg; /* NUL-terminated, maybe empty */
-};
-
-/* Tags: 1..META_TAG_MAX printable bytes, no '/', not starting with '.';
- * EINVAL otherwise (ENAMETOOLONG when too long). */
-int meta_version_tag_check(const char *tag);
-/*
- * Record dir as it is now as version tag, with msg (may be NULL; at most
- * META_VERSION_MSG_MAX bytes, else EINVAL): a snapshot of the tree (see
- * meta_snapshot for what it copies and costs, and its consistency while
- * the tree changes). EEXIST when tag exists, ENOTDIR, ENOENT, EACCES (cred
- * may not read all of dir). st may be NULL.
- */
-int meta_version_create(struct meta *m, const struct meta_cred *cred,
-			uint64_t dir, const char *tag, const char *msg,
-			struct meta_snapshot_stats *st);
-/* One version, or all of dir's (any order, *n 0 when none); free the
- * result with meta_versions_free. ENOENT: no such version. */
-int meta_version_get(struct meta *m, uint64_t dir, const char *tag,
-		     struct meta_version **out);
-int meta_version_list(struct meta *m, uint64_t dir, struct meta_version **out,
-		      size_t *n);
-void meta_versions_free(struct meta_version *v, size_t n); /* NULL-safe */
-/* Delete version tag of dir: gone from the namespace at once, its tree
- * deleted before return (or by a later meta_snapshot_cleanup). */
-int meta_version_rm(struct meta *m, uint64_t dir, const char *tag);
-/*
- * Make dir's content version tag's again: first dir as it is is recorded
- * as version save_tag (EEXIST if taken), then a copy of tag's tree
- * replaces dir's entries in one step (dir keeps its inode, attributes and
- * versions; the versions of its subdirectories go with the old entries).
- * Files open in dir keep their data until closed, as if unlinked. cred
- * must be able to read both dir's tree and tag's (EACCES).
- */
-int meta_version_restore(struct meta *m, const struct meta_cred *cred,
-			 uint64_t dir, const char *tag, const char *save_tag);
-
-/* ---- packs ----------------------------------------------------------- */
-/* Packs get their ids from the slice id sequence (meta_new_slice_id). */
-#define META_PACK_OPEN (UINT64_C(1) << 52) /* total of a pack still filling */
-/*
- * Record the total bytes of pack `pack` (the sum of its frames). Before a
- * pack's first slice is committed, its total must be recorded: a pack still
- * being filled gets META_PACK_OPEN, then its real total when sealed. The
- * dead bytes of a pack (frames whose slice lost its last reference) are
- * counted by meta_reclaim; *dead is set to 1 when they already cover the
- * total: the pack is forgotten and its object must be deleted (or never
- * uploaded). A total of 0 (a pack that got no frame) forgets the pack.
- * dead may be NULL.
- */
-int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead);
-/* Total and dead bytes of a pack; ENOENT when the volume does not know it
- * (never recorded, or already reclaimed). */
-int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
-		    uint64_t *dead);
-
-/*
- * Writeback against reclamation by any client (SCHEMA.md, "Staging"): name
- * an object staged on this node's disk (kind 'b': block idx of slice id;
- * kind 'p': pack id) before anything that references it is committed, and
- * say when it is in the store, or never will be (done). While a dead
- * slice or pack has an object named, meta_reclaim keeps its record back:
- * a delete before the staged put would leave the object behind.
- */
-int meta_staging_mark(struct meta *m, char kind, uint64_t id, uint32_t idx);
-int meta_staging_done(struct meta *m, char kind, uint64_t id, uint32_t idx);
-
-/* ---- reclamation ----------------------------------------------------- */
-/*
- * Advance background reclamation (deleted inodes, truncated chunks) and
- * hand out up to cap objects that no longer have any reference: the caller
- * deletes them. An entry with pack == 0 is a slice (delete its blocks); one
- * with id == 0 and pack != 0 is a whole pack whose every frame is dead
- * (delete the pack object). A dead frame of a pack that still has live
- * frames only adds to the pack's dead bytes. *n = 0 when there is nothing
- * left to do.
- */
-int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap,
-		 size_t *n);
 
 #endif

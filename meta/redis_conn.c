@@ -16,6 +16,9 @@
 
 #include <xxhash.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/redis_int.h"
 #include "lib/log.h"
 

@@ -15,6 +15,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/meta.h"
 #include "meta/lua_gen.h" /* generated: $(O)/meta/lua_gen.h */
 

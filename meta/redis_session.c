@@ -12,6 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/redis_int.h"
 #include "lib/log.h"
 

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/redis_int.h"
 #include "lib/log.h"
 

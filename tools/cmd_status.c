@@ -11,6 +11,7 @@
 
 #include "fs/store/codec.h"
 #include "meta/meta.h"
+#include "meta/meta_volume.h"
 #include "tools/cli.h"
 
 static const char usage[] =

@@ -7,6 +7,7 @@
 #include <getopt.h>
 
 #include "meta/meta.h"
+#include "meta/meta_volume.h"
 #include "tools/cli.h"
 
 static const char usage[] =

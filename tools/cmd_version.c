@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "meta/meta.h"
+#include "meta/meta_snap.h"
 #include "tools/cli.h"
 
 static const char usage[] =

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "meta/meta.h"
+#include "meta/meta_objects.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/workq.h"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "meta/meta_snap.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/packer.h"
 #include "fs/data/slice.h"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+#include "meta/meta_snap.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/readahead.h"
 #include "fs/data/reader.h"

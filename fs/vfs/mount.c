@@ -16,6 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meta/meta_snap.h"
+#include "meta/meta_objects.h"
+#include "meta/meta_volume.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/packer.h"
 #include "fs/data/stage.h"

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "meta/meta_volume.h"
+#include "meta/meta_objects.h"
 #include "fs/data/packer.h"
 #include "fs/data/stage.h"
 #include "fs/data/writer.h"

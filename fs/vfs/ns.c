@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "meta/meta_volume.h"
 #include "fs/data/writer.h"
 #include "fs/vfs/namecache.h"
 #include "fs/vfs/space.h"

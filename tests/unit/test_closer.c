@@ -13,6 +13,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "fs/vfs/closer.h"
 
 #define DB     30

@@ -23,6 +23,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "meta/meta.h"
 
 /* test-only hook of meta/redis_session.c */

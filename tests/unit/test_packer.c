@@ -21,6 +21,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_volume.h"
 #include "fs/data/chunkstore.h"
 #include "fs/store/codec.h"
 #include "fs/data/packer.h"

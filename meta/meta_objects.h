@@ -1,0 +1,54 @@
+/*
+ * meta_objects.h - the metadata API of the objects behind the data: packs
+ * of small slices, objects staged on a node (writeback), and the
+ * reclamation of slices nobody references. Types and errors: meta.h.
+ */
+#ifndef GRANARY_META_OBJECTS_H
+#define GRANARY_META_OBJECTS_H
+
+#include "meta/meta.h"
+
+/* ---- packs ----------------------------------------------------------- */
+/* Packs get their ids from the slice id sequence (meta_new_slice_id). */
+#define META_PACK_OPEN (UINT64_C(1) << 52) /* total of a pack still filling */
+/*
+ * Record the total bytes of pack `pack` (the sum of its frames). Before a
+ * pack's first slice is committed, its total must be recorded: a pack still
+ * being filled gets META_PACK_OPEN, then its real total when sealed. The
+ * dead bytes of a pack (frames whose slice lost its last reference) are
+ * counted by meta_reclaim; *dead is set to 1 when they already cover the
+ * total: the pack is forgotten and its object must be deleted (or never
+ * uploaded). A total of 0 (a pack that got no frame) forgets the pack.
+ * dead may be NULL.
+ */
+int meta_pack_total(struct meta *m, uint64_t pack, uint64_t total, int *dead);
+/* Total and dead bytes of a pack; ENOENT when the volume does not know it
+ * (never recorded, or already reclaimed). */
+int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
+		    uint64_t *dead);
+
+/*
+ * Writeback against reclamation by any client (SCHEMA.md, "Staging"): name
+ * an object staged on this node's disk (kind 'b': block idx of slice id;
+ * kind 'p': pack id) before anything that references it is committed, and
+ * say when it is in the store, or never will be (done). While a dead
+ * slice or pack has an object named, meta_reclaim keeps its record back:
+ * a delete before the staged put would leave the object behind.
+ */
+int meta_staging_mark(struct meta *m, char kind, uint64_t id, uint32_t idx);
+int meta_staging_done(struct meta *m, char kind, uint64_t id, uint32_t idx);
+
+/* ---- reclamation ----------------------------------------------------- */
+/*
+ * Advance background reclamation (deleted inodes, truncated chunks) and
+ * hand out up to cap objects that no longer have any reference: the caller
+ * deletes them. An entry with pack == 0 is a slice (delete its blocks); one
+ * with id == 0 and pack != 0 is a whole pack whose every frame is dead
+ * (delete the pack object). A dead frame of a pack that still has live
+ * frames only adds to the pack's dead bytes. *n = 0 when there is nothing
+ * left to do.
+ */
+int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap,
+		 size_t *n);
+
+#endif

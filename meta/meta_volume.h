@@ -1,0 +1,61 @@
+/*
+ * meta_volume.h - the metadata API of a volume as a whole: format, load,
+ * upgrade, usage and the capacity gate's figures, and the sessions of the
+ * clients that mount it. Types and errors: meta.h.
+ */
+#ifndef GRANARY_META_VOLUME_H
+#define GRANARY_META_VOLUME_H
+
+#include "meta/meta.h"
+
+/* ---- volume ---------------------------------------------------------- */
+/* Write settings and the root directory; META_EEXIST unless force (force
+ * wipes every granary key in the database first). */
+int meta_format(struct meta *m, const struct meta_volume *v, int force);
+/* META_EVERSION (logged: what to do) when the volume's format is not
+ * META_FORMAT_VERSION; v is filled all the same. */
+int meta_load_volume(struct meta *m, struct meta_volume *v);
+/*
+ * Rewrite a volume of an older format version into META_FORMAT_VERSION
+ * (SCHEMA.md, "Upgrades"), in place. Refused with EBUSY while a client
+ * has it mounted (a session with a heartbeat within the session TTL). An
+ * interrupted upgrade is finished by running it again; the volume's
+ * format_version changes last. *from gets the version found (= current:
+ * nothing was done), *n the records rewritten.
+ */
+int meta_upgrade(struct meta *m, uint32_t *from, uint64_t *n);
+struct meta_usage {
+	uint64_t used_bytes; /* the stored bytes of every file (usedspace) */
+	uint64_t inodes;
+};
+int meta_usage(struct meta *m, struct meta_usage *u);
+/*
+ * For a client's capacity gate (fs/space.h), in one round trip: publish
+ * the bytes this session has accepted and not committed yet (0 clears
+ * them; nothing is published without a session), and read the volume's
+ * usedspace and the bytes every other session has published. A session's
+ * bytes are removed when it closes or is cleaned up as dead.
+ */
+int meta_space_usage(struct meta *m, uint64_t pending, uint64_t *used,
+		     uint64_t *others);
+
+/* ---- sessions -------------------------------------------------------- */
+/* Register this client (starts a heartbeat thread; cleans up sessions of
+ * dead clients: their open files, their orphaned inodes). */
+int meta_session_open(struct meta *m, const char *mountpoint);
+int meta_session_close(struct meta *m);
+uint64_t meta_session_id(struct meta *m);
+struct meta_session {
+	uint64_t sid;
+	char host[256], mountpoint[1024];
+	int64_t pid, started, heartbeat;
+	uint64_t staged_packs, staged_bytes; /* see meta_session_staged */
+};
+/* Publish how much this session holds staged on its node and not yet in
+ * the store (writeback), for `granary status`; 0, 0 clears it. */
+int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes);
+int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n);
+/* Remove sessions whose heartbeat is older than the TTL; *n cleaned. */
+int meta_clean_sessions(struct meta *m, size_t *n);
+
+#endif
