@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/workq.h"
 
@@ -47,8 +49,8 @@ enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
  * data is immutable once state is CE_READY.
  */
 struct centry {
-	struct centry *hnext;
-	struct centry *prev, *next; /* LRU, most recently used at head */
+	struct hash_node hn;	 /* in the table while hashed */
+	TAILQ_ENTRY(centry) lru; /* while on_lru */
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
@@ -70,9 +72,9 @@ struct chunkstore {
 	/* Leaf lock: nothing else is taken while holding it, and no I/O or
 	 * decoding happens under it. */
 	pthread_mutex_t lock;
-	struct centry **buckets;	    /* protected by lock */
-	size_t nbuckets, count;		    /* protected by lock */
-	struct centry *lru_head, *lru_tail; /* protected by lock */
+	struct hash table; /* centry by (id, idx); protected by lock */
+	/* most recently used first; protected by lock */
+	TAILQ_HEAD(centry_lru, centry) lru;
 	size_t cached_bytes; /* ready hashed entries; protected by lock */
 	/* Slices and packs missing from the store that reads wait for (see
 	 * missing_deadline()); protected by lock. */
@@ -182,10 +184,9 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return ENOMEM;
-	cs->nbuckets = 256;
-	cs->buckets = calloc(cs->nbuckets, sizeof(*cs->buckets));
-	if (!cs->buckets)
+	if (hash_init(&cs->table, 8))
 		goto free_cs;
+	TAILQ_INIT(&cs->lru);
 	cs->store = store;
 	cs->o = *o;
 	pthread_mutex_init(&cs->lock, NULL);
@@ -222,7 +223,7 @@ free_pf:
 	pthread_mutex_destroy(&cs->pf_lock);
 	table_release(cs);
 	pthread_mutex_destroy(&cs->lock);
-	free(cs->buckets);
+	hash_release(&cs->table);
 free_cs:
 	free(cs);
 	return err;
@@ -246,15 +247,14 @@ void chunkstore_close(struct chunkstore *cs)
 	free(cs->pf_recent);
 	free(cs->pf_slots);
 	pthread_mutex_destroy(&cs->pf_lock);
-	for (size_t i = 0; i < cs->nbuckets; i++) {
-		struct centry *e = cs->buckets[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			gr_assert(e->refs == 0);
-			centry_free(e);
-		}
+	struct hash_node *n, *next;
+	for (n = hash_first(&cs->table); n; n = next) {
+		struct centry *e = hash_entry(n, struct centry, hn);
+		next = hash_next(&cs->table, n);
+		gr_assert(e->refs == 0);
+		centry_free(e);
 	}
-	free(cs->buckets);
+	hash_release(&cs->table);
 	table_release(cs);
 	pthread_mutex_destroy(&cs->lock);
 	free(cs);
@@ -285,89 +285,47 @@ void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
 
 /* ---- cache table and LRU (all under cs->lock) ---- */
 
-static size_t slot_of(const struct chunkstore *cs, uint64_t id, uint32_t idx)
+/* The hash of block idx of slice id, in both caches. */
+static uint64_t block_hash(uint64_t id, uint32_t idx)
 {
-	uint64_t x = id ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull);
-
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return (size_t)(x & (cs->nbuckets - 1));
+	return hash_mix64(id ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull));
 }
 
-static struct centry **find(struct chunkstore *cs, uint64_t id, uint32_t idx)
-{
-	struct centry **p = &cs->buckets[slot_of(cs, id, idx)];
+struct block_key {
+	uint64_t id;
+	uint32_t idx;
+};
 
-	while (*p && ((*p)->id != id || (*p)->idx != idx))
-		p = &(*p)->hnext;
-	return p;
+static int centry_match(const struct hash_node *n, const void *key)
+{
+	const struct centry *e = hash_entry(n, struct centry, hn);
+	const struct block_key *k = key;
+
+	return e->id == k->id && e->idx == k->idx;
 }
 
-/* Keep chains short; a failed allocation only makes them longer. */
-static void maybe_grow(struct chunkstore *cs)
+static struct centry *find(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
-	if (cs->count <= cs->nbuckets)
-		return;
-	size_t oldn = cs->nbuckets;
-	struct centry **old = cs->buckets;
-	struct centry **nb = calloc(oldn * 2, sizeof(*nb));
-	if (!nb)
-		return;
-	cs->buckets = nb;
-	cs->nbuckets = oldn * 2;
-	for (size_t i = 0; i < oldn; i++) {
-		struct centry *e = old[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			size_t s = slot_of(cs, e->id, e->idx);
-			e->hnext = nb[s];
-			nb[s] = e;
-		}
-	}
-	free(old);
+	struct block_key k = {id, idx};
+	struct hash_node *n =
+	    hash_find(&cs->table, block_hash(id, idx), centry_match, &k);
+
+	return n ? hash_entry(n, struct centry, hn) : NULL;
 }
 
 static void lru_remove(struct chunkstore *cs, struct centry *e)
 {
 	if (!e->on_lru)
 		return;
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		cs->lru_head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		cs->lru_tail = e->prev;
-	e->prev = e->next = NULL;
+	TAILQ_REMOVE(&cs->lru, e, lru);
 	e->on_lru = 0;
-}
-
-static void lru_push(struct chunkstore *cs, struct centry *e)
-{
-	e->prev = NULL;
-	e->next = cs->lru_head;
-	if (cs->lru_head)
-		cs->lru_head->prev = e;
-	else
-		cs->lru_tail = e;
-	cs->lru_head = e;
-	e->on_lru = 1;
 }
 
 /* Take e out of the table; freed now if unused, else by its last release. */
 static void unhash(struct chunkstore *cs, struct centry *e)
 {
-	struct centry **p = find(cs, e->id, e->idx);
-
-	gr_assert(*p == e);
-	*p = e->hnext;
-	e->hnext = NULL;
+	hash_remove(&cs->table, &e->hn);
 	e->hashed = 0;
-	cs->count--;
 	if (e->state == CE_READY)
 		cs->cached_bytes -= e->len;
 	lru_remove(cs, e);
@@ -379,14 +337,17 @@ static void unhash(struct chunkstore *cs, struct centry *e)
  * by the blocks that readers hold at this moment, never by more. */
 static void evict(struct chunkstore *cs)
 {
-	while (cs->cached_bytes > cs->o.mem_cache_bytes && cs->lru_tail)
-		unhash(cs, cs->lru_tail);
+	struct centry *e;
+
+	while (cs->cached_bytes > cs->o.mem_cache_bytes &&
+	       (e = TAILQ_LAST(&cs->lru, centry_lru)))
+		unhash(cs, e);
 }
 
 static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
 	pthread_mutex_lock(&cs->lock);
-	struct centry *e = *find(cs, id, idx);
+	struct centry *e = find(cs, id, idx);
 	if (e)
 		unhash(cs, e);
 	pthread_mutex_unlock(&cs->lock);
@@ -694,11 +655,8 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
 	e->hashed = 1;
 	e->by_prefetch = by_prefetch;
 	pthread_cond_init(&e->done, NULL);
-	struct centry **p = find(cs, id, idx);
-	gr_assert(*p == NULL);
-	*p = e;
-	cs->count++;
-	maybe_grow(cs);
+	gr_assert(!find(cs, id, idx));
+	hash_insert(&cs->table, &e->hn, block_hash(id, idx));
 	return e;
 }
 
@@ -743,7 +701,7 @@ static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	int err;
 
 	pthread_mutex_lock(&cs->lock);
-	while ((e = *find(cs, id, idx))) {
+	while ((e = find(cs, id, idx))) {
 		e->refs++;
 		lru_remove(cs, e);
 		while (e->state == CE_LOADING)
@@ -789,7 +747,8 @@ static void block_put(struct chunkstore *cs, struct centry *e)
 		if (!e->hashed) {
 			centry_free(e);
 		} else {
-			lru_push(cs, e);
+			TAILQ_INSERT_HEAD(&cs->lru, e, lru);
+			e->on_lru = 1;
 			evict(cs);
 		}
 	}
@@ -804,7 +763,7 @@ static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
 	struct centry *e = NULL;
 
 	pthread_mutex_lock(&cs->lock);
-	if (!*find(cs, r->id, r->idx))
+	if (!find(cs, r->id, r->idx))
 		e = entry_new(cs, r->id, r->idx, r->len, &r->fr, 1);
 	pthread_mutex_unlock(&cs->lock);
 	if (e && entry_load(cs, e) == 0)
@@ -922,7 +881,7 @@ static int pf_enqueue(struct chunkstore *cs, const struct pf_req *r)
 	/* The two locks are never held together; a block that starts
 	 * loading between the checks is skipped by the worker. */
 	pthread_mutex_lock(&cs->lock);
-	int known = *find(cs, r->id, r->idx) != NULL;
+	int known = find(cs, r->id, r->idx) != NULL;
 	pthread_mutex_unlock(&cs->lock);
 	if (known)
 		return 0;
@@ -1332,7 +1291,7 @@ static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	/* Nothing is cheaper than a block in memory or on its way; if it
 	 * leaves meanwhile, block_get() fetches it again: no harm. */
 	pthread_mutex_lock(&cs->lock);
-	int known = *find(cs, id, idx) != NULL;
+	int known = find(cs, id, idx) != NULL;
 	pthread_mutex_unlock(&cs->lock);
 	if (known)
 		return RANGE_WHOLE;
