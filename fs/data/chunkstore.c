@@ -34,8 +34,8 @@
 #define PACK_WAIT_MS  15000
 #define MISSING_SLOTS 32 /* slices and packs waited for at once */
 
-/* The table cache of ranged reads: 1024 chains, 4 entries each at most on
- * average. */
+/* The table cache of ranged reads: 1024 chains to start with, 4096 entries
+ * at most. */
 #define TC_BUCKET_BITS 10
 #define TC_MAX_ENTRIES 4096
 
@@ -104,10 +104,11 @@ struct chunkstore {
 	/* Ranged reads: block prefixes (header + segment table), see the
 	 * "ranged reads" section. Leaf lock: never held with another. */
 	pthread_mutex_t tlock;
-	struct tentry *tc_hash[1u << TC_BUCKET_BITS]; /* protected by tlock */
-	struct tentry *tc_head, *tc_tail; /* LRU; protected by tlock */
-	size_t tc_bytes, tc_count;	  /* protected by tlock */
-	size_t tc_cap;			  /* bytes; set at open */
+	struct hash tc_table; /* tentry by (id, idx); protected by tlock */
+	/* most recently used first; protected by tlock */
+	TAILQ_HEAD(tentry_lru, tentry) tc_lru;
+	size_t tc_bytes; /* protected by tlock */
+	size_t tc_cap;	 /* bytes; set at open */
 
 	struct chunkstore_stats st; /* updated with __atomic builtins */
 };
@@ -126,7 +127,7 @@ struct pf_req {
 
 /* Ranged reads (defined in their section below). */
 #define RANGE_WHOLE (-1) /* ranged_read(): read the whole block instead */
-static void table_init(struct chunkstore *cs);
+static int table_init(struct chunkstore *cs);
 static void table_release(struct chunkstore *cs);
 static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx);
 static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
@@ -191,7 +192,8 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 	cs->o = *o;
 	pthread_mutex_init(&cs->lock, NULL);
 	pthread_mutex_init(&cs->pf_lock, NULL);
-	table_init(cs);
+	if (table_init(cs))
+		goto free_pf; /* err is ENOMEM */
 	if (o->prefetch_threads > 0) {
 		size_t n = (size_t)o->prefetch_threads;
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
@@ -979,8 +981,8 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
  * once hashed.
  */
 struct tentry {
-	struct tentry *hnext;
-	struct tentry *prev, *next; /* LRU, most recently used at head */
+	struct hash_node hn;	 /* in tc_table while hashed */
+	TAILQ_ENTRY(tentry) lru; /* in tc_lru while hashed */
 	uint64_t id;
 	uint32_t idx, len;
 	void *prefix;	       /* header + table as fetched; NULL for v1 */
@@ -992,16 +994,19 @@ struct tentry {
 	unsigned run;	   /* reads in a row that continued the previous */
 };
 
-static void table_init(struct chunkstore *cs)
+/* 0 or ENOMEM; table_release() either way. */
+static int table_init(struct chunkstore *cs)
 {
 	size_t cap = cs->o.mem_cache_bytes / 16;
 
 	pthread_mutex_init(&cs->tlock, NULL);
+	TAILQ_INIT(&cs->tc_lru);
 	/* 1/16 of the memory cache: 16 MiB holds the tables of 16 GiB of
 	 * 4 MiB blocks; a store without a memory cache still gets some. */
 	cs->tc_cap = cap < TC_CAP_MIN	? TC_CAP_MIN
 		     : cap > TC_CAP_MAX ? TC_CAP_MAX
 					: cap;
+	return hash_init(&cs->tc_table, TC_BUCKET_BITS);
 }
 
 static void tentry_free(struct tentry *t)
@@ -1012,66 +1017,43 @@ static void tentry_free(struct tentry *t)
 
 static void table_release(struct chunkstore *cs)
 {
-	for (size_t i = 0; i < (1u << TC_BUCKET_BITS); i++) {
-		struct tentry *t = cs->tc_hash[i], *next;
-		for (; t; t = next) {
-			next = t->hnext;
-			gr_assert(t->refs == 0);
-			tentry_free(t);
-		}
-		cs->tc_hash[i] = NULL;
+	struct hash_node *n, *next;
+
+	for (n = hash_first(&cs->tc_table); n; n = next) {
+		struct tentry *t = hash_entry(n, struct tentry, hn);
+		next = hash_next(&cs->tc_table, n);
+		gr_assert(t->refs == 0);
+		tentry_free(t);
 	}
+	hash_release(&cs->tc_table);
 	pthread_mutex_destroy(&cs->tlock);
 }
 
-static struct tentry **tfind(struct chunkstore *cs, uint64_t id, uint32_t idx)
+static int tentry_match(const struct hash_node *n, const void *key)
 {
-	uint64_t x = (id ^ ((uint64_t)idx << 44) ^ idx) * 0x9e3779b97f4a7c15ull;
-	struct tentry **p = &cs->tc_hash[x >> (64 - TC_BUCKET_BITS)];
+	const struct tentry *t = hash_entry(n, struct tentry, hn);
+	const struct block_key *k = key;
 
-	while (*p && ((*p)->id != id || (*p)->idx != idx))
-		p = &(*p)->hnext;
-	return p;
+	return t->id == k->id && t->idx == k->idx;
 }
 
 /* Under tlock. */
-static void tlru_remove(struct chunkstore *cs, struct tentry *t)
+static struct tentry *tfind(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		cs->tc_head = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-	else
-		cs->tc_tail = t->prev;
-	t->prev = t->next = NULL;
-}
+	struct block_key k = {id, idx};
+	struct hash_node *n =
+	    hash_find(&cs->tc_table, block_hash(id, idx), tentry_match, &k);
 
-/* Under tlock. */
-static void tlru_push(struct chunkstore *cs, struct tentry *t)
-{
-	t->prev = NULL;
-	t->next = cs->tc_head;
-	if (cs->tc_head)
-		cs->tc_head->prev = t;
-	else
-		cs->tc_tail = t;
-	cs->tc_head = t;
+	return n ? hash_entry(n, struct tentry, hn) : NULL;
 }
 
 /* Under tlock: out of the table, freed now if unused. */
 static void tunhash(struct chunkstore *cs, struct tentry *t)
 {
-	struct tentry **p = tfind(cs, t->id, t->idx);
-
-	gr_assert(*p == t);
-	*p = t->hnext;
-	t->hnext = NULL;
+	hash_remove(&cs->tc_table, &t->hn);
 	t->hashed = 0;
-	tlru_remove(cs, t);
+	TAILQ_REMOVE(&cs->tc_lru, t, lru);
 	cs->tc_bytes -= t->cost;
-	cs->tc_count--;
 	if (t->refs == 0)
 		tentry_free(t);
 }
@@ -1079,7 +1061,7 @@ static void tunhash(struct chunkstore *cs, struct tentry *t)
 static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
 	pthread_mutex_lock(&cs->tlock);
-	struct tentry *t = *tfind(cs, id, idx);
+	struct tentry *t = tfind(cs, id, idx);
 	if (t)
 		tunhash(cs, t);
 	pthread_mutex_unlock(&cs->tlock);
@@ -1098,21 +1080,21 @@ static void table_put(struct chunkstore *cs, struct tentry *t)
  * concurrent reader of the block put there first. */
 static struct tentry *tinsert(struct chunkstore *cs, struct tentry *n)
 {
-	struct tentry **p = tfind(cs, n->id, n->idx);
+	struct tentry *t = tfind(cs, n->id, n->idx);
 
-	if (*p) {
+	if (t) {
 		tentry_free(n);
-		(*p)->refs++;
-		return *p;
+		t->refs++;
+		return t;
 	}
-	*p = n;
+	hash_insert(&cs->tc_table, &n->hn, block_hash(n->id, n->idx));
 	n->hashed = 1;
-	tlru_push(cs, n);
+	TAILQ_INSERT_HEAD(&cs->tc_lru, n, lru);
 	cs->tc_bytes += n->cost;
-	cs->tc_count++;
-	while ((cs->tc_bytes > cs->tc_cap || cs->tc_count > TC_MAX_ENTRIES) &&
-	       cs->tc_tail != n)
-		tunhash(cs, cs->tc_tail);
+	while ((cs->tc_bytes > cs->tc_cap ||
+		hash_count(&cs->tc_table) > TC_MAX_ENTRIES) &&
+	       (t = TAILQ_LAST(&cs->tc_lru, tentry_lru)) != n)
+		tunhash(cs, t);
 	return n;
 }
 
@@ -1130,11 +1112,11 @@ static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
 	int err;
 
 	pthread_mutex_lock(&cs->tlock);
-	t = *tfind(cs, id, idx);
+	t = tfind(cs, id, idx);
 	if (t) {
 		t->refs++;
-		tlru_remove(cs, t);
-		tlru_push(cs, t);
+		TAILQ_REMOVE(&cs->tc_lru, t, lru);
+		TAILQ_INSERT_HEAD(&cs->tc_lru, t, lru);
 	}
 	pthread_mutex_unlock(&cs->tlock);
 	*cached = t != NULL;
