@@ -5,7 +5,8 @@
  * wait for that fetch instead of issuing their own. A small pool of
  * prefetch threads runs the same fetch path from a bounded queue, so a
  * reader that arrives while a prefetch of its block is in flight waits for
- * it too.
+ * it too. Small reads of blocks not in memory are ranged reads (ranged.c);
+ * what the two files share is in chunkstore_int.h.
  */
 #include "fs/data/chunkstore.h"
 
@@ -15,27 +16,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
+#include "fs/data/chunkstore_int.h"
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/workq.h"
 
 #define BLOCK_MIN      (64u << 10)
 #define BLOCK_MAX      (16u << 20)
-#define KEY_CAP	       96
 #define PF_THREADS_MAX 64
 #define PF_QUEUE_MIN   64 /* entries; at least 4 per thread */
 /* How long a read waits for a pack that is not in the store yet: a
  * writeback client uploads its packs within its pack window and then some. */
-#define PACK_WAIT_MS  15000
-#define MISSING_SLOTS 32 /* slices and packs waited for at once */
-
-/* The table cache of ranged reads: 1024 chains, 4 entries each at most on
- * average. */
-#define TC_BUCKET_BITS 10
-#define TC_MAX_ENTRIES 4096
+#define PACK_WAIT_MS 15000
 
 enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
 
@@ -47,8 +44,8 @@ enum centry_state { CE_LOADING, CE_READY, CE_FAILED };
  * data is immutable once state is CE_READY.
  */
 struct centry {
-	struct centry *hnext;
-	struct centry *prev, *next; /* LRU, most recently used at head */
+	struct hash_node hn;	 /* in the table while hashed */
+	TAILQ_ENTRY(centry) lru; /* while on_lru */
 	uint64_t id;
 	uint32_t idx, len;
 	struct chunkstore_frame fr; /* fr.pack 0: a block of its own */
@@ -63,53 +60,6 @@ struct centry {
 	pthread_cond_t done; /* broadcast when state leaves CE_LOADING */
 };
 
-struct chunkstore {
-	struct objstore *store; /* borrowed */
-	struct chunkstore_opts o;
-
-	/* Leaf lock: nothing else is taken while holding it, and no I/O or
-	 * decoding happens under it. */
-	pthread_mutex_t lock;
-	struct centry **buckets;	    /* protected by lock */
-	size_t nbuckets, count;		    /* protected by lock */
-	struct centry *lru_head, *lru_tail; /* protected by lock */
-	size_t cached_bytes; /* ready hashed entries; protected by lock */
-	/* Slices and packs missing from the store that reads wait for (see
-	 * missing_deadline()); protected by lock. */
-	struct missing {
-		uint64_t id; /* slice, or pack when pack is set; 0: free */
-		int pack;
-		int64_t deadline; /* fsutil_mono_ms() */
-	} missing[MISSING_SLOTS];
-
-	/* Prefetch: pf_cap request slots, each queued to pf_q (a workq of
-	 * pf_nthreads workers) while it holds a request; full slots are
-	 * the drop. Which request a job fetches is the pool's choice
-	 * (pf_take, for fairness), not the queue's order. Lock order:
-	 * pf_lock is a leaf too, never held together with lock; the
-	 * workq's lock is a leaf. */
-	struct workq *pf_q;
-	pthread_mutex_t pf_lock;
-	struct pf_req *pf_slots; /* pf_cap of them; protected by pf_lock */
-	size_t pf_cap, pf_n;	 /* slots holding a request; pf_lock */
-	uint64_t pf_seq;	 /* last request number; pf_lock */
-	int pf_stop;		 /* protected by pf_lock */
-	uint64_t *pf_busy;   /* slice each worker fetches (0: none); pf_lock */
-	uint64_t *pf_recent; /* slices of the last pf_nrecent requests taken */
-	size_t pf_nrecent, pf_at; /* ring of them; protected by pf_lock */
-	int pf_nthreads;	  /* written only by open and close */
-
-	/* Ranged reads: block prefixes (header + segment table), see the
-	 * "ranged reads" section. Leaf lock: never held with another. */
-	pthread_mutex_t tlock;
-	struct tentry *tc_hash[1u << TC_BUCKET_BITS]; /* protected by tlock */
-	struct tentry *tc_head, *tc_tail; /* LRU; protected by tlock */
-	size_t tc_bytes, tc_count;	  /* protected by tlock */
-	size_t tc_cap;			  /* bytes; set at open */
-
-	struct chunkstore_stats st; /* updated with __atomic builtins */
-};
-
 struct pf_req {
 	struct workq_job job; /* first; queued while seq != 0 */
 	struct chunkstore *cs;
@@ -118,17 +68,6 @@ struct pf_req {
 	uint32_t idx, len;
 	struct chunkstore_frame fr;
 };
-
-#define STAT_ADD(cs, f, v)                                                     \
-	__atomic_fetch_add(&(cs)->st.f, (v), __ATOMIC_RELAXED)
-
-/* Ranged reads (defined in their section below). */
-#define RANGE_WHOLE (-1) /* ranged_read(): read the whole block instead */
-static void table_init(struct chunkstore *cs);
-static void table_release(struct chunkstore *cs);
-static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx);
-static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		       uint32_t len, uint32_t off, uint32_t n, void *dst);
 
 /* ---- keys ---- */
 
@@ -182,15 +121,15 @@ int chunkstore_open(struct objstore *store, const struct chunkstore_opts *o,
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return ENOMEM;
-	cs->nbuckets = 256;
-	cs->buckets = calloc(cs->nbuckets, sizeof(*cs->buckets));
-	if (!cs->buckets)
+	if (hash_init(&cs->table, 8))
 		goto free_cs;
+	TAILQ_INIT(&cs->lru);
 	cs->store = store;
 	cs->o = *o;
 	pthread_mutex_init(&cs->lock, NULL);
 	pthread_mutex_init(&cs->pf_lock, NULL);
-	table_init(cs);
+	if (ranged_init(cs))
+		goto free_pf; /* err is ENOMEM */
 	if (o->prefetch_threads > 0) {
 		size_t n = (size_t)o->prefetch_threads;
 		cs->pf_cap = 4 * n > PF_QUEUE_MIN ? 4 * n : PF_QUEUE_MIN;
@@ -220,9 +159,9 @@ free_pf:
 	free(cs->pf_recent);
 	free(cs->pf_slots);
 	pthread_mutex_destroy(&cs->pf_lock);
-	table_release(cs);
+	ranged_release(cs);
 	pthread_mutex_destroy(&cs->lock);
-	free(cs->buckets);
+	hash_release(&cs->table);
 free_cs:
 	free(cs);
 	return err;
@@ -246,16 +185,15 @@ void chunkstore_close(struct chunkstore *cs)
 	free(cs->pf_recent);
 	free(cs->pf_slots);
 	pthread_mutex_destroy(&cs->pf_lock);
-	for (size_t i = 0; i < cs->nbuckets; i++) {
-		struct centry *e = cs->buckets[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			gr_assert(e->refs == 0);
-			centry_free(e);
-		}
+	struct hash_node *n, *next;
+	for (n = hash_first(&cs->table); n; n = next) {
+		struct centry *e = hash_entry(n, struct centry, hn);
+		next = hash_next(&cs->table, n);
+		gr_assert(e->refs == 0);
+		centry_free(e);
 	}
-	free(cs->buckets);
-	table_release(cs);
+	hash_release(&cs->table);
+	ranged_release(cs);
 	pthread_mutex_destroy(&cs->lock);
 	free(cs);
 }
@@ -285,89 +223,44 @@ void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
 
 /* ---- cache table and LRU (all under cs->lock) ---- */
 
-static size_t slot_of(const struct chunkstore *cs, uint64_t id, uint32_t idx)
+static int centry_match(const struct hash_node *n, const void *key)
 {
-	uint64_t x = id ^ ((uint64_t)idx * 0x9e3779b97f4a7c15ull);
+	const struct centry *e = hash_entry(n, struct centry, hn);
+	const struct block_key *k = key;
 
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return (size_t)(x & (cs->nbuckets - 1));
+	return e->id == k->id && e->idx == k->idx;
 }
 
-static struct centry **find(struct chunkstore *cs, uint64_t id, uint32_t idx)
+static struct centry *find(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
-	struct centry **p = &cs->buckets[slot_of(cs, id, idx)];
+	struct block_key k = {id, idx};
+	struct hash_node *n =
+	    hash_find(&cs->table, block_hash(id, idx), centry_match, &k);
 
-	while (*p && ((*p)->id != id || (*p)->idx != idx))
-		p = &(*p)->hnext;
-	return p;
+	return n ? hash_entry(n, struct centry, hn) : NULL;
 }
 
-/* Keep chains short; a failed allocation only makes them longer. */
-static void maybe_grow(struct chunkstore *cs)
+int chunkstore_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
-	if (cs->count <= cs->nbuckets)
-		return;
-	size_t oldn = cs->nbuckets;
-	struct centry **old = cs->buckets;
-	struct centry **nb = calloc(oldn * 2, sizeof(*nb));
-	if (!nb)
-		return;
-	cs->buckets = nb;
-	cs->nbuckets = oldn * 2;
-	for (size_t i = 0; i < oldn; i++) {
-		struct centry *e = old[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			size_t s = slot_of(cs, e->id, e->idx);
-			e->hnext = nb[s];
-			nb[s] = e;
-		}
-	}
-	free(old);
+	pthread_mutex_lock(&cs->lock);
+	int known = find(cs, id, idx) != NULL;
+	pthread_mutex_unlock(&cs->lock);
+	return known;
 }
 
 static void lru_remove(struct chunkstore *cs, struct centry *e)
 {
 	if (!e->on_lru)
 		return;
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		cs->lru_head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		cs->lru_tail = e->prev;
-	e->prev = e->next = NULL;
+	TAILQ_REMOVE(&cs->lru, e, lru);
 	e->on_lru = 0;
-}
-
-static void lru_push(struct chunkstore *cs, struct centry *e)
-{
-	e->prev = NULL;
-	e->next = cs->lru_head;
-	if (cs->lru_head)
-		cs->lru_head->prev = e;
-	else
-		cs->lru_tail = e;
-	cs->lru_head = e;
-	e->on_lru = 1;
 }
 
 /* Take e out of the table; freed now if unused, else by its last release. */
 static void unhash(struct chunkstore *cs, struct centry *e)
 {
-	struct centry **p = find(cs, e->id, e->idx);
-
-	gr_assert(*p == e);
-	*p = e->hnext;
-	e->hnext = NULL;
+	hash_remove(&cs->table, &e->hn);
 	e->hashed = 0;
-	cs->count--;
 	if (e->state == CE_READY)
 		cs->cached_bytes -= e->len;
 	lru_remove(cs, e);
@@ -379,18 +272,21 @@ static void unhash(struct chunkstore *cs, struct centry *e)
  * by the blocks that readers hold at this moment, never by more. */
 static void evict(struct chunkstore *cs)
 {
-	while (cs->cached_bytes > cs->o.mem_cache_bytes && cs->lru_tail)
-		unhash(cs, cs->lru_tail);
+	struct centry *e;
+
+	while (cs->cached_bytes > cs->o.mem_cache_bytes &&
+	       (e = TAILQ_LAST(&cs->lru, centry_lru)))
+		unhash(cs, e);
 }
 
 static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)
 {
 	pthread_mutex_lock(&cs->lock);
-	struct centry *e = *find(cs, id, idx);
+	struct centry *e = find(cs, id, idx);
 	if (e)
 		unhash(cs, e);
 	pthread_mutex_unlock(&cs->lock);
-	table_drop(cs, id, idx);
+	ranged_drop(cs, id, idx);
 }
 
 /* ---- fetch ---- */
@@ -694,11 +590,8 @@ static struct centry *entry_new(struct chunkstore *cs, uint64_t id,
 	e->hashed = 1;
 	e->by_prefetch = by_prefetch;
 	pthread_cond_init(&e->done, NULL);
-	struct centry **p = find(cs, id, idx);
-	gr_assert(*p == NULL);
-	*p = e;
-	cs->count++;
-	maybe_grow(cs);
+	gr_assert(!find(cs, id, idx));
+	hash_insert(&cs->table, &e->hn, block_hash(id, idx));
 	return e;
 }
 
@@ -743,7 +636,7 @@ static int block_get(struct chunkstore *cs, uint64_t id, uint32_t idx,
 	int err;
 
 	pthread_mutex_lock(&cs->lock);
-	while ((e = *find(cs, id, idx))) {
+	while ((e = find(cs, id, idx))) {
 		e->refs++;
 		lru_remove(cs, e);
 		while (e->state == CE_LOADING)
@@ -789,7 +682,8 @@ static void block_put(struct chunkstore *cs, struct centry *e)
 		if (!e->hashed) {
 			centry_free(e);
 		} else {
-			lru_push(cs, e);
+			TAILQ_INSERT_HEAD(&cs->lru, e, lru);
+			e->on_lru = 1;
 			evict(cs);
 		}
 	}
@@ -804,7 +698,7 @@ static void prefetch_one(struct chunkstore *cs, const struct pf_req *r)
 	struct centry *e = NULL;
 
 	pthread_mutex_lock(&cs->lock);
-	if (!*find(cs, r->id, r->idx))
+	if (!find(cs, r->id, r->idx))
 		e = entry_new(cs, r->id, r->idx, r->len, &r->fr, 1);
 	pthread_mutex_unlock(&cs->lock);
 	if (e && entry_load(cs, e) == 0)
@@ -922,7 +816,7 @@ static int pf_enqueue(struct chunkstore *cs, const struct pf_req *r)
 	/* The two locks are never held together; a block that starts
 	 * loading between the checks is skipped by the worker. */
 	pthread_mutex_lock(&cs->lock);
-	int known = *find(cs, r->id, r->idx) != NULL;
+	int known = find(cs, r->id, r->idx) != NULL;
 	pthread_mutex_unlock(&cs->lock);
 	if (known)
 		return 0;
@@ -978,382 +872,6 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 			return;
 		}
 	}
-}
-
-/* ---- ranged reads ---- */
-
-/*
- * A small read of a block that is not in the memory cache fetches only the
- * segments that cover it (codec.h v2): one GET of the block's prefix
- * (header and segment table, 4 KiB for a 4 MiB block, kept in a bounded
- * table cache so that later reads of the block need one GET), then one
- * ranged GET per read. The whole block is fetched (and cached) instead:
- *  - for a piece of 1/4 of the block or more: the saving would be under 4x
- *    for an extra round trip, and the kernel's readahead requests (at most
- *    max_readahead, 1 MiB, a quarter of the default block) stay whole, so
- *    sequential reads through the page cache fill the memory cache;
- *  - for blocks under 64 KiB (the smallest block size): two round trips to
- *    save a few KiB;
- *  - when the block is in the memory cache or on its way there;
- *  - for v1 (compressed) blocks: their prefix says so, and the table cache
- *    keeps that verdict, so only the first small read pays for it;
- *  - when the access pattern asks for the block: the third read in a row
- *    that starts where the previous one ended (a stream inside the block,
- *    which readahead does not cover: it starts at the next block), or once
- *    the ranged reads of the block have fetched as many bytes as the block
- *    holds (ski rental: a hot block costs at most twice one whole fetch,
- *    and then lives in the memory cache).
- * Ranged reads fill no cache but the table cache: the kernel's page cache
- * keeps what was read.
- */
-#define RANGE_MIN_BLOCK	 (64u << 10)
-#define RANGE_FRACTION	 4
-#define RANGE_STREAM_RUN 2 /* reads continuing the previous one */
-#define TC_CAP_MIN	 (256u << 10)
-#define TC_CAP_MAX	 (16u << 20)
-
-/*
- * The parsed prefix of one block. Hashed while in the table; on the LRU
- * list exactly while hashed. An entry with refs > 0 is never freed; one
- * evicted or dropped while in use is freed by its last table_put(). All
- * fields are protected by tlock, except id/idx/len/prefix/l, immutable
- * once hashed.
- */
-struct tentry {
-	struct tentry *hnext;
-	struct tentry *prev, *next; /* LRU, most recently used at head */
-	uint64_t id;
-	uint32_t idx, len;
-	void *prefix;	       /* header + table as fetched; NULL for v1 */
-	struct codec_layout l; /* l.table points into prefix */
-	size_t cost;	       /* bytes charged to tc_bytes */
-	int refs, hashed;
-	uint64_t rented;   /* bytes of ranged GETs since the last whole read */
-	uint32_t next_off; /* where a read continuing the last one starts */
-	unsigned run;	   /* reads in a row that continued the previous */
-};
-
-static void table_init(struct chunkstore *cs)
-{
-	size_t cap = cs->o.mem_cache_bytes / 16;
-
-	pthread_mutex_init(&cs->tlock, NULL);
-	/* 1/16 of the memory cache: 16 MiB holds the tables of 16 GiB of
-	 * 4 MiB blocks; a store without a memory cache still gets some. */
-	cs->tc_cap = cap < TC_CAP_MIN	? TC_CAP_MIN
-		     : cap > TC_CAP_MAX ? TC_CAP_MAX
-					: cap;
-}
-
-static void tentry_free(struct tentry *t)
-{
-	free(t->prefix);
-	free(t);
-}
-
-static void table_release(struct chunkstore *cs)
-{
-	for (size_t i = 0; i < (1u << TC_BUCKET_BITS); i++) {
-		struct tentry *t = cs->tc_hash[i], *next;
-		for (; t; t = next) {
-			next = t->hnext;
-			gr_assert(t->refs == 0);
-			tentry_free(t);
-		}
-		cs->tc_hash[i] = NULL;
-	}
-	pthread_mutex_destroy(&cs->tlock);
-}
-
-static struct tentry **tfind(struct chunkstore *cs, uint64_t id, uint32_t idx)
-{
-	uint64_t x = (id ^ ((uint64_t)idx << 44) ^ idx) * 0x9e3779b97f4a7c15ull;
-	struct tentry **p = &cs->tc_hash[x >> (64 - TC_BUCKET_BITS)];
-
-	while (*p && ((*p)->id != id || (*p)->idx != idx))
-		p = &(*p)->hnext;
-	return p;
-}
-
-/* Under tlock. */
-static void tlru_remove(struct chunkstore *cs, struct tentry *t)
-{
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		cs->tc_head = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-	else
-		cs->tc_tail = t->prev;
-	t->prev = t->next = NULL;
-}
-
-/* Under tlock. */
-static void tlru_push(struct chunkstore *cs, struct tentry *t)
-{
-	t->prev = NULL;
-	t->next = cs->tc_head;
-	if (cs->tc_head)
-		cs->tc_head->prev = t;
-	else
-		cs->tc_tail = t;
-	cs->tc_head = t;
-}
-
-/* Under tlock: out of the table, freed now if unused. */
-static void tunhash(struct chunkstore *cs, struct tentry *t)
-{
-	struct tentry **p = tfind(cs, t->id, t->idx);
-
-	gr_assert(*p == t);
-	*p = t->hnext;
-	t->hnext = NULL;
-	t->hashed = 0;
-	tlru_remove(cs, t);
-	cs->tc_bytes -= t->cost;
-	cs->tc_count--;
-	if (t->refs == 0)
-		tentry_free(t);
-}
-
-static void table_drop(struct chunkstore *cs, uint64_t id, uint32_t idx)
-{
-	pthread_mutex_lock(&cs->tlock);
-	struct tentry *t = *tfind(cs, id, idx);
-	if (t)
-		tunhash(cs, t);
-	pthread_mutex_unlock(&cs->tlock);
-}
-
-static void table_put(struct chunkstore *cs, struct tentry *t)
-{
-	pthread_mutex_lock(&cs->tlock);
-	gr_assert(t->refs > 0);
-	if (--t->refs == 0 && !t->hashed)
-		tentry_free(t);
-	pthread_mutex_unlock(&cs->tlock);
-}
-
-/* Under tlock: a new entry (one reference, the caller's), or the one a
- * concurrent reader of the block put there first. */
-static struct tentry *tinsert(struct chunkstore *cs, struct tentry *n)
-{
-	struct tentry **p = tfind(cs, n->id, n->idx);
-
-	if (*p) {
-		tentry_free(n);
-		(*p)->refs++;
-		return *p;
-	}
-	*p = n;
-	n->hashed = 1;
-	tlru_push(cs, n);
-	cs->tc_bytes += n->cost;
-	cs->tc_count++;
-	while ((cs->tc_bytes > cs->tc_cap || cs->tc_count > TC_MAX_ENTRIES) &&
-	       cs->tc_tail != n)
-		tunhash(cs, cs->tc_tail);
-	return n;
-}
-
-/* The referenced table entry of a block, fetching its prefix on a miss;
- * *cached tells which. Errors: CODEC_ECORRUPT (counted and logged), EIO,
- * ENOMEM. */
-static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
-		     uint32_t idx, uint32_t len, struct tentry **out,
-		     int *cached)
-{
-	struct tentry *t, *n;
-	struct codec_layout l;
-	void *pfx = NULL;
-	size_t got = 0;
-	int err;
-
-	pthread_mutex_lock(&cs->tlock);
-	t = *tfind(cs, id, idx);
-	if (t) {
-		t->refs++;
-		tlru_remove(cs, t);
-		tlru_push(cs, t);
-	}
-	pthread_mutex_unlock(&cs->tlock);
-	*cached = t != NULL;
-	if (t) {
-		*out = t;
-		return 0;
-	}
-
-	err =
-	    objstore_get(cs->store, key, 0, codec_prefix_len(len), &pfx, &got);
-	STAT_ADD(cs, gets, 1);
-	if (err == ENOENT && cs->o.block_wait_ms)
-		return RANGE_WHOLE; /* maybe not put yet: fetch() waits */
-	if (err) {
-		if (err == ENOENT)
-			log_err("block '%s' is missing from the object store",
-				key);
-		else
-			log_err("cannot read block '%s': %s", key,
-				gr_strerror(err));
-		return err == ENOMEM ? ENOMEM : EIO;
-	}
-	STAT_ADD(cs, get_bytes, got);
-	err = codec_parse(pfx, got, &l);
-	if (!err && l.raw_len != len)
-		err = CODEC_ECORRUPT; /* declares other bytes than its key */
-	if (err) {
-		if (err == CODEC_ECORRUPT) {
-			STAT_ADD(cs, corrupt, 1);
-			log_err("corrupt header of block '%s' (%zu bytes read, "
-				"%" PRIu32 " raw expected): %s",
-				key, got, len, gr_strerror(err));
-		} else {
-			log_err("cannot decode block '%s': %s", key,
-				gr_strerror(err));
-			err = EIO;
-		}
-		goto free_pfx;
-	}
-	n = calloc(1, sizeof(*n));
-	if (!n) {
-		err = ENOMEM;
-		goto free_pfx;
-	}
-	n->id = id;
-	n->idx = idx;
-	n->len = len;
-	n->l = l;
-	n->refs = 1;
-	n->next_off = UINT32_MAX; /* no read yet */
-	n->cost = sizeof(*n);
-	if (l.ranged) {
-		n->prefix = pfx;
-		n->cost += got;
-	} else {
-		free(pfx); /* a v1 block: only the verdict is kept */
-		n->l.table = NULL;
-	}
-	pthread_mutex_lock(&cs->tlock);
-	*out = tinsert(cs, n);
-	pthread_mutex_unlock(&cs->tlock);
-	return 0;
-
-free_pfx:
-	free(pfx);
-	return err;
-}
-
-/* Account a read of [off, off + n) that would GET span bytes; 1 if the
- * pattern asks for the whole block instead (see the rules above). */
-static int table_wants_whole(struct chunkstore *cs, struct tentry *t,
-			     uint32_t off, uint32_t n, size_t span)
-{
-	int whole;
-
-	pthread_mutex_lock(&cs->tlock);
-	t->run = off == t->next_off ? t->run + 1 : 0;
-	t->next_off = off + n;
-	whole = t->run >= RANGE_STREAM_RUN || t->rented + span > t->len;
-	if (whole) {
-		t->rented = 0;
-		t->run = 0;
-	} else {
-		t->rented += span;
-	}
-	pthread_mutex_unlock(&cs->tlock);
-	return whole;
-}
-
-/* One attempt; *cached: the table came from the table cache. Returns 0,
- * RANGE_WHOLE, CODEC_ECORRUPT, EIO or ENOMEM. */
-static int ranged_once(struct chunkstore *cs, const char *key, uint64_t id,
-		       uint32_t idx, uint32_t len, uint32_t off, uint32_t n,
-		       void *dst, int *cached)
-{
-	struct tentry *t;
-	void *data = NULL;
-	uint64_t boff;
-	size_t span, got = 0;
-	int err;
-
-	err = table_get(cs, key, id, idx, len, &t, cached);
-	if (err)
-		return err;
-	if (!t->l.ranged) {
-		err = RANGE_WHOLE;
-		goto put_table;
-	}
-	err = codec_range(&t->l, off, n, &boff, &span);
-	gr_assert(err == 0); /* off + n <= len == raw_len */
-	if (table_wants_whole(cs, t, off, n, span)) {
-		err = RANGE_WHOLE;
-		goto put_table;
-	}
-	err = objstore_get(cs->store, key, boff, span, &data, &got);
-	STAT_ADD(cs, gets, 1);
-	if (err) {
-		if (err == ENOENT)
-			log_err("block '%s' is missing from the object store",
-				key);
-		else
-			log_err("cannot read block '%s': %s", key,
-				gr_strerror(err));
-		err = err == ENOMEM ? ENOMEM : EIO;
-		goto put_table;
-	}
-	STAT_ADD(cs, get_bytes, got);
-	err = codec_range_copy(&t->l, off, n, data, got, dst);
-	if (err) {
-		err = CODEC_ECORRUPT; /* the only way good arguments fail */
-		STAT_ADD(cs, corrupt, 1);
-		log_err("corrupt block '%s' (%zu bytes at %" PRIu64
-			", %zu read): %s",
-			key, span, boff, got, gr_strerror(err));
-	} else {
-		STAT_ADD(cs, ranged_reads, 1);
-	}
-	free(data);
-put_table:
-	table_put(cs, t);
-	return err;
-}
-
-/* Copy bytes [off, off + n) of block idx (len raw bytes) of slice id to
- * dst with a ranged read, or say RANGE_WHOLE: fetch the whole block. */
-static int ranged_read(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		       uint32_t len, uint32_t off, uint32_t n, void *dst)
-{
-	char key[KEY_CAP];
-	int cached = 0, err;
-
-	if (len < RANGE_MIN_BLOCK || n >= len / RANGE_FRACTION)
-		return RANGE_WHOLE;
-	/* Nothing is cheaper than a block in memory or on its way; if it
-	 * leaves meanwhile, block_get() fetches it again: no harm. */
-	pthread_mutex_lock(&cs->lock);
-	int known = *find(cs, id, idx) != NULL;
-	pthread_mutex_unlock(&cs->lock);
-	if (known)
-		return RANGE_WHOLE;
-	/* a block staged on this node is read from its local file */
-	if (cs->o.staged_block &&
-	    cs->o.staged_block(cs->o.staged_arg, id, idx, NULL, NULL) == 0)
-		return RANGE_WHOLE;
-
-	chunkstore_key(id, idx, len, key, sizeof(key));
-	err = ranged_once(cs, key, id, idx, len, off, n, dst, &cached);
-	if (err == CODEC_ECORRUPT) {
-		/* As fetch(): the bytes may be a bad local copy (a disk cache
-		 * entry, or the table we kept): drop it, ask once more. */
-		table_drop(cs, id, idx);
-		if (objstore_evict_bad(cs->store, key) == 0 || cached)
-			err = ranged_once(cs, key, id, idx, len, off, n, dst,
-					  &cached);
-		if (err == CODEC_ECORRUPT)
-			table_drop(cs, id, idx);
-	}
-	return err == CODEC_ECORRUPT ? EIO : err;
 }
 
 /* ---- public ---- */

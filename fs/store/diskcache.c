@@ -9,6 +9,7 @@
 #include "fs/store/diskcache.h"
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/workq.h"
 
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -56,10 +58,12 @@ enum dc_state {
 };
 
 /* Kept small: there is one per cached object (a few hundred bytes of
- * memory for millions of entries would be too much). */
+ * memory for millions of entries would be too much). The hash node keeps
+ * the key's hash (8 bytes) so that neither growth nor removal hashes the
+ * key again. */
 struct dc_entry {
-	struct dc_entry *hnext;	      /* hash chain */
-	struct dc_entry *prev, *next; /* LRU (READY), or a list to reap */
+	struct hash_node hn;	    /* in the index while hashed */
+	TAILQ_ENTRY(dc_entry) link; /* LRU (READY), or a list to reap */
 	uint64_t size;
 	int64_t last_use; /* CLOCK_REALTIME seconds (file mtime at open) */
 	uint16_t dir;
@@ -119,13 +123,12 @@ struct diskcache {
 	 * commits or rolls back under it again.
 	 */
 	pthread_mutex_t lock;
-	struct dc_entry **buckets; /* protected by lock */
-	size_t nbuckets, nhashed;  /* protected by lock */
-	struct dc_entry *lru_head; /* most recent; protected by lock */
-	struct dc_entry *lru_tail; /* protected by lock */
-	uint64_t reserved;	   /* FILLING bytes; protected by lock */
-	uint64_t dropping;	   /* DROPPING bytes; protected by lock */
-	int64_t nofill_until_ms;   /* after ENOSPC; protected by lock */
+	struct hash index; /* dc_entry by key; protected by lock */
+	/* READY entries, most recently used first; protected by lock */
+	TAILQ_HEAD(dc_list, dc_entry) lru;
+	uint64_t reserved;	 /* FILLING bytes; protected by lock */
+	uint64_t dropping;	 /* DROPPING bytes; protected by lock */
+	int64_t nofill_until_ms; /* after ENOSPC; protected by lock */
 	int64_t lowspace_log_ms; /* next low-space warning; protected by lock */
 	struct diskcache_stats st; /* counters atomic; entries/bytes
 				      protected by lock */
@@ -194,78 +197,23 @@ static struct diskcache *dc_of(struct objstore *s)
 
 /* ---- index: hash table and LRU (caller holds lock) ---- */
 
-static struct dc_entry **find(struct diskcache *dc, uint64_t h, const char *key)
+static int entry_match(const struct hash_node *n, const void *key)
 {
-	struct dc_entry **p = &dc->buckets[h & (dc->nbuckets - 1)];
-
-	while (*p && strcmp((*p)->key, key))
-		p = &(*p)->hnext;
-	return p;
+	return !strcmp(hash_entry(n, struct dc_entry, hn)->key, key);
 }
 
-/* Double the buckets past a load of 1; failing just keeps chains longer. */
-static void maybe_grow(struct diskcache *dc)
+/* h: key_hash(key). */
+static struct dc_entry *find(struct diskcache *dc, uint64_t h, const char *key)
 {
-	if (dc->nhashed <= dc->nbuckets)
-		return;
-	size_t n = dc->nbuckets * 2;
-	struct dc_entry **nb = calloc(n, sizeof(*nb));
-	if (!nb)
-		return;
-	for (size_t i = 0; i < dc->nbuckets; i++) {
-		struct dc_entry *e = dc->buckets[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			size_t b = key_hash(e->key) & (n - 1);
-			e->hnext = nb[b];
-			nb[b] = e;
-		}
-	}
-	free(dc->buckets);
-	dc->buckets = nb;
-	dc->nbuckets = n;
+	struct hash_node *n = hash_find(&dc->index, h, entry_match, key);
+
+	return n ? hash_entry(n, struct dc_entry, hn) : NULL;
 }
 
-static void hash_add(struct diskcache *dc, struct dc_entry **link,
-		     struct dc_entry *e)
+static void lru_touch(struct diskcache *dc, struct dc_entry *e)
 {
-	e->hnext = *link;
-	*link = e;
-	dc->nhashed++;
-	maybe_grow(dc);
-}
-
-static void hash_remove(struct diskcache *dc, struct dc_entry *e)
-{
-	struct dc_entry **p = find(dc, key_hash(e->key), e->key);
-
-	gr_assert(*p == e);
-	*p = e->hnext;
-	dc->nhashed--;
-}
-
-static void lru_remove(struct diskcache *dc, struct dc_entry *e)
-{
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		dc->lru_head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		dc->lru_tail = e->prev;
-	e->prev = e->next = NULL;
-}
-
-static void lru_push(struct diskcache *dc, struct dc_entry *e)
-{
-	e->prev = NULL;
-	e->next = dc->lru_head;
-	if (dc->lru_head)
-		dc->lru_head->prev = e;
-	else
-		dc->lru_tail = e;
-	dc->lru_head = e;
+	TAILQ_REMOVE(&dc->lru, e, link);
+	TAILQ_INSERT_HEAD(&dc->lru, e, link);
 }
 
 static struct dc_entry *entry_new(const char *key, size_t klen)
@@ -286,7 +234,7 @@ static void retire(struct diskcache *dc, struct dc_entry *e)
 	struct dc_space *sp = dc->dirs[e->dir].sp;
 
 	gr_assert(e->state == DC_READY);
-	lru_remove(dc, e);
+	TAILQ_REMOVE(&dc->lru, e, link);
 	e->state = DC_DROPPING;
 	dc->st.entries--;
 	dc->st.bytes -= e->size;
@@ -297,18 +245,18 @@ static void retire(struct diskcache *dc, struct dc_entry *e)
 
 /* Unlink the files of a list of DROPPING entries (lock not held), then
  * forget them. */
-static void reap(struct diskcache *dc, struct dc_entry *list)
+static void reap(struct diskcache *dc, struct dc_list *list)
 {
 	struct dc_entry *e, *next;
 
-	if (!list)
+	if (TAILQ_EMPTY(list))
 		return;
-	for (e = list; e; e = e->next)
+	for (e = TAILQ_FIRST(list); e; e = TAILQ_NEXT(e, link))
 		unlinkat(dc->dirs[e->dir].fd, e->key, 0);
 	pthread_mutex_lock(&dc->lock);
-	for (e = list; e; e = next) {
-		next = e->next;
-		hash_remove(dc, e);
+	for (e = TAILQ_FIRST(list); e; e = next) {
+		next = TAILQ_NEXT(e, link);
+		hash_remove(&dc->index, &e->hn);
 		if (e->pins) {
 			e->orphan = 1; /* see dc_view_unpin */
 			continue;
@@ -331,13 +279,13 @@ enum { ADMIT, EVICT, SKIP };
  * and chain them on *out.
  */
 static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
-		int64_t need, int64_t need_disk, struct dc_entry **out)
+		int64_t need, int64_t need_disk, struct dc_list *out)
 {
-	struct dc_entry *e = dc->lru_tail, *prev;
+	struct dc_entry *e = TAILQ_LAST(&dc->lru, dc_list), *prev;
 	size_t scanned = 0;
 
 	for (; e && (need > 0 || need_disk > 0); e = prev) {
-		prev = e->prev;
+		prev = TAILQ_PREV(e, dc_list, link);
 		if (++scanned > SCAN_MAX)
 			break;
 		if (dc->o.min_age && now - e->last_use < (int64_t)dc->o.min_age)
@@ -351,8 +299,7 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		if (out) {
 			retire(dc, e);
 			STAT_ADD(dc, evictions, 1);
-			e->next = *out;
-			*out = e;
+			TAILQ_INSERT_HEAD(out, e, link);
 		}
 	}
 	return need <= 0 && need_disk <= 0 ? 0 : -1;
@@ -384,9 +331,9 @@ static double free_pct(const struct dc_space *sp)
 }
 
 /* Reserve len bytes for ph (ADMIT), or choose entries to evict first
- * (EVICT: reap *victims, then ask again), or refuse (SKIP). */
+ * (EVICT: reap victims, then ask again), or refuse (SKIP). */
 static int admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
-		 int may_evict, struct dc_entry **victims)
+		 int may_evict, struct dc_list *victims)
 {
 	struct dc_space *sp = dc->dirs[ph->dir].sp;
 	uint64_t rlen = round_up(len, sp->frsize);
@@ -572,11 +519,10 @@ static struct dc_entry *placeholder(struct diskcache *dc, const char *key)
 		return NULL;
 	}
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry **link = find(dc, h, key);
-	if (!*link && (e = entry_new(key, klen))) {
+	if (!find(dc, h, key) && (e = entry_new(key, klen))) {
 		e->dir = (uint16_t)(h % dc->ndirs);
 		e->state = DC_FILLING;
-		hash_add(dc, link, e);
+		hash_insert(&dc->index, &e->hn, h);
 	}
 	pthread_mutex_unlock(&dc->lock);
 	return e;
@@ -586,7 +532,7 @@ static struct dc_entry *placeholder(struct diskcache *dc, const char *key)
 static void unplace(struct diskcache *dc, struct dc_entry *ph)
 {
 	pthread_mutex_lock(&dc->lock);
-	hash_remove(dc, ph);
+	hash_remove(&dc->index, &ph->hn);
 	pthread_mutex_unlock(&dc->lock);
 	free(ph);
 }
@@ -605,7 +551,7 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 	double pct = 0;
 
 	for (int round = 0; round < ADMIT_ROUNDS; round++) {
-		struct dc_entry *victims = NULL;
+		struct dc_list victims = TAILQ_HEAD_INITIALIZER(victims);
 		refresh_space(dc, sp);
 		pthread_mutex_lock(&dc->lock);
 		stale = ph->stale;
@@ -620,7 +566,7 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 			pct = free_pct(sp);
 		}
 		pthread_mutex_unlock(&dc->lock);
-		reap(dc, victims);
+		reap(dc, &victims);
 		if (verdict != EVICT)
 			break;
 	}
@@ -645,7 +591,7 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 	if (!err && !ph->stale) {
 		ph->state = DC_READY;
 		ph->last_use = now_s();
-		lru_push(dc, ph);
+		TAILQ_INSERT_HEAD(&dc->lru, ph, link);
 		dc->st.entries++;
 		dc->st.bytes += len;
 		pthread_mutex_unlock(&dc->lock);
@@ -664,11 +610,12 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 		/* stale: the key was deleted or replaced while we wrote */
 		ph->state = DC_DROPPING;
 		dc->dropping += len;
-		ph->next = NULL;
+		struct dc_list one = TAILQ_HEAD_INITIALIZER(one);
+		TAILQ_INSERT_HEAD(&one, ph, link);
 		pthread_mutex_unlock(&dc->lock);
-		reap(dc, ph);
+		reap(dc, &one);
 	} else {
-		hash_remove(dc, ph);
+		hash_remove(&dc->index, &ph->hn);
 		pthread_mutex_unlock(&dc->lock);
 	}
 	if (err) {
@@ -694,7 +641,7 @@ static int drop(struct diskcache *dc, const char *key,
 		const struct dc_entry *only_if)
 {
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = *find(dc, key_hash(key), key);
+	struct dc_entry *e = find(dc, key_hash(key), key);
 	if (!e || (only_if && e != only_if) || e->state == DC_DROPPING) {
 		pthread_mutex_unlock(&dc->lock);
 		return 0;
@@ -705,9 +652,10 @@ static int drop(struct diskcache *dc, const char *key,
 		return 0;
 	}
 	retire(dc, e);
-	e->next = NULL;
+	struct dc_list one = TAILQ_HEAD_INITIALIZER(one);
+	TAILQ_INSERT_HEAD(&one, e, link);
 	pthread_mutex_unlock(&dc->lock);
-	reap(dc, e);
+	reap(dc, &one);
 	return 1;
 }
 
@@ -751,7 +699,7 @@ static int serve_hit(struct diskcache *dc, const char *key,
 		     const struct hit_req *r, int *err)
 {
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = *find(dc, key_hash(key), key);
+	struct dc_entry *e = find(dc, key_hash(key), key);
 	if (!e || e->state != DC_READY) {
 		pthread_mutex_unlock(&dc->lock);
 		return 0;
@@ -759,8 +707,7 @@ static int serve_hit(struct diskcache *dc, const char *key,
 	uint16_t dir = e->dir;
 	uint64_t size = e->size;
 	e->last_use = now_s();
-	lru_remove(dc, e);
-	lru_push(dc, e);
+	lru_touch(dc, e);
 	if (r->v)
 		e->pins++;
 	pthread_mutex_unlock(&dc->lock);
@@ -1028,7 +975,7 @@ static int dc_head(struct objstore *s, const char *key, uint64_t *size)
 	struct diskcache *dc = dc_of(s);
 
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = *find(dc, key_hash(key), key);
+	struct dc_entry *e = find(dc, key_hash(key), key);
 	if (e && e->state == DC_READY) {
 		*size = e->size;
 		pthread_mutex_unlock(&dc->lock);
@@ -1062,16 +1009,12 @@ static int dc_evict(struct objstore *s, const char *key, int bad)
 static void dc_free(struct diskcache *dc)
 {
 	free(dc->whole_prefix);
-	if (dc->buckets) {
-		for (size_t i = 0; i < dc->nbuckets; i++) {
-			struct dc_entry *e = dc->buckets[i], *next;
-			for (; e; e = next) {
-				next = e->hnext;
-				free(e);
-			}
-		}
-		free(dc->buckets);
+	struct hash_node *n, *next;
+	for (n = hash_first(&dc->index); n; n = next) {
+		next = hash_next(&dc->index, n);
+		free(hash_entry(n, struct dc_entry, hn));
 	}
+	hash_release(&dc->index);
 	for (size_t i = 0; i < dc->ndirs; i++) {
 		if (dc->dirs[i].fd >= 0)
 			close(dc->dirs[i].fd);
@@ -1135,9 +1078,9 @@ static int scan_add(struct scan *sc, size_t klen, const struct stat *st)
 {
 	struct diskcache *dc = sc->dc;
 	uint64_t h = key_hash(sc->key);
-	struct dc_entry **link = find(dc, h, sc->key);
 
-	if (*link) /* also in another directory (the list changed) */
+	/* also in another directory (the list changed) */
+	if (find(dc, h, sc->key))
 		return 0;
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 1024;
@@ -1154,7 +1097,7 @@ static int scan_add(struct scan *sc, size_t klen, const struct stat *st)
 	e->last_use = (int64_t)st->st_mtim.tv_sec;
 	e->dir = sc->dir;
 	e->state = DC_READY;
-	hash_add(dc, link, e);
+	hash_insert(&dc->index, &e->hn, h);
 	sc->all[sc->n++] = e;
 	dc->st.entries++;
 	dc->st.bytes += e->size;
@@ -1236,7 +1179,7 @@ static int rebuild(struct diskcache *dc)
 {
 	struct timespec t0, t1;
 	struct scan *sc = calloc(1, sizeof(*sc));
-	struct dc_entry *victims = NULL;
+	struct dc_list victims = TAILQ_HEAD_INITIALIZER(victims);
 	int err = 0;
 
 	if (!sc)
@@ -1263,15 +1206,14 @@ static int rebuild(struct diskcache *dc)
 	if (sc->n)
 		qsort(sc->all, sc->n, sizeof(*sc->all), by_last_use);
 	for (size_t i = 0; i < sc->n; i++)
-		lru_push(dc, sc->all[i]);
+		TAILQ_INSERT_HEAD(&dc->lru, sc->all[i], link);
 	while (dc->st.bytes > dc->o.size) {
-		struct dc_entry *e = dc->lru_tail;
+		struct dc_entry *e = TAILQ_LAST(&dc->lru, dc_list);
 		retire(dc, e);
 		STAT_ADD(dc, evictions, 1);
-		e->next = victims;
-		victims = e;
+		TAILQ_INSERT_HEAD(&victims, e, link);
 	}
-	reap(dc, victims);
+	reap(dc, &victims);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_info("disk cache: indexed %" PRIu64 " entries, %" PRIu64
 		 " bytes in %zu director%s in %.3f s (%zu temp files removed)",
@@ -1405,12 +1347,9 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	}
 	dc->o.whole_prefix = dc->whole_prefix;
-	dc->nbuckets = 1024;
-	dc->buckets = calloc(dc->nbuckets, sizeof(*dc->buckets));
-	if (!dc->buckets) {
-		err = ENOMEM;
+	TAILQ_INIT(&dc->lru);
+	if ((err = hash_init(&dc->index, 10)))
 		goto free_dc;
-	}
 	if ((err = open_dirs(dc, o->dirs, o->ns)))
 		goto free_dc;
 	if ((err = rebuild(dc)))
@@ -1485,7 +1424,7 @@ int diskcache_contains(struct objstore *cache, const char *key)
 		return 0;
 	struct diskcache *dc = dc_of(cache);
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = *find(dc, key_hash(key), key);
+	struct dc_entry *e = find(dc, key_hash(key), key);
 	int yes = e && e->state == DC_READY;
 	pthread_mutex_unlock(&dc->lock);
 	return yes;

@@ -370,18 +370,15 @@ static void teardown(struct fs *fs)
 	objstore_close(fs->store);
 	meta_close(fs->meta);
 	space_free(fs->space);
-	if (fs->buckets) {
-		for (size_t i = 0; i < fs->nbuckets; i++) {
-			struct node *n = fs->buckets[i], *next;
-			for (; n; n = next) {
-				next = n->next;
-				chunk_cache_clear(n);
-				pthread_mutex_destroy(&n->lock);
-				free(n);
-			}
-		}
-		free(fs->buckets);
+	struct hash_node *h, *next;
+	for (h = hash_first(&fs->nodes); h; h = next) {
+		struct node *n = hash_entry(h, struct node, hn);
+		next = hash_next(&fs->nodes, h);
+		chunk_cache_clear(n);
+		pthread_mutex_destroy(&n->lock);
+		free(n);
 	}
+	hash_release(&fs->nodes);
 	namecache_close(fs->names);
 	pthread_mutex_destroy(&fs->table_lock);
 	pthread_mutex_destroy(&fs->rc_lock);
@@ -500,9 +497,7 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	pthread_mutex_init(&fs->table_lock, NULL);
 	pthread_mutex_init(&fs->rc_lock, NULL);
 	pthread_cond_init(&fs->rc_cond, NULL);
-	fs->nbuckets = 1 << 12;
-	fs->buckets = calloc(fs->nbuckets, sizeof(*fs->buckets));
-	if (!fs->buckets) {
+	if (hash_init(&fs->nodes, 12)) {
 		err = fail(msg, cap, ENOMEM, "out of memory");
 		goto fail;
 	}

@@ -32,39 +32,21 @@ uint64_t vfs_f_ino(struct fs *fs, uint64_t ino)
 	return ino == fs->root ? VFS_ROOT_ID : ino;
 }
 
-static size_t bucket_of(struct fs *fs, uint64_t ino)
+/* The node of ino, or NULL; with table_lock held. The inode number is its
+ * own hash: numbers are unique. */
+static struct node *node_find_locked(struct fs *fs, uint64_t ino)
 {
-	return (ino * 0x9E3779B97F4A7C15ull) >> 40 & (fs->nbuckets - 1);
-}
+	struct hash_node *h = hash_find(&fs->nodes, ino, NULL, NULL);
 
-static void table_grow(struct fs *fs)
-{
-	size_t nb = fs->nbuckets * 2;
-	struct node **b = calloc(nb, sizeof(*b));
-	if (!b)
-		return; /* chains just get longer */
-	for (size_t i = 0; i < fs->nbuckets; i++) {
-		struct node *n = fs->buckets[i], *next;
-		for (; n; n = next) {
-			next = n->next;
-			size_t h =
-			    (n->ino * 0x9E3779B97F4A7C15ull) >> 40 & (nb - 1);
-			n->next = b[h];
-			b[h] = n;
-		}
-	}
-	free(fs->buckets);
-	fs->buckets = b;
-	fs->nbuckets = nb;
+	return h ? hash_entry(h, struct node, hn) : NULL;
 }
 
 /* Find (create) the node of ino and pin it; with table_lock held. */
 static struct node *node_get_locked(struct fs *fs, uint64_t ino, int create)
 {
-	struct node *n;
-	for (n = fs->buckets[bucket_of(fs, ino)]; n; n = n->next)
-		if (n->ino == ino)
-			goto found;
+	struct node *n = node_find_locked(fs, ino);
+	if (n)
+		goto found;
 	if (!create)
 		return NULL;
 	n = calloc(1, sizeof(*n));
@@ -72,12 +54,7 @@ static struct node *node_get_locked(struct fs *fs, uint64_t ino, int create)
 		return NULL;
 	n->ino = ino;
 	pthread_mutex_init(&n->lock, NULL);
-	if (fs->nnodes >= fs->nbuckets * 2)
-		table_grow(fs);
-	size_t h = bucket_of(fs, ino);
-	n->next = fs->buckets[h];
-	fs->buckets[h] = n;
-	fs->nnodes++;
+	hash_insert(&fs->nodes, &n->hn, ino);
 found:
 	n->pins++;
 	return n;
@@ -104,11 +81,7 @@ static void node_maybe_free_locked(struct fs *fs, struct node *n)
 {
 	if (n->nlookup || n->opens || n->pins)
 		return;
-	struct node **p = &fs->buckets[bucket_of(fs, n->ino)];
-	while (*p != n)
-		p = &(*p)->next;
-	*p = n->next;
-	fs->nnodes--;
+	hash_remove(&fs->nodes, &n->hn);
 	gr_assert(n->writer == NULL);
 	chunk_cache_clear(n);
 	pthread_mutex_destroy(&n->lock);
@@ -169,11 +142,9 @@ int frozen(struct fs *fs, uint64_t ino)
 	if (!__atomic_load_n(&fs->any_frozen, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&fs->table_lock);
-	for (struct node *n = fs->buckets[bucket_of(fs, vino)]; n; n = n->next)
-		if (n->ino == vino) {
-			f = n->frozen;
-			break;
-		}
+	struct node *n = node_find_locked(fs, vino);
+	if (n)
+		f = n->frozen;
 	pthread_mutex_unlock(&fs->table_lock);
 	return f;
 }
@@ -571,13 +542,15 @@ void vfs_flush_all(struct fs *fs)
 	for (;;) {
 		struct node *victim = NULL;
 		pthread_mutex_lock(&fs->table_lock);
-		for (size_t i = 0; i < fs->nbuckets && !victim; i++)
-			for (struct node *n = fs->buckets[i]; n; n = n->next)
-				if (n->writer) {
-					victim = n;
-					n->pins++;
-					break;
-				}
+		for (struct hash_node *h = hash_first(&fs->nodes); h;
+		     h = hash_next(&fs->nodes, h)) {
+			struct node *n = hash_entry(h, struct node, hn);
+			if (n->writer) {
+				victim = n;
+				n->pins++;
+				break;
+			}
+		}
 		pthread_mutex_unlock(&fs->table_lock);
 		if (!victim)
 			return;

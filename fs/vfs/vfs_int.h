@@ -21,6 +21,7 @@
 
 #include "fs/data/readahead.h"
 #include "fs/vfs/vfs.h"
+#include "lib/hash.h"
 #include "meta/meta.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
@@ -40,15 +41,15 @@ struct wctx {
 };
 
 struct node {
-	uint64_t ino;	   /* volume inode number */
-	struct node *next; /* hash chain; protected by fs->table_lock */
-	uint64_t nlookup;  /* kernel lookups; protected by fs->table_lock */
-	int opens;	   /* open handles; protected by fs->table_lock */
-	int pins;	   /* in-flight users; protected by fs->table_lock */
-	int meta_open;	   /* registered with meta_file_open; protected by
-			      fs->table_lock */
-	int frozen;	   /* inside a version (DIR/.versions/...): read-only;
-			      set once; protected by fs->table_lock */
+	uint64_t ino;	     /* volume inode number */
+	struct hash_node hn; /* in fs->nodes; protected by fs->table_lock */
+	uint64_t nlookup;    /* kernel lookups; protected by fs->table_lock */
+	int opens;	     /* open handles; protected by fs->table_lock */
+	int pins;	     /* in-flight users; protected by fs->table_lock */
+	int meta_open;	     /* registered with meta_file_open; protected by
+				fs->table_lock */
+	int frozen;	     /* inside a version (DIR/.versions/...): read-only;
+				set once; protected by fs->table_lock */
 
 	pthread_mutex_t lock;	/* after table_lock's release, before writer */
 	struct writer *writer;	/* protected by lock; NULL until first write */
@@ -60,7 +61,8 @@ struct node {
 	uint64_t gen;		/* protected by lock: bumped on invalidation */
 	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
 	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
-	int64_t dattr_ns;	/* written under lock, read atomically: when (0: none) */
+	int64_t dattr_ns;	/* written under lock, read atomically: when
+				   (0: none) */
 	uint64_t dattr_gen;	/* protected by lock: fs->ns_gen then */
 	struct chunk_list cc[CHUNK_CACHE_MAX]; /* protected by lock */
 	size_t ncc;			       /* protected by lock */
@@ -115,8 +117,7 @@ struct fs {
 	struct namecache *names;
 
 	pthread_mutex_t table_lock;
-	struct node **buckets;	 /* protected by table_lock */
-	size_t nbuckets, nnodes; /* protected by table_lock */
+	struct hash nodes; /* struct node by ino; protected by table_lock */
 
 	struct closer *closer; /* releases of closed files; NULL: at once */
 
