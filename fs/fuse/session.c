@@ -251,12 +251,12 @@ int fs_mount(const struct fs_opts *o,
 	report_ready(g, err ? err : EPROTO, msg);
 
 	fuse_session_unmount(g->se);
-	vfs_close_fs(g->fs);
-	g->fs = NULL;
 	log_info("unmounted %s", o->mountpoint);
 remove_handlers:
 	fuse_remove_signal_handlers(g->se);
 destroy_se:
+	/* calls destroy (ops.c: a flush) when the kernel sent none, as on
+	 * an unmount: the vfs must still be there */
 	fuse_session_destroy(g->se);
 close_vfs:
 	vfs_close_fs(g->fs);
