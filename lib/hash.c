@@ -68,6 +68,16 @@ struct hash_node *hash_find(const struct hash *h, uint64_t hash,
 	return NULL;
 }
 
+struct hash_node *hash_find_next(const struct hash_node *n, uint64_t hash,
+				 hash_match_fn match, const void *key)
+{
+	/* the nodes of one hash share a chain */
+	for (n = n->next; n; n = n->next)
+		if (n->hash == hash && (!match || match(n, key)))
+			return (struct hash_node *)n;
+	return NULL;
+}
+
 /* Double the buckets (up to max_bits); failing only keeps the chains
  * longer. */
 static void grow(struct hash *h)

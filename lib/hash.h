@@ -62,6 +62,11 @@ void hash_clear(struct hash *h);
  * any node of that hash), or NULL. */
 struct hash_node *hash_find(const struct hash *h, uint64_t hash,
 			    hash_match_fn match, const void *key);
+/* The next node after n (found under hash) of that hash that match
+ * accepts, or NULL: for a table of several entries per hash (the staged
+ * blocks of one slice). */
+struct hash_node *hash_find_next(const struct hash_node *n, uint64_t hash,
+				 hash_match_fn match, const void *key);
 /* Add n (not in any table) under hash; a node of the same key may be
  * there already: the caller looks first when keys must be unique. */
 void hash_insert(struct hash *h, struct hash_node *n, uint64_t hash);

@@ -131,8 +131,9 @@ Test(hash, fixed_never_grows_and_clears)
 	free(it);
 }
 
-/* Every entry under one hash: the match alone tells them apart, and
- * removing from the middle of the chain keeps the rest. */
+/* Every entry under one hash: the match alone tells them apart,
+ * hash_find_next visits each, and removing from the middle of the chain
+ * keeps the rest. */
 Test(hash, colliding_hashes)
 {
 	enum { N = 500 };
@@ -147,6 +148,18 @@ Test(hash, colliding_hashes)
 	for (uint64_t i = 0; i < N; i++)
 		cr_assert_eq(find(&h, 42, i), &it[i]);
 	cr_assert_null(find(&h, 42, N));
+	/* hash_find_next: each of them once, from the first */
+	size_t seen = 0;
+	for (struct hash_node *x = hash_find(&h, 42, NULL, NULL); x;
+	     x = hash_find_next(x, 42, NULL, NULL)) {
+		hash_entry(x, struct item, hn)->seen++;
+		seen++;
+	}
+	cr_assert_eq(seen, N);
+	for (uint64_t i = 0; i < N; i++)
+		cr_assert_eq(it[i].seen, 1);
+	uint64_t k = 7;
+	cr_assert_null(hash_find_next(&find(&h, 42, 7)->hn, 42, match_key, &k));
 	for (uint64_t i = 0; i < N; i += 2)
 		hash_remove(&h, &it[i].hn);
 	for (uint64_t i = 0; i < N; i++)
