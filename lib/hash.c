@@ -1,11 +1,12 @@
 /*
  * hash.c - the intrusive hash table of hash.h: singly linked chains in a
- * power-of-two array of buckets, doubled past a load of 1.
+ * power-of-two array of buckets, doubled past a load of 1 unless fixed.
  */
 #include "lib/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/log.h"
 
@@ -21,6 +22,7 @@ int hash_init(struct hash *h, unsigned bits)
 	h->buckets = NULL;
 	h->count = 0;
 	h->bits = 0;
+	h->max_bits = HASH_BITS_MAX;
 	if (bits < 1 || bits > HASH_BITS_MAX)
 		return EINVAL;
 	h->buckets = calloc((size_t)1 << bits, sizeof(*h->buckets));
@@ -30,12 +32,29 @@ int hash_init(struct hash *h, unsigned bits)
 	return 0;
 }
 
+int hash_init_fixed(struct hash *h, unsigned bits)
+{
+	int err = hash_init(h, bits);
+
+	if (!err)
+		h->max_bits = bits;
+	return err;
+}
+
 void hash_release(struct hash *h)
 {
 	free(h->buckets);
 	h->buckets = NULL;
 	h->count = 0;
 	h->bits = 0;
+}
+
+void hash_clear(struct hash *h)
+{
+	if (h->count)
+		memset(h->buckets, 0,
+		       ((size_t)1 << h->bits) * sizeof(*h->buckets));
+	h->count = 0;
 }
 
 struct hash_node *hash_find(const struct hash *h, uint64_t hash,
@@ -49,13 +68,24 @@ struct hash_node *hash_find(const struct hash *h, uint64_t hash,
 	return NULL;
 }
 
-/* Double the buckets; failing only keeps the chains longer. */
+struct hash_node *hash_find_next(const struct hash_node *n, uint64_t hash,
+				 hash_match_fn match, const void *key)
+{
+	/* the nodes of one hash share a chain */
+	for (n = n->next; n; n = n->next)
+		if (n->hash == hash && (!match || match(n, key)))
+			return (struct hash_node *)n;
+	return NULL;
+}
+
+/* Double the buckets (up to max_bits); failing only keeps the chains
+ * longer. */
 static void grow(struct hash *h)
 {
 	unsigned bits = h->bits + 1;
 	size_t oldn = (size_t)1 << h->bits;
 
-	if (bits > HASH_BITS_MAX)
+	if (bits > h->max_bits)
 		return;
 	struct hash_node **nb = calloc((size_t)1 << bits, sizeof(*nb));
 	if (!nb)

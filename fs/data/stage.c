@@ -1,8 +1,9 @@
 /*
  * stage.c - staged blocks of big files (writeback): one encoded block per
- * file in the staging slot, a hash of what is staged for reads, a FIFO of
- * what is staged, a workq of upload jobs (one per staged block, re-queued
- * while its put fails), and a byte bound that makes writers wait.
+ * file in the staging slot, a hash of what is staged for reads (lib/hash,
+ * by slice id), a FIFO of what is staged (a TAILQ), a workq of upload jobs
+ * (one per staged block, re-queued while its put fails), and a byte bound
+ * that makes writers wait.
  */
 #include "fs/data/stage.h"
 
@@ -14,32 +15,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fs/data/chunkstore.h"
 #include "lib/fsutil.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/workq.h"
 
 #define KEY_CAP	    96
-#define NBUCKETS    1024
-#define CLOSE_TRIES 3 /* uploads tried per block when unmounting */
+#define HASH_BITS   10 /* 1024 buckets to start with */
+#define CLOSE_TRIES 3  /* uploads tried per block when unmounting */
 
 /* One staged block. Fields after the key are protected by stage->lock. */
 struct sblock {
 	struct workq_job job; /* its upload, queued or held by a worker */
 	struct stage *st;
 	uint64_t id;
-	uint32_t idx, len;	     /* len: raw bytes (part of the key) */
-	size_t n;		     /* encoded bytes: the file's size */
-	uint64_t seq;		     /* staged in this order (stage_sync) */
-	struct sblock *next, *hnext; /* FIFO, hash chain (by id) */
-	int uploading; /* its job is held by a worker (not queued) */
-	int readers;   /* stage_get calls reading its file */
-	int dead;      /* its slice died: never put, or deleted after */
-	int tries;     /* failed puts */
+	uint32_t idx, len;	  /* len: raw bytes (part of the key) */
+	size_t n;		  /* encoded bytes: the file's size */
+	uint64_t seq;		  /* staged in this order (stage_sync) */
+	TAILQ_ENTRY(sblock) fifo; /* stage->fifo */
+	struct hash_node hn;	  /* stage->staged, hashed by id */
+	int uploading;		  /* its job is held by a worker (not queued) */
+	int readers;		  /* stage_get calls reading its file */
+	int dead;  /* its slice died: never put, or deleted after */
+	int tries; /* failed puts */
 	int64_t retry_ms;
 };
 
@@ -51,12 +55,12 @@ struct stage {
 
 	/* A leaf: never held across file I/O, a put or a fsync. */
 	pthread_mutex_t lock;
-	struct sblock *buckets[NBUCKETS]; /* protected by lock */
-	struct sblock *head, *tail;	  /* FIFO; protected by lock */
-	uint64_t used;	  /* bytes staged or being written; ditto */
-	uint64_t seq;	  /* last sblock seq handed out; ditto */
-	int stop;	  /* protected by lock */
-	int sync_err;	  /* last upload error; protected by lock */
+	struct hash staged;	   /* protected by lock */
+	TAILQ_HEAD(, sblock) fifo; /* protected by lock */
+	uint64_t used;		   /* bytes staged or being written; ditto */
+	uint64_t seq;		   /* last sblock seq handed out; ditto */
+	int stop;		   /* protected by lock */
+	int sync_err;		   /* last upload error; protected by lock */
 	uint64_t dsynced; /* blocks up to this seq have durable names; ditto */
 	int dsyncing;	  /* a directory fsync runs; protected by lock */
 	/* a block was staged, or stop: a worker waiting for a retry looks
@@ -74,11 +78,6 @@ struct stage {
 
 static void upload_run(struct workq_job *job);
 static void recover(struct stage *st);
-
-static struct sblock **bucket(struct stage *st, uint64_t id)
-{
-	return &st->buckets[(id * 0x9E3779B97F4A7C15ull) >> 54];
-}
 
 static void block_path(const struct stage *st, const struct sblock *b,
 		       char *buf, size_t cap)
@@ -107,6 +106,7 @@ int stage_open(struct objstore *store, const struct stage_opts *o,
 	st->o = *o;
 	st->o.dir = NULL; /* the caller's string; st->dir is ours */
 	st->dir_fd = -1;
+	TAILQ_INIT(&st->fifo);
 	pthread_mutex_init(&st->lock, NULL);
 	fsutil_cond_init_mono(&st->work);
 	fsutil_cond_init_mono(&st->room);
@@ -115,6 +115,9 @@ int stage_open(struct objstore *store, const struct stage_opts *o,
 		err = ENOMEM;
 		goto close;
 	}
+	err = hash_init(&st->staged, HASH_BITS);
+	if (err)
+		goto close;
 	st->dir_fd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st->dir_fd < 0) {
 		err = errno;
@@ -149,10 +152,11 @@ void stage_close(struct stage *st)
 	/* each queued block is tried CLOSE_TRIES times at most */
 	workq_close(st->uploads);
 	/* what is left could not be put: its files stay for the next mount */
-	for (struct sblock *b = st->head, *next; b; b = next) {
-		next = b->next;
+	for (struct sblock *b = TAILQ_FIRST(&st->fifo), *next; b; b = next) {
+		next = TAILQ_NEXT(b, fifo);
 		free(b);
 	}
+	hash_release(&st->staged);
 	if (st->dir_fd >= 0)
 		close(st->dir_fd);
 	free(st->dir);
@@ -172,7 +176,9 @@ void stage_get_stats(struct stage *st, struct stage_stats *out)
 	out->recovered = __atomic_load_n(&st->st.recovered, __ATOMIC_RELAXED);
 	out->staged_blocks = out->staged_bytes = 0;
 	pthread_mutex_lock(&st->lock);
-	for (struct sblock *b = st->head; b; b = b->next) {
+	struct sblock *b;
+	TAILQ_FOREACH(b, &st->fifo, fifo)
+	{
 		out->staged_blocks++;
 		out->staged_bytes += b->n;
 	}
@@ -183,17 +189,9 @@ void stage_get_stats(struct stage *st, struct stage_stats *out)
 
 static void link_block(struct stage *st, struct sblock *b)
 {
-	struct sblock **h = bucket(st, b->id);
-
 	b->seq = ++st->seq;
-	b->hnext = *h;
-	*h = b;
-	b->next = NULL;
-	if (st->tail)
-		st->tail->next = b;
-	else
-		st->head = b;
-	st->tail = b;
+	hash_insert(&st->staged, &b->hn, b->id);
+	TAILQ_INSERT_TAIL(&st->fifo, b, fifo);
 	b->st = st;
 	b->job.run = upload_run;
 	/* refused only once stage_close began: the block then stays on
@@ -202,24 +200,24 @@ static void link_block(struct stage *st, struct sblock *b)
 		pthread_cond_broadcast(&st->work);
 }
 
+/* The node's hash is its id: match tells the blocks of one id apart. */
+static int match_idx(const struct hash_node *n, const void *idx)
+{
+	return hash_entry(n, struct sblock, hn)->idx == *(const uint32_t *)idx;
+}
+
 static struct sblock *find(struct stage *st, uint64_t id, uint32_t idx)
 {
-	struct sblock *b = *bucket(st, id);
+	struct hash_node *n = hash_find(&st->staged, id, match_idx, &idx);
 
-	while (b && (b->id != id || b->idx != idx))
-		b = b->hnext;
-	return b;
+	return n ? hash_entry(n, struct sblock, hn) : NULL;
 }
 
 /* Take b out of the hash: new readers go to the store. Returns once the
  * readers it had are done with its file. */
 static void unhash_block(struct stage *st, struct sblock *b)
 {
-	struct sblock **h = bucket(st, b->id);
-
-	while (*h != b)
-		h = &(*h)->hnext;
-	*h = b->hnext;
+	hash_remove(&st->staged, &b->hn);
 	while (b->readers)
 		pthread_cond_wait(&st->room, &st->lock);
 }
@@ -228,15 +226,7 @@ static void unhash_block(struct stage *st, struct sblock *b)
  * it was put: stage_sync waits for this. The caller frees b. */
 static void unqueue_block(struct stage *st, struct sblock *b)
 {
-	struct sblock **l = &st->head, *prev = NULL;
-
-	while (*l != b) {
-		prev = *l;
-		l = &(*l)->next;
-	}
-	*l = b->next;
-	if (st->tail == b)
-		st->tail = prev;
+	TAILQ_REMOVE(&st->fifo, b, fifo);
 	st->used -= b->n;
 	pthread_cond_broadcast(&st->room);
 }
@@ -400,9 +390,13 @@ static int upload(struct stage *st, struct sblock *b)
 static int other_due(const struct stage *st, const struct sblock *b,
 		     int64_t now)
 {
-	for (const struct sblock *x = st->head; x; x = x->next)
+	const struct sblock *x;
+
+	TAILQ_FOREACH(x, &st->fifo, fifo)
+	{
 		if (x != b && !x->uploading && x->retry_ms <= now)
 			return 1;
+	}
 	return 0;
 }
 
@@ -636,9 +630,9 @@ void stage_drop(struct stage *st, uint64_t id)
 		return;
 	pthread_mutex_lock(&st->lock);
 	/* the upload threads skip these, or delete them after their put */
-	for (struct sblock *b = *bucket(st, id); b; b = b->hnext)
-		if (b->id == id)
-			b->dead = 1;
+	for (struct hash_node *n = hash_find(&st->staged, id, NULL, NULL); n;
+	     n = hash_find_next(n, id, NULL, NULL))
+		hash_entry(n, struct sblock, hn)->dead = 1;
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -652,7 +646,8 @@ int stage_sync(struct stage *st)
 	st->sync_err = 0;
 	uint64_t upto = st->seq;
 	/* the FIFO is in seq order: only its head can be older */
-	while (st->head && st->head->seq <= upto && !st->sync_err)
+	while (!TAILQ_EMPTY(&st->fifo) && TAILQ_FIRST(&st->fifo)->seq <= upto &&
+	       !st->sync_err)
 		fsutil_wait_until_ms(&st->room, &st->lock,
 				     fsutil_mono_ms() + 100);
 	err = st->sync_err;

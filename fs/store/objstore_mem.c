@@ -1,9 +1,10 @@
 /*
- * objstore_mem.c - the mem:// backend: objects in a hash table in process
- * memory, for unit tests. Sharing: mem:// (no name) is private to its handle
- * and freed on close; mem://NAME is shared by every handle opened with the
- * same NAME in this process and lives until the process exits, so a test can
- * "format" a volume, close it and "mount" it again, as with a real store.
+ * objstore_mem.c - the mem:// backend: objects in a hash table (lib/hash,
+ * by the key's XXH3) in process memory, for unit tests. Sharing: mem:// (no
+ * name) is private to its handle and freed on close; mem://NAME is shared by
+ * every handle opened with the same NAME in this process and lives until the
+ * process exits, so a test can "format" a volume, close it and "mount" it
+ * again, as with a real store.
  */
 #include "fs/store/objstore.h"
 
@@ -11,24 +12,27 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <xxhash.h>
 
-#define MEM_NAME_MAX 128
+#include "lib/hash.h"
+
+#define MEM_NAME_MAX  128
+#define MEM_HASH_BITS 6 /* 64 buckets to start with */
 
 struct mem_obj {
-	struct mem_obj *next; /* hash chain */
+	struct hash_node hn; /* in its table's objs */
 	char *key;
 	unsigned char *data;
 	size_t len;
 };
 
 struct mem_table {
-	struct mem_table *next_named; /* protected by registry_lock */
+	SLIST_ENTRY(mem_table) named; /* protected by registry_lock */
 	char *name;		      /* NULL: private table */
 	/* Lock order: registry_lock is never held while taking this one. */
 	pthread_mutex_t lock;
-	struct mem_obj **buckets; /* protected by lock */
-	size_t nbuckets, count;	  /* protected by lock */
+	struct hash objs; /* protected by lock */
 };
 
 struct mem_store {
@@ -38,7 +42,8 @@ struct mem_store {
 
 /* Named tables of this process; never freed (see the head comment). */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct mem_table *registry; /* protected by registry_lock */
+/* protected by registry_lock */
+static SLIST_HEAD(, mem_table) registry = SLIST_HEAD_INITIALIZER(registry);
 
 /* ---- the table ---- */
 
@@ -48,17 +53,15 @@ static struct mem_table *table_new(const char *name)
 
 	if (!t)
 		return NULL;
-	t->nbuckets = 64;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets)
+	if (hash_init(&t->objs, MEM_HASH_BITS))
 		goto free_t;
 	if (name && !(t->name = strdup(name)))
-		goto free_buckets;
+		goto release_objs;
 	pthread_mutex_init(&t->lock, NULL);
 	return t;
 
-free_buckets:
-	free(t->buckets);
+release_objs:
+	hash_release(&t->objs);
 free_t:
 	free(t);
 	return NULL;
@@ -73,58 +76,35 @@ static void obj_free(struct mem_obj *o)
 
 static void table_free(struct mem_table *t)
 {
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct mem_obj *o = t->buckets[i], *next;
-		for (; o; o = next) {
-			next = o->next;
-			obj_free(o);
-		}
+	struct hash_node *n, *next;
+
+	for (n = hash_first(&t->objs); n; n = next) {
+		next = hash_next(&t->objs, n);
+		obj_free(hash_entry(n, struct mem_obj, hn));
 	}
 	pthread_mutex_destroy(&t->lock);
-	free(t->buckets);
+	hash_release(&t->objs);
 	free(t->name);
 	free(t);
 }
 
-static size_t slot(const struct mem_table *t, const char *key)
+static uint64_t key_hash(const char *key)
 {
-	return (size_t)(XXH3_64bits(key, strlen(key)) & (t->nbuckets - 1));
+	return XXH3_64bits(key, strlen(key));
 }
 
-/* Returns the link that points at key's object (or at the chain's NULL). */
-static struct mem_obj **find(struct mem_table *t, const char *key)
+static int match_key(const struct hash_node *n, const void *key)
 {
-	struct mem_obj **p = &t->buckets[slot(t, key)];
-
-	while (*p && strcmp((*p)->key, key))
-		p = &(*p)->next;
-	return p;
+	return !strcmp(hash_entry(n, struct mem_obj, hn)->key, key);
 }
 
-/* Double the buckets when the load passes 1; failure just keeps chains
- * longer, so it is not an error. */
-static void maybe_grow(struct mem_table *t)
+/* Key's object, or NULL; lock held. */
+static struct mem_obj *find(struct mem_table *t, const char *key)
 {
-	if (t->count < t->nbuckets)
-		return;
-	size_t n = t->nbuckets * 2;
-	struct mem_obj **nb = calloc(n, sizeof(*nb));
-	if (!nb)
-		return;
-	struct mem_obj **old = t->buckets;
-	size_t oldn = t->nbuckets;
-	t->buckets = nb;
-	t->nbuckets = n;
-	for (size_t i = 0; i < oldn; i++) {
-		struct mem_obj *o = old[i], *next;
-		for (; o; o = next) {
-			next = o->next;
-			size_t s = slot(t, o->key);
-			o->next = nb[s];
-			nb[s] = o;
-		}
-	}
-	free(old);
+	struct hash_node *n =
+	    hash_find(&t->objs, key_hash(key), match_key, key);
+
+	return n ? hash_entry(n, struct mem_obj, hn) : NULL;
 }
 
 /* ---- ops ---- */
@@ -141,7 +121,7 @@ static int mem_get(struct objstore *s, const char *key, uint64_t off,
 	int err = 0;
 
 	pthread_mutex_lock(&t->lock);
-	struct mem_obj *o = *find(t, key);
+	struct mem_obj *o = find(t, key);
 	if (!o) {
 		err = ENOENT;
 		goto unlock;
@@ -179,15 +159,15 @@ static int mem_put(struct objstore *s, const char *key, const void *data,
 	memcpy(copy, data, len);
 
 	pthread_mutex_lock(&t->lock);
-	struct mem_obj **p = find(t, key);
-	if (*p) {
-		free((*p)->data);
-		(*p)->data = copy;
-		(*p)->len = len;
+	struct mem_obj *o = find(t, key);
+	if (o) {
+		free(o->data);
+		o->data = copy;
+		o->len = len;
 		pthread_mutex_unlock(&t->lock);
 		return 0;
 	}
-	struct mem_obj *o = calloc(1, sizeof(*o));
+	o = calloc(1, sizeof(*o));
 	if (!o || !(o->key = strdup(key))) {
 		pthread_mutex_unlock(&t->lock);
 		free(o);
@@ -196,9 +176,7 @@ static int mem_put(struct objstore *s, const char *key, const void *data,
 	}
 	o->data = copy;
 	o->len = len;
-	*p = o;
-	t->count++;
-	maybe_grow(t);
+	hash_insert(&t->objs, &o->hn, key_hash(key));
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -208,11 +186,9 @@ static int mem_del(struct objstore *s, const char *key)
 	struct mem_table *t = table_of(s);
 
 	pthread_mutex_lock(&t->lock);
-	struct mem_obj **p = find(t, key), *o = *p;
-	if (o) {
-		*p = o->next;
-		t->count--;
-	}
+	struct mem_obj *o = find(t, key);
+	if (o)
+		hash_remove(&t->objs, &o->hn);
 	pthread_mutex_unlock(&t->lock);
 	if (o)
 		obj_free(o);
@@ -225,7 +201,7 @@ static int mem_head(struct objstore *s, const char *key, uint64_t *size)
 	int err = 0;
 
 	pthread_mutex_lock(&t->lock);
-	struct mem_obj *o = *find(t, key);
+	struct mem_obj *o = find(t, key);
 	if (o)
 		*size = o->len;
 	else
@@ -250,21 +226,22 @@ static int mem_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 	/* Snapshot, then call fn unlocked: fn may well delete or put
 	 * (garbage collection does), which would deadlock under the lock. */
 	pthread_mutex_lock(&t->lock);
-	items = calloc(t->count ? t->count : 1, sizeof(*items));
+	size_t count = hash_count(&t->objs);
+	items = calloc(count ? count : 1, sizeof(*items));
 	if (!items) {
 		pthread_mutex_unlock(&t->lock);
 		return ENOMEM;
 	}
-	for (i = 0; i < t->nbuckets && !err; i++) {
-		for (struct mem_obj *o = t->buckets[i]; o; o = o->next) {
-			if (strncmp(o->key, prefix, plen))
-				continue;
-			if (!(items[n].key = strdup(o->key))) {
-				err = ENOMEM;
-				break;
-			}
-			items[n++].size = o->len;
+	for (struct hash_node *x = hash_first(&t->objs); x;
+	     x = hash_next(&t->objs, x)) {
+		struct mem_obj *o = hash_entry(x, struct mem_obj, hn);
+		if (strncmp(o->key, prefix, plen))
+			continue;
+		if (!(items[n].key = strdup(o->key))) {
+			err = ENOMEM;
+			break;
 		}
+		items[n++].size = o->len;
 	}
 	pthread_mutex_unlock(&t->lock);
 
@@ -318,14 +295,14 @@ static struct mem_table *named_table(const char *name)
 	struct mem_table *t;
 
 	pthread_mutex_lock(&registry_lock);
-	for (t = registry; t; t = t->next_named)
+	SLIST_FOREACH(t, &registry, named)
+	{
 		if (!strcmp(t->name, name))
 			goto unlock;
-	t = table_new(name);
-	if (t) {
-		t->next_named = registry;
-		registry = t;
 	}
+	t = table_new(name);
+	if (t)
+		SLIST_INSERT_HEAD(&registry, t, named);
 unlock:
 	pthread_mutex_unlock(&registry_lock);
 	return t;

@@ -1,17 +1,21 @@
 /*
- * namecache.c - the read-only name cache (namecache.h): hash tables split
- * into lock stripes, each stripe with a clock that evicts just enough of
- * its least recently used names to stay within its share of the bound.
+ * namecache.c - the read-only name cache (namecache.h): lib/hash tables
+ * split into lock stripes, each stripe with a clock that evicts just
+ * enough of its least recently used names to stay within its share of the
+ * bound.
  *
  * Invariants (namecache_check verifies them):
- *   1. An entry is on one bucket chain and on the clock of one stripe, or
- *      on neither: then the thread that unlinked it owns it and frees it
- *      after dropping the lock.
- *   2. That stripe and bucket are the ones its hash names
- *      (stripe_of, hash & (nbuckets - 1)); a stripe holds one entry per
+ *   1. An entry is in the table and on the clock of one stripe, or in
+ *      neither: then the thread that unlinked it owns it (on a local list
+ *      through its clock links) and frees it after dropping the lock.
+ *   2. That stripe is the one its hash names (stripe_of), and the table
+ *      finds it under that hash; a stripe holds one entry per
  *      (parent, name).
  *   3. A stripe's entries and bytes are the count and the summed
- *      entry_cost of its clock; bytes <= budget once a put returns.
+ *      entry_cost of its clock, and its table holds as many; bytes <=
+ *      budget once a put returns. The table is fixed (hash_init_fixed):
+ *      its buckets, counted out of the stripe's share at open, never
+ *      grow.
  *
  * An entry's life:
  *
@@ -30,6 +34,7 @@
  */
 #include "fs/vfs/namecache.h"
 #include "lib/fsutil.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 
 #include <errno.h>
@@ -40,7 +45,8 @@
 #include <xxhash.h>
 
 /* Bucket array sizing: one bucket per this many bytes of a stripe's share
- * (about one entry's cost: chains of one or two). */
+ * (about one entry's cost: chains of one or two), at most 2^30 (lib/hash's
+ * limit). */
 #define BYTES_PER_BUCKET 256
 /* Auto striping: up to this many stripes, each at least STRIPE_MIN bytes. */
 #define STRIPES_AUTO 64
@@ -48,12 +54,11 @@
 #define STRIPE_MIN   (1u << 20)
 
 struct nc_entry {
-	SLIST_ENTRY(nc_entry) chain; /* bucket chain, or a list to free */
-	TAILQ_ENTRY(nc_entry) clock;
+	struct hash_node hn;	     /* in its stripe's table; the hash */
+	TAILQ_ENTRY(nc_entry) clock; /* the clock, or a list to free */
 	uint64_t parent, ino;
 	int64_t expires_ns;
 	struct meta_attr attr;
-	uint32_t hash;	  /* low half of the 64-bit hash */
 	uint16_t nslices; /* chunk 0's, in slices[] */
 	uint8_t namelen;  /* name follows slices[], NUL-terminated */
 	uint8_t ref;	  /* used since the hand last passed it */
@@ -61,22 +66,20 @@ struct nc_entry {
 };
 
 #if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(struct nc_entry) == 144,
+_Static_assert(sizeof(struct nc_entry) == 152,
 	       "namecache.h gives an entry's cost: update it");
 #endif
 
-SLIST_HEAD(nc_chain, nc_entry);
 TAILQ_HEAD(nc_clock, nc_entry);
 
 struct nc_stripe {
-	pthread_mutex_t lock;	  /* leaf */
-	struct nc_chain *buckets; /* protected by lock */
-	struct nc_clock clock;	  /* protected by lock; head: the hand */
-	uint64_t bytes;		  /* protected by lock: entries' cost */
-	uint64_t entries;	  /* protected by lock */
+	pthread_mutex_t lock;  /* leaf */
+	struct hash table;     /* protected by lock; fixed buckets */
+	struct nc_clock clock; /* protected by lock; head: the hand */
+	uint64_t bytes;	       /* protected by lock: entries' cost */
+	uint64_t entries;      /* protected by lock */
 	uint64_t hits, misses, evictions, expired; /* protected by lock */
 	uint64_t budget;	/* the stripe's share, less its buckets */
-	uint32_t nbuckets;	/* a power of two */
 } __attribute__((aligned(64))); /* stripes do not share cache lines */
 
 struct namecache {
@@ -118,30 +121,36 @@ static struct nc_stripe *stripe_of(struct namecache *nc, uint64_t h)
 	return &nc->stripes[(h >> 56) & (nc->nstripes - 1)];
 }
 
-static struct nc_chain *bucket_of(struct nc_stripe *st, uint32_t h)
+struct nc_key {
+	uint64_t parent;
+	const char *name;
+	size_t len;
+};
+
+static int match_name(const struct hash_node *n, const void *key)
 {
-	return &st->buckets[h & (st->nbuckets - 1)];
+	struct nc_entry *e = hash_entry(n, struct nc_entry, hn);
+	const struct nc_key *k = key;
+
+	return e->parent == k->parent && e->namelen == k->len &&
+	       !memcmp(entry_name(e), k->name, k->len);
 }
 
 /* lock held */
 static struct nc_entry *find(struct nc_stripe *st, uint64_t h, uint64_t parent,
 			     const char *name, size_t len)
 {
-	struct nc_entry *e;
+	struct nc_key k = {parent, name, len};
+	struct hash_node *n = hash_find(&st->table, h, match_name, &k);
 
-	SLIST_FOREACH(e, bucket_of(st, (uint32_t)h), chain)
-	{
-		if (e->hash == (uint32_t)h && e->parent == parent &&
-		    e->namelen == len && !memcmp(entry_name(e), name, len))
-			return e;
-	}
-	return NULL;
+	return n ? hash_entry(n, struct nc_entry, hn) : NULL;
 }
 
-/* lock held: take e off its chain and the clock; the caller frees it. */
+/* lock held: take e out of the table and off the clock; the caller frees
+ * it. */
 static void unlink_entry(struct nc_stripe *st, struct nc_entry *e)
 {
-	SLIST_REMOVE(bucket_of(st, e->hash), e, nc_entry, chain);
+	hash_remove(&st->table, &e->hn);
 	TAILQ_REMOVE(&st->clock, e, clock);
 	st->bytes -= namecache_entry_cost(e->namelen, e->nslices);
 	st->entries--;
@@ -150,7 +159,7 @@ static void unlink_entry(struct nc_stripe *st, struct nc_entry *e)
 /* lock held, clock not empty: move the hand until it frees one entry,
  * which goes on *dead. Ends within two turns: the first clears every ref
  * it passes. */
-static void evict_one(struct nc_stripe *st, int64_t now, struct nc_chain *dead)
+static void evict_one(struct nc_stripe *st, int64_t now, struct nc_clock *dead)
 {
 	for (;;) {
 		struct nc_entry *e = TAILQ_FIRST(&st->clock);
@@ -167,16 +176,17 @@ static void evict_one(struct nc_stripe *st, int64_t now, struct nc_chain *dead)
 			st->evictions++;
 		else
 			st->expired++;
-		SLIST_INSERT_HEAD(dead, e, chain);
+		TAILQ_INSERT_TAIL(dead, e, clock);
 		return;
 	}
 }
 
-static void free_list(struct nc_chain *dead)
+static void free_list(struct nc_clock *dead)
 {
-	while (!SLIST_EMPTY(dead)) {
-		struct nc_entry *e = SLIST_FIRST(dead);
-		SLIST_REMOVE_HEAD(dead, chain);
+	struct nc_entry *e;
+
+	while ((e = TAILQ_FIRST(dead))) {
+		TAILQ_REMOVE(dead, e, clock);
 		free(e);
 	}
 }
@@ -196,10 +206,12 @@ int namecache_open(const struct namecache_opts *o, struct namecache **out)
 	if (ns > STRIPES_MAX || (ns & (ns - 1)))
 		return EINVAL;
 	uint64_t share = max / ns;
-	uint64_t nb = 1;
-	while (nb * 2 <= share / BYTES_PER_BUCKET && nb * 2 <= (1ull << 31))
-		nb *= 2;
-	if (share <= nb * sizeof(struct nc_chain) + namecache_entry_cost(0, 0))
+	unsigned bits = 0;
+	while ((2ull << bits) <= share / BYTES_PER_BUCKET && bits < 30)
+		bits++;
+	uint64_t nb = 1ull << (bits ? bits : 1); /* lib/hash: 2 at least */
+	uint64_t bucket_bytes = nb * sizeof(struct hash_node *);
+	if (share <= bucket_bytes + namecache_entry_cost(0, 0))
 		return EINVAL; /* not even one entry would fit */
 
 	nc = calloc(1, sizeof(*nc));
@@ -214,16 +226,14 @@ int namecache_open(const struct namecache_opts *o, struct namecache **out)
 	memset(nc->stripes, 0, ns * sizeof(*nc->stripes));
 	for (unsigned i = 0; i < ns; i++) {
 		struct nc_stripe *st = &nc->stripes[i];
-		st->buckets = calloc(nb, sizeof(*st->buckets));
-		if (!st->buckets) {
+		if (hash_init_fixed(&st->table, bits ? bits : 1)) {
 			nc->nstripes = i;
 			goto free_stripes;
 		}
 		pthread_mutex_init(&st->lock, NULL);
 		TAILQ_INIT(&st->clock);
-		st->nbuckets = (uint32_t)nb;
-		st->budget = share - nb * sizeof(*st->buckets);
-		nc->bucket_bytes += nb * sizeof(*st->buckets);
+		st->budget = share - bucket_bytes;
+		nc->bucket_bytes += bucket_bytes;
 	}
 	*out = nc;
 	return 0;
@@ -243,7 +253,7 @@ void namecache_close(struct namecache *nc)
 	namecache_clear(nc);
 	for (unsigned i = 0; i < nc->nstripes; i++) {
 		pthread_mutex_destroy(&nc->stripes[i].lock);
-		free(nc->stripes[i].buckets);
+		hash_release(&nc->stripes[i].table);
 	}
 	free(nc->stripes);
 	free(nc);
@@ -270,7 +280,6 @@ int namecache_put(struct namecache *nc, uint64_t parent, const char *name,
 	e->ino = ino;
 	e->expires_ns = now + nc->ttl_ns;
 	e->attr = *a;
-	e->hash = (uint32_t)h;
 	e->nslices = (uint16_t)n;
 	e->namelen = (uint8_t)len;
 	e->ref = 0;
@@ -278,16 +287,16 @@ int namecache_put(struct namecache *nc, uint64_t parent, const char *name,
 		memcpy(e->slices, s, n * sizeof(*s));
 	memcpy(entry_name(e), name, len + 1);
 
-	struct nc_chain dead = SLIST_HEAD_INITIALIZER(dead);
+	struct nc_clock dead = TAILQ_HEAD_INITIALIZER(dead);
 	pthread_mutex_lock(&st->lock);
 	struct nc_entry *old = find(st, h, parent, name, len);
 	if (old) { /* a refresh, not an eviction */
 		unlink_entry(st, old);
-		SLIST_INSERT_HEAD(&dead, old, chain);
+		TAILQ_INSERT_TAIL(&dead, old, clock);
 	}
 	while (st->bytes + cost > st->budget)
 		evict_one(st, now, &dead);
-	SLIST_INSERT_HEAD(bucket_of(st, e->hash), e, chain);
+	hash_insert(&st->table, &e->hn, h);
 	TAILQ_INSERT_TAIL(&st->clock, e, clock);
 	st->bytes += cost;
 	st->entries++;
@@ -346,9 +355,7 @@ void namecache_clear(struct namecache *nc)
 
 		pthread_mutex_lock(&st->lock);
 		TAILQ_CONCAT(&all, &st->clock, clock);
-		if (st->entries) /* spare untouched pages of a new cache */
-			memset(st->buckets, 0,
-			       st->nbuckets * sizeof(*st->buckets));
+		hash_clear(&st->table); /* spares a new cache's pages */
 		st->bytes = 0;
 		st->entries = 0;
 		pthread_mutex_unlock(&st->lock);
@@ -382,6 +389,7 @@ void namecache_check(struct namecache *nc)
 	for (unsigned i = 0; i < nc->nstripes; i++) {
 		struct nc_stripe *st = &nc->stripes[i];
 		uint64_t bytes = 0, entries = 0, chained = 0;
+		struct hash_node *n;
 		struct nc_entry *e;
 
 		pthread_mutex_lock(&st->lock);
@@ -390,21 +398,19 @@ void namecache_check(struct namecache *nc)
 			const char *name = entry_name(e);
 			uint64_t h = name_hash(e->parent, name, e->namelen);
 			gr_assert(strlen(name) == e->namelen);
-			gr_assert(e->hash == (uint32_t)h); /* 2 */
+			gr_assert(e->hn.hash == h);	   /* 2 */
 			gr_assert(stripe_of(nc, h) == st); /* 2 */
 			gr_assert(find(st, h, e->parent, name, e->namelen) ==
 				  e); /* 1, 2 */
 			bytes += namecache_entry_cost(e->namelen, e->nslices);
 			entries++;
 		}
-		for (uint32_t b = 0; b < st->nbuckets; b++) {
-			SLIST_FOREACH(e, &st->buckets[b], chain)
-			{
-				chained++;
-			}
-		}
-		gr_assert(chained == entries); /* 1 */
-		gr_assert(bytes == st->bytes); /* 3 */
+		for (n = hash_first(&st->table); n;
+		     n = hash_next(&st->table, n))
+			chained++;
+		gr_assert(chained == entries);		      /* 1 */
+		gr_assert(hash_count(&st->table) == entries); /* 3 */
+		gr_assert(bytes == st->bytes);		      /* 3 */
 		gr_assert(entries == st->entries);
 		gr_assert(st->bytes <= st->budget);
 		pthread_mutex_unlock(&st->lock);

@@ -9,12 +9,13 @@
  * used names; it never starts over, so a dataset larger than the cache
  * keeps most of it cached.
  *
- * Cost of one entry (x86-64, glibc): a single allocation of a 144-byte
- * header (hash chain and clock links, parent, inode, expiry, meta_attr),
+ * Cost of one entry (x86-64, glibc): a single allocation of a 152-byte
+ * header (hash node and clock links, parent, inode, expiry, meta_attr),
  * 40 bytes per chunk-0 slice and the name with its NUL, rounded up as malloc
- * does (+8, to 16 bytes). The hash buckets, 8 bytes per 256 to 512 bytes
- * of the bound, are allocated at open (pages touched as names come) and
- * count against the bound: at most 1/32 of it. An ImageNet file
+ * does (+8, to 16 bytes). The hash buckets (lib/hash tables that never
+ * grow), 8 bytes per 256 to 512 bytes of the bound, are allocated at open
+ * (pages touched as names come) and count against the bound: at most 1/32
+ * of it. An ImageNet file
  * ("n01440764_10026.JPEG", one slice) costs 224 bytes: its 1.28M training
  * names take 274 MiB, and the default bound (512 MiB) holds 2.3M such
  * names.

@@ -1,7 +1,7 @@
 /*
  * test_hash.c - the intrusive hash table finds what was inserted and
- * nothing else, through growth, under colliding hashes, and against a
- * plain array model over a long random run.
+ * nothing else, through growth (or none: fixed), under colliding hashes,
+ * and against a plain array model over a long random run.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -102,8 +102,38 @@ Test(hash, growth_keeps_every_entry)
 	free(it);
 }
 
-/* Every entry under one hash: the match alone tells them apart, and
- * removing from the middle of the chain keeps the rest. */
+/* A fixed table keeps its buckets past a load of 1, finds every entry in
+ * its longer chains, and hash_clear empties it for new inserts. */
+Test(hash, fixed_never_grows_and_clears)
+{
+	enum { N = 1000 };
+	struct hash h;
+	struct item *it = calloc(N, sizeof(*it));
+
+	cr_assert_eq(hash_init_fixed(&h, 4), 0);
+	for (uint64_t i = 0; i < N; i++) {
+		it[i].key = i;
+		hash_insert(&h, &it[i].hn, hash_mix64(i));
+	}
+	cr_assert_eq(h.bits, 4);
+	for (uint64_t i = 0; i < N; i++)
+		cr_assert_eq(find(&h, hash_mix64(i), i), &it[i]);
+	cr_assert_eq(walk_count(&h), N);
+	hash_clear(&h);
+	cr_assert_eq(hash_count(&h), 0);
+	cr_assert_null(hash_first(&h));
+	cr_assert_null(find(&h, hash_mix64(1), 1));
+	hash_insert(&h, &it[1].hn, hash_mix64(1));
+	cr_assert_eq(find(&h, hash_mix64(1), 1), &it[1]);
+	cr_assert_eq(walk_count(&h), 1);
+	cr_assert_eq(h.bits, 4);
+	hash_release(&h);
+	free(it);
+}
+
+/* Every entry under one hash: the match alone tells them apart,
+ * hash_find_next visits each, and removing from the middle of the chain
+ * keeps the rest. */
 Test(hash, colliding_hashes)
 {
 	enum { N = 500 };
@@ -118,6 +148,18 @@ Test(hash, colliding_hashes)
 	for (uint64_t i = 0; i < N; i++)
 		cr_assert_eq(find(&h, 42, i), &it[i]);
 	cr_assert_null(find(&h, 42, N));
+	/* hash_find_next: each of them once, from the first */
+	size_t seen = 0;
+	for (struct hash_node *x = hash_find(&h, 42, NULL, NULL); x;
+	     x = hash_find_next(x, 42, NULL, NULL)) {
+		hash_entry(x, struct item, hn)->seen++;
+		seen++;
+	}
+	cr_assert_eq(seen, N);
+	for (uint64_t i = 0; i < N; i++)
+		cr_assert_eq(it[i].seen, 1);
+	uint64_t k = 7;
+	cr_assert_null(hash_find_next(&find(&h, 42, 7)->hn, 42, match_key, &k));
 	for (uint64_t i = 0; i < N; i += 2)
 		hash_remove(&h, &it[i].hn);
 	for (uint64_t i = 0; i < N; i++)
