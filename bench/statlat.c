@@ -2,7 +2,9 @@
  * statlat.c - how long stat of a file and a listing of its directory take
  * while a save writes into it (bench/statlat.sh). Every INTERVAL ms until
  * STOPFILE exists: stat(FILE), then opendir/readdir/closedir of DIR, timed
- * together. Prints one line: n= p50= p99= max= (milliseconds).
+ * together. Prints one line: n= p50= p99= max= (milliseconds). With
+ * STATLAT_TRACE=FILE set, also writes "seconds-since-start latency" of every
+ * sample to FILE, to see when the slow ones come.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -40,6 +42,9 @@ int main(int argc, char **argv)
 
 	if (!lat)
 		return 1;
+	const char *trace = getenv("STATLAT_TRACE");
+	FILE *tf = trace ? fopen(trace, "w") : NULL;
+	double start = now_ms();
 	while (access(stop, F_OK) != 0) {
 		double t0 = now_ms();
 		(void)stat(file, &st); /* not there yet before the save */
@@ -58,9 +63,13 @@ int main(int argc, char **argv)
 			cap *= 2;
 		}
 		lat[n++] = dt;
+		if (tf)
+			fprintf(tf, "%.3f %.2f\n", (t0 - start) / 1e3, dt);
 		if (dt < interval)
 			usleep((useconds_t)((interval - dt) * 1000));
 	}
+	if (tf)
+		fclose(tf);
 	if (!n) {
 		printf("n=0\n");
 		return 1;
