@@ -28,7 +28,7 @@ struct workq {
 	pthread_cond_t work; /* a job was queued, or closing */
 	pthread_cond_t room; /* a job left the queue: push may go on */
 	pthread_cond_t idle; /* nothing queued or running: drain may return */
-	struct workq_job *head, *tail;		      /* protected by lock */
+	STAILQ_HEAD(, workq_job) jobs;		      /* protected by lock */
 	size_t queued, running;			      /* protected by lock */
 	int closing;				      /* protected by lock */
 	unsigned long long done, full_waits, refused; /* protected by lock */
@@ -40,21 +40,18 @@ static void *workq_main(void *arg)
 	pthread_setname_np(pthread_self(), q->name);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
-		while (!q->head && !q->closing)
+		while (STAILQ_EMPTY(&q->jobs) && !q->closing)
 			pthread_cond_wait(&q->work, &q->lock);
 		/* close drains: a worker stops only when nothing is left */
-		if (!q->head)
+		if (STAILQ_EMPTY(&q->jobs))
 			break;
-		struct workq_job *job = q->head;
-		q->head = job->next;
-		if (!q->head)
-			q->tail = NULL;
+		struct workq_job *job = STAILQ_FIRST(&q->jobs);
+		STAILQ_REMOVE_HEAD(&q->jobs, link);
 		q->queued--;
 		q->running++;
 		pthread_cond_signal(&q->room);
 		pthread_mutex_unlock(&q->lock);
 
-		job->next = NULL;
 		/* job may be freed by run(): not touched after it */
 		job->run(job);
 
@@ -82,6 +79,7 @@ int workq_open(const char *name, int nthreads, size_t cap, struct workq **out)
 		return ENOMEM;
 	}
 	snprintf(q->name, sizeof(q->name), "%s", name);
+	STAILQ_INIT(&q->jobs);
 	q->cap = cap;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->work, NULL);
@@ -115,7 +113,7 @@ void workq_close(struct workq *q)
 	pthread_mutex_unlock(&q->lock);
 	for (int i = 0; i < q->nthreads; i++)
 		pthread_join(q->threads[i], NULL);
-	gr_assert(!q->head && !q->queued && !q->running);
+	gr_assert(STAILQ_EMPTY(&q->jobs) && !q->queued && !q->running);
 	pthread_cond_destroy(&q->idle);
 	pthread_cond_destroy(&q->room);
 	pthread_cond_destroy(&q->work);
@@ -127,12 +125,7 @@ void workq_close(struct workq *q)
 /* With q->lock held and room known: append job and wake one worker. */
 static void workq_append(struct workq *q, struct workq_job *job)
 {
-	job->next = NULL;
-	if (q->tail)
-		q->tail->next = job;
-	else
-		q->head = job;
-	q->tail = job;
+	STAILQ_INSERT_TAIL(&q->jobs, job, link);
 	q->queued++;
 	pthread_cond_signal(&q->work);
 }

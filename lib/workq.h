@@ -17,9 +17,10 @@
 #define GRANARY_WORKQ_H
 
 #include <stddef.h>
+#include <sys/queue.h>
 
 struct workq_job {
-	struct workq_job *next;		   /* the queue's */
+	STAILQ_ENTRY(workq_job) link;	    /* the queue's */
 	void (*run)(struct workq_job *job); /* called once, on a worker */
 };
 
@@ -30,8 +31,7 @@ struct workq;
  * top and gdb) over a queue of at most cap (>= 1) jobs waiting. EINVAL,
  * ENOMEM, or pthread_create's error (no thread is left running then).
  */
-int workq_open(const char *name, int nthreads, size_t cap,
-	       struct workq **out);
+int workq_open(const char *name, int nthreads, size_t cap, struct workq **out);
 /*
  * Finish every job queued, then stop the workers and free the queue.
  * Pushes after this started fail with ECANCELED. NULL-safe. Must not be
@@ -49,8 +49,8 @@ int workq_trypush(struct workq *q, struct workq_job *job);
 void workq_drain(struct workq *q);
 
 struct workq_stats {
-	size_t queued;	/* waiting now */
-	size_t running; /* in run() now */
+	size_t queued;				      /* waiting now */
+	size_t running;				      /* in run() now */
 	unsigned long long done, full_waits, refused; /* since open */
 };
 void workq_get_stats(struct workq *q, struct workq_stats *st);

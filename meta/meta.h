@@ -1,7 +1,7 @@
 /*
  * meta.h - the metadata API: opening an engine, inodes, directory entries,
  * chunk slice lists and xattrs, and the types every part of the API uses.
- * The rest: meta_volume.h (volume, usage, sessions), meta_snap.h
+ * The rest: meta_volume.h (volume settings, usage, sessions), meta_snap.h
  * (snapshots, versions), meta_objects.h (packs, staging, reclamation).
  *
  * One engine today: Redis (meta/redis_*.c, schema in meta/SCHEMA.md). Every
@@ -25,8 +25,6 @@
 #define META_NAME_MAX	    255
 /* the name that reaches a directory's versions (meta_snap.h): reserved */
 #define META_VERSIONS ".versions"
-
-/* Errors: a positive errno, or a META_E* code (lib/errors.h). */
 
 enum meta_type {
 	META_FILE = 1,
@@ -70,19 +68,6 @@ struct meta_slice {
 struct meta_chunk_slice {
 	uint32_t idx; /* chunk index: file offset / META_CHUNK_SIZE */
 	struct meta_slice s;
-};
-
-struct meta_volume {
-	char name[256];
-	char uuid[40];
-	char storage[1024];   /* storage URL, without credentials */
-	char access_key[256]; /* may be empty: taken from the environment */
-	char secret_key[256];
-	uint32_t block_size; /* bytes, <= 16 MiB */
-	uint32_t compress;   /* enum codec_compress */
-	uint32_t format_version;
-	uint64_t capacity; /* bytes, 0 = unlimited */
-	int64_t created;   /* unix seconds */
 };
 
 struct meta_opts {

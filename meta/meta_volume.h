@@ -9,6 +9,19 @@
 #include "meta/meta.h"
 
 /* ---- volume ---------------------------------------------------------- */
+struct meta_volume {
+	char name[256];
+	char uuid[40];
+	char storage[1024];   /* storage URL, without credentials */
+	char access_key[256]; /* may be empty: taken from the environment */
+	char secret_key[256];
+	uint32_t block_size; /* bytes, <= 16 MiB */
+	uint32_t compress;   /* enum codec_compress */
+	uint32_t format_version;
+	uint64_t capacity; /* bytes, 0 = unlimited */
+	int64_t created;   /* unix seconds */
+};
+
 /* Write settings and the root directory; META_EEXIST unless force (force
  * wipes every granary key in the database first). */
 int meta_format(struct meta *m, const struct meta_volume *v, int force);

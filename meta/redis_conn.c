@@ -450,10 +450,10 @@ static struct conn *pool_take(struct meta *m)
 	int stale;
 
 	pthread_mutex_lock(&m->pool_lock);
-	while (!m->idle)
+	while (SLIST_EMPTY(&m->idle))
 		pthread_cond_wait(&m->pool_cond, &m->pool_lock);
-	c = m->idle;
-	m->idle = c->next;
+	c = SLIST_FIRST(&m->idle);
+	SLIST_REMOVE_HEAD(&m->idle, link);
 	stale = c->rc && c->epoch != m->epoch;
 	pthread_mutex_unlock(&m->pool_lock);
 	if (stale)
@@ -464,8 +464,7 @@ static struct conn *pool_take(struct meta *m)
 static void pool_put(struct meta *m, struct conn *c)
 {
 	pthread_mutex_lock(&m->pool_lock);
-	c->next = m->idle;
-	m->idle = c;
+	SLIST_INSERT_HEAD(&m->idle, c, link);
 	pthread_cond_signal(&m->pool_cond);
 	pthread_mutex_unlock(&m->pool_lock);
 }
@@ -1080,10 +1079,9 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out)
 		err = ENOMEM;
 		goto free_m;
 	}
-	for (int i = 0; i < m->opts.pool_size; i++) {
-		m->conns[i].next = m->idle;
-		m->idle = &m->conns[i];
-	}
+	SLIST_INIT(&m->idle);
+	for (int i = 0; i < m->opts.pool_size; i++)
+		SLIST_INSERT_HEAD(&m->idle, &m->conns[i], link);
 	pthread_once(&sigpipe_once, sigpipe_ignore);
 
 	/* fail fast: connect, authenticate, load the scripts */

@@ -12,9 +12,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <hiredis/hiredis.h>
 
+#include "lib/endian.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
@@ -45,9 +47,9 @@ struct addr {
 };
 
 struct conn {
-	redisContext *rc; /* NULL: connect before use */
-	unsigned epoch;	  /* pool epoch when it connected */
-	struct conn *next;
+	redisContext *rc;	/* NULL: connect before use */
+	unsigned epoch;		/* pool epoch when it connected */
+	SLIST_ENTRY(conn) link; /* meta.idle */
 };
 
 /* Lock order: ids_lock -> pool_lock. pool_lock is a leaf; sess_lock is a
@@ -66,7 +68,7 @@ struct meta {
 	pthread_mutex_t pool_lock; /* leaf */
 	pthread_cond_t pool_cond;  /* a connection was returned */
 	struct conn *conns;	   /* opts.pool_size of them */
-	struct conn *idle;	   /* protected by pool_lock */
+	SLIST_HEAD(, conn) idle;   /* protected by pool_lock */
 	unsigned epoch;		   /* protected by pool_lock; bumped on I/O
 				      errors so that idle peers reconnect */
 
@@ -167,29 +169,6 @@ size_t redis_rec_unpack(const char *s, size_t n, struct meta_slice *out);
 /* A decimal number from a string or integer reply; 0 for anything else. */
 uint64_t redis_reply_u64(const redisReply *r);
 uint64_t redis_field_u64(const redisReply *r); /* string reply only */
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t ld64(const uint8_t *p)
-{
-	return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static inline void st32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void st64(uint8_t *p, uint64_t v)
-{
-	st32(p, (uint32_t)v);
-	st32(p + 4, (uint32_t)(v >> 32));
-}
 
 /* ---- shared by the concepts ------------------------------------------ */
 

@@ -14,7 +14,7 @@ struct progress;
 /* title: "warmup"; total_items/total_bytes 0 when unknown. Returns NULL
  * when stderr is not a terminal or quiet is set. */
 struct progress *progress_open(const char *title, uint64_t total_items,
-                               uint64_t total_bytes, int quiet);
+			       uint64_t total_bytes, int quiet);
 /* Add done work (thread-safe); redraws if due. */
 void progress_add(struct progress *p, uint64_t items, uint64_t bytes);
 /* Clear the line and free. */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -62,12 +63,12 @@ struct pack {
 	pthread_cond_t done; /* broadcast when state becomes PK_DONE */
 
 	/* writeback: len is the bytes reserved in the staging file */
-	struct pack *next; /* p->staged, oldest first */
-	int fd;		   /* staging file (read-write) */
-	int writing;	   /* callers still writing frames into it */
-	int readers;	   /* packer_staged_get calls reading it */
-	int uploading;	   /* a worker holds its upload job */
-	int tries;	   /* failed uploads */
+	TAILQ_ENTRY(pack) link; /* p->staged, oldest first */
+	int fd;			/* staging file (read-write) */
+	int writing;		/* callers still writing frames into it */
+	int readers;		/* packer_staged_get calls reading it */
+	int uploading;		/* a worker holds its upload job */
+	int tries;		/* failed uploads */
 	/* group commit: writes numbered in order, one fdatasync for all
 	 * that are done when it starts (see group_sync) */
 	uint64_t wseq, synced;
@@ -93,7 +94,7 @@ struct packer {
 	pthread_cond_t gather; /* a frame was written, or a holder left */
 
 	/* writeback: every pack with a staging file, open one included */
-	struct pack *staged, *staged_tail; /* protected by lock */
+	TAILQ_HEAD(packq, pack) staged; /* protected by lock */
 	int nsealed;  /* staged but not open; protected by lock */
 	int stop;     /* protected by lock */
 	int sync_err; /* last upload error; protected by lock */
@@ -135,6 +136,7 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 		const struct packer_cbs *cbs, struct packer **out)
 {
 	struct packer *p;
+	struct pack *k;
 	int err;
 
 	if (!out)
@@ -150,6 +152,7 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return ENOMEM;
+	TAILQ_INIT(&p->staged);
 	p->store = store;
 	p->o = *o;
 	p->o.stage_dir = NULL; /* the caller's string; p->dir is ours */
@@ -182,7 +185,7 @@ int packer_open(struct objstore *store, const struct packer_opts *o,
 		goto stop;
 	}
 	pthread_mutex_lock(&p->lock);
-	for (struct pack *k = p->staged; k; k = k->next)
+	TAILQ_FOREACH(k, &p->staged, link)
 		pack_ready(p, k); /* recovered: sealed, nobody writes them */
 	pthread_mutex_unlock(&p->lock);
 	*out = p;
@@ -207,6 +210,8 @@ static void pack_free(struct pack *k)
 
 void packer_close(struct packer *p)
 {
+	struct pack *k;
+
 	if (!p)
 		return;
 	stop_uploaders(p);
@@ -218,8 +223,8 @@ void packer_close(struct packer *p)
 		gr_assert(p->open->users == 0);
 		pack_free(p->open);
 	}
-	for (struct pack *k = p->staged, *next; k; k = next) {
-		next = k->next;
+	while ((k = TAILQ_FIRST(&p->staged))) {
+		TAILQ_REMOVE(&p->staged, k, link);
 		pack_free(k);
 	}
 	if (p->dir)
@@ -243,6 +248,8 @@ const char *packer_stage_dir(const struct packer *p)
 
 void packer_get_stats(struct packer *p, struct packer_stats *st)
 {
+	struct pack *k;
+
 	st->packs = __atomic_load_n(&p->st.packs, __ATOMIC_RELAXED);
 	st->frames = __atomic_load_n(&p->st.frames, __ATOMIC_RELAXED);
 	st->bytes = __atomic_load_n(&p->st.bytes, __ATOMIC_RELAXED);
@@ -250,7 +257,7 @@ void packer_get_stats(struct packer *p, struct packer_stats *st)
 	st->recovered = __atomic_load_n(&p->st.recovered, __ATOMIC_RELAXED);
 	st->staged_packs = st->staged_bytes = 0;
 	pthread_mutex_lock(&p->lock);
-	for (struct pack *k = p->staged; k; k = k->next) {
+	TAILQ_FOREACH(k, &p->staged, link) {
 		st->staged_packs++;
 		st->staged_bytes += k->len;
 	}
@@ -552,11 +559,7 @@ static uint64_t frames_len(int fd, uint64_t size)
 /* Append k to the staged list, oldest first. Under lock. */
 static void stage_link(struct packer *p, struct pack *k)
 {
-	if (p->staged_tail)
-		p->staged_tail->next = k;
-	else
-		p->staged = k;
-	p->staged_tail = k;
+	TAILQ_INSERT_TAIL(&p->staged, k, link);
 }
 
 /* Adopt one staged pack file (ours after a rename) as a sealed pack. */
@@ -714,15 +717,7 @@ free_k:
 /* Unlink k from the staged list, under lock. */
 static void unstage(struct packer *p, struct pack *k)
 {
-	struct pack **link = &p->staged, *prev = NULL;
-
-	while (*link != k) {
-		prev = *link;
-		link = &(*link)->next;
-	}
-	*link = k->next;
-	if (p->staged_tail == k)
-		p->staged_tail = prev;
+	TAILQ_REMOVE(&p->staged, k, link);
 	p->nsealed--;
 	pthread_cond_broadcast(&p->room);
 }
@@ -800,7 +795,8 @@ static int upload(struct packer *p, struct pack *k)
  * queued? */
 static int other_due(const struct packer *p, const struct pack *k, int64_t now)
 {
-	for (const struct pack *x = p->staged; x; x = x->next)
+	const struct pack *x;
+	TAILQ_FOREACH(x, &p->staged, link)
 		if (x != k && x->state == PK_SEALED && !x->writing &&
 		    !x->uploading && x->retry_ms <= now)
 			return 1;
@@ -940,8 +936,9 @@ int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
 	if (!p || !p->dir)
 		return ENOENT;
 	pthread_mutex_lock(&p->lock);
-	for (k = p->staged; k && k->id != pack; k = k->next)
-		;
+	TAILQ_FOREACH(k, &p->staged, link)
+		if (k->id == pack)
+			break;
 	if (k)
 		k->readers++;
 	pthread_mutex_unlock(&p->lock);
@@ -966,6 +963,7 @@ int packer_staged_get(struct packer *p, uint64_t pack, uint32_t off,
 
 int packer_sync(struct packer *p)
 {
+	struct pack *k;
 	int err;
 
 	if (!p || !p->dir)
@@ -975,11 +973,11 @@ int packer_sync(struct packer *p)
 	if (p->open && p->open->len && !p->open->writing)
 		seal(p);
 	/* everything staged now is older than any pack created later */
-	struct pack *last = p->staged_tail;
+	struct pack *last = TAILQ_LAST(&p->staged, packq);
 	uint64_t upto = last ? last->id : 0;
 	for (;;) {
 		int pending = 0;
-		for (struct pack *k = p->staged; k; k = k->next)
+		TAILQ_FOREACH(k, &p->staged, link)
 			if (k->id <= upto && k->state != PK_DONE)
 				pending = 1;
 		if (!pending || p->sync_err)

@@ -13,11 +13,11 @@
 #include <stdint.h>
 
 struct readahead {
-	uint64_t next;      /* where a sequential read would start */
-	uint64_t window;    /* bytes ahead to keep fetched; 0 = none */
-	uint64_t issued;    /* prefetch already asked for up to here */
-	unsigned seq;       /* consecutive sequential reads seen */
-	uint64_t run;       /* bytes read by the current run */
+	uint64_t next;	 /* where a sequential read would start */
+	uint64_t window; /* bytes ahead to keep fetched; 0 = none */
+	uint64_t issued; /* prefetch already asked for up to here */
+	unsigned seq;	 /* consecutive sequential reads seen */
+	uint64_t run;	 /* bytes read by the current run */
 };
 
 void readahead_init(struct readahead *ra);
@@ -29,7 +29,7 @@ void readahead_init(struct readahead *ra);
  * range already issued is not issued again.
  */
 void readahead_update(struct readahead *ra, uint64_t off, size_t len,
-                      uint64_t length, uint32_t bs, uint64_t max,
-                      uint64_t *pf_off, uint64_t *pf_len);
+		      uint64_t length, uint32_t bs, uint64_t max,
+		      uint64_t *pf_off, uint64_t *pf_len);
 
 #endif

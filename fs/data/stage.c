@@ -177,8 +177,7 @@ void stage_get_stats(struct stage *st, struct stage_stats *out)
 	out->staged_blocks = out->staged_bytes = 0;
 	pthread_mutex_lock(&st->lock);
 	struct sblock *b;
-	TAILQ_FOREACH(b, &st->fifo, fifo)
-	{
+	TAILQ_FOREACH(b, &st->fifo, fifo) {
 		out->staged_blocks++;
 		out->staged_bytes += b->n;
 	}
@@ -392,8 +391,7 @@ static int other_due(const struct stage *st, const struct sblock *b,
 {
 	const struct sblock *x;
 
-	TAILQ_FOREACH(x, &st->fifo, fifo)
-	{
+	TAILQ_FOREACH(x, &st->fifo, fifo) {
 		if (x != b && !x->uploading && x->retry_ms <= now)
 			return 1;
 	}

@@ -18,50 +18,11 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include "lib/endian.h"
+
 #define CODEC_MAGIC   "GRB1"
 #define CODEC_MAX_RAW (64u << 20)
 #define SEG_SHIFT     12 /* CODEC_SEG_SIZE == 1 << SEG_SHIFT */
-
-/* ---- little-endian helpers (the format is LE on every host) ---- */
-
-static void put_u16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get_u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 /* ---- v2 pieces ---- */
 
@@ -103,10 +64,10 @@ static void encode_v1_lz4(const void *raw, size_t raw_len, size_t stored,
 	memcpy(hdr, CODEC_MAGIC, 4);
 	hdr[4] = 1;
 	hdr[5] = CODEC_F_LZ4;
-	put_u16(hdr + 6, 0);
-	put_u32(hdr + 8, (uint32_t)raw_len);
-	put_u32(hdr + 12, (uint32_t)stored);
-	put_u64(hdr + 16, XXH3_64bits(raw, raw_len));
+	st16(hdr + 6, 0);
+	st32(hdr + 8, (uint32_t)raw_len);
+	st32(hdr + 12, (uint32_t)stored);
+	st64(hdr + 16, XXH3_64bits(raw, raw_len));
 }
 
 /* The header and table of a v2 block of raw at hdr; returns the length of
@@ -120,16 +81,16 @@ static size_t write_v2_prefix(const unsigned char *raw, size_t raw_len,
 	for (size_t i = 0, off = 0; off < raw_len; i++, off += CODEC_SEG_SIZE) {
 		size_t n = raw_len - off < CODEC_SEG_SIZE ? raw_len - off
 							  : CODEC_SEG_SIZE;
-		put_u32(table + 4 * i, seg_sum(raw + off, n, i));
+		st32(table + 4 * i, seg_sum(raw + off, n, i));
 	}
 	memcpy(hdr, CODEC_MAGIC, 4);
 	hdr[4] = 2;
 	hdr[5] = 0;
 	hdr[6] = SEG_SHIFT;
 	hdr[7] = 0;
-	put_u32(hdr + 8, (uint32_t)raw_len);
-	put_u32(hdr + 12, (uint32_t)(tlen + raw_len));
-	put_u64(hdr + 16, header_sum(hdr, table, tlen));
+	st32(hdr + 8, (uint32_t)raw_len);
+	st32(hdr + 12, (uint32_t)(tlen + raw_len));
+	st64(hdr + 16, header_sum(hdr, table, tlen));
 	return CODEC_HDR_SIZE + tlen + raw_len;
 }
 
@@ -251,9 +212,9 @@ static int check_v1_fields(const unsigned char *hdr, size_t *raw_len,
 	uint8_t flags = hdr[5];
 	if (flags & ~CODEC_F_LZ4)
 		return CODEC_ECORRUPT;
-	if (get_u16(hdr + 6) != 0)
+	if (ld16(hdr + 6) != 0)
 		return CODEC_ECORRUPT;
-	uint32_t raw = get_u32(hdr + 8), stored = get_u32(hdr + 12);
+	uint32_t raw = ld32(hdr + 8), stored = ld32(hdr + 12);
 	if (raw > CODEC_MAX_RAW)
 		return CODEC_ECORRUPT;
 	/* The encoder keeps LZ4 only when it is strictly smaller. */
@@ -269,17 +230,17 @@ static int check_v1_fields(const unsigned char *hdr, size_t *raw_len,
  * field reads as corruption and only a sealed one as a newer format. */
 static int check_v2_prefix(const unsigned char *hdr, size_t n, size_t *raw_len)
 {
-	uint32_t raw = get_u32(hdr + 8);
+	uint32_t raw = ld32(hdr + 8);
 	if (raw > CODEC_MAX_RAW)
 		return CODEC_ECORRUPT;
 	size_t tlen = table_len(raw);
 	if (n < CODEC_HDR_SIZE + tlen)
 		return CODEC_ECORRUPT;
-	if (get_u64(hdr + 16) != header_sum(hdr, hdr + CODEC_HDR_SIZE, tlen))
+	if (ld64(hdr + 16) != header_sum(hdr, hdr + CODEC_HDR_SIZE, tlen))
 		return CODEC_ECORRUPT;
 	if (hdr[5] != 0 || hdr[6] != SEG_SHIFT || hdr[7] != 0)
 		return CODEC_EVERSION; /* flags or segments we do not know */
-	if (get_u32(hdr + 12) != tlen + raw)
+	if (ld32(hdr + 12) != tlen + raw)
 		return CODEC_ECORRUPT;
 	*raw_len = raw;
 	return 0;
@@ -315,7 +276,7 @@ static int check_header(const unsigned char *hdr, size_t blk_len, int *version,
 	if (err)
 		return err;
 	if (*version == 2)
-		*stored_len = get_u32(hdr + 12);
+		*stored_len = ld32(hdr + 12);
 	if ((size_t)*stored_len != blk_len - CODEC_HDR_SIZE)
 		return CODEC_ECORRUPT; /* truncated or trailing bytes */
 	return 0;
@@ -335,8 +296,8 @@ int codec_frame_len(const void *hdr, size_t avail, size_t *len)
 		if (err)
 			return err;
 	} else {
-		raw = get_u32(h + 8);
-		stored = get_u32(h + 12);
+		raw = ld32(h + 8);
+		stored = ld32(h + 12);
 		if (raw > CODEC_MAX_RAW || stored != table_len(raw) + raw)
 			return CODEC_ECORRUPT;
 	}
@@ -366,7 +327,7 @@ static int check_segments(const unsigned char *table, const unsigned char *raw,
 		size_t n =
 		    len - off < CODEC_SEG_SIZE ? len - off : CODEC_SEG_SIZE;
 		if (seg_sum(raw + off, n, first + i) !=
-		    get_u32(table + 4 * (first + i)))
+		    ld32(table + 4 * (first + i)))
 			return CODEC_ECORRUPT;
 	}
 	return 0;
@@ -387,7 +348,7 @@ static int decode_v1(const unsigned char *hdr, size_t rlen, size_t stored,
 		memset(raw, 0, raw_cap);
 		return n >= 0 ? CODEC_ECORRUPT : ENOSPC;
 	}
-	uint64_t want = get_u64(hdr + 16);
+	uint64_t want = ld64(hdr + 16);
 
 	if (!(hdr[5] & CODEC_F_LZ4)) {
 		/* Check before copying: the caller's buffer is never touched
@@ -455,7 +416,7 @@ int codec_view(const void *blk, size_t blk_len, const void **raw,
 	if (version == 1 && (hdr[5] & CODEC_F_LZ4)) {
 		*raw = NULL;
 	} else if (version == 1) {
-		if (XXH3_64bits(payload, rlen) != get_u64(hdr + 16))
+		if (XXH3_64bits(payload, rlen) != ld64(hdr + 16))
 			return CODEC_ECORRUPT;
 		*raw = payload;
 	} else {

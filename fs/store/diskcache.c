@@ -96,7 +96,7 @@ struct dc_space {
 struct fill_req {
 	struct workq_job job; /* first: queued to the fillers */
 	struct diskcache *dc;
-	struct fill_req *next; /* free list; protected by fq_lock */
+	SLIST_ENTRY(fill_req) free; /* fq_free; protected by fq_lock */
 	struct dc_entry *ph;
 	struct objstore_view v; /* a reference of its own */
 };
@@ -144,7 +144,7 @@ struct diskcache {
 	struct workq *fillers; /* NULL: readers write their fills */
 	pthread_mutex_t fq_lock;
 	struct fill_req fq[FILLQ_MAX + FILLERS];
-	struct fill_req *fq_free; /* protected by fq_lock */
+	SLIST_HEAD(, fill_req) fq_free; /* protected by fq_lock */
 };
 
 static const struct objstore_ops dc_ops;
@@ -818,9 +818,9 @@ static int dc_get_view(struct objstore *s, const char *key,
 static struct fill_req *fill_req_get(struct diskcache *dc)
 {
 	pthread_mutex_lock(&dc->fq_lock);
-	struct fill_req *r = dc->fq_free;
+	struct fill_req *r = SLIST_FIRST(&dc->fq_free);
 	if (r)
-		dc->fq_free = r->next;
+		SLIST_REMOVE_HEAD(&dc->fq_free, free);
 	pthread_mutex_unlock(&dc->fq_lock);
 	return r;
 }
@@ -828,8 +828,7 @@ static struct fill_req *fill_req_get(struct diskcache *dc)
 static void fill_req_put(struct diskcache *dc, struct fill_req *r)
 {
 	pthread_mutex_lock(&dc->fq_lock);
-	r->next = dc->fq_free;
-	dc->fq_free = r;
+	SLIST_INSERT_HEAD(&dc->fq_free, r, free);
 	pthread_mutex_unlock(&dc->fq_lock);
 }
 
@@ -1334,9 +1333,8 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 	pthread_mutex_init(&dc->lock, NULL);
 	pthread_mutex_init(&dc->fq_lock, NULL);
 	for (size_t i = 0; i < sizeof(dc->fq) / sizeof(dc->fq[0]); i++) {
-		dc->fq[i] = (struct fill_req){
-		    .job.run = fill_run, .dc = dc, .next = dc->fq_free};
-		dc->fq_free = &dc->fq[i];
+		dc->fq[i] = (struct fill_req){.job.run = fill_run, .dc = dc};
+		SLIST_INSERT_HEAD(&dc->fq_free, &dc->fq[i], free);
 	}
 	dc->backend = backend;
 	dc->o = *o;

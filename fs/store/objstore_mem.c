@@ -295,8 +295,7 @@ static struct mem_table *named_table(const char *name)
 	struct mem_table *t;
 
 	pthread_mutex_lock(&registry_lock);
-	SLIST_FOREACH(t, &registry, named)
-	{
+	SLIST_FOREACH(t, &registry, named) {
 		if (!strcmp(t->name, name))
 			goto unlock;
 	}

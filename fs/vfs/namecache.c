@@ -393,8 +393,7 @@ void namecache_check(struct namecache *nc)
 		struct nc_entry *e;
 
 		pthread_mutex_lock(&st->lock);
-		TAILQ_FOREACH(e, &st->clock, clock)
-		{
+		TAILQ_FOREACH(e, &st->clock, clock) {
 			const char *name = entry_name(e);
 			uint64_t h = name_hash(e->parent, name, e->namelen);
 			gr_assert(strlen(name) == e->namelen);

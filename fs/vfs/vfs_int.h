@@ -23,6 +23,7 @@
 #include "fs/vfs/vfs.h"
 #include "lib/hash.h"
 #include "meta/meta.h"
+#include "meta/meta_volume.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
 #define XATTR_CAPS	"security.capability"

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "lib/endian.h"
+
 /* Encoded size of an uncompressed (v2) block of n raw bytes. */
 #define V2_LEN(n)                                                              \
 	(CODEC_HDR_SIZE + 4 * (((n) + CODEC_SEG_SIZE - 1) / CODEC_SEG_SIZE) +  \
@@ -314,30 +316,13 @@ Test(codec, bad_arguments)
 
 /* ---- v2: segments and ranged reads ---- */
 
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
 /* Re-seal a v2 header after a deliberate change, as a newer encoder
  * would: the checksum as codec.h documents it. */
 static void reseal_v2(unsigned char *blk, size_t raw_len)
 {
 	size_t tlen = 4 * ((raw_len + CODEC_SEG_SIZE - 1) / CODEC_SEG_SIZE);
-	put_le64(blk + 16, XXH3_64bits_withSeed(blk + CODEC_HDR_SIZE, tlen,
-						XXH3_64bits(blk, 16)));
+	st64(blk + 16, XXH3_64bits_withSeed(blk + CODEC_HDR_SIZE, tlen,
+					    XXH3_64bits(blk, 16)));
 }
 
 /* An encoded random (incompressible) block of len bytes. */
@@ -363,13 +348,13 @@ Test(codec, v2_layout_as_documented)
 	cr_assert_eq(blk[5], 0, "flags");
 	cr_assert_eq(blk[6], 12, "log2 segment size");
 	cr_assert_eq(blk[7], 0);
-	cr_assert_eq(le32(blk + 8), len);
-	cr_assert_eq(le32(blk + 12), tlen + len);
-	cr_assert_eq(le64(blk + 16), XXH3_64bits_withSeed(
+	cr_assert_eq(ld32(blk + 8), len);
+	cr_assert_eq(ld32(blk + 12), tlen + len);
+	cr_assert_eq(ld64(blk + 16), XXH3_64bits_withSeed(
 					 blk + 24, tlen, XXH3_64bits(blk, 16)));
 	for (size_t i = 0; i < 4; i++) {
 		size_t n = i < 3 ? CODEC_SEG_SIZE : 100;
-		cr_assert_eq(le32(blk + 24 + 4 * i),
+		cr_assert_eq(ld32(blk + 24 + 4 * i),
 			     (uint32_t)XXH3_64bits_withSeed(
 				 raw + i * CODEC_SEG_SIZE, n, i),
 			     "table entry %zu", i);
@@ -443,7 +428,7 @@ static size_t v1_plain(const unsigned char *raw, size_t len, unsigned char *blk)
 		blk[8 + i] = (unsigned char)(len >> (8 * i));
 		blk[12 + i] = (unsigned char)(len >> (8 * i));
 	}
-	put_le64(blk + 16, XXH3_64bits(raw, len));
+	st64(blk + 16, XXH3_64bits(raw, len));
 	memcpy(blk + 24, raw, len);
 	return 24 + len;
 }
