@@ -112,7 +112,12 @@ for r in $(seq 1 "$ROUNDS"); do
 		RES[$id,$r]=$(save "$mp" "$id")
 		[ -n "${RES[$id,$r]}" ] || unset "RES[$id,$r]"
 		say "  ${RES[$id,$r]}"
-		fusermount3 -u "$mp" 2>/dev/null || "$O/granary" umount "$mp" >/dev/null
+		# granary umount waits for the daemon (its deletes of the
+		# checkpoint's objects) before the services stop
+		case $id in
+		passthrough) fusermount3 -u "$mp" ;;
+		*) "$O/granary" umount "$mp" >/dev/null ;;
+		esac
 	done
 done
 

@@ -31,7 +31,10 @@ struct objstore_creds {
 	const char *secret_key;
 };
 
-typedef int (*objstore_list_fn)(void *arg, const char *key, uint64_t size);
+/* A listed object: its key (without the store's prefix), size, and time of
+ * its last put (unix seconds; 0 when the store does not say). */
+typedef int (*objstore_list_fn)(void *arg, const char *key, uint64_t size,
+				int64_t mtime);
 
 struct objstore_view;
 

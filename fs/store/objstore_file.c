@@ -360,7 +360,8 @@ static int walk_dir(struct walk *w, int dfd, size_t klen)
 			w->key[klen + nlen + 1] = '\0';
 			err = walk_dir(w, sub, klen + nlen + 1);
 		} else if (S_ISREG(st.st_mode) && klen + nlen >= w->plen) {
-			err = w->fn(w->arg, w->key, (uint64_t)st.st_size);
+			err = w->fn(w->arg, w->key, (uint64_t)st.st_size,
+				    (int64_t)st.st_mtime);
 		}
 	}
 	closedir(dir);

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/queue.h>
 #include <xxhash.h>
 
@@ -25,6 +26,7 @@ struct mem_obj {
 	char *key;
 	unsigned char *data;
 	size_t len;
+	int64_t mtime; /* of the last put, unix seconds */
 };
 
 struct mem_table {
@@ -164,6 +166,7 @@ static int mem_put(struct objstore *s, const char *key, const void *data,
 		free(o->data);
 		o->data = copy;
 		o->len = len;
+		o->mtime = (int64_t)time(NULL);
 		pthread_mutex_unlock(&t->lock);
 		return 0;
 	}
@@ -176,6 +179,7 @@ static int mem_put(struct objstore *s, const char *key, const void *data,
 	}
 	o->data = copy;
 	o->len = len;
+	o->mtime = (int64_t)time(NULL);
 	hash_insert(&t->objs, &o->hn, key_hash(key));
 	pthread_mutex_unlock(&t->lock);
 	return 0;
@@ -213,6 +217,7 @@ static int mem_head(struct objstore *s, const char *key, uint64_t *size)
 struct list_item {
 	char *key;
 	uint64_t size;
+	int64_t mtime;
 };
 
 static int mem_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
@@ -241,12 +246,13 @@ static int mem_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 			err = ENOMEM;
 			break;
 		}
+		items[n].mtime = o->mtime;
 		items[n++].size = o->len;
 	}
 	pthread_mutex_unlock(&t->lock);
 
 	for (i = 0; i < n && !err; i++)
-		err = fn(arg, items[i].key, items[i].size);
+		err = fn(arg, items[i].key, items[i].size, items[i].mtime);
 	for (i = 0; i < n; i++)
 		free(items[i].key);
 	free(items);

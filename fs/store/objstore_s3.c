@@ -587,6 +587,7 @@ struct s3_page {
 	char *next_marker;
 	char **keys;
 	uint64_t *sizes;
+	int64_t *mtimes;
 	size_t n, cap;
 	int cb_err;
 };
@@ -648,10 +649,15 @@ static S3Status on_page(int truncated, const char *next_marker, int count,
 			if (!sz)
 				goto nomem;
 			p->sizes = sz;
+			int64_t *mt = realloc(p->mtimes, cap * sizeof(*mt));
+			if (!mt)
+				goto nomem;
+			p->mtimes = mt;
 			p->cap = cap;
 		}
 		if (!(p->keys[p->n] = strdup(c[i].key)))
 			goto nomem;
+		p->mtimes[p->n] = c[i].lastModified > 0 ? c[i].lastModified : 0;
 		p->sizes[p->n++] = c[i].size;
 	}
 	return S3StatusOK;
@@ -732,7 +738,8 @@ static int s3_list(struct objstore *os, const char *prefix, objstore_list_fn fn,
 		for (size_t i = 0; i < p.n && !err; i++) {
 			if (strncmp(p.keys[i], s->prefix, s->prefix_len))
 				continue; /* cannot happen with a sane server */
-			err = fn(arg, p.keys[i] + s->prefix_len, p.sizes[i]);
+			err = fn(arg, p.keys[i] + s->prefix_len, p.sizes[i],
+				 p.mtimes[i]);
 		}
 		if (err || !p.truncated || p.n == 0)
 			break;
@@ -749,6 +756,7 @@ static int s3_list(struct objstore *os, const char *prefix, objstore_list_fn fn,
 	page_reset(&p);
 	free(p.keys);
 	free(p.sizes);
+	free(p.mtimes);
 	free(marker);
 	return err;
 }

@@ -107,6 +107,17 @@ static void *reclaimer_main(void *arg)
 					 (unsigned long long)(d->pack ? d->pack
 								      : d->id),
 					 gr_strerror(e));
+			/* a store that is gone fails the rest too, each
+			 * after its retries: an unmount would wait for all
+			 * of them (minutes for a big file) */
+			if ((e == OBJSTORE_EUNREACH || e == OBJSTORE_ESERVER) &&
+			    i + 1 < n) {
+				log_warn("reclaim: the store is not answering: "
+					 "%zu more dead objects left for "
+					 "'granary gc' to delete",
+					 n - i - 1);
+				break;
+			}
 		}
 		pthread_mutex_lock(&fs->rc_lock);
 		if (!fs->stopping && (n == 0 || err)) {

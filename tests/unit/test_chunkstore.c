@@ -498,8 +498,9 @@ Test(chunkstore, store_error_is_eio)
 	teardown_cs();
 }
 
-static int count_key(void *arg, const char *key, uint64_t size)
+static int count_key(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
+	(void)mtime;
 	(void)key;
 	(void)size;
 	(*(int *)arg)++;

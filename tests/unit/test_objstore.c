@@ -373,8 +373,9 @@ struct listed {
 	int bad;
 };
 
-static int list_cb(void *arg, const char *key, uint64_t size)
+static int list_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
+	(void)mtime;
 	struct listed *l = arg;
 	int i;
 
@@ -493,8 +494,10 @@ struct list_stop {
 	int calls;
 };
 
-static int list_stop_cb(void *arg, const char *key, uint64_t size)
+static int list_stop_cb(void *arg, const char *key, uint64_t size,
+			int64_t mtime)
 {
+	(void)mtime;
 	struct list_stop *l = arg;
 	(void)key;
 	(void)size;
@@ -507,8 +510,13 @@ struct list_collect {
 	int n;
 };
 
-static int list_collect_cb(void *arg, const char *key, uint64_t size)
+static int list_collect_cb(void *arg, const char *key, uint64_t size,
+			   int64_t mtime)
 {
+	/* the time of the put, as the store says it */
+	cr_assert(mtime > (int64_t)time(NULL) - 3600 &&
+		      mtime <= (int64_t)time(NULL) + 60,
+		  "%s: mtime %lld", key, (long long)mtime);
 	struct list_collect *l = arg;
 	cr_assert_lt(l->n, 16);
 	snprintf(l->keys[l->n], sizeof(l->keys[0]), "%s", key);
@@ -1465,8 +1473,9 @@ static int wait_listening(int port, double secs)
 	return 0;
 }
 
-static int count_cb(void *arg, const char *key, uint64_t size)
+static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
+	(void)mtime;
 	int *n = arg;
 	(void)size;
 	if (!strncmp(key, "many/", 5))

@@ -289,8 +289,9 @@ static size_t expect_tiling(const struct packer_item *items, size_t n,
 
 static size_t count_cb_n;
 
-static int count_cb(void *arg, const char *key, uint64_t size)
+static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
+	(void)mtime;
 	(void)arg;
 	(void)key;
 	(void)size;

@@ -989,8 +989,10 @@ static void *flush_main(void *arg)
 
 static size_t n_listed;
 
-static int count_listed(void *arg, const char *key, uint64_t size)
+static int count_listed(void *arg, const char *key, uint64_t size,
+			int64_t mtime)
 {
+	(void)mtime;
 	(void)arg;
 	(void)key;
 	(void)size;
@@ -1215,8 +1217,9 @@ static size_t files_in(const char *dir)
 
 /* Every key under blocks/ must belong to a slice still in file ino's
  * lists: nothing left behind by a truncate that raced an upload. */
-static int key_is_live(void *arg, const char *key, uint64_t size)
+static int key_is_live(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
+	(void)mtime;
 	uint64_t ino = *(uint64_t *)arg, id = 0;
 	int live = 0;
 
