@@ -21,6 +21,7 @@
 #include "fs/store/codec.h"
 #include "fs/store/objstore.h"
 #include "meta/meta.h"
+#include "meta/meta_volume.h"
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -147,8 +148,16 @@ int cli_parse_seconds(const char *s, double *out)
 		return errno == ERANGE ? ERANGE : EINVAL;
 	if (!strcmp(end, "ms"))
 		v /= 1000;
+	else if (!strcmp(end, "m"))
+		v *= 60;
+	else if (!strcmp(end, "h"))
+		v *= 3600;
+	else if (!strcmp(end, "d"))
+		v *= 86400;
 	else if (*end && strcmp(end, "s"))
 		return EINVAL;
+	if (!isfinite(v))
+		return ERANGE;
 	*out = v;
 	return 0;
 }
@@ -290,6 +299,30 @@ int cli_meta_open(const char *url, const struct meta_opts *opts,
 	default:
 		cli_error("cannot open metadata at '%s': %s", shown,
 			  gr_strerror(err));
+	}
+	return err;
+}
+
+int cli_volume_open(const char *url, const struct meta_opts *opts,
+		    struct meta **out, struct meta_volume *v, char *shown,
+		    size_t cap)
+{
+	int err = cli_meta_open(url, opts, out);
+
+	if (err)
+		return err;
+	meta_url_redact(url, shown, cap);
+	err = meta_load_volume(*out, v);
+	if (err == META_ENOVOLUME) {
+		cli_error("no granary volume in redis at '%s'", shown);
+		cli_hint("create one with 'granary format'");
+	} else if (err) {
+		cli_error("cannot read the volume settings at '%s': %s", shown,
+			  gr_strerror(err));
+	}
+	if (err) {
+		meta_close(*out);
+		*out = NULL;
 	}
 	return err;
 }

@@ -32,6 +32,7 @@ int cmd_stats(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -65,7 +66,8 @@ int cli_one_operand(int argc, const char *what, const char *usage);
  * ("4M" = "4MiB" = 4194304). EINVAL if malformed, ERANGE on overflow.
  */
 int cli_parse_size(const char *s, uint64_t *out);
-/* Seconds, fractional allowed, optional suffix "s" or "ms"; >= 0. */
+/* Seconds, fractional allowed, optional suffix "ms", "s", "m" (minutes),
+ * "h" or "d"; >= 0. */
 int cli_parse_seconds(const char *s, double *out);
 /* A count in [min, max]. */
 int cli_parse_int(const char *s, long min, long max, long *out);
@@ -88,6 +90,15 @@ struct meta_opts;
  */
 int cli_meta_open(const char *url, const struct meta_opts *opts,
 		  struct meta **out);
+struct meta_volume;
+/*
+ * cli_meta_open() of the volume at url and its settings in *v, with url
+ * redacted into shown (cap bytes, for messages). 0, or an error already
+ * printed (no volume there, unreadable settings) and nothing left open.
+ */
+int cli_volume_open(const char *url, const struct meta_opts *opts,
+		    struct meta **out, struct meta_volume *v, char *shown,
+		    size_t cap);
 
 /*
  * The absolute, canonical form of path without resolving its last

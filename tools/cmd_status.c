@@ -230,21 +230,8 @@ int cmd_status(int argc, char **argv)
 	}
 	if (cli_one_operand(argc, "META_URL", usage))
 		return CLI_EXIT_USAGE;
-	if (cli_meta_open(argv[optind], &mo, &m))
+	if (cli_volume_open(argv[optind], &mo, &m, &v, shown, sizeof shown))
 		return CLI_EXIT_FAIL;
-	meta_url_redact(argv[optind], shown, sizeof(shown));
-
-	err = meta_load_volume(m, &v);
-	if (err == META_ENOVOLUME) {
-		cli_error("no granary volume in redis at '%s'", shown);
-		cli_hint("create one with 'granary format'");
-		goto close_meta;
-	}
-	if (err) {
-		cli_error("cannot read the volume settings at '%s': %s", shown,
-			  gr_strerror(err));
-		goto close_meta;
-	}
 	err = meta_usage(m, &u);
 	if (err) {
 		cli_error("cannot read the usage of volume '%s': %s", v.name,

@@ -42,6 +42,8 @@ static const struct cmd commands[] = {
      "record, list, compare and restore versions of a directory"},
     {"upgrade", cmd_upgrade, CMD_LOG_STDERR,
      "rewrite an unmounted volume of an older format into this one's"},
+    {"gc", cmd_gc, CMD_LOG_STDERR,
+     "find (and delete) objects of the store no metadata references"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -88,6 +88,51 @@ void chunkstore_pack_key(uint64_t pack, char *buf, size_t cap)
 		 pack / 1000000, (pack / 1000) % 1000, pack);
 }
 
+/* A decimal number up to the next `stop` (0: the end); advances *p. */
+static int key_u64(const char **p, char stop, uint64_t *v)
+{
+	const char *q = *p;
+	uint64_t x = 0;
+
+	if (*q < '0' || *q > '9' || (*q == '0' && q[1] >= '0' && q[1] <= '9'))
+		return 0; /* no digits, or a leading zero */
+	for (; *q >= '0' && *q <= '9'; q++) {
+		if (x > (UINT64_MAX - 9) / 10)
+			return 0;
+		x = x * 10 + (uint64_t)(*q - '0');
+	}
+	if (*q != stop)
+		return 0;
+	*p = stop ? q + 1 : q;
+	*v = x;
+	return 1;
+}
+
+int chunkstore_parse_key(const char *key, struct chunkstore_keyinfo *k)
+{
+	const char *p;
+	uint64_t a, b, id, idx = 0, len = 0;
+	int block;
+
+	if (strncmp(key, "blocks/", 7) == 0)
+		block = 1, p = key + 7;
+	else if (strncmp(key, "packs/", 6) == 0)
+		block = 0, p = key + 6;
+	else
+		return 0;
+	if (!key_u64(&p, '/', &a) || !key_u64(&p, '/', &b) ||
+	    !key_u64(&p, block ? '_' : 0, &id) ||
+	    (block && (!key_u64(&p, '_', &idx) || !key_u64(&p, 0, &len))) ||
+	    a != id / 1000000 || b != (id / 1000) % 1000 || idx > UINT32_MAX ||
+	    len > UINT32_MAX)
+		return 0;
+	*k = (struct chunkstore_keyinfo){.pack = !block,
+					 .id = id,
+					 .idx = (uint32_t)idx,
+					 .len = (uint32_t)len};
+	return 1;
+}
+
 static const struct chunkstore_frame no_frame;
 
 static uint32_t block_len(const struct chunkstore *cs, uint32_t size,

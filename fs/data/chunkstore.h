@@ -69,6 +69,14 @@ void chunkstore_key(uint64_t id, uint32_t idx, uint32_t len, char *buf,
 		    size_t cap);
 /* Object key of a pack. */
 void chunkstore_pack_key(uint64_t pack, char *buf, size_t cap);
+/* What a key of the two forms above names: 1, or 0 when it is no such key
+ * (for gc, which meets every key of the store). */
+struct chunkstore_keyinfo {
+	int pack;     /* 1: pack id; 0: block idx (raw length len) of slice id */
+	uint64_t id;
+	uint32_t idx, len;
+};
+int chunkstore_parse_key(const char *key, struct chunkstore_keyinfo *k);
 
 /* Where a packed slice's frame sits: bytes [off, off+len) of the pack. */
 struct chunkstore_frame {

@@ -1,0 +1,344 @@
+/*
+ * gc.c - garbage collection of a volume's objects (gc.h): one table of
+ * every id the metadata references (slice ids and pack ids come from one
+ * sequence, so one table holds both), the store's listing checked against
+ * it, and the leaked objects deleted by a pool of workers.
+ */
+#include "gc/gc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "fs/data/chunkstore.h"
+#include "fs/store/objstore.h"
+#include "lib/hash.h"
+#include "lib/log.h"
+#include "lib/workq.h"
+#include "meta/meta_objects.h"
+#include "meta/meta_scan.h"
+
+#define R_SLICE	  0x01 /* a slice with a live reference */
+#define R_PACK	  0x02 /* a pack with a live frame or a staged name */
+#define R_PENDING 0x04 /* a dead record waiting for some client's reclaim */
+#define R_COUNTED 0x08 /* a packed slice: its frame is in its pack's live */
+
+/* One referenced id; the hash is the id itself (ids are unique). */
+struct ref {
+	struct hash_node hn;
+	uint64_t live; /* packs: bytes of the distinct frames referenced */
+	uint8_t flags;
+};
+
+#define CHUNK_REFS 4096
+struct ref_chunk {
+	SLIST_ENTRY(ref_chunk) link;
+	size_t used;
+	struct ref refs[CHUNK_REFS];
+};
+
+/* An object nothing referenced when the store was listed. */
+struct cand {
+	struct chunkstore_keyinfo k;
+	uint64_t size;
+	int64_t mtime;
+};
+
+struct gc {
+	struct meta *m;
+	struct objstore *store;
+	const struct gc_opts *o;
+	struct gc_report *r;
+	int64_t now;
+	struct hash refs;
+	SLIST_HEAD(, ref_chunk) chunks;
+	struct cand *cands;
+	size_t ncand, capcand;
+	uint64_t ticks; /* items since the last progress call */
+	int walk;	/* 1: the first walk of the metadata, 2: the second */
+	const char *phase;
+	/* deletes, counted by the workers */
+	_Atomic uint64_t deleted, deleted_bytes, delete_errors;
+};
+
+static void tick(struct gc *g)
+{
+	if (g->o->progress && (++g->ticks & 1023) == 0)
+		g->o->progress(g->o->progress_arg, g->phase, g->r);
+}
+
+static void phase(struct gc *g, const char *name)
+{
+	g->phase = name;
+	if (g->o->progress)
+		g->o->progress(g->o->progress_arg, name, g->r);
+}
+
+/* ---- the table of references ------------------------------------------- */
+
+static struct ref *ref_get(struct gc *g, uint64_t id)
+{
+	struct hash_node *n = hash_find(&g->refs, id, NULL, NULL);
+	if (n)
+		return hash_entry(n, struct ref, hn);
+	struct ref_chunk *c = SLIST_FIRST(&g->chunks);
+	if (!c || c->used == CHUNK_REFS) {
+		c = malloc(sizeof *c);
+		if (!c)
+			return NULL;
+		c->used = 0;
+		SLIST_INSERT_HEAD(&g->chunks, c, link);
+	}
+	struct ref *x = &c->refs[c->used++];
+	x->live = 0;
+	x->flags = 0;
+	hash_insert(&g->refs, &x->hn, id);
+	g->r->slices++;
+	return x;
+}
+
+static int on_ref(void *arg, const struct meta_ref *mr)
+{
+	struct gc *g = arg;
+	const struct meta_slice *s = &mr->s;
+	struct ref *x;
+
+	if (g->walk == 1)
+		g->r->refs++;
+	tick(g);
+	if (mr->from == META_REF_DEAD) {
+		/* its objects are some client's to delete: leave them be */
+		uint64_t id = s->pack ? s->pack : s->id;
+		if (!(x = ref_get(g, id)))
+			return ENOMEM;
+		if (!(x->flags & R_PENDING))
+			g->r->pending++;
+		x->flags |= R_PENDING;
+		return 0;
+	}
+	if (s->pack) {
+		struct ref *p = ref_get(g, s->pack);
+		if (!p)
+			return ENOMEM;
+		p->flags |= R_PACK;
+		if (!s->id)
+			return 0; /* a staged pack */
+		if (!(x = ref_get(g, s->id)))
+			return ENOMEM;
+		x->flags |= R_SLICE;
+		if (!(x->flags & R_COUNTED)) {
+			/* a frame shared by copies counts once */
+			x->flags |= R_COUNTED;
+			p->live += s->plen;
+		}
+		return 0;
+	}
+	if (!(x = ref_get(g, s->id)))
+		return ENOMEM;
+	x->flags |= R_SLICE;
+	return 0;
+}
+
+/* Is the object k referenced (or left to a reclamation)? */
+static const struct ref *referenced(struct gc *g,
+				    const struct chunkstore_keyinfo *k)
+{
+	struct hash_node *n = hash_find(&g->refs, k->id, NULL, NULL);
+	if (!n)
+		return NULL;
+	struct ref *x = hash_entry(n, struct ref, hn);
+	uint8_t want = (k->pack ? R_PACK : R_SLICE) | R_PENDING;
+	return x->flags & want ? x : NULL;
+}
+
+/* ---- the listing ------------------------------------------------------- */
+
+static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
+{
+	struct gc *g = arg;
+	struct gc_report *r = g->r;
+	struct chunkstore_keyinfo k;
+	const struct ref *x;
+
+	tick(g);
+	if (!chunkstore_parse_key(key, &k)) {
+		r->other++;
+		r->other_bytes += size;
+		return 0;
+	}
+	r->objects++;
+	r->bytes += size;
+	if ((x = referenced(g, &k))) {
+		r->live++;
+		r->live_bytes += size;
+		if (k.pack && (x->flags & R_PACK)) {
+			uint64_t dead = size > x->live ? size - x->live : 0;
+			r->packs++;
+			r->pack_bytes += size;
+			r->pack_dead_bytes += dead;
+			r->packs_half_dead += 2 * dead > size;
+		}
+		return 0;
+	}
+	if (g->now - mtime < g->o->min_age) {
+		r->young++;
+		r->young_bytes += size;
+		return 0;
+	}
+	r->leaked++;
+	r->leaked_bytes += size;
+	if (!r->leaked_oldest || (mtime && mtime < r->leaked_oldest))
+		r->leaked_oldest = mtime;
+	if (!g->o->delete)
+		return 0;
+	if (g->ncand == g->capcand) {
+		size_t cap = g->capcand ? 2 * g->capcand : 1024;
+		struct cand *c = realloc(g->cands, cap * sizeof *c);
+		if (!c)
+			return ENOMEM;
+		g->cands = c;
+		g->capcand = cap;
+	}
+	g->cands[g->ncand++] = (struct cand){k, size, mtime};
+	return 0;
+}
+
+/* ---- deletes ----------------------------------------------------------- */
+
+#define BATCH 64
+struct del_job {
+	struct workq_job job; /* first */
+	struct gc *g;
+	size_t n;
+	struct cand c[BATCH];
+};
+
+static void del_run(struct workq_job *job)
+{
+	struct del_job *j = (struct del_job *)job;
+	struct gc *g = j->g;
+	char key[128];
+
+	for (size_t i = 0; i < j->n; i++) {
+		const struct cand *c = &j->c[i];
+		if (c->k.pack)
+			chunkstore_pack_key(c->k.id, key, sizeof key);
+		else
+			chunkstore_key(c->k.id, c->k.idx, c->k.len, key,
+				       sizeof key);
+		int err = objstore_del(g->store, key);
+		/* a pack's total goes with it, so fsck finds no stray one */
+		if (!err && c->k.pack)
+			err = meta_pack_forget(g->m, c->k.id);
+		if (err) {
+			log_err("gc: cannot delete '%s': %s", key,
+				gr_strerror(err));
+			atomic_fetch_add(&g->delete_errors, 1);
+			continue;
+		}
+		atomic_fetch_add(&g->deleted, 1);
+		atomic_fetch_add(&g->deleted_bytes, c->size);
+	}
+	free(j);
+}
+
+/* The candidates still unreferenced after the second walk, deleted by
+ * o->threads workers in batches. */
+static int delete_leaked(struct gc *g)
+{
+	struct gc_report *r = g->r;
+	struct workq *q;
+	struct del_job *j = NULL;
+	int threads = g->o->threads > 0 ? g->o->threads : 16;
+	int err = workq_open("gr-gcdel", threads, 2 * (size_t)threads, &q);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < g->ncand && !err; i++) {
+		const struct cand *c = &g->cands[i];
+		if (referenced(g, &c->k)) {
+			/* committed (or moved) since the first walk */
+			r->leaked--;
+			r->leaked_bytes -= c->size;
+			r->live++;
+			r->live_bytes += c->size;
+			continue;
+		}
+		if (!j) {
+			if (!(j = malloc(sizeof *j))) {
+				err = ENOMEM;
+				break;
+			}
+			j->job.run = del_run;
+			j->g = g;
+			j->n = 0;
+		}
+		j->c[j->n++] = *c;
+		if (j->n < BATCH)
+			continue;
+		err = workq_push(q, &j->job);
+		if (err)
+			free(j);
+		j = NULL;
+		r->deleted = atomic_load(&g->deleted);
+		r->deleted_bytes = atomic_load(&g->deleted_bytes);
+		tick(g);
+	}
+	if (j && (err || workq_push(q, &j->job)))
+		free(j);
+	workq_close(q); /* runs every job queued */
+	r->deleted = atomic_load(&g->deleted);
+	r->deleted_bytes = atomic_load(&g->deleted_bytes);
+	r->delete_errors = atomic_load(&g->delete_errors);
+	return err;
+}
+
+/* ---- the run ----------------------------------------------------------- */
+
+int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
+	   struct gc_report *r)
+{
+	struct gc g = {.m = m, .store = store, .o = o, .r = r};
+	int err;
+
+	memset(r, 0, sizeof *r);
+	if (o->threads < 0 || o->threads > 256 || o->min_age < 0)
+		return EINVAL;
+	g.now = (int64_t)time(NULL);
+	SLIST_INIT(&g.chunks);
+	err = hash_init(&g.refs, 16);
+	if (err)
+		return err;
+
+	phase(&g, "metadata");
+	g.walk = 1;
+	err = meta_scan_refs(m, on_ref, &g);
+	phase(&g, "store");
+	if (!err)
+		err = objstore_list(store, "blocks/", on_object, &g);
+	if (!err)
+		err = objstore_list(store, "packs/", on_object, &g);
+	if (!err && g.ncand) {
+		phase(&g, "metadata again");
+		g.walk = 2;
+		err = meta_scan_refs(m, on_ref, &g);
+	}
+	if (!err && g.ncand) {
+		phase(&g, "delete");
+		err = delete_leaked(&g);
+	}
+	phase(&g, "done");
+
+	free(g.cands);
+	hash_release(&g.refs);
+	while (!SLIST_EMPTY(&g.chunks)) {
+		struct ref_chunk *c = SLIST_FIRST(&g.chunks);
+		SLIST_REMOVE_HEAD(&g.chunks, link);
+		free(c);
+	}
+	return err;
+}

@@ -1,0 +1,67 @@
+/*
+ * gc.h - garbage collection of a volume's objects: what the store holds
+ * that no metadata references (leaked by a client killed between its
+ * upload and its commit, or between a reclamation and its deletes), and
+ * the dead bytes inside packs. Used by `granary gc` (tools/cmd_gc.c).
+ *
+ * gc_run lists the store's blocks/ and packs/, walks the metadata
+ * (meta_scan.h) for every reference, and compares. An object is leaked
+ * when nothing references it and it is older than min_age; younger ones
+ * may be uploads whose commit is on its way, and are only counted. With
+ * delete set, the metadata is walked a second time (a reference moved
+ * during the first walk is seen by the second) and the objects still
+ * unreferenced are deleted in parallel; an object that vanished meanwhile
+ * is fine. Safe beside mounted clients that are writing.
+ *
+ * Memory: about 40 bytes per slice and pack referenced, and 40 bytes per
+ * unreferenced object found.
+ */
+#ifndef GRANARY_GC_H
+#define GRANARY_GC_H
+
+#include <stdint.h>
+
+struct meta;
+struct objstore;
+
+struct gc_report {
+	/* the metadata */
+	uint64_t refs;	  /* slice references (records, staged names) */
+	uint64_t slices;  /* distinct slices and packs referenced */
+	uint64_t pending; /* dead slices and packs some client is about to
+			     delete (reclamation), left to it */
+	/* the store: objects under blocks/ and packs/ */
+	uint64_t objects, bytes;
+	uint64_t live, live_bytes;     /* referenced */
+	uint64_t leaked, leaked_bytes; /* unreferenced, older than min_age */
+	int64_t leaked_oldest;	       /* its time (unix seconds); 0: none */
+	uint64_t young, young_bytes;   /* unreferenced, younger: left */
+	uint64_t other, other_bytes;   /* keys that are no object of ours */
+	/* live packs: their bytes, those of frames nothing references, and
+	 * how many are more than half dead */
+	uint64_t packs, pack_bytes, pack_dead_bytes, packs_half_dead;
+	/* with delete */
+	uint64_t deleted, deleted_bytes, delete_errors;
+};
+
+/* Where gc_run is, for a progress line: phase and the report so far. */
+typedef void (*gc_progress_fn)(void *arg, const char *phase,
+			       const struct gc_report *r);
+
+struct gc_opts {
+	int64_t min_age;	 /* seconds */
+	int delete;		 /* delete the leaked objects */
+	int threads;		 /* parallel deletes: 1..256, 0 = 16 */
+	gc_progress_fn progress; /* NULL: none; called from gc_run's thread */
+	void *progress_arg;
+};
+
+/*
+ * Compare the store with the metadata and fill *r (zeroed first). 0, or
+ * the first error of the metadata or the listing (nothing is deleted
+ * then); failed deletes only count in delete_errors (logged).
+ */
+int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
+	   struct gc_report *r);
+
+#endif

@@ -1,0 +1,303 @@
+/*
+ * cmd_gc.c - `granary gc`: find the objects of a volume's store that no
+ * metadata references, and the dead bytes inside its packs; delete the
+ * leaked objects with --delete (gc/gc.h does the work).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/store/objstore.h"
+#include "gc/gc.h"
+#include "meta/meta.h"
+#include "meta/meta_volume.h"
+#include "tools/cli.h"
+
+static const char usage[] =
+    "usage: granary gc [options] META_URL\n"
+    "\n"
+    "Compare the volume's store with its metadata: report the objects\n"
+    "nothing references (leaked by a client killed in the middle of a\n"
+    "write, for one) and the dead bytes inside packs. Safe beside mounted\n"
+    "clients, also with --delete.\n"
+    "\n"
+    "  -d, --delete        delete the leaked objects\n"
+    "  -a, --min-age DUR   an object nothing references is leaked only when\n"
+    "                      older than DUR (default 1h; s, m, h, d): younger\n"
+    "                      ones may be uploads whose commit is on its way\n"
+    "  -t, --threads N     parallel deletes (default 16, at most 256)\n"
+    "  -q, --quiet         no progress line\n"
+    "      --json          print the report as JSON\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "exit status: 0 when the comparison (and the deletes) went through,\n"
+    "1 if it could not be made or a delete failed, 2 on a usage error.\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option options[] = {
+    {"delete", no_argument, NULL, 'd'},
+    {"min-age", required_argument, NULL, 'a'},
+    {"threads", required_argument, NULL, 't'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* ---- progress ------------------------------------------------------------ */
+
+struct line {
+	int on; /* stderr is a terminal and not --quiet */
+	struct timespec last;
+};
+
+static void on_progress(void *arg, const char *phase, const struct gc_report *r)
+{
+	struct line *l = arg;
+	struct timespec now;
+
+	if (!l->on)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t ms = (now.tv_sec - l->last.tv_sec) * 1000 +
+		     (now.tv_nsec - l->last.tv_nsec) / 1000000;
+	if (ms < 250 && strcmp(phase, "done"))
+		return;
+	l->last = now;
+	if (!strcmp(phase, "done")) {
+		fprintf(stderr, "\r\033[K");
+		return;
+	}
+	fprintf(stderr,
+		"\r\033[Kgc: %s: %" PRIu64 " references, %" PRIu64
+		" objects listed, %" PRIu64 " leaked, %" PRIu64 " deleted",
+		phase, r->refs, r->objects, r->leaked, r->deleted);
+}
+
+/* ---- the report ------------------------------------------------------------
+ */
+
+static void json(const struct meta_volume *v, const struct gc_opts *o,
+		 const struct gc_report *r)
+{
+	printf("{\"volume\": ");
+	cli_json_string(stdout, v->name);
+	printf(", \"uuid\": ");
+	cli_json_string(stdout, v->uuid);
+	printf(", \"storage\": ");
+	cli_json_string(stdout, v->storage);
+	printf(", \"min_age\": %" PRId64 ", \"delete\": %s", o->min_age,
+	       o->delete ? "true" : "false");
+	printf(", \"refs\": %" PRIu64 ", \"slices\": %" PRIu64
+	       ", \"pending\": %" PRIu64,
+	       r->refs, r->slices, r->pending);
+	printf(", \"objects\": %" PRIu64 ", \"bytes\": %" PRIu64, r->objects,
+	       r->bytes);
+	printf(", \"live\": %" PRIu64 ", \"live_bytes\": %" PRIu64, r->live,
+	       r->live_bytes);
+	printf(", \"leaked\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
+	       ", \"leaked_oldest\": %" PRId64,
+	       r->leaked, r->leaked_bytes, r->leaked_oldest);
+	printf(", \"young\": %" PRIu64 ", \"young_bytes\": %" PRIu64, r->young,
+	       r->young_bytes);
+	printf(", \"other\": %" PRIu64 ", \"other_bytes\": %" PRIu64, r->other,
+	       r->other_bytes);
+	printf(", \"packs\": %" PRIu64 ", \"pack_bytes\": %" PRIu64
+	       ", \"pack_dead_bytes\": %" PRIu64
+	       ", \"packs_half_dead\": %" PRIu64,
+	       r->packs, r->pack_bytes, r->pack_dead_bytes, r->packs_half_dead);
+	printf(", \"deleted\": %" PRIu64 ", \"deleted_bytes\": %" PRIu64
+	       ", \"delete_errors\": %" PRIu64 "}\n",
+	       r->deleted, r->deleted_bytes, r->delete_errors);
+}
+
+static void human(const struct meta_volume *v, const char *shown,
+		  const struct gc_opts *o, const struct gc_report *r)
+{
+	char a[32], b[32], when[64] = "";
+
+	printf("volume '%s' (uuid %s), storage '%s'\n", v->name, v->uuid,
+	       v->storage);
+	printf("metadata  %" PRIu64 " slice references, %" PRIu64
+	       " slices and packs, %" PRIu64 " waiting for reclamation\n",
+	       r->refs, r->slices, r->pending);
+	cli_format_size(r->bytes, a, sizeof a);
+	printf("store     %" PRIu64 " objects, %s\n", r->objects, a);
+	cli_format_size(r->live_bytes, a, sizeof a);
+	printf("  live    %" PRIu64 " objects, %s\n", r->live, a);
+	cli_format_size(r->leaked_bytes, a, sizeof a);
+	if (r->leaked_oldest) {
+		time_t t = (time_t)r->leaked_oldest;
+		struct tm tm;
+		localtime_r(&t, &tm);
+		strftime(when, sizeof when, ", the oldest from %Y-%m-%d %H:%M",
+			 &tm);
+	}
+	printf("  leaked  %" PRIu64 " objects, %s%s\n", r->leaked, a, when);
+	if (r->young) {
+		cli_format_size(r->young_bytes, a, sizeof a);
+		printf("  young   %" PRIu64 " objects, %s, referenced by "
+		       "nothing but newer than --min-age %" PRId64
+		       " s: left alone\n",
+		       r->young, a, o->min_age);
+	}
+	if (r->other) {
+		cli_format_size(r->other_bytes, a, sizeof a);
+		printf("  other   %" PRIu64 " keys, %s, that are no object "
+		       "of granary's: left alone\n",
+		       r->other, a);
+	}
+	cli_format_size(r->pack_bytes, a, sizeof a);
+	cli_format_size(r->pack_dead_bytes, b, sizeof b);
+	printf("packs     %" PRIu64 " live, %s, of which %s dead (%.0f%%); "
+	       "%" PRIu64 " more than half dead\n",
+	       r->packs, a, b,
+	       r->pack_bytes
+		   ? 100.0 * (double)r->pack_dead_bytes / (double)r->pack_bytes
+		   : 0.0,
+	       r->packs_half_dead);
+	if (o->delete) {
+		cli_format_size(r->deleted_bytes, a, sizeof a);
+		printf("deleted   %" PRIu64 " objects, %s; %" PRIu64
+		       " could not be deleted\n",
+		       r->deleted, a, r->delete_errors);
+	} else if (r->leaked) {
+		cli_hint("'granary gc --delete %s' deletes the leaked objects",
+			 shown);
+	}
+}
+
+/* ---- the store -------------------------------------------------------------
+ */
+
+/* The volume's store with the keys a mount would use (the environment's,
+ * else the volume's), and its marker checked: gc must never compare a
+ * volume's metadata with another volume's objects. */
+static int open_store(const struct meta_volume *v, int deleting,
+		      struct objstore **out)
+{
+	struct objstore_creds c = {0};
+	struct objstore_owner ow;
+	int err;
+
+	if (objstore_env_creds(&c) && v->access_key[0] && v->secret_key[0]) {
+		c.access_key = v->access_key;
+		c.secret_key = v->secret_key;
+	}
+	err = objstore_open(v->storage, c.access_key ? &c : NULL, out);
+	if (err) {
+		cli_error("cannot open storage '%s': %s", v->storage,
+			  gr_strerror(err));
+		return err;
+	}
+	err = objstore_owner_get(*out, &ow);
+	if (!err && strcmp(ow.uuid, v->uuid)) {
+		cli_error("storage '%s' belongs to another volume: it holds "
+			  "volume '%s' (uuid %s), not '%s' (uuid %s)",
+			  v->storage, ow.name, ow.uuid, v->name, v->uuid);
+		err = EEXIST;
+	} else if (err == ENOENT && deleting) {
+		cli_error("storage '%s' has no volume marker (%s): gc does not "
+			  "delete from a store it cannot tell is this volume's",
+			  v->storage, OBJSTORE_OWNER_KEY);
+		cli_hint("mount the volume read-write once: that writes the "
+			 "marker");
+	} else if (err == ENOENT) {
+		err = 0;
+	} else if (err) {
+		cli_error("storage '%s' is not usable: %s", v->storage,
+			  gr_strerror(err));
+	}
+	if (err) {
+		objstore_close(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+int cmd_gc(int argc, char **argv)
+{
+	struct gc_opts o = {.min_age = 3600};
+	struct meta_opts mo = {0};
+	struct line line = {0};
+	struct meta_volume v;
+	struct gc_report r;
+	struct objstore *store = NULL;
+	struct meta *m = NULL;
+	char shown[1024];
+	int c, err, quiet = 0, as_json = 0, ret = CLI_EXIT_FAIL;
+	double age;
+	long n;
+
+	while ((c = getopt_long(argc, argv, ":da:t:qh", options, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			o.delete = 1;
+			break;
+		case 'a':
+			if (cli_parse_seconds(optarg, &age) || age > 1e10) {
+				cli_error("bad --min-age '%s': a duration such "
+					  "as 3600, 90m, 1h or 0",
+					  optarg);
+				return CLI_EXIT_USAGE;
+			}
+			o.min_age = (int64_t)age;
+			break;
+		case 't':
+			if (cli_parse_int(optarg, 1, 256, &n)) {
+				cli_error("bad --threads '%s': a number from 1 "
+					  "to 256",
+					  optarg);
+				return CLI_EXIT_USAGE;
+			}
+			o.threads = (int)n;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case OPT_JSON:
+			as_json = 1;
+			break;
+		case 'h':
+			return cli_usage(usage, CLI_EXIT_OK);
+		default:
+			return cli_bad_option(c, argv, usage);
+		}
+	}
+	if (cli_one_operand(argc, "META_URL", usage))
+		return CLI_EXIT_USAGE;
+	mo.read_only = !o.delete;
+	if (cli_volume_open(argv[optind], &mo, &m, &v, shown, sizeof shown))
+		return CLI_EXIT_FAIL;
+	if (open_store(&v, o.delete, &store))
+		goto out;
+
+	line.on = !quiet && isatty(STDERR_FILENO);
+	o.progress = on_progress;
+	o.progress_arg = &line;
+	err = gc_run(m, store, &o, &r);
+	if (err) {
+		cli_error("gc of the volume at '%s' stopped: %s%s", shown,
+			  gr_strerror(err),
+			  o.delete &&!r.deleted ? " (nothing was deleted)"
+						: "");
+		if (err == OBJSTORE_EAUTH)
+			cli_hint("the keys must allow listing the bucket");
+		goto out;
+	}
+	if (as_json)
+		json(&v, &o, &r);
+	else
+		human(&v, shown, &o, &r);
+	ret = r.delete_errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+out:
+	objstore_close(store);
+	meta_close(m);
+	return ret;
+}
