@@ -12,3 +12,8 @@ unsigned hooks_stage_delay_ms(void)
 {
 	return 0;
 }
+
+int hooks_kill_before_commit(void)
+{
+	return 0;
+}

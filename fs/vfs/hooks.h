@@ -14,5 +14,8 @@ int hooks_snapshot_kill_after(void);
 /* Hold each upload of a staged block back this long (writeback tests
  * that kill a client while blocks are only staged). */
 unsigned hooks_stage_delay_ms(void);
+/* Kill this client (SIGKILL) when it is about to commit a big file's
+ * slice, its blocks in the store (tests/integ/t0160: the leak gc finds). */
+int hooks_kill_before_commit(void);
 
 #endif

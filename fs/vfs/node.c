@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include "fs/data/packer.h"
 #include "fs/data/stage.h"
 #include "fs/data/writer.h"
+#include "fs/vfs/hooks.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
@@ -385,6 +387,8 @@ static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 {
 	struct wctx *c = arg;
 	struct meta_attr a;
+	if (hooks_kill_before_commit())
+		raise(SIGKILL);
 	int err = meta_write(c->fs->meta, ino, s, n, &a);
 	if (err)
 		return err;

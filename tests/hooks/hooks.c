@@ -1,6 +1,7 @@
 /*
  * hooks.c - the test build's fault injection (fs/vfs/hooks.h), from
- * GRANARY_TEST_SNAPSHOT_KILL_AFTER and GRANARY_TEST_STAGE_DELAY_MS.  Linked
+ * GRANARY_TEST_SNAPSHOT_KILL_AFTER, GRANARY_TEST_STAGE_DELAY_MS and
+ * GRANARY_TEST_KILL_BEFORE_COMMIT.  Linked
  * into $(O)/tests/hooks/granary only, ahead of the library, whose
  * do-nothing hooks it replaces.
  */
@@ -18,4 +19,10 @@ unsigned hooks_stage_delay_ms(void)
 {
 	const char *v = getenv("GRANARY_TEST_STAGE_DELAY_MS");
 	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+int hooks_kill_before_commit(void)
+{
+	const char *v = getenv("GRANARY_TEST_KILL_BEFORE_COMMIT");
+	return v && atoi(v) != 0;
 }

@@ -181,7 +181,8 @@ new_volume() {
 
 # count_objects [blocks|packs]: number of data objects (block and pack
 # objects, or one kind) the volume last made by new_volume holds in its
-# store (s3rver keeps each object as a file + 2 sidecars).
+# store (s3rver keeps each object as a file + 2 sidecars; the temp file of
+# a put a killed client left half done is no object).
 count_objects() {
 	local d n=0 kinds=${1:-blocks packs} k
 	for d in $DATA_DIRS; do
@@ -189,7 +190,7 @@ count_objects() {
 		for k in $kinds; do
 			n=$((n + $(find "$d" -type f -path "*/$k/*" \
 				! -name '*._S3rver_metadata.json' ! -name '*._S3rver_object.md5' \
-				! -name '*.tmp*' | wc -l)))
+				! -name '*.tmp*' ! -name '.granary-tmp.*' | wc -l)))
 		done
 	done
 	echo "$n"
