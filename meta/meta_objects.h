@@ -38,6 +38,33 @@ int meta_pack_usage(struct meta *m, uint64_t pack, uint64_t *total,
 int meta_staging_mark(struct meta *m, char kind, uint64_t id, uint32_t idx);
 int meta_staging_done(struct meta *m, char kind, uint64_t id, uint32_t idx);
 
+/* ---- compaction ------------------------------------------------------ */
+/* How long the slices a compaction replaced stay before reclamation may
+ * delete them (a reader may still hold the old list): seconds. */
+#define META_COMPACT_DELAY 3600
+/* What a compaction read of a chunk: the byte length and SHA1 (hex) of its
+ * slice records, so that the commit can tell they are still its start. */
+struct meta_chunk_tag {
+	uint64_t bytes;
+	char sha1[41];
+};
+/* meta_read_chunk, and the tag of what was read. */
+int meta_compact_read(struct meta *m, uint64_t ino, uint32_t idx,
+		      struct meta_slice **s, size_t *n,
+		      struct meta_chunk_tag *tag);
+/*
+ * Replace the records tag names (still the start of chunk idx's list) with
+ * the n records s (fresh slices holding the same bytes; pos/off/len as in
+ * meta_write), atomically; records appended since stay after them. The
+ * replaced slices that lose their last reference are reclaimed after
+ * delay seconds. EAGAIN: the list changed at its start (a truncate,
+ * another compaction): nothing was done, the fresh slices are the
+ * caller's to delete. ENOENT: no such file.
+ */
+int meta_compact_chunk(struct meta *m, uint64_t ino, uint32_t idx,
+		       const struct meta_chunk_tag *tag,
+		       const struct meta_slice *s, size_t n, uint32_t delay);
+
 /* ---- reclamation ----------------------------------------------------- */
 /*
  * Advance background reclamation (deleted inodes, truncated chunks) and

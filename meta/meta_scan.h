@@ -18,7 +18,8 @@ enum meta_ref_from {
 	/* a record of a chunk list: of a file, a snapshot copy, a version,
 	 * or a deleted file whose chunks wait for reclamation (ino, idx) */
 	META_REF_CHUNK = 1,
-	/* a dead record not handed out yet (delslices, stagedead): its
+	/* a dead record not handed out yet (delslices, stagedead, and
+	 * delayslices of compactions): its
 	 * objects are about to be deleted by some client's reclamation;
 	 * s.id 0 and s.pack set: a whole pack */
 	META_REF_DEAD,

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 
+#include <openssl/sha.h>
+
 #include "meta/meta_objects.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
@@ -274,6 +276,16 @@ free_r:
 	return err;
 }
 
+/* A record no chunk can hold: empty, past the chunk, outside its slice,
+ * or a packed frame without a slice or a length. */
+static int rec_bad(const struct meta_slice *x)
+{
+	return x->len == 0 || x->pos > META_CHUNK_SIZE ||
+	       x->len > META_CHUNK_SIZE - x->pos ||
+	       (x->id && (x->off > x->size || x->len > x->size - x->off)) ||
+	       (x->pack && (!x->id || !x->plen));
+}
+
 int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	       size_t n, struct meta_attr *a)
 {
@@ -285,14 +297,10 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	if (m->opts.read_only)
 		return EROFS;
 	for (size_t i = 0; i < n; i++) {
-		const struct meta_slice *x = &s[i].s;
-		if (x->len == 0 || x->pos > META_CHUNK_SIZE ||
-		    x->len > META_CHUNK_SIZE - x->pos ||
-		    (x->id &&
-		     (x->off > x->size || x->len > x->size - x->off)) ||
-		    (x->pack && (!x->id || !x->plen)))
+		if (rec_bad(&s[i].s))
 			return EINVAL;
-		if ((uint64_t)s[i].idx * META_CHUNK_SIZE + x->pos + x->len >=
+		if ((uint64_t)s[i].idx * META_CHUNK_SIZE + s[i].s.pos +
+			s[i].s.len >=
 		    MAX_LENGTH)
 			return EFBIG;
 	}
@@ -307,6 +315,92 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	redis_cmd_u64(&c, ino);
 	redis_cmd_bin(&c, buf, len);
 	err = redis_run_script_attr(m, &c, a);
+	free(buf);
+	return err;
+}
+
+/* ---- compaction ------------------------------------------------------ */
+
+int meta_compact_read(struct meta *m, uint64_t ino, uint32_t idx,
+		      struct meta_slice **s, size_t *n,
+		      struct meta_chunk_tag *tag)
+{
+	unsigned char md[SHA_DIGEST_LENGTH];
+	struct req reqs[2];
+	const char *argv[2][3];
+	size_t lens[2][3];
+	char k0[32], f0[16], hk[32];
+	redisReply *out[2];
+	int err;
+
+	*s = NULL;
+	*n = 0;
+	/* chunk 0 lies in the inode's tail field or in c<ino>_0: both */
+	snprintf(k0, sizeof k0, "c%" PRIu64 "_%" PRIu32, ino, idx);
+	snprintf(hk, sizeof hk, "n%" PRIu64, ino / INO_PER_HASH);
+	snprintf(f0, sizeof f0, "%" PRIu64, INO_PER_HASH + ino % INO_PER_HASH);
+	argv[0][0] = "GET";
+	argv[0][1] = k0;
+	argv[1][0] = "HGET";
+	argv[1][1] = hk;
+	argv[1][2] = f0;
+	for (int i = 0; i < 2; i++) {
+		for (int j = 0; j < 2 + i; j++)
+			lens[i][j] = strlen(argv[i][j]);
+		reqs[i] = (struct req){2 + i, argv[i], lens[i], -1};
+	}
+	err = redis_run_reqs(m, RUN_RETRY, reqs, idx == 0 ? 2 : 1, out);
+	if (err)
+		return err;
+	const redisReply *r = out[0];
+	if (idx == 0 && out[1]->type == REDIS_REPLY_STRING && out[1]->len)
+		r = out[1]; /* never both (SCHEMA.md) */
+	if (r->type == REDIS_REPLY_NIL) {
+		tag->bytes = 0;
+	} else if (r->type != REDIS_REPLY_STRING) {
+		err = META_EPROTO;
+	} else {
+		tag->bytes = (uint64_t)r->len;
+		err = redis_recs_unpack(r->str, (size_t)r->len, s, n);
+	}
+	if (!err) {
+		SHA1((const unsigned char *)(r->str ? r->str : ""),
+		     (size_t)tag->bytes, md);
+		for (int i = 0; i < SHA_DIGEST_LENGTH; i++)
+			snprintf(tag->sha1 + 2 * i, 3, "%02x", md[i]);
+	}
+	for (int i = 0; i < (idx == 0 ? 2 : 1); i++)
+		freeReplyObject(out[i]);
+	return err;
+}
+
+int meta_compact_chunk(struct meta *m, uint64_t ino, uint32_t idx,
+		       const struct meta_chunk_tag *tag,
+		       const struct meta_slice *s, size_t n, uint32_t delay)
+{
+	struct cmd c;
+	uint8_t *buf;
+	size_t len = 0;
+	int err;
+
+	if (m->opts.read_only)
+		return EROFS;
+	for (size_t i = 0; i < n; i++)
+		if (!s[i].id || rec_bad(&s[i]))
+			return EINVAL;
+	buf = malloc(n * REC_MAX + 1);
+	if (!buf)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		len += redis_rec_pack(buf + len, &s[i]);
+	redis_cmd_script(m, &c, SC_COMPACT_CHUNK);
+	redis_cmd_u64(&c, ino);
+	redis_cmd_u64(&c, idx);
+	redis_cmd_u64(&c, tag->bytes);
+	redis_cmd_str(&c, tag->sha1);
+	redis_cmd_u64(&c, delay);
+	redis_cmd_bin(&c, buf, len);
+	err = redis_run_script_void(m, &c);
 	free(buf);
 	return err;
 }

@@ -18,17 +18,18 @@
 
 /* ---- pages ----------------------------------------------------------- */
 
-/* One page of SCAN (key NULL) or HSCAN key from *cursor (a decimal string,
- * "0" to start, "0" again when done). *out: the page's array, {k, ...} or
- * {field, value, ...}, inside *r (the caller frees r). */
-static int scan_page(struct meta *m, const char *key, const char *match,
-		     char *cursor, size_t cap, redisReply **r,
-		     const redisReply **out)
+/* One page of SCAN (key NULL), HSCAN key, or ZSCAN key (zset set) from
+ * *cursor (a decimal string, "0" to start, "0" again when done). *out: the
+ * page's array, {k, ...}, {field, value, ...} or {member, score, ...},
+ * inside *r (the caller frees r). */
+static int scan_page(struct meta *m, const char *key, int zset,
+		     const char *match, char *cursor, size_t cap,
+		     redisReply **r, const redisReply **out)
 {
 	struct cmd c;
 	int err;
 
-	redis_cmd_init(&c, key ? "HSCAN" : "SCAN");
+	redis_cmd_init(&c, !key ? "SCAN" : zset ? "ZSCAN" : "HSCAN");
 	if (key)
 		redis_cmd_str(&c, key);
 	redis_cmd_str(&c, cursor);
@@ -219,7 +220,8 @@ static int refs_hash(struct meta *m, const char *key, meta_ref_fn fn, void *arg)
 	do {
 		const redisReply *page;
 		redisReply *r;
-		err = scan_page(m, key, NULL, cursor, sizeof cursor, &r, &page);
+		err = scan_page(m, key, 0, NULL, cursor, sizeof cursor, &r,
+				&page);
 		if (err)
 			return err;
 		for (size_t j = 0; j + 1 < page->elements && !err; j += 2) {
@@ -260,6 +262,32 @@ static int refs_hash(struct meta *m, const char *key, meta_ref_fn fn, void *arg)
 	return err;
 }
 
+/* The slices compactions replaced, waiting for their delay (delayslices:
+ * record -> time). */
+static int refs_delayed(struct meta *m, meta_ref_fn fn, void *arg)
+{
+	char cursor[32] = "0";
+	int err = 0;
+
+	do {
+		const redisReply *page;
+		redisReply *r;
+		err = scan_page(m, "delayslices", 1, NULL, cursor,
+				sizeof cursor, &r, &page);
+		if (err)
+			return err;
+		for (size_t j = 0; j + 1 < page->elements && !err; j += 2) {
+			const redisReply *e = page->element[j];
+			struct meta_ref ref = {.from = META_REF_DEAD};
+			if (e->type == REDIS_REPLY_STRING)
+				err = refs_of(m, "delayslices", e->str,
+					      (size_t)e->len, &ref, fn, arg);
+		}
+		freeReplyObject(r);
+	} while (!err && strcmp(cursor, "0") != 0);
+	return err;
+}
+
 int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
 {
 	char cursor[32] = "0";
@@ -268,7 +296,7 @@ int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
 	do {
 		const redisReply *keys;
 		redisReply *r;
-		err = scan_page(m, NULL, "[cn][0-9]*", cursor, sizeof cursor,
+		err = scan_page(m, NULL, 0, "[cn][0-9]*", cursor, sizeof cursor,
 				&r, &keys);
 		if (err)
 			return err;
@@ -277,6 +305,8 @@ int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
 	} while (!err && strcmp(cursor, "0") != 0);
 	if (!err)
 		err = refs_delslices(m, fn, arg);
+	if (!err)
+		err = refs_delayed(m, fn, arg);
 	if (!err)
 		err = refs_hash(m, "stagedead", fn, arg);
 	if (!err)
@@ -351,7 +381,7 @@ int meta_scan_packs(struct meta *m, meta_pack_fn fn, void *arg)
 	do {
 		const redisReply *page;
 		redisReply *r;
-		err = scan_page(m, "packs", NULL, cursor, sizeof cursor, &r,
+		err = scan_page(m, "packs", 0, NULL, cursor, sizeof cursor, &r,
 				&page);
 		if (err)
 			return err;

@@ -19,6 +19,7 @@
 #include "fs/data/stage.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
+#include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
@@ -127,12 +128,15 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	struct diskcache_stats dc = {0};
 	struct packer_stats ps = {0};
 	struct stage_stats bs = {0};
+	struct compactq_stats cq = {0};
 	char buf[2048];
 
 	if (fs->packer)
 		packer_get_stats(fs->packer, &ps);
 	if (fs->stage)
 		stage_get_stats(fs->stage, &bs);
+	if (fs->compactq)
+		compactq_get_stats(fs->compactq, &cq);
 
 	objstore_get_stats(
 	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
@@ -155,7 +159,10 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
 	    "\"put\": %llu, \"bytes\": %llu, \"direct\": %llu, "
 	    "\"dropped\": %llu, \"errors\": %llu, \"staged\": %llu, "
-	    "\"staged_bytes\": %llu, \"recovered\": %llu}}\n",
+	    "\"staged_bytes\": %llu, \"recovered\": %llu}, "
+	    "\"compaction\": {\"queued\": %llu, \"compacted\": %llu, "
+	    "\"bytes\": %llu, \"records_dropped\": %llu, \"errors\": "
+	    "%llu}}\n",
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
@@ -178,7 +185,10 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)bs.direct, (unsigned long long)bs.dropped,
 	    (unsigned long long)bs.errors, (unsigned long long)bs.staged_blocks,
 	    (unsigned long long)bs.staged_bytes,
-	    (unsigned long long)bs.recovered);
+	    (unsigned long long)bs.recovered, (unsigned long long)cq.queued,
+	    (unsigned long long)cq.compacted, (unsigned long long)cq.bytes,
+	    (unsigned long long)cq.records_dropped,
+	    (unsigned long long)cq.errors);
 	return xattr_value(buf, (size_t)len, value, size);
 }
 

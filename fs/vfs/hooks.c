@@ -17,3 +17,8 @@ int hooks_kill_before_commit(void)
 {
 	return 0;
 }
+
+unsigned hooks_compact_delay(void)
+{
+	return 0;
+}

@@ -17,5 +17,8 @@ unsigned hooks_stage_delay_ms(void);
 /* Kill this client (SIGKILL) when it is about to commit a big file's
  * slice, its blocks in the store (tests/integ/t0160: the leak gc finds). */
 int hooks_kill_before_commit(void);
+/* Seconds the slices a background compaction replaced wait before
+ * reclamation; 0: META_COMPACT_DELAY (tests/integ/t0162). */
+unsigned hooks_compact_delay(void);
 
 #endif

@@ -26,6 +26,7 @@
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/closer.h"
+#include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/namecache.h"
 #include "fs/vfs/space.h"
@@ -370,6 +371,7 @@ static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
 /* What vfs_open_fs made, in reverse order; NULL fields are skipped. */
 static void teardown(struct fs *fs)
 {
+	compactq_close(fs->compactq); /* uses the block store and meta */
 	closer_close(fs->closer);
 	fs->closer = NULL;
 	if (fs->session)
@@ -447,6 +449,10 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		       o->buffer_size ? o->buffer_size : 300u << 20, &fs->pool);
 	if (err)
 		return fail(msg, cap, err, "cannot start uploaders: %s",
+			    gr_strerror(err));
+	if (!o->read_only &&
+	    (err = compactq_open(fs->meta, fs->cs, &fs->compactq)))
+		return fail(msg, cap, err, "cannot start compaction: %s",
 			    gr_strerror(err));
 	if (!o->pack_max || o->read_only)
 		return 0;

@@ -19,6 +19,7 @@
 #include "fs/data/packer.h"
 #include "fs/data/stage.h"
 #include "fs/data/writer.h"
+#include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
@@ -392,6 +393,9 @@ static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 	int err = meta_write(c->fs->meta, ino, s, n, &a);
 	if (err)
 		return err;
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || s[i].idx != s[i - 1].idx)
+			compactq_note(c->fs->compactq, ino, s[i].idx);
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < n; i++)
 		if (s[i].s.id)

@@ -93,6 +93,7 @@ struct fs {
 	uint64_t ra_total;
 	uint64_t ra_streams;
 	struct chunkstore *cs;
+	struct compactq *compactq; /* background compaction; NULL: none */
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
 	struct stage *stage;   /* writeback: blocks of big files; or NULL */

@@ -5,8 +5,18 @@
 -- once and a NOSCRIPT retry cannot lose any. A dead frame of a pack only
 -- adds to the pack's dead bytes; when they reach its total, the pack
 -- itself is handed out as a record of form 5 (u8 5, u64 pack, u64 total).
+-- Slices a compaction replaced (delayslices) join delslices once their
+-- time has come; those still waiting are no work left (the reclaimer
+-- comes back every few seconds anyway).
 -- Returns {0, work left (files + dead slices), {records}}.
 local budget, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- slices a compaction replaced, once their delay is over (compact_chunk)
+local ripe = redis.call('ZRANGEBYSCORE', 'delayslices', '-inf', now(),
+	'LIMIT', 0, budget)
+for _, rec in ipairs(ripe) do
+	redis.call('ZREM', 'delayslices', rec)
+	redis.call('RPUSH', 'delslices', rec)
+end
 while budget > 0 do
 	local head = redis.call('ZRANGE', 'delfiles', 0, 0, 'WITHSCORES')
 	if #head == 0 then

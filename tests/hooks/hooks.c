@@ -1,7 +1,7 @@
 /*
  * hooks.c - the test build's fault injection (fs/vfs/hooks.h), from
- * GRANARY_TEST_SNAPSHOT_KILL_AFTER, GRANARY_TEST_STAGE_DELAY_MS and
- * GRANARY_TEST_KILL_BEFORE_COMMIT.  Linked
+ * GRANARY_TEST_SNAPSHOT_KILL_AFTER, GRANARY_TEST_STAGE_DELAY_MS,
+ * GRANARY_TEST_KILL_BEFORE_COMMIT and GRANARY_TEST_COMPACT_DELAY.  Linked
  * into $(O)/tests/hooks/granary only, ahead of the library, whose
  * do-nothing hooks it replaces.
  */
@@ -25,4 +25,10 @@ int hooks_kill_before_commit(void)
 {
 	const char *v = getenv("GRANARY_TEST_KILL_BEFORE_COMMIT");
 	return v && atoi(v) != 0;
+}
+
+unsigned hooks_compact_delay(void)
+{
+	const char *v = getenv("GRANARY_TEST_COMPACT_DELAY");
+	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
 }

@@ -1,0 +1,57 @@
+#!/bin/bash
+# t0162-compact.sh - a log appended to 3,000 times (`echo >> log`, one
+# open and close each, as a training log is written) keeps a short slice
+# list: the client compacts it in the background. It reads back
+# byte-exact, also through a descriptor opened before the first append;
+# the packs the appends made are reclaimed once the compactions' delay is
+# over (2 s here, through the test build's hook; an hour in production);
+# nothing is leaked.
+. "$(dirname "$0")/lib.sh"
+
+# records INO: slice records of chunk 0 of INO (its tail field or
+# c<ino>_0), counted by bytes: a packed record takes 33, a whole slice's 17
+records() {
+	local b
+	b=$(rcli strlen "c$1_0")
+	[ "$b" = 0 ] && b=$(rcli hstrlen "n$(($1 / 32))" $((32 + $1 % 32)))
+	echo $(((b + 32) / 33))
+}
+
+new_volume cp
+A=$TMP/a
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_COMPACT_DELAY=2 mount_vol "$META" "$A"
+: >"$A/log"
+: >"$TMP/shadow"
+exec 4<"$A/log" # a reader that holds the file open from the start
+ino=$(stat -c %i "$A/log")
+for i in $(seq 1 3000); do
+	line="step $i loss 0.$RANDOM lr 3e-4 tokens $((i * 4096))"
+	echo "$line" >>"$A/log"
+	echo "$line" >>"$TMP/shadow"
+done
+cmp "$TMP/shadow" "$A/log" || fail "the log reads back wrong"
+compacted=$(stat_of "$A" compaction compacted)
+[ "${compacted:-0}" -ge 10 ] || fail "only ${compacted:-0} compactions for 3000 appends"
+short() { [ "$(records "$ino")" -le 128 ]; }
+wait_until 20 short || fail "$(records "$ino") slice records left after 3000 appends"
+ok "3000 appends: $compacted compactions, $(records "$ino") slice records left, the log reads back"
+
+cat <&4 >"$TMP/through-fd"
+cmp "$TMP/shadow" "$TMP/through-fd" || fail "the descriptor opened first reads wrong"
+exec 4<&-
+ok "a descriptor opened before the first append reads every line"
+
+# the packs of the appends go once the compactions' delay is over
+before=$(count_objects)
+few() { [ "$(count_objects)" -le $((before / 4 + 4)) ]; }
+wait_until 30 few || fail "$(count_objects) objects left of $before after the delay"
+cmp "$TMP/shadow" "$A/log" || fail "the log reads back wrong after reclamation"
+umount_vol "$A"
+mount_vol "$META" "$A"
+cmp "$TMP/shadow" "$A/log" || fail "the log reads back wrong after a remount"
+umount_vol "$A"
+"$GRANARY" gc "$META" --json -q --min-age 0 >"$TMP/gc.json" ||
+	fail "granary gc failed"
+check_eq "$(jq .leaked "$TMP/gc.json")" 0 "objects leaked"
+check_eq "$(jq .live "$TMP/gc.json")" "$(count_objects)" "objects live"
+ok "the appends' $before objects came down to $(count_objects); nothing leaked; the log reads back after a remount"

@@ -1,0 +1,266 @@
+/*
+ * test_compact.c - chunk compaction (fs/data/compact.c, meta's
+ * compact_chunk script) against a real redis-server (GRANARY_TEST_REDIS,
+ * database 7) and an in-memory store: a chunk of hundreds of small
+ * appends becomes one slice with the same bytes; records appended during
+ * a compaction stay, a truncate makes it give up; the replaced slices
+ * wait out their delay before reclamation hands them out; random
+ * overwrites and holes read back the same after a compaction.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/data/compact.h"
+#include "fs/data/slice.h"
+#include "fs/store/objstore.h"
+#include "meta/meta_objects.h"
+#include "meta/meta_volume.h"
+
+#define DB 7
+#define BS (64u << 10) /* small blocks: runs span several */
+
+static struct meta *m;
+static struct objstore *store;
+static struct chunkstore *cs;
+
+static void setup(void)
+{
+	const char *u = getenv("GRANARY_TEST_REDIS");
+	struct meta_volume v = {.block_size = BS};
+	struct chunkstore_opts co = {.block_size = BS};
+	char url[4200];
+
+	if (!u || strncmp(u, "unix://", 7))
+		cr_skip_test("GRANARY_TEST_REDIS unset (no redis to test on)");
+	snprintf(url, sizeof url, "unix://%.*s?db=%d", (int)strcspn(u + 7, "?"),
+		 u + 7, DB);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	snprintf(v.name, sizeof v.name, "compact");
+	snprintf(v.storage, sizeof v.storage, "mem://");
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	cr_assert_eq(objstore_open("mem://", NULL, &store), 0);
+	cr_assert_eq(chunkstore_open(store, &co, &cs), 0);
+}
+
+static void teardown(void)
+{
+	chunkstore_close(cs);
+	objstore_close(store);
+	meta_close(m);
+}
+
+TestSuite(compact, .init = setup, .fini = teardown, .timeout = 120);
+
+static uint64_t mkfile(const char *name)
+{
+	uint64_t ino;
+	cr_assert_eq(
+	    meta_mknod(m, 1, name, META_FILE, 0644, 0, 0, 0, NULL, &ino, NULL),
+	    0);
+	return ino;
+}
+
+/* Write bytes [pos, pos+len) of chunk 0 of ino as one slice of its own
+ * (blocks put, then the record committed), as a writer does. */
+static uint64_t put(uint64_t ino, uint32_t pos, const char *data, uint32_t len)
+{
+	struct meta_chunk_slice w = {0};
+	cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+	for (uint32_t i = 0; i * BS < len; i++) {
+		uint32_t k = len - i * BS < BS ? len - i * BS : BS;
+		cr_assert_eq(
+		    chunkstore_put_block(cs, w.s.id, i, data + i * BS, k), 0);
+	}
+	w.s.size = w.s.len = len;
+	w.s.pos = pos;
+	cr_assert_eq(meta_write(m, ino, &w, 1, NULL), 0);
+	return w.s.id;
+}
+
+/* A hole [pos, pos+len) of chunk 0 (what a punch writes). */
+static void hole(uint64_t ino, uint32_t pos, uint32_t len)
+{
+	struct meta_chunk_slice w = {0};
+	w.s.len = len;
+	w.s.pos = pos;
+	cr_assert_eq(meta_write(m, ino, &w, 1, NULL), 0);
+}
+
+/* What chunk 0 of ino reads as, its length bytes, into a malloc'd buf. */
+static char *read_back(uint64_t ino, uint64_t *len, size_t *nrecs)
+{
+	struct meta_attr a;
+	struct meta_slice *s, *e;
+	size_t n, ne;
+
+	cr_assert_eq(meta_getattr(m, ino, &a), 0);
+	*len = a.length;
+	char *buf = calloc(1, a.length + 1);
+	cr_assert(buf);
+	cr_assert_eq(meta_read_chunk(m, ino, 0, &s, &n), 0);
+	cr_assert_eq(slice_resolve(s, n, &e, &ne), 0);
+	for (size_t i = 0; i < ne; i++) {
+		int err;
+		if (e[i].pos >= a.length)
+			continue;
+		uint32_t k = e[i].len;
+		if (e[i].pos + k > a.length)
+			k = (uint32_t)(a.length - e[i].pos);
+		if (e[i].pack) {
+			struct chunkstore_frame f = {e[i].pack, e[i].poff,
+						     e[i].plen};
+			err =
+			    chunkstore_read_frame(cs, e[i].id, e[i].size, &f,
+						  e[i].off, k, buf + e[i].pos);
+		} else {
+			err = chunkstore_read(cs, e[i].id, e[i].size, e[i].off,
+					      k, buf + e[i].pos);
+		}
+		cr_assert_eq(err, 0, "read of slice %" PRIu64 ": %s", e[i].id,
+			     gr_strerror(err));
+	}
+	*nrecs = n;
+	free(e);
+	free(s);
+	return buf;
+}
+
+static void expect_reads(uint64_t ino, const char *shadow, uint64_t len,
+			 size_t max_recs)
+{
+	uint64_t got_len;
+	size_t n;
+	char *buf = read_back(ino, &got_len, &n);
+	cr_assert_eq(got_len, len, "length %" PRIu64 ", want %" PRIu64, got_len,
+		     len);
+	for (uint64_t i = 0; i < len; i++)
+		cr_assert_eq(buf[i], shadow[i], "byte %" PRIu64 " differs", i);
+	cr_expect_leq(n, max_recs, "%zu records left", n);
+	free(buf);
+}
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245 + 12345;
+		p[i] = (char)(seed >> 16);
+	}
+}
+
+Test(compact, appends_become_one_slice)
+{
+	enum { N = 300, PIECE = 777 };
+	static char shadow[N * PIECE];
+	uint64_t ino = mkfile("log");
+	struct compact_result r;
+
+	fill(shadow, sizeof shadow, 1);
+	for (int i = 0; i < N; i++)
+		put(ino, i * PIECE, shadow + i * PIECE, PIECE);
+	expect_reads(ino, shadow, sizeof shadow, N);
+
+	cr_assert_eq(compact_chunk(m, cs, ino, 0, 0, 1, &r), 0);
+	cr_expect_eq(r.before, N);
+	cr_expect_eq(r.after, 1);
+	cr_expect_eq(r.bytes, sizeof shadow);
+	expect_reads(ino, shadow, sizeof shadow, 1);
+
+	/* the old slices wait out their delay, then all come out */
+	struct meta_slice dead[64];
+	size_t n, total = 0;
+	cr_assert_eq(meta_reclaim(m, dead, 64, &n), 0);
+	cr_expect_eq(n, 0, "%zu slices handed out before the delay", n);
+	sleep(2);
+	do {
+		cr_assert_eq(meta_reclaim(m, dead, 64, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			chunkstore_delete(cs, dead[i].id, dead[i].size);
+		total += n;
+	} while (n);
+	cr_expect_eq(total, N, "%zu slices reclaimed", total);
+	/* and the file still reads from its new slice alone */
+	expect_reads(ino, shadow, sizeof shadow, 1);
+
+	/* a short list is left alone */
+	cr_assert_eq(compact_chunk(m, cs, ino, 0, 0, 1, &r), 0);
+	cr_expect_eq(r.bytes, 0);
+}
+
+Test(compact, appended_meanwhile_stays_dropped_meanwhile_gives_up)
+{
+	enum { N = 100, PIECE = 100 };
+	static char shadow[(N + 1) * PIECE];
+	uint64_t ino = mkfile("f");
+	struct meta_chunk_tag tag;
+	struct meta_slice *s;
+	size_t n;
+
+	fill(shadow, sizeof shadow, 2);
+	for (int i = 0; i < N; i++)
+		put(ino, i * PIECE, shadow + i * PIECE, PIECE);
+	cr_assert_eq(meta_compact_read(m, ino, 0, &s, &n, &tag), 0);
+	cr_assert_eq(n, N);
+	free(s);
+	/* a write lands between the read and the switch */
+	put(ino, N * PIECE, shadow + N * PIECE, PIECE);
+	/* the switch: the first N records become one fresh slice */
+	uint64_t id = put(mkfile("scratch"), 0, shadow, N * PIECE);
+	struct meta_slice fresh = {
+	    .id = id, .size = N * PIECE, .len = N * PIECE, .pos = 0};
+	cr_assert_eq(meta_compact_chunk(m, ino, 0, &tag, &fresh, 1, 60), 0);
+	expect_reads(ino, shadow, sizeof shadow, 2);
+
+	/* a truncate that only cuts appends a hole: the start stays, and so
+	 * does the compaction's right to switch it */
+	cr_assert_eq(meta_truncate(m, ino, N * PIECE / 2, NULL), 0);
+	expect_reads(ino, shadow, N * PIECE / 2, 3);
+	/* one that drops the chunk: the compaction is refused */
+	cr_assert_eq(meta_compact_read(m, ino, 0, &s, &n, &tag), 0);
+	free(s);
+	cr_assert_eq(meta_truncate(m, ino, 0, NULL), 0);
+	put(ino, 0, shadow, PIECE);
+	cr_expect_eq(meta_compact_chunk(m, ino, 0, &tag, &fresh, 1, 60),
+		     EAGAIN);
+	expect_reads(ino, shadow, PIECE, 1);
+}
+
+/* Random overwrites and punched holes against a shadow copy; compaction
+ * keeps every byte and every hole, and leaves one record per run. */
+Test(compact, randomized_overwrites_and_holes)
+{
+	enum { SIZE = 600000, OPS = 400 };
+	static char shadow[SIZE], data[SIZE];
+	uint64_t ino = mkfile("rnd");
+	uint64_t len = 0;
+	struct compact_result r;
+
+	srand(20261201);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < OPS; i++) {
+			uint32_t pos = (uint32_t)rand() % (SIZE - 1);
+			uint32_t k = 1 + (uint32_t)rand() % 5000;
+			if (pos + k > SIZE)
+				k = SIZE - pos;
+			if (rand() % 5 == 0 && pos + k <= len) {
+				hole(ino, pos, k);
+				memset(shadow + pos, 0, k);
+				continue;
+			}
+			fill(data, k, (unsigned)rand());
+			put(ino, pos, data, k);
+			memcpy(shadow + pos, data, k);
+			if (pos + k > len)
+				len = pos + k;
+		}
+		expect_reads(ino, shadow, len, (size_t)-1);
+		cr_assert_eq(compact_chunk(m, cs, ino, 0, 0, 60, &r), 0);
+		cr_expect_gt(r.bytes, 0, "round %d: nothing compacted", round);
+		cr_expect_lt(r.after, r.before / 2);
+		expect_reads(ino, shadow, len, r.after);
+	}
+}
