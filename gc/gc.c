@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "fs/data/chunkstore.h"
+#include "fs/data/compact.h"
 #include "fs/store/objstore.h"
 #include "lib/hash.h"
 #include "lib/log.h"
@@ -41,6 +42,12 @@ struct ref_chunk {
 	struct ref refs[CHUNK_REFS];
 };
 
+/* A chunk whose list is long. */
+struct chunk_ref {
+	uint64_t ino;
+	uint32_t idx;
+};
+
 /* An object nothing referenced when the store was listed. */
 struct cand {
 	struct chunkstore_keyinfo k;
@@ -60,6 +67,12 @@ struct gc {
 	size_t ncand, capcand;
 	uint64_t ticks; /* items since the last progress call */
 	int walk;	/* 1: the first walk of the metadata, 2: the second */
+	/* the chunk list being walked (its records come in a row) */
+	uint64_t cur_ino;
+	uint32_t cur_idx;
+	size_t cur_recs;
+	struct chunk_ref *longs;
+	size_t nlong, caplong;
 	const char *phase;
 	/* deletes, counted by the workers */
 	_Atomic uint64_t deleted, deleted_bytes, delete_errors;
@@ -101,6 +114,26 @@ static struct ref *ref_get(struct gc *g, uint64_t id)
 	return x;
 }
 
+/* The chunk list walked so far ends: note it when it is long. */
+static int chunk_end(struct gc *g)
+{
+	if (g->cur_recs < COMPACT_MIN_RECS)
+		return 0;
+	g->r->long_chunks++;
+	if (!g->o->compact)
+		return 0;
+	if (g->nlong == g->caplong) {
+		size_t cap = g->caplong ? 2 * g->caplong : 64;
+		struct chunk_ref *c = realloc(g->longs, cap * sizeof *c);
+		if (!c)
+			return ENOMEM;
+		g->longs = c;
+		g->caplong = cap;
+	}
+	g->longs[g->nlong++] = (struct chunk_ref){g->cur_ino, g->cur_idx};
+	return 0;
+}
+
 static int on_ref(void *arg, const struct meta_ref *mr)
 {
 	struct gc *g = arg;
@@ -110,6 +143,17 @@ static int on_ref(void *arg, const struct meta_ref *mr)
 	if (g->walk == 1)
 		g->r->refs++;
 	tick(g);
+	if (g->walk == 1 && mr->from == META_REF_CHUNK) {
+		if (mr->ino != g->cur_ino || mr->idx != g->cur_idx) {
+			int err = chunk_end(g);
+			if (err)
+				return err;
+			g->cur_ino = mr->ino;
+			g->cur_idx = mr->idx;
+			g->cur_recs = 0;
+		}
+		g->cur_recs++;
+	}
 	if (mr->from == META_REF_DEAD) {
 		/* its objects are some client's to delete: leave them be */
 		uint64_t id = s->pack ? s->pack : s->id;
@@ -297,6 +341,43 @@ static int delete_leaked(struct gc *g)
 	return err;
 }
 
+/* ---- compaction -------------------------------------------------------- */
+
+static int compact_long(struct gc *g)
+{
+	struct chunkstore_opts co = {.block_size = g->o->block_size,
+				     .compress = g->o->compress};
+	struct chunkstore *cs;
+	int err = chunkstore_open(g->store, &co, &cs);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < g->nlong; i++) {
+		struct compact_result res;
+		err = compact_chunk(g->m, cs, g->longs[i].ino, g->longs[i].idx,
+				    0, 0, &res);
+		tick(g);
+		if (err == EAGAIN || err == ENOENT)
+			continue; /* changed or gone meanwhile */
+		if (err) {
+			log_err("gc: cannot compact chunk %" PRIu32
+				" of inode %" PRIu64 ": %s",
+				g->longs[i].idx, g->longs[i].ino,
+				gr_strerror(err));
+			g->r->compact_errors++;
+			continue;
+		}
+		if (!res.bytes)
+			continue;
+		g->r->compacted++;
+		g->r->records_before += res.before;
+		g->r->records_after += res.after;
+		g->r->compacted_bytes += res.bytes;
+	}
+	chunkstore_close(cs);
+	return 0;
+}
+
 /* ---- the run ----------------------------------------------------------- */
 
 int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
@@ -306,7 +387,8 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 	int err;
 
 	memset(r, 0, sizeof *r);
-	if (o->threads < 0 || o->threads > 256 || o->min_age < 0)
+	if (o->threads < 0 || o->threads > 256 || o->min_age < 0 ||
+	    (o->compact && !o->block_size))
 		return EINVAL;
 	g.now = (int64_t)time(NULL);
 	SLIST_INIT(&g.chunks);
@@ -317,6 +399,8 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 	phase(&g, "metadata");
 	g.walk = 1;
 	err = meta_scan_refs(m, on_ref, &g);
+	if (!err)
+		err = chunk_end(&g);
 	phase(&g, "store");
 	if (!err)
 		err = objstore_list(store, "blocks/", on_object, &g);
@@ -331,9 +415,14 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 		phase(&g, "delete");
 		err = delete_leaked(&g);
 	}
+	if (!err && g.nlong) {
+		phase(&g, "compact");
+		err = compact_long(&g);
+	}
 	phase(&g, "done");
 
 	free(g.cands);
+	free(g.longs);
 	hash_release(&g.refs);
 	while (!SLIST_EMPTY(&g.chunks)) {
 		struct ref_chunk *c = SLIST_FIRST(&g.chunks);

@@ -13,8 +13,12 @@
  * unreferenced are deleted in parallel; an object that vanished meanwhile
  * is fine. Safe beside mounted clients that are writing.
  *
+ * With compact set, every chunk whose slice list has grown long is
+ * compacted afterwards (fs/data/compact.h), as clients do in the
+ * background for the chunks they write.
+ *
  * Memory: about 40 bytes per slice and pack referenced, and 40 bytes per
- * unreferenced object found.
+ * unreferenced object found (and 16 per chunk to compact).
  */
 #ifndef GRANARY_GC_H
 #define GRANARY_GC_H
@@ -42,6 +46,10 @@ struct gc_report {
 	uint64_t packs, pack_bytes, pack_dead_bytes, packs_half_dead;
 	/* with delete */
 	uint64_t deleted, deleted_bytes, delete_errors;
+	/* chunk lists of COMPACT_MIN_RECS records or more; with compact:
+	 * those rewritten, their records before and after, bytes rewritten */
+	uint64_t long_chunks, compacted, records_before, records_after;
+	uint64_t compacted_bytes, compact_errors;
 };
 
 /* Where gc_run is, for a progress line: phase and the report so far. */
@@ -52,6 +60,9 @@ struct gc_opts {
 	int64_t min_age;	 /* seconds */
 	int delete;		 /* delete the leaked objects */
 	int threads;		 /* parallel deletes: 1..256, 0 = 16 */
+	int compact;		 /* compact the long chunk lists */
+	uint32_t block_size;	 /* the volume's (for compact) */
+	int compress;		 /* the volume's enum codec_compress */
 	gc_progress_fn progress; /* NULL: none; called from gc_run's thread */
 	void *progress_arg;
 };

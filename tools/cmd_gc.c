@@ -27,6 +27,8 @@ static const char usage[] =
     "clients, also with --delete.\n"
     "\n"
     "  -d, --delete        delete the leaked objects\n"
+    "  -c, --compact       rewrite every chunk whose slice list has grown\n"
+    "                      long (clients do it for what they write)\n"
     "  -a, --min-age DUR   an object nothing references is leaked only when\n"
     "                      older than DUR (default 1h; s, m, h, d): younger\n"
     "                      ones may be uploads whose commit is on its way\n"
@@ -42,6 +44,7 @@ enum { OPT_JSON = 256 };
 
 static const struct option options[] = {
     {"delete", no_argument, NULL, 'd'},
+    {"compact", no_argument, NULL, 'c'},
     {"min-age", required_argument, NULL, 'a'},
     {"threads", required_argument, NULL, 't'},
     {"quiet", no_argument, NULL, 'q'},
@@ -113,8 +116,14 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	       ", \"packs_half_dead\": %" PRIu64,
 	       r->packs, r->pack_bytes, r->pack_dead_bytes, r->packs_half_dead);
 	printf(", \"deleted\": %" PRIu64 ", \"deleted_bytes\": %" PRIu64
-	       ", \"delete_errors\": %" PRIu64 "}\n",
+	       ", \"delete_errors\": %" PRIu64,
 	       r->deleted, r->deleted_bytes, r->delete_errors);
+	printf(", \"long_chunks\": %" PRIu64 ", \"compacted\": %" PRIu64
+	       ", \"records_before\": %" PRIu64 ", \"records_after\": %" PRIu64
+	       ", \"compacted_bytes\": %" PRIu64
+	       ", \"compact_errors\": %" PRIu64 "}\n",
+	       r->long_chunks, r->compacted, r->records_before,
+	       r->records_after, r->compacted_bytes, r->compact_errors);
 }
 
 static void human(const struct meta_volume *v, const char *shown,
@@ -162,6 +171,18 @@ static void human(const struct meta_volume *v, const char *shown,
 		   ? 100.0 * (double)r->pack_dead_bytes / (double)r->pack_bytes
 		   : 0.0,
 	       r->packs_half_dead);
+	if (o->compact) {
+		cli_format_size(r->compacted_bytes, a, sizeof a);
+		printf("compacted %" PRIu64 " of %" PRIu64 " long chunk lists, "
+		       "%" PRIu64 " records to %" PRIu64 ", %s rewritten; "
+		       "%" PRIu64 " failed\n",
+		       r->compacted, r->long_chunks, r->records_before,
+		       r->records_after, a, r->compact_errors);
+	} else if (r->long_chunks) {
+		printf("chunks    %" PRIu64 " with long slice lists "
+		       "(--compact rewrites them)\n",
+		       r->long_chunks);
+	}
 	if (o->delete) {
 		cli_format_size(r->deleted_bytes, a, sizeof a);
 		printf("deleted   %" PRIu64 " objects, %s; %" PRIu64
@@ -235,10 +256,14 @@ int cmd_gc(int argc, char **argv)
 	double age;
 	long n;
 
-	while ((c = getopt_long(argc, argv, ":da:t:qh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":dca:t:qh", options, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'd':
 			o.delete = 1;
+			break;
+		case 'c':
+			o.compact = 1;
 			break;
 		case 'a':
 			if (cli_parse_seconds(optarg, &age) || age > 1e10) {
@@ -272,10 +297,12 @@ int cmd_gc(int argc, char **argv)
 	}
 	if (cli_one_operand(argc, "META_URL", usage))
 		return CLI_EXIT_USAGE;
-	mo.read_only = !o.delete;
+	mo.read_only = !o.delete &&!o.compact;
 	if (cli_volume_open(argv[optind], &mo, &m, &v, shown, sizeof shown))
 		return CLI_EXIT_FAIL;
-	if (open_store(&v, o.delete, &store))
+	o.block_size = v.block_size;
+	o.compress = (int)v.compress;
+	if (open_store(&v, o.delete || o.compact, &store))
 		goto out;
 
 	line.on = !quiet && isatty(STDERR_FILENO);
@@ -295,7 +322,7 @@ int cmd_gc(int argc, char **argv)
 		json(&v, &o, &r);
 	else
 		human(&v, shown, &o, &r);
-	ret = r.delete_errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	ret = r.delete_errors || r.compact_errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 out:
 	objstore_close(store);
 	meta_close(m);

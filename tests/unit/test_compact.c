@@ -18,6 +18,7 @@
 #include "fs/data/compact.h"
 #include "fs/data/slice.h"
 #include "fs/store/objstore.h"
+#include "gc/gc.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_volume.h"
 
@@ -263,4 +264,36 @@ Test(compact, randomized_overwrites_and_holes)
 		cr_expect_lt(r.after, r.before / 2);
 		expect_reads(ino, shadow, len, r.after);
 	}
+}
+
+/* granary gc --compact: every long list of the volume, none other. */
+Test(compact, gc_compacts_the_long_lists)
+{
+	enum { N = 150, PIECE = 333 };
+	static char shadow[N * PIECE];
+	uint64_t a = mkfile("long"), b = mkfile("short");
+	struct gc_opts o = {.min_age = 3600, .compact = 1, .block_size = BS};
+	struct gc_report r;
+
+	fill(shadow, sizeof shadow, 3);
+	for (int i = 0; i < N; i++)
+		put(a, i * PIECE, shadow + i * PIECE, PIECE);
+	for (int i = 0; i < 10; i++)
+		put(b, i * PIECE, shadow + i * PIECE, PIECE);
+	cr_assert_eq(gc_run(m, store, &o, &r), 0);
+	cr_expect_eq(r.long_chunks, 1);
+	cr_expect_eq(r.compacted, 1);
+	cr_expect_eq(r.records_before, N);
+	cr_expect_eq(r.records_after, 1);
+	cr_expect_eq(r.compacted_bytes, sizeof shadow);
+	cr_expect_eq(r.compact_errors, 0);
+	expect_reads(a, shadow, sizeof shadow, 1);
+	expect_reads(b, shadow, 10 * PIECE, 10);
+	/* without --compact they are only counted */
+	o.compact = 0;
+	for (int i = 0; i < N; i++)
+		put(b, i * PIECE, shadow + i * PIECE, PIECE);
+	cr_assert_eq(gc_run(m, store, &o, &r), 0);
+	cr_expect_eq(r.long_chunks, 1);
+	cr_expect_eq(r.compacted, 0);
 }
