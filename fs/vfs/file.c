@@ -291,6 +291,18 @@ int vfs_read(struct fs *fs, struct vfs_fh *h, uint64_t off, size_t size,
 	struct read_runs rr = {.cs = fs->cs};
 	err = reader_read_pinned(fs->cs, n->ino, length, off, size, &got,
 				 read_run, &rr, rcb_chunk, &rc);
+	if (err == EIO) {
+		/* a missing object may be a slice a compaction replaced
+		 * (deleted after its delay) under a cached list: once more
+		 * with the list as it is now */
+		read_runs_release(&rr);
+		rr = (struct read_runs){.cs = fs->cs};
+		pthread_mutex_lock(&n->lock);
+		chunk_cache_clear(n);
+		pthread_mutex_unlock(&n->lock);
+		err = reader_read_pinned(fs->cs, n->ino, length, off, size,
+					 &got, read_run, &rr, rcb_chunk, &rc);
+	}
 	if (!err)
 		emit(arg, rr.iov, (int)rr.n);
 	read_runs_release(&rr);
