@@ -813,6 +813,162 @@ Test(objstore, owner_marker_round_trip)
 	objstore_close(s);
 }
 
+/* A file:// pool keeps its marker in every directory, so that each says
+ * which volume it belongs to (format looks at one directory at a time). */
+Test(objstore, file_marker_in_every_dir)
+{
+	struct objstore *s = open_backend("file"), *one;
+	struct objstore_owner w = {"0c5e2a7e-1111-4222-8333-944455556666",
+				   "pooled"},
+			      r;
+	char url[PATH_MAX + 16], p[PATH_MAX];
+	struct stat st;
+
+	cr_assert_eq(objstore_owner_put(s, &w), 0);
+	for (int d = 0; d < 3; d++) {
+		snprintf(url, sizeof(url), "file://%s/d%d", tmp_root, d);
+		memset(&r, 0, sizeof(r));
+		cr_assert_eq(objstore_owner_at(url, NULL, &r), 0, "d%d", d);
+		cr_expect_str_eq(r.uuid, w.uuid);
+		cr_expect_str_eq(r.name, "pooled");
+		cr_assert_eq(objstore_open(url, NULL, &one), 0);
+		cr_assert_eq(objstore_owner_get(one, &r), 0, "d%d alone", d);
+		objstore_close(one);
+	}
+	cr_assert_eq(objstore_owner_get(s, &r), 0);
+	/* a failed format takes it back out of every directory */
+	cr_assert_eq(objstore_del(s, OBJSTORE_OWNER_KEY), 0);
+	for (int d = 0; d < 3; d++) {
+		snprintf(p, sizeof(p), "%s/d%d/" OBJSTORE_OWNER_KEY, tmp_root,
+			 d);
+		cr_expect_neq(stat(p, &st), 0, "marker left in d%d", d);
+	}
+	cr_assert_eq(objstore_owner_get(s, &r), ENOENT);
+	/* any other key still lives in one directory */
+	cr_assert_eq(objstore_put(s, "x/" OBJSTORE_OWNER_KEY, "v", 1), 0);
+	int found = 0;
+	for (int d = 0; d < 3; d++) {
+		snprintf(p, sizeof(p), "%s/d%d/x/" OBJSTORE_OWNER_KEY, tmp_root,
+			 d);
+		found += stat(p, &st) == 0;
+	}
+	cr_expect_eq(found, 1);
+	close_backend(s);
+}
+
+/* The marker of a place is read without making anything: a missing
+ * directory is no marker, and stays missing. */
+Test(objstore, owner_at_creates_nothing)
+{
+	struct objstore_owner r;
+	char url[PATH_MAX + 16], p[PATH_MAX];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/absent", make_tmp_root());
+	snprintf(url, sizeof(url), "file://%s", p);
+	cr_assert_eq(objstore_owner_at(url, NULL, &r), ENOENT);
+	cr_assert_neq(stat(p, &st), 0, "owner_at created '%s'", p);
+	snprintf(url, sizeof(url), "file://%s/f", tmp_root);
+	snprintf(p, sizeof(p), "%s/f", tmp_root);
+	FILE *f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	cr_assert_eq(objstore_owner_at(url, NULL, &r), ENOENT, "a file");
+	cr_assert_eq(objstore_owner_at("mem://", NULL, &r), ENOENT);
+	cr_assert_eq(objstore_owner_at("nope://x", NULL, &r), OBJSTORE_EURL);
+}
+
+/* ---- places: the overlap check's URLs ---- */
+
+static void expect_place(const char *url, size_t i, const char *want)
+{
+	char out[256];
+	int err = objstore_url_place(url, i, out, sizeof(out));
+
+	cr_assert_eq(err, 0, "place %zu of '%s': %s", i, url, gr_strerror(err));
+	cr_expect_str_eq(out, want, "place %zu of '%s'", i, url);
+}
+
+/* Walk url up to its top: each parent in turn, then ENOENT. */
+static void expect_parents(const char *url, const char *const *want)
+{
+	char a[256], b[256];
+	size_t n = 0;
+
+	snprintf(a, sizeof(a), "%s", url);
+	for (; want[n]; n++) {
+		int err = objstore_url_parent(a, b, sizeof(b));
+		cr_assert_eq(err, 0, "parent of '%s': %s", a, gr_strerror(err));
+		cr_expect_str_eq(b, want[n], "parent of '%s'", a);
+		memcpy(a, b, sizeof(a));
+	}
+	cr_expect_eq(objstore_url_parent(a, b, sizeof(b)), ENOENT,
+		     "'%s' has a parent: '%s'", a, b);
+}
+
+Test(objstore, url_place)
+{
+	char out[256];
+
+	expect_place("file:///a/b", 0, "file:///a/b");
+	expect_place("file:///a/b/", 0, "file:///a/b");
+	expect_place("file:///", 0, "file:///");
+	expect_place("file:///d1:/d2//:/x/y", 0, "file:///d1");
+	expect_place("file:///d1:/d2//:/x/y", 1, "file:///d2");
+	expect_place("file:///d1:/d2//:/x/y", 2, "file:///x/y");
+	cr_expect_eq(objstore_url_place("file:///d1:/d2", 2, out, 256), ENOENT);
+	cr_expect_eq(objstore_url_place("file:///a", 1, out, 256), ENOENT);
+	expect_place("s3://h:9000/bkt/p/q/", 0, "s3://h:9000/bkt/p/q");
+	expect_place("s3+http://h/bkt", 0, "s3+http://h/bkt");
+	cr_expect_eq(objstore_url_place("s3://h/bkt", 1, out, 256), ENOENT);
+	expect_place("mem://x", 0, "mem://x");
+	cr_expect_eq(objstore_url_place("mem://x", 1, out, 256), ENOENT);
+	static const char *bad[] = {"",		  "nope://x",	"file://",
+				    "file://rel", "file:///a:", "file:///a::/b",
+				    "s3://h",	  "s3://h/",	"s3:///b",
+				    "s3://h//b"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = OBJSTORE_EURL;
+		for (size_t j = 0; j < 3 && err != ENOENT; j++)
+			if ((err = objstore_url_place(bad[i], j, out, 256)) &&
+			    err != ENOENT)
+				break;
+		cr_expect_eq(err, OBJSTORE_EURL, "'%s' accepted", bad[i]);
+	}
+	cr_expect_eq(objstore_url_place("file:///long/dir", 0, out, 16),
+		     ENAMETOOLONG);
+}
+
+Test(objstore, url_parent)
+{
+	char out[256];
+
+	expect_parents(
+	    "file:///a/b/c",
+	    (const char *[]){"file:///a/b", "file:///a", "file:///", NULL});
+	expect_parents("file:///a//b/",
+		       (const char *[]){"file:///a", "file:///", NULL});
+	/* lexical: ".." is a component, the walk still passes "/" */
+	expect_parents(
+	    "file:///a/../b",
+	    (const char *[]){"file:///a/..", "file:///a", "file:///", NULL});
+	expect_parents("file:///", (const char *[]){NULL});
+	expect_parents(
+	    "s3://h:9000/bkt/a/b/",
+	    (const char *[]){"s3://h:9000/bkt/a", "s3://h:9000/bkt", NULL});
+	expect_parents("s3+http://127.0.0.1:1/bkt/a",
+		       (const char *[]){"s3+http://127.0.0.1:1/bkt", NULL});
+	expect_parents("s3://h/bkt/", (const char *[]){NULL});
+	expect_parents("mem://x", (const char *[]){NULL});
+	/* a pool has no one parent: its places each have theirs */
+	cr_expect_eq(objstore_url_parent("file:///a/b:/c", out, 256), EINVAL);
+	cr_expect_eq(objstore_url_parent("nope://x", out, 256), OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("s3://h", out, 256), OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("file://rel/x", out, 256),
+		     OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("s3://h/bkt/a", out, 8), ENAMETOOLONG);
+}
+
 /* ---- mem:// sharing ---- */
 
 Test(objstore, mem_named_shared_unnamed_private)
