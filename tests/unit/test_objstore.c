@@ -76,16 +76,17 @@ static void cleanup_tmp(void)
 }
 
 static char mounted_dir[PATH_MAX]; /* a tmpfs to unmount after the test */
-static pid_t lenient_pid;	   /* a private s3rver to kill */
+static pid_t private_pid;	   /* a private s3rver to kill */
 static void mute_stop(void);	   /* a silent listener to stop */
+static int private_s3rver(int strict);
 
 /* Runs after every test, passed or failed: nothing outlives a test. */
 static void test_fini(void)
 {
-	if (lenient_pid > 0) {
-		kill(lenient_pid, SIGTERM);
-		waitpid(lenient_pid, NULL, 0);
-		lenient_pid = 0;
+	if (private_pid > 0) {
+		kill(private_pid, SIGTERM);
+		waitpid(private_pid, NULL, 0);
+		private_pid = 0;
 	}
 	mute_stop();
 	if (mounted_dir[0])
@@ -1301,12 +1302,16 @@ static int probe_with(const char *url, const char *ak, const char *sk)
 	return err;
 }
 
-Test(objstore, s3_wrong_secret_is_eauth)
+/* On a strict s3rver of the test's own: the shared one accepts any secret
+ * (tests/lib/services.sh). */
+Test(objstore, s3_wrong_secret_is_eauth, .timeout = 90)
 {
 	char url[512];
-	snprintf(url, sizeof(url), "%s/granary-test", s3_base());
+	snprintf(url, sizeof(url), "s3+http://127.0.0.1:%d/granary-test",
+		 private_s3rver(1));
 	cr_assert_eq(probe_with(url, "S3RVER", "not-the-secret"),
 		     OBJSTORE_EAUTH);
+	cr_assert_eq(probe_with(url, "S3RVER", "S3RVER"), 0);
 }
 
 Test(objstore, s3_wrong_access_key_is_eauth)
@@ -1589,9 +1594,11 @@ Test(objstore, s3_works_after_a_timeout, .timeout = 60)
 }
 
 /*
- * Listing on s3: the shared s3rver refuses libs3's V2 signature on
- * bucket-level requests, so start a private one with
- * --allow-mismatched-signatures and kill it (by PID) at the end.
+ * Private s3rvers, killed (by PID) at the end of the test: a lenient one
+ * (--allow-mismatched-signatures) lists, a strict one refuses a wrong
+ * secret, and neither can do both: s3rver signs a bucket-level request as
+ * "/bucket" where libs3 signs "/bucket/" (tests/lib/services.sh). The
+ * shared one, $GRANARY_TEST_S3, is lenient; these tests do not rely on it.
  */
 static const char *find_s3rver(void)
 {
@@ -1629,25 +1636,16 @@ static int wait_listening(int port, double secs)
 	return 0;
 }
 
-static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
-{
-	(void)mtime;
-	int *n = arg;
-	(void)size;
-	if (!strncmp(key, "many/", 5))
-		(*n)++;
-	return 0;
-}
-
-Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
+/* Start a private s3rver (strict: checking signatures) with the bucket
+ * granary-test; its port. Skips the test when s3rver is not installed. */
+static int private_s3rver(int strict)
 {
 	const char *bin = find_s3rver();
-	char dir[PATH_MAX], port_s[16], url[128];
+	char dir[PATH_MAX], port_s[16];
 
 	if (!bin) {
-		fprintf(stderr,
-			"test_objstore: s3rver not found (run "
-			"tools/install-deps.sh): s3 list case skipped\n");
+		fprintf(stderr, "test_objstore: s3rver not found (run "
+				"tools/install-deps.sh): case skipped\n");
 		cr_skip_test("s3rver not found");
 	}
 	snprintf(dir, sizeof(dir), "%s/s3rver", make_tmp_root());
@@ -1660,13 +1658,41 @@ Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
 		int null = open("/dev/null", O_RDWR);
 		dup2(null, 1);
 		dup2(null, 2);
-		execl(bin, bin, "-d", dir, "-a", "127.0.0.1", "-p", port_s,
-		      "--silent", "--configure-bucket", "granary-test",
-		      "--allow-mismatched-signatures", (char *)NULL);
+		/* strict: the flag left out (argv ends at its NULL) */
+		char *argv[] = {(char *)bin,
+				"-d",
+				dir,
+				"-a",
+				"127.0.0.1",
+				"-p",
+				port_s,
+				"--silent",
+				"--configure-bucket",
+				"granary-test",
+				strict ? NULL : "--allow-mismatched-signatures",
+				NULL};
+		execv(bin, argv);
 		_exit(127);
 	}
-	lenient_pid = pid;
+	private_pid = pid;
 	cr_assert(wait_listening(port, 30), "private s3rver did not start");
+	return port;
+}
+
+static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
+{
+	(void)mtime;
+	int *n = arg;
+	(void)size;
+	if (!strncmp(key, "many/", 5))
+		(*n)++;
+	return 0;
+}
+
+Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
+{
+	char url[128];
+	int port = private_s3rver(0);
 
 	struct objstore *s;
 	struct objstore_creds creds = {"S3RVER", "S3RVER"};
