@@ -254,7 +254,7 @@ static int check_places(const char *name, const char *storage,
 			cli_error("storage '%s' already holds more than %d "
 				  "objects: too many to check that no other "
 				  "volume lies inside it",
-				  place, BELOW_MAX);
+				  storage, BELOW_MAX);
 			cli_hint("pick an empty bucket or prefix");
 			return 1;
 		}

@@ -3,9 +3,10 @@
 # another volume's storage or holds one, with --force too (it replaces the
 # volume of its own database, not another's storage): exit 1, a message that
 # names both volumes and both storages, and nothing written (no marker at
-# the new storage, no volume in its database). A sibling prefix works, and
-# so does a re-format of the same volume with --force. On file://, the
-# other volume is a pool of two directories: each says whose it is.
+# the new storage, no volume in its database). So is a storage of more
+# than 100,000 objects (file:// only). A sibling prefix works, and so does
+# a re-format of the same volume with --force. On file://, the other
+# volume is a pool of two directories: each says whose it is.
 . "$(dirname "$0")/lib.sh"
 
 need_redis
@@ -150,6 +151,23 @@ for place in $(places_of "$INNER"); do
 		fail "the marker of 'inner' at '$place' changed after the refused formats"
 done
 ok "format on a storage that holds another volume (--force too): exit 1, names both, nothing written"
+
+# --- a storage that already holds too many objects to look through
+if [ "$GRANARY_STORAGE" = file ]; then
+	mkdir -p "$TMP/st/full/d"
+	(cd "$TMP/st/full/d" && seq -f 'o%06.0f' 1 100001 | xargs touch)
+	expect_exit 1 "more than 100000 objects" \
+		"$GRANARY" format "$M_NEW" full --storage "$BASE/full" --force
+	grep -qF "pick an empty bucket or prefix" "$TMP/expect.err" ||
+		fail "no hint to pick an empty prefix: $(cat "$TMP/expect.err")"
+	check_eq "$(dbsize "$M_NEW")" 0 "redis keys after a format refused for too many objects"
+	[ ! -e "$(marker_file "$BASE/full")" ] || fail "a refused format left a marker in a full storage"
+	rm -f "$TMP/st/full/d/o100001"
+	format "$M_NEW" full "$BASE/full"
+	ok "a storage of more than 100,000 objects: exit 1, pick an empty prefix; 100,000 are looked through"
+else
+	skip "100,001 objects are made on file:// only (too slow on s3rver)"
+fi
 
 # --- siblings: BASE/a next to BASE/b (a pool on file://), and BASE/ab (a
 # name that starts with a, not a path below it)
