@@ -451,15 +451,17 @@ GEN=$("$TMP/bin/gen_dataset" -n "$NF" -d "$DIRS" -m "$MEAN_KIB" "$SRC" "$LIST") 
 BYTES=$(field "$GEN" bytes)
 
 svc_start_redis "$TMP/redis" >/dev/null || exit 1
-# s3rver like svc_start_s3rver, but logging every request (to count GETs);
-# FORCE_COLOR keeps the method in its log lines
+# s3rver like svc_start_s3rver (lenient: granary format lists the storage),
+# but logging every request (to count GETs); FORCE_COLOR keeps the method
+# in its log lines
 S3BIN=$ROOT/.deps/node_modules/.bin/s3rver
 [ -x "$S3BIN" ] || { say "s3rver missing: run tools/install-deps.sh"; exit 1; }
 S3PORT=$(svc_free_port)
 mkdir -p "$TMP/s3/data"
 FORCE_COLOR=1 "$S3BIN" -d "$TMP/s3/data" -a 127.0.0.1 -p "$S3PORT" \
 	--configure-bucket raw --configure-bucket granary \
-	--configure-bucket s3fs --configure-bucket rclone >"$TMP/s3/s3rver.log" 2>&1 &
+	--configure-bucket s3fs --configure-bucket rclone \
+	--allow-mismatched-signatures >"$TMP/s3/s3rver.log" 2>&1 &
 S3PID=$!
 SVC_PIDS="$SVC_PIDS $S3PID"
 for _ in $(seq 1 200); do

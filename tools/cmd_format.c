@@ -1,7 +1,8 @@
 /*
  * cmd_format.c - `granary format`: create a volume. Every check that can
- * fail (arguments, redis, an existing volume, the storage round trip) runs
- * before the one write, so a failed format leaves redis as it was.
+ * fail (arguments, redis, an existing volume, the storage round trip,
+ * another volume's storage at, above or below the new one) runs before the
+ * one write, so a failed format leaves redis as it was.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,10 +21,14 @@ static const char usage[] =
     "\n"
     "Create volume NAME. The storage is checked first (a marker object is\n"
     "written, read back and deleted, and the storage must not belong to\n"
-    "another volume); only then are the settings written to the redis\n"
-    "database at META_URL. Nothing is written if a check fails. The\n"
-    "volume's name and uuid are kept in the object " OBJSTORE_OWNER_KEY "\n"
-    "of the storage: give each volume a bucket or prefix of its own.\n"
+    "another volume, lie inside another volume's storage or hold one);\n"
+    "only then are the settings written to the redis database at\n"
+    "META_URL. Nothing is written if a check fails. The volume's name and\n"
+    "uuid are kept in the object " OBJSTORE_OWNER_KEY " of the storage (of\n"
+    "each directory of a pool): give each volume a bucket or prefix of its\n"
+    "own that is neither inside another volume's nor holds one (--force\n"
+    "does not change that). A storage holding more than 100,000 objects\n"
+    "is refused: too many to look through.\n"
     "\n"
     "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB or\n"
     "                       unix:///PATH/redis.sock?db=N (a password may\n"
@@ -94,6 +99,185 @@ static int is_s3(const char *url)
 	return !strncmp(url, "s3://", 5) || !strncmp(url, "s3+http://", 10);
 }
 
+/* ---- overlap: no volume inside another, none inside this one ---- */
+
+/* Objects listed at most when looking for volumes below the new storage. */
+#define BELOW_MAX 100000
+
+#define HINT_OWN_PLACE                                                         \
+	"give each volume a bucket or prefix of its own that is neither "      \
+	"inside another volume's nor holds one"
+
+/* Another volume's marker: where it is and what it says. */
+struct other {
+	char url[2048];
+	struct objstore_owner ow;
+};
+
+/* A marker error that leaves a place unchecked rather than refused: our
+ * keys may read the storage but not its parents (a policy on a prefix). */
+static int unreadable(int err)
+{
+	return err == OBJSTORE_EAUTH || err == EACCES || err == EPERM;
+}
+
+/*
+ * The nearest volume whose storage holds storage (walking up from each of
+ * its places): 0 with *o filled, or ENOENT. The first marker that cannot
+ * be read goes to *why and its place to fail->url, for the caller to judge
+ * once the storage itself has been probed (a store that refuses our keys
+ * or cannot be reached fails the probe too); only refused keys let the
+ * walk go on, as they may be refused for the parents alone.
+ */
+static int find_outer(const char *storage, const struct objstore_creds *creds,
+		      struct other *o, struct other *fail, int *why)
+{
+	char place[1024], up[1024];
+
+	for (size_t i = 0;
+	     !objstore_url_place(storage, i, place, sizeof(place)); i++) {
+		while (!objstore_url_parent(place, up, sizeof(up))) {
+			int err = objstore_owner_at(up, creds, &o->ow);
+			if (!err) {
+				snprintf(o->url, sizeof(o->url), "%s", up);
+				return 0;
+			}
+			if (err != ENOENT && err != EINVAL && !*why) {
+				*why = err;
+				snprintf(fail->url, sizeof(fail->url), "%s",
+					 up);
+			}
+			if (err != ENOENT && err != EINVAL && !unreadable(err))
+				return ENOENT;
+			memcpy(place, up, sizeof(place));
+		}
+	}
+	return ENOENT;
+}
+
+struct below {
+	const char *place;
+	const struct objstore_creds *creds;
+	size_t listed; /* objects, over every place */
+	int verdict;   /* 0, EEXIST (a volume in o), E2BIG, or a read error */
+	struct other o;
+};
+
+static int on_listed(void *arg, const char *key, uint64_t size, int64_t mtime)
+{
+	static const char tail[] = "/" OBJSTORE_OWNER_KEY;
+	struct below *b = arg;
+	size_t klen = strlen(key), tlen = sizeof(tail) - 1;
+
+	(void)size;
+	(void)mtime;
+	if (++b->listed > BELOW_MAX)
+		return b->verdict = E2BIG;
+	if (klen <= tlen || strcmp(key + klen - tlen, tail))
+		return 0;
+	snprintf(b->o.url, sizeof(b->o.url), "%s/%.*s", b->place,
+		 (int)(klen - tlen), key);
+	int err = objstore_owner_at(b->o.url, b->creds, &b->o.ow);
+	if (err == ENOENT || err == EINVAL)
+		return 0; /* gone meanwhile, or not a marker: no volume */
+	return b->verdict = err ? err : EEXIST;
+}
+
+/*
+ * Refuse (printing why, 1) a storage that another volume's storage holds
+ * or that holds another volume, or whose own marker names another volume
+ * than old (the one a --force format replaces); 0 when it is free. For a
+ * file:// pool, every directory counts. *had_owner: old's marker is there,
+ * as *was says (what a failed format puts back).
+ */
+static int check_places(const char *name, const char *storage,
+			const struct objstore_creds *creds,
+			const struct meta_volume *old, int *had_owner,
+			struct objstore_owner *was)
+{
+	struct below b = {.creds = creds};
+	char place[1024];
+	struct objstore *s;
+	int err;
+
+	for (size_t i = 0;
+	     !objstore_url_place(storage, i, place, sizeof(place)); i++) {
+		/* a marker where ours goes: only the replaced volume's */
+		err = objstore_owner_at(place, creds, &b.o.ow);
+		if (err == 0 && !(old && !strcmp(b.o.ow.uuid, old->uuid))) {
+			cli_error("storage '%s' already holds volume '%s' "
+				  "(uuid %s)",
+				  place, b.o.ow.name, b.o.ow.uuid);
+			cli_hint("give each volume a bucket or prefix of its "
+				 "own (s3://HOST/BUCKET/PREFIX, file:///DIR): "
+				 "volumes that share one overwrite each "
+				 "other's data. If that volume is gone for "
+				 "good, delete its objects "
+				 "there, " OBJSTORE_OWNER_KEY " included");
+			return 1;
+		}
+		if (err == EINVAL) {
+			cli_error("storage '%s' holds an object '%s' that is "
+				  "not a granary volume marker",
+				  place, OBJSTORE_OWNER_KEY);
+			cli_hint("use an empty bucket or prefix");
+			return 1;
+		}
+		if (err && err != ENOENT) {
+			cli_error("cannot read '%s' in storage '%s': %s",
+				  OBJSTORE_OWNER_KEY, place, gr_strerror(err));
+			return 1;
+		}
+		if (err == 0) {
+			*had_owner = 1;
+			*was = b.o.ow;
+		}
+
+		/* volumes below: a listing, bounded */
+		b.place = place;
+		err = objstore_open(place, creds, &s);
+		if (!err)
+			err = objstore_list(s, "", on_listed, &b);
+		objstore_close(s);
+		if (b.verdict == EEXIST) {
+			cli_error("storage '%s' of the new volume '%s' holds "
+				  "storage '%s' of volume '%s' (uuid %s): "
+				  "volumes must not nest (a scan of the outer "
+				  "one's store would see the inner one's "
+				  "objects as its own)",
+				  storage, name, b.o.url, b.o.ow.name,
+				  b.o.ow.uuid);
+			cli_hint(HINT_OWN_PLACE);
+			return 1;
+		}
+		if (b.verdict == E2BIG) {
+			cli_error("storage '%s' already holds more than %d "
+				  "objects: too many to check that no other "
+				  "volume lies inside it",
+				  storage, BELOW_MAX);
+			cli_hint("pick an empty bucket or prefix");
+			return 1;
+		}
+		if (b.verdict) {
+			cli_error("cannot read '%s' to check that it is no "
+				  "volume's marker: %s",
+				  b.o.url, gr_strerror(b.verdict));
+			return 1;
+		}
+		if (err) {
+			cli_error("cannot list storage '%s' to check that no "
+				  "other volume lies inside it: %s",
+				  place, gr_strerror(err));
+			if (err == OBJSTORE_EAUTH)
+				cli_hint("the keys must be allowed to list the "
+					 "bucket (s3:ListBucket) under the "
+					 "storage's prefix");
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Keys in the URL would end up in the settings and in `ps`: refuse them. */
 static int url_has_userinfo(const char *url)
 {
@@ -114,6 +298,9 @@ int cmd_format(int argc, char **argv)
 	struct meta *m = NULL;
 	char shown[1024];
 	struct objstore_owner owner;
+	const struct objstore_creds *use_creds;
+	struct other outer, unread;
+	int unread_err = 0;
 	int force = 0, store_keys = 1, exists = 0, had_owner = 0;
 	int ret = CLI_EXIT_FAIL;
 	uint64_t size;
@@ -246,9 +433,21 @@ int cmd_format(int argc, char **argv)
 				 creds.secret_key);
 		}
 	}
-	err = objstore_open(
-	    storage, creds.access_key && creds.secret_key ? &creds : NULL,
-	    &store);
+	use_creds = creds.access_key && creds.secret_key ? &creds : NULL;
+	/* Before the open, which creates a missing file:// directory: none
+	 * may be made inside another volume's. */
+	err = find_outer(storage, use_creds, &outer, &unread, &unread_err);
+	if (err == 0) {
+		cli_error("storage '%s' of the new volume '%s' lies inside "
+			  "storage '%s' of volume '%s' (uuid %s): volumes "
+			  "must not nest (a scan of the outer one's store "
+			  "would see the inner one's objects as its own)",
+			  storage, v.name, outer.url, outer.ow.name,
+			  outer.ow.uuid);
+		cli_hint(HINT_OWN_PLACE);
+		goto close_meta;
+	}
+	err = objstore_open(storage, use_creds, &store);
 	if (!err)
 		err = objstore_probe(store);
 	if (err) {
@@ -256,34 +455,28 @@ int cmd_format(int argc, char **argv)
 			  gr_strerror(err));
 		goto close_store;
 	}
+	if (unread_err && !unreadable(unread_err)) {
+		cli_error("cannot read '%s' in storage '%s' to check that "
+			  "the new volume lies inside no other: %s",
+			  OBJSTORE_OWNER_KEY, unread.url,
+			  gr_strerror(unread_err));
+		goto close_store;
+	}
+	if (unread_err)
+		cli_error("warning: cannot read '%s' in '%s' (%s): whether "
+			  "the new volume lies inside another there is not "
+			  "checked",
+			  OBJSTORE_OWNER_KEY, unread.url,
+			  gr_strerror(unread_err));
 
 	/* Another volume's objects under the same keys as ours would be
-	 * overwritten by ours: only the volume this one replaces (--force,
-	 * same database) may have left its marker here. */
-	err = objstore_owner_get(store, &owner);
-	if (err == 0 && !(exists && !strcmp(owner.uuid, old.uuid))) {
-		cli_error("storage '%s' already holds volume '%s' (uuid %s)",
-			  storage, owner.name, owner.uuid);
-		cli_hint("give each volume a bucket or prefix of its own "
-			 "(s3://HOST/BUCKET/PREFIX, file:///DIR): volumes "
-			 "that share one overwrite each other's data. If "
-			 "that volume is gone for good, delete its objects "
-			 "there, " OBJSTORE_OWNER_KEY " included");
+	 * overwritten by ours, and one below ours would look like ours to a
+	 * scan of our store: refuse another volume's marker here or below,
+	 * even with --force (which replaces the volume of this database,
+	 * whose marker is here). */
+	if (check_places(v.name, storage, use_creds, exists ? &old : NULL,
+			 &had_owner, &owner))
 		goto close_store;
-	}
-	if (err == EINVAL) {
-		cli_error("storage '%s' holds an object '%s' that is not a "
-			  "granary volume marker",
-			  storage, OBJSTORE_OWNER_KEY);
-		cli_hint("use an empty bucket or prefix");
-		goto close_store;
-	}
-	if (err && err != ENOENT) {
-		cli_error("cannot read '%s' in storage '%s': %s",
-			  OBJSTORE_OWNER_KEY, storage, gr_strerror(err));
-		goto close_store;
-	}
-	had_owner = err == 0;
 
 	err = cli_uuid(v.uuid);
 	if (err) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -488,6 +489,128 @@ int objstore_owner_get(struct objstore *s, struct objstore_owner *o)
 	}
 	free(data);
 	return err;
+}
+
+int objstore_owner_at(const char *url, const struct objstore_creds *creds,
+		      struct objstore_owner *o)
+{
+	struct objstore *s;
+	struct stat st;
+	int err;
+
+	/* a place's directory exists, or holds no marker */
+	if (!strncmp(url, "file://", 7) && !strchr(url + 7, ':')) {
+		if (stat(url + 7, &st))
+			return errno == EACCES ? EACCES : ENOENT;
+		if (!S_ISDIR(st.st_mode))
+			return ENOENT;
+	}
+	err = objstore_open(url, creds, &s);
+	if (err)
+		return err;
+	err = objstore_owner_get(s, o);
+	objstore_close(s);
+	return err;
+}
+
+/* ---- places ---- */
+
+/* out = a[0..alen) b[0..blen), NUL-terminated. */
+static int place_copy(char *out, size_t cap, const char *a, size_t alen,
+		      const char *b, size_t blen)
+{
+	if (alen + blen >= cap)
+		return ENAMETOOLONG;
+	memcpy(out, a, alen);
+	memcpy(out + alen, b, blen);
+	out[alen + blen] = '\0';
+	return 0;
+}
+
+/* The length of the scheme and authority ("s3://HOST") of an s3 url whose
+ * path names a bucket, or 0. */
+static size_t s3_root_len(const char *url)
+{
+	const char *rest = !strncmp(url, "s3://", 5)	     ? url + 5
+			   : !strncmp(url, "s3+http://", 10) ? url + 10
+							     : NULL;
+	const char *slash = rest ? strchr(rest, '/') : NULL;
+
+	if (!slash || slash == rest || slash[1] == '/' || !slash[1])
+		return 0;
+	return (size_t)(slash - url);
+}
+
+/* Length of p[0..len) without its trailing '/' (down to keep). */
+static size_t strip_slashes(const char *p, size_t len, size_t keep)
+{
+	while (len > keep && p[len - 1] == '/')
+		len--;
+	return len;
+}
+
+int objstore_url_place(const char *url, size_t i, char *out, size_t cap)
+{
+	size_t root;
+
+	if (!strncmp(url, "file://", 7)) {
+		const char *d = url + 7;
+		for (; i > 0; i--) {
+			d = strchr(d, ':');
+			if (!d)
+				return ENOENT;
+			d++;
+		}
+		size_t len = strcspn(d, ":");
+		if (len == 0 || d[0] != '/')
+			return OBJSTORE_EURL;
+		return place_copy(out, cap, "file://", 7, d,
+				  strip_slashes(d, len, 1));
+	}
+	if ((root = s3_root_len(url)) != 0) {
+		if (i > 0)
+			return ENOENT;
+		return place_copy(out, cap, url,
+				  strip_slashes(url, strlen(url), root + 1), "",
+				  0);
+	}
+	if (!strncmp(url, "mem://", 6))
+		return i > 0 ? ENOENT
+			     : place_copy(out, cap, url, strlen(url), "", 0);
+	return OBJSTORE_EURL;
+}
+
+int objstore_url_parent(const char *url, char *out, size_t cap)
+{
+	size_t root, len;
+
+	if (!strncmp(url, "file://", 7)) {
+		const char *d = url + 7;
+		if (d[0] != '/')
+			return OBJSTORE_EURL;
+		if (strchr(d, ':'))
+			return EINVAL; /* a pool: its places have parents */
+		len = strip_slashes(d, strlen(d), 1);
+		if (len == 1)
+			return ENOENT; /* file:/// */
+		while (d[len - 1] != '/')
+			len--;
+		return place_copy(out, cap, "file://", 7, d,
+				  strip_slashes(d, len, 1));
+	}
+	if ((root = s3_root_len(url)) != 0) {
+		len = strip_slashes(url, strlen(url), root + 1);
+		const char *bend = memchr(url + root + 1, '/', len - root - 1);
+		if (!bend)
+			return ENOENT; /* the bucket: the top */
+		while (url[len - 1] != '/')
+			len--;
+		return place_copy(out, cap, url, strip_slashes(url, len, 0), "",
+				  0);
+	}
+	if (!strncmp(url, "mem://", 6))
+		return ENOENT;
+	return OBJSTORE_EURL;
 }
 
 /* ---- errors ---- */

@@ -11,6 +11,12 @@
  * another (after "a/b", putting "a/b/c" fails with ENOTDIR) - granary's own
  * key layout never does that. Empty directories left by deletes are kept:
  * they are reused by later writes and removing them would race with puts.
+ *
+ * One key is kept in every directory of a pool: the volume marker
+ * (OBJSTORE_OWNER_KEY), so that each directory says which volume it
+ * belongs to - format's overlap check looks at one directory at a time.
+ * Reads take the copy in the key's own directory (the only one in pools
+ * formatted before).
  */
 #include "fs/store/objstore.h"
 #include "lib/bigbuf.h"
@@ -153,10 +159,9 @@ static int open_tmp(int root, const char *key, int *dfd_out, int *fd_out,
 	return err;
 }
 
-static int file_put(struct objstore *s, const char *key, const void *data,
-		    size_t len)
+static int put_in(struct file_dir *d, const char *key, const void *data,
+		  size_t len)
 {
-	struct file_dir *d = dir_of(s, key);
 	const char *slash = strrchr(key, '/');
 	const char *base = slash ? slash + 1 : key;
 	char tmp[64];
@@ -190,6 +195,26 @@ unlink_tmp:
 	unlinkat(dfd, tmp, 0);
 	close(dfd);
 	return err;
+}
+
+static int is_marker(struct objstore *s, const char *key)
+{
+	return ((struct file_store *)s)->ndirs > 1 &&
+	       !strcmp(key, OBJSTORE_OWNER_KEY);
+}
+
+static int file_put(struct objstore *s, const char *key, const void *data,
+		    size_t len)
+{
+	struct file_store *f = (struct file_store *)s;
+	struct file_dir *own = dir_of(s, key);
+	int err = 0;
+
+	/* the marker: in every directory, the one reads take last */
+	for (size_t i = 0; is_marker(s, key) && i < f->ndirs && !err; i++)
+		if (&f->dirs[i] != own)
+			err = put_in(&f->dirs[i], key, data, len);
+	return err ? err : put_in(own, key, data, len);
 }
 
 /* ---- get / head / del ---- */
@@ -286,18 +311,31 @@ static int file_head(struct objstore *s, const char *key, uint64_t *size)
 	return 0;
 }
 
-static int file_del(struct objstore *s, const char *key)
+static int del_in(struct file_dir *d, const char *key)
 {
-	struct file_dir *d = dir_of(s, key);
-
-	if (!key_ok(key))
-		return EINVAL;
 	if (unlinkat(d->fd, key, 0) == 0)
 		return 0;
 	/* Missing, or a directory (not an object): nothing to delete. */
 	if (errno == ENOENT || errno == ENOTDIR || errno == EISDIR)
 		return 0;
 	return errno;
+}
+
+static int file_del(struct objstore *s, const char *key)
+{
+	struct file_store *f = (struct file_store *)s;
+	int err = 0;
+
+	if (!key_ok(key))
+		return EINVAL;
+	if (!is_marker(s, key))
+		return del_in(dir_of(s, key), key);
+	for (size_t i = 0; i < f->ndirs; i++) {
+		int e = del_in(&f->dirs[i], key);
+		if (!err)
+			err = e;
+	}
+	return err;
 }
 
 /* ---- list ---- */

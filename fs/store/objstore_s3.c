@@ -668,9 +668,13 @@ nomem:
 
 /*
  * Listing is a bucket-level request. Note for tests: s3rver checks libs3's
- * V2 signature of bucket-level requests differently from libs3 and refuses
- * them (SignatureDoesNotMatch) unless started with
- * --allow-mismatched-signatures; object requests are not affected.
+ * V2 signature of bucket-level requests differently from libs3 (it signs
+ * "/bucket" where libs3 and AWS sign "/bucket/") and refuses them
+ * (SignatureDoesNotMatch) unless started with
+ * --allow-mismatched-signatures; object requests are not affected. That
+ * flag also makes it accept a wrong secret, so the tests run a lenient
+ * s3rver (format and gc list) and the tests of refused secrets a strict
+ * one of their own (tests/lib/services.sh, svc_start_s3rver).
  */
 static int s3_list(struct objstore *os, const char *prefix, objstore_list_fn fn,
 		   void *arg)

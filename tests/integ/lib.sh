@@ -138,6 +138,29 @@ need_s3() {
 	fi
 }
 
+# need_strict_s3: an s3rver of this test's own that checks signatures, so
+# refuses a wrong secret (the shared one accepts any: see
+# tests/lib/services.sh), over the same objects as the shared one; sets
+# STRICT_S3 (s3+http://127.0.0.1:PORT). It refuses listings too, so format
+# on the shared one (new_volume) and point mounts at the strict one
+# (strict_url). Stopped at exit with the test's other services, by PID.
+need_strict_s3() {
+	need_s3
+	[ -z "${STRICT_S3:-}" ] || return 0
+	local url=$GRANARY_TEST_S3 port=$GRANARY_TEST_S3_PORT
+	SVC_S3RVER_STRICT=1 SVC_S3RVER_DATA=$GRANARY_TEST_S3_DATA \
+		svc_start_s3rver "$TMP/s3-strict" granary-test ||
+		fail "cannot start a strict s3rver"
+	STRICT_S3=$GRANARY_TEST_S3
+	export GRANARY_TEST_S3=$url GRANARY_TEST_S3_PORT=$port
+}
+
+# strict_url URL: URL, an s3+http:// URL of the shared s3rver, on the
+# strict one of need_strict_s3 (the same bucket, prefix and objects).
+strict_url() {
+	echo "$STRICT_S3${1#"$GRANARY_TEST_S3"}"
+}
+
 # Pick a Redis database no running test uses: a counter shared through a
 # file when run.sh drives the tests, wrapping over dbs 1..63 (tests run one
 # at a time, so a wrapped db belongs to a finished test and is flushed).

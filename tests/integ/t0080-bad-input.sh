@@ -8,6 +8,7 @@
 
 need_redis
 need_s3
+need_strict_s3 # refuses a wrong secret, which the shared s3rver accepts
 db=$(next_db)
 redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db" flushdb >/dev/null
 meta="$GRANARY_TEST_REDIS?db=$db"
@@ -16,7 +17,7 @@ dbsize() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db" dbsize; }
 
 # --- S3 credentials and bucket
 GRANARY_S3_SECRET_KEY=wrong-secret expect_exit 1 "key|secret|signature|credential" \
-	"$GRANARY" format "$meta" bad --storage "$s3vol"
+	"$GRANARY" format "$meta" bad --storage "$(strict_url "$s3vol")"
 check_eq "$(dbsize)" 0 "redis keys after a format refused for a wrong secret"
 GRANARY_S3_ACCESS_KEY=NOSUCHKEY expect_exit 1 "key|secret|signature|credential" \
 	"$GRANARY" format "$meta" bad --storage "$s3vol"

@@ -5,12 +5,16 @@
 # the store refuses, whose store cannot be reached, or whose store names
 # another volume exits 1 with a message that says so and leaves nothing
 # mounted, instead of a mount where every close fails. Secrets are never
-# printed or logged. s3rver refuses both a wrong secret and an unknown
+# printed or logged. The volumes whose mounts must refuse a wrong secret
+# are formatted on the shared s3rver and mounted through a strict one of
+# the test's own over the same objects (need_strict_s3: the shared one
+# accepts any secret), which refuses both a wrong secret and an unknown
 # access key (it checks the signature with its own pair, S3RVER/S3RVER).
 . "$(dirname "$0")/lib.sh"
 
 need_redis
 need_s3
+need_strict_s3
 RIGHT_AK=$GRANARY_S3_ACCESS_KEY
 RIGHT_SK=$GRANARY_S3_SECRET_KEY
 WRONG_SK="wrong-secret-$$"
@@ -35,6 +39,11 @@ refused_mount() {
 	done
 }
 
+# on_strict: the volume last made by new_volume, on the strict s3rver
+on_strict() {
+	rcli HSET setting storage "$(strict_url "$STORAGE")" >/dev/null
+}
+
 # The S3 keys of the environment off and back on (the test's commands and
 # the mounts they start inherit it).
 keys_off() { unset GRANARY_S3_ACCESS_KEY GRANARY_S3_SECRET_KEY AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY; }
@@ -55,6 +64,7 @@ write_read() {
 # --- keys only in the environment (--no-store-keys): a refused key is a
 # refused mount, read-write or read-only
 new_volume nostore --no-store-keys
+on_strict
 check_eq "$(rcli HGET setting secret_key)" "" "stored secret with --no-store-keys"
 refused_mount "not usable.*(secret|key).*refused" GRANARY_S3_SECRET_KEY="$WRONG_SK"
 MOUNT_EXTRA=--read-only refused_mount "not usable.*(secret|key).*refused" \
@@ -67,6 +77,7 @@ ok "--no-store-keys: wrong secret, unknown access key, no keys: exit 1, nothing 
 
 # --- keys kept in the volume settings: the environment overrides them
 new_volume stored
+on_strict
 check_eq "$(rcli HGET setting secret_key)" "$RIGHT_SK" "stored secret"
 refused_mount "not usable.*(secret|key).*refused.*came from the environment" \
 	GRANARY_S3_SECRET_KEY="$WRONG_SK"

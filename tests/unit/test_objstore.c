@@ -76,16 +76,17 @@ static void cleanup_tmp(void)
 }
 
 static char mounted_dir[PATH_MAX]; /* a tmpfs to unmount after the test */
-static pid_t lenient_pid;	   /* a private s3rver to kill */
+static pid_t private_pid;	   /* a private s3rver to kill */
 static void mute_stop(void);	   /* a silent listener to stop */
+static int private_s3rver(int strict);
 
 /* Runs after every test, passed or failed: nothing outlives a test. */
 static void test_fini(void)
 {
-	if (lenient_pid > 0) {
-		kill(lenient_pid, SIGTERM);
-		waitpid(lenient_pid, NULL, 0);
-		lenient_pid = 0;
+	if (private_pid > 0) {
+		kill(private_pid, SIGTERM);
+		waitpid(private_pid, NULL, 0);
+		private_pid = 0;
 	}
 	mute_stop();
 	if (mounted_dir[0])
@@ -813,6 +814,162 @@ Test(objstore, owner_marker_round_trip)
 	objstore_close(s);
 }
 
+/* A file:// pool keeps its marker in every directory, so that each says
+ * which volume it belongs to (format looks at one directory at a time). */
+Test(objstore, file_marker_in_every_dir)
+{
+	struct objstore *s = open_backend("file"), *one;
+	struct objstore_owner w = {"0c5e2a7e-1111-4222-8333-944455556666",
+				   "pooled"},
+			      r;
+	char url[PATH_MAX + 16], p[PATH_MAX];
+	struct stat st;
+
+	cr_assert_eq(objstore_owner_put(s, &w), 0);
+	for (int d = 0; d < 3; d++) {
+		snprintf(url, sizeof(url), "file://%s/d%d", tmp_root, d);
+		memset(&r, 0, sizeof(r));
+		cr_assert_eq(objstore_owner_at(url, NULL, &r), 0, "d%d", d);
+		cr_expect_str_eq(r.uuid, w.uuid);
+		cr_expect_str_eq(r.name, "pooled");
+		cr_assert_eq(objstore_open(url, NULL, &one), 0);
+		cr_assert_eq(objstore_owner_get(one, &r), 0, "d%d alone", d);
+		objstore_close(one);
+	}
+	cr_assert_eq(objstore_owner_get(s, &r), 0);
+	/* a failed format takes it back out of every directory */
+	cr_assert_eq(objstore_del(s, OBJSTORE_OWNER_KEY), 0);
+	for (int d = 0; d < 3; d++) {
+		snprintf(p, sizeof(p), "%s/d%d/" OBJSTORE_OWNER_KEY, tmp_root,
+			 d);
+		cr_expect_neq(stat(p, &st), 0, "marker left in d%d", d);
+	}
+	cr_assert_eq(objstore_owner_get(s, &r), ENOENT);
+	/* any other key still lives in one directory */
+	cr_assert_eq(objstore_put(s, "x/" OBJSTORE_OWNER_KEY, "v", 1), 0);
+	int found = 0;
+	for (int d = 0; d < 3; d++) {
+		snprintf(p, sizeof(p), "%s/d%d/x/" OBJSTORE_OWNER_KEY, tmp_root,
+			 d);
+		found += stat(p, &st) == 0;
+	}
+	cr_expect_eq(found, 1);
+	close_backend(s);
+}
+
+/* The marker of a place is read without making anything: a missing
+ * directory is no marker, and stays missing. */
+Test(objstore, owner_at_creates_nothing)
+{
+	struct objstore_owner r;
+	char url[PATH_MAX + 16], p[PATH_MAX];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/absent", make_tmp_root());
+	snprintf(url, sizeof(url), "file://%s", p);
+	cr_assert_eq(objstore_owner_at(url, NULL, &r), ENOENT);
+	cr_assert_neq(stat(p, &st), 0, "owner_at created '%s'", p);
+	snprintf(url, sizeof(url), "file://%s/f", tmp_root);
+	snprintf(p, sizeof(p), "%s/f", tmp_root);
+	FILE *f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	cr_assert_eq(objstore_owner_at(url, NULL, &r), ENOENT, "a file");
+	cr_assert_eq(objstore_owner_at("mem://", NULL, &r), ENOENT);
+	cr_assert_eq(objstore_owner_at("nope://x", NULL, &r), OBJSTORE_EURL);
+}
+
+/* ---- places: the overlap check's URLs ---- */
+
+static void expect_place(const char *url, size_t i, const char *want)
+{
+	char out[256];
+	int err = objstore_url_place(url, i, out, sizeof(out));
+
+	cr_assert_eq(err, 0, "place %zu of '%s': %s", i, url, gr_strerror(err));
+	cr_expect_str_eq(out, want, "place %zu of '%s'", i, url);
+}
+
+/* Walk url up to its top: each parent in turn, then ENOENT. */
+static void expect_parents(const char *url, const char *const *want)
+{
+	char a[256], b[256];
+	size_t n = 0;
+
+	snprintf(a, sizeof(a), "%s", url);
+	for (; want[n]; n++) {
+		int err = objstore_url_parent(a, b, sizeof(b));
+		cr_assert_eq(err, 0, "parent of '%s': %s", a, gr_strerror(err));
+		cr_expect_str_eq(b, want[n], "parent of '%s'", a);
+		memcpy(a, b, sizeof(a));
+	}
+	cr_expect_eq(objstore_url_parent(a, b, sizeof(b)), ENOENT,
+		     "'%s' has a parent: '%s'", a, b);
+}
+
+Test(objstore, url_place)
+{
+	char out[256];
+
+	expect_place("file:///a/b", 0, "file:///a/b");
+	expect_place("file:///a/b/", 0, "file:///a/b");
+	expect_place("file:///", 0, "file:///");
+	expect_place("file:///d1:/d2//:/x/y", 0, "file:///d1");
+	expect_place("file:///d1:/d2//:/x/y", 1, "file:///d2");
+	expect_place("file:///d1:/d2//:/x/y", 2, "file:///x/y");
+	cr_expect_eq(objstore_url_place("file:///d1:/d2", 2, out, 256), ENOENT);
+	cr_expect_eq(objstore_url_place("file:///a", 1, out, 256), ENOENT);
+	expect_place("s3://h:9000/bkt/p/q/", 0, "s3://h:9000/bkt/p/q");
+	expect_place("s3+http://h/bkt", 0, "s3+http://h/bkt");
+	cr_expect_eq(objstore_url_place("s3://h/bkt", 1, out, 256), ENOENT);
+	expect_place("mem://x", 0, "mem://x");
+	cr_expect_eq(objstore_url_place("mem://x", 1, out, 256), ENOENT);
+	static const char *bad[] = {"",		  "nope://x",	"file://",
+				    "file://rel", "file:///a:", "file:///a::/b",
+				    "s3://h",	  "s3://h/",	"s3:///b",
+				    "s3://h//b"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = OBJSTORE_EURL;
+		for (size_t j = 0; j < 3 && err != ENOENT; j++)
+			if ((err = objstore_url_place(bad[i], j, out, 256)) &&
+			    err != ENOENT)
+				break;
+		cr_expect_eq(err, OBJSTORE_EURL, "'%s' accepted", bad[i]);
+	}
+	cr_expect_eq(objstore_url_place("file:///long/dir", 0, out, 16),
+		     ENAMETOOLONG);
+}
+
+Test(objstore, url_parent)
+{
+	char out[256];
+
+	expect_parents(
+	    "file:///a/b/c",
+	    (const char *[]){"file:///a/b", "file:///a", "file:///", NULL});
+	expect_parents("file:///a//b/",
+		       (const char *[]){"file:///a", "file:///", NULL});
+	/* lexical: ".." is a component, the walk still passes "/" */
+	expect_parents(
+	    "file:///a/../b",
+	    (const char *[]){"file:///a/..", "file:///a", "file:///", NULL});
+	expect_parents("file:///", (const char *[]){NULL});
+	expect_parents(
+	    "s3://h:9000/bkt/a/b/",
+	    (const char *[]){"s3://h:9000/bkt/a", "s3://h:9000/bkt", NULL});
+	expect_parents("s3+http://127.0.0.1:1/bkt/a",
+		       (const char *[]){"s3+http://127.0.0.1:1/bkt", NULL});
+	expect_parents("s3://h/bkt/", (const char *[]){NULL});
+	expect_parents("mem://x", (const char *[]){NULL});
+	/* a pool has no one parent: its places each have theirs */
+	cr_expect_eq(objstore_url_parent("file:///a/b:/c", out, 256), EINVAL);
+	cr_expect_eq(objstore_url_parent("nope://x", out, 256), OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("s3://h", out, 256), OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("file://rel/x", out, 256),
+		     OBJSTORE_EURL);
+	cr_expect_eq(objstore_url_parent("s3://h/bkt/a", out, 8), ENAMETOOLONG);
+}
+
 /* ---- mem:// sharing ---- */
 
 Test(objstore, mem_named_shared_unnamed_private)
@@ -1145,12 +1302,16 @@ static int probe_with(const char *url, const char *ak, const char *sk)
 	return err;
 }
 
-Test(objstore, s3_wrong_secret_is_eauth)
+/* On a strict s3rver of the test's own: the shared one accepts any secret
+ * (tests/lib/services.sh). */
+Test(objstore, s3_wrong_secret_is_eauth, .timeout = 90)
 {
 	char url[512];
-	snprintf(url, sizeof(url), "%s/granary-test", s3_base());
+	snprintf(url, sizeof(url), "s3+http://127.0.0.1:%d/granary-test",
+		 private_s3rver(1));
 	cr_assert_eq(probe_with(url, "S3RVER", "not-the-secret"),
 		     OBJSTORE_EAUTH);
+	cr_assert_eq(probe_with(url, "S3RVER", "S3RVER"), 0);
 }
 
 Test(objstore, s3_wrong_access_key_is_eauth)
@@ -1433,9 +1594,11 @@ Test(objstore, s3_works_after_a_timeout, .timeout = 60)
 }
 
 /*
- * Listing on s3: the shared s3rver refuses libs3's V2 signature on
- * bucket-level requests, so start a private one with
- * --allow-mismatched-signatures and kill it (by PID) at the end.
+ * Private s3rvers, killed (by PID) at the end of the test: a lenient one
+ * (--allow-mismatched-signatures) lists, a strict one refuses a wrong
+ * secret, and neither can do both: s3rver signs a bucket-level request as
+ * "/bucket" where libs3 signs "/bucket/" (tests/lib/services.sh). The
+ * shared one, $GRANARY_TEST_S3, is lenient; these tests do not rely on it.
  */
 static const char *find_s3rver(void)
 {
@@ -1473,25 +1636,16 @@ static int wait_listening(int port, double secs)
 	return 0;
 }
 
-static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
-{
-	(void)mtime;
-	int *n = arg;
-	(void)size;
-	if (!strncmp(key, "many/", 5))
-		(*n)++;
-	return 0;
-}
-
-Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
+/* Start a private s3rver (strict: checking signatures) with the bucket
+ * granary-test; its port. Skips the test when s3rver is not installed. */
+static int private_s3rver(int strict)
 {
 	const char *bin = find_s3rver();
-	char dir[PATH_MAX], port_s[16], url[128];
+	char dir[PATH_MAX], port_s[16];
 
 	if (!bin) {
-		fprintf(stderr,
-			"test_objstore: s3rver not found (run "
-			"tools/install-deps.sh): s3 list case skipped\n");
+		fprintf(stderr, "test_objstore: s3rver not found (run "
+				"tools/install-deps.sh): case skipped\n");
 		cr_skip_test("s3rver not found");
 	}
 	snprintf(dir, sizeof(dir), "%s/s3rver", make_tmp_root());
@@ -1504,13 +1658,41 @@ Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
 		int null = open("/dev/null", O_RDWR);
 		dup2(null, 1);
 		dup2(null, 2);
-		execl(bin, bin, "-d", dir, "-a", "127.0.0.1", "-p", port_s,
-		      "--silent", "--configure-bucket", "granary-test",
-		      "--allow-mismatched-signatures", (char *)NULL);
+		/* strict: the flag left out (argv ends at its NULL) */
+		char *argv[] = {(char *)bin,
+				"-d",
+				dir,
+				"-a",
+				"127.0.0.1",
+				"-p",
+				port_s,
+				"--silent",
+				"--configure-bucket",
+				"granary-test",
+				strict ? NULL : "--allow-mismatched-signatures",
+				NULL};
+		execv(bin, argv);
 		_exit(127);
 	}
-	lenient_pid = pid;
+	private_pid = pid;
 	cr_assert(wait_listening(port, 30), "private s3rver did not start");
+	return port;
+}
+
+static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
+{
+	(void)mtime;
+	int *n = arg;
+	(void)size;
+	if (!strncmp(key, "many/", 5))
+		(*n)++;
+	return 0;
+}
+
+Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
+{
+	char url[128];
+	int port = private_s3rver(0);
 
 	struct objstore *s;
 	struct objstore_creds creds = {"S3RVER", "S3RVER"};
