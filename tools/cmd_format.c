@@ -12,6 +12,7 @@
 
 #include "fs/store/codec.h"
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"

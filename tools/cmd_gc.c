@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "gc/gc.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"

@@ -5,6 +5,7 @@
  * objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "lib/bigbuf.h"
 
 #include <errno.h>

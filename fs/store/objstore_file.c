@@ -19,6 +19,7 @@
  * formatted before).
  */
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"

@@ -25,6 +25,7 @@
 #include "fs/data/writer.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "fs/vfs/closer.h"
 #include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"

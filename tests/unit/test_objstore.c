@@ -7,6 +7,7 @@
 #include "tests/unit/pagecache.h"
 #include "lib/fsutil.h"
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 
 #include <criterion/criterion.h>
 #include <linux/magic.h>
