@@ -27,6 +27,7 @@
 #define R_PACK	  0x02 /* a pack with a live frame or a staged name */
 #define R_PENDING 0x04 /* a dead record waiting for some client's reclaim */
 #define R_COUNTED 0x08 /* a packed slice: its frame is in its pack's live */
+#define R_REWRITE 0x10 /* a pack to rewrite (compact) */
 
 /* One referenced id; the hash is the id itself (ids are unique). */
 struct ref {
@@ -46,6 +47,13 @@ struct ref_chunk {
 struct chunk_ref {
 	uint64_t ino;
 	uint32_t idx;
+};
+
+/* A record of a frame of a pack to rewrite. */
+struct move {
+	uint64_t ino;
+	uint32_t idx;
+	struct meta_slice s;
 };
 
 /* An object nothing referenced when the store was listed. */
@@ -73,6 +81,9 @@ struct gc {
 	size_t cur_recs;
 	struct chunk_ref *longs;
 	size_t nlong, caplong;
+	size_t nrewrite; /* packs flagged R_REWRITE */
+	struct move *moves;
+	size_t nmove, capmove;
 	const char *phase;
 	/* deletes, counted by the workers */
 	_Atomic uint64_t deleted, deleted_bytes, delete_errors;
@@ -225,6 +236,12 @@ static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 			r->pack_bytes += size;
 			r->pack_dead_bytes += dead;
 			r->packs_half_dead += 2 * dead > size;
+			if (g->o->compact && 2 * dead > size &&
+			    !(x->flags & R_PENDING) &&
+			    g->now - mtime >= g->o->min_age) {
+				((struct ref *)x)->flags |= R_REWRITE;
+				g->nrewrite++;
+			}
 		}
 		return 0;
 	}
@@ -378,6 +395,134 @@ static int compact_long(struct gc *g)
 	return 0;
 }
 
+/* ---- pack rewrites ------------------------------------------------------ */
+
+static int on_move(void *arg, const struct meta_ref *mr)
+{
+	struct gc *g = arg;
+	struct hash_node *n;
+
+	tick(g);
+	if (mr->from != META_REF_CHUNK || !mr->s.pack ||
+	    !(n = hash_find(&g->refs, mr->s.pack, NULL, NULL)) ||
+	    !(hash_entry(n, struct ref, hn)->flags & R_REWRITE))
+		return 0;
+	if (g->nmove == g->capmove) {
+		size_t cap = g->capmove ? 2 * g->capmove : 256;
+		struct move *m = realloc(g->moves, cap * sizeof *m);
+		if (!m)
+			return ENOMEM;
+		g->moves = m;
+		g->capmove = cap;
+	}
+	g->moves[g->nmove++] = (struct move){mr->ino, mr->idx, mr->s};
+	return 0;
+}
+
+static int by_pack_id(const void *a, const void *b)
+{
+	const struct meta_slice *x = &((const struct move *)a)->s;
+	const struct meta_slice *y = &((const struct move *)b)->s;
+	if (x->pack != y->pack)
+		return x->pack < y->pack ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Copy the live frames of the pack of mv[0..n) (sorted by slice id) into
+ * a new pack and move the records there. */
+static int rewrite_pack(struct gc *g, struct move *mv, size_t n)
+{
+	uint64_t old = mv[0].s.pack, pack;
+	char key[128];
+	void *src = NULL;
+	size_t got, total = 0;
+	char *dst = NULL;
+	int err;
+
+	chunkstore_pack_key(old, key, sizeof key);
+	err = objstore_get(g->store, key, 0, 0, &src, &got);
+	if (err)
+		return err;
+	/* frames once each (a slice shared by copies: one frame) */
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || mv[i].s.id != mv[i - 1].s.id)
+			total += mv[i].s.plen;
+	dst = malloc(total ? total : 1);
+	if (!dst) {
+		err = ENOMEM;
+		goto out;
+	}
+	uint32_t at = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct meta_slice *s = &mv[i].s;
+		if (i > 0 && s->id == mv[i - 1].s.id)
+			continue;
+		if ((uint64_t)s->poff + s->plen > got) {
+			err = EIO; /* the pack is shorter than its frame */
+			goto out;
+		}
+		memcpy(dst + at, (char *)src + s->poff, s->plen);
+		at += s->plen;
+	}
+	err = meta_new_slice_id(g->m, &pack);
+	if (!err)
+		err = meta_pack_total(g->m, pack, total, NULL);
+	chunkstore_pack_key(pack, key, sizeof key);
+	if (!err)
+		err = objstore_put(g->store, key, dst, total);
+	if (err)
+		goto out;
+	size_t moved = 0;
+	at = 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		struct meta_slice nw = mv[i].s;
+		if (i > 0 && mv[i].s.id != mv[i - 1].s.id)
+			at += mv[i - 1].s.plen;
+		nw.pack = pack;
+		nw.poff = at;
+		size_t k = 0;
+		err = meta_pack_move(g->m, mv[i].ino, mv[i].idx, &mv[i].s, &nw,
+				     &k);
+		moved += k;
+	}
+	if (!moved && !err) {
+		/* every record changed meanwhile: the copy serves nothing */
+		objstore_del(g->store, key);
+		meta_pack_forget(g->m, pack);
+		goto out;
+	}
+	g->r->packs_rewritten++;
+	g->r->frames_moved += moved;
+	g->r->pack_bytes_before += got;
+	g->r->pack_bytes_after += total;
+out:
+	free(dst);
+	free(src);
+	return err;
+}
+
+static int rewrite_packs(struct gc *g)
+{
+	int err = meta_scan_refs(g->m, on_move, g);
+	if (err)
+		return err;
+	qsort(g->moves, g->nmove, sizeof *g->moves, by_pack_id);
+	for (size_t i = 0, j; i < g->nmove; i = j) {
+		for (j = i + 1;
+		     j < g->nmove && g->moves[j].s.pack == g->moves[i].s.pack;
+		     j++)
+			;
+		err = rewrite_pack(g, g->moves + i, j - i);
+		tick(g);
+		if (err) {
+			log_err("gc: cannot rewrite pack %" PRIu64 ": %s",
+				g->moves[i].s.pack, gr_strerror(err));
+			g->r->compact_errors++;
+		}
+	}
+	return 0;
+}
+
 /* ---- the run ----------------------------------------------------------- */
 
 int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
@@ -419,10 +564,15 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 		phase(&g, "compact");
 		err = compact_long(&g);
 	}
+	if (!err && g.nrewrite) {
+		phase(&g, "rewrite packs");
+		err = rewrite_packs(&g);
+	}
 	phase(&g, "done");
 
 	free(g.cands);
 	free(g.longs);
+	free(g.moves);
 	hash_release(&g.refs);
 	while (!SLIST_EMPTY(&g.chunks)) {
 		struct ref_chunk *c = SLIST_FIRST(&g.chunks);

@@ -15,7 +15,11 @@
  *
  * With compact set, every chunk whose slice list has grown long is
  * compacted afterwards (fs/data/compact.h), as clients do in the
- * background for the chunks they write.
+ * background for the chunks they write; and every pack more than half
+ * dead and older than min_age has its live frames copied into a new pack
+ * and its records moved there (one script per chunk list); the old pack,
+ * referenced by nothing then, is deleted by a later gc once min_age has
+ * passed (a reader holding the old records keeps reading it meanwhile).
  *
  * Memory: about 40 bytes per slice and pack referenced, and 40 bytes per
  * unreferenced object found (and 16 per chunk to compact).
@@ -50,6 +54,11 @@ struct gc_report {
 	 * those rewritten, their records before and after, bytes rewritten */
 	uint64_t long_chunks, compacted, records_before, records_after;
 	uint64_t compacted_bytes, compact_errors;
+	/* with compact: packs more than half dead (and older than min_age)
+	 * whose live frames were copied into a new pack, the records moved,
+	 * and the bytes of those packs before and after */
+	uint64_t packs_rewritten, frames_moved, pack_bytes_before,
+	    pack_bytes_after;
 };
 
 /* Where gc_run is, for a progress line: phase and the report so far. */

@@ -65,6 +65,16 @@ int meta_compact_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 		       const struct meta_chunk_tag *tag,
 		       const struct meta_slice *s, size_t n, uint32_t delay);
 
+/*
+ * A pack compaction: every record of chunk idx of ino equal to old (a
+ * packed slice) becomes new (the same slice with its frame in another
+ * pack, whose total is recorded already). *moved (may be NULL): the
+ * records replaced, 0 when old is gone meanwhile.
+ */
+int meta_pack_move(struct meta *m, uint64_t ino, uint32_t idx,
+		   const struct meta_slice *old, const struct meta_slice *new,
+		   size_t *moved);
+
 /* ---- reclamation ----------------------------------------------------- */
 /*
  * Advance background reclamation (deleted inodes, truncated chunks) and

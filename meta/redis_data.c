@@ -405,6 +405,37 @@ int meta_compact_chunk(struct meta *m, uint64_t ino, uint32_t idx,
 	return err;
 }
 
+int meta_pack_move(struct meta *m, uint64_t ino, uint32_t idx,
+		   const struct meta_slice *old, const struct meta_slice *new,
+		   size_t *moved)
+{
+	uint8_t a[REC_MAX], b[REC_MAX];
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (!old->pack || !new->pack || rec_bad(old) || rec_bad(new) ||
+	    old->id != new->id)
+		return EINVAL;
+	size_t la = redis_rec_pack(a, old), lb = redis_rec_pack(b, new);
+	redis_cmd_script(m, &c, SC_PACK_MOVE);
+	redis_cmd_u64(&c, ino);
+	redis_cmd_u64(&c, idx);
+	redis_cmd_bin(&c, a, la);
+	redis_cmd_bin(&c, b, lb);
+	err = redis_run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (moved)
+		*moved = r->elements > 1
+			     ? (size_t)redis_reply_u64(r->element[1])
+			     : 0;
+	freeReplyObject(r);
+	return 0;
+}
+
 /* ---- data clones ---------------------------------------------------- */
 
 int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,

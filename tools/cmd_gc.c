@@ -122,9 +122,14 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"long_chunks\": %" PRIu64 ", \"compacted\": %" PRIu64
 	       ", \"records_before\": %" PRIu64 ", \"records_after\": %" PRIu64
 	       ", \"compacted_bytes\": %" PRIu64
-	       ", \"compact_errors\": %" PRIu64 "}\n",
+	       ", \"compact_errors\": %" PRIu64,
 	       r->long_chunks, r->compacted, r->records_before,
 	       r->records_after, r->compacted_bytes, r->compact_errors);
+	printf(", \"packs_rewritten\": %" PRIu64 ", \"frames_moved\": %" PRIu64
+	       ", \"pack_bytes_before\": %" PRIu64
+	       ", \"pack_bytes_after\": %" PRIu64 "}\n",
+	       r->packs_rewritten, r->frames_moved, r->pack_bytes_before,
+	       r->pack_bytes_after);
 }
 
 static void human(const struct meta_volume *v, const char *shown,
@@ -179,6 +184,12 @@ static void human(const struct meta_volume *v, const char *shown,
 		       "%" PRIu64 " failed\n",
 		       r->compacted, r->long_chunks, r->records_before,
 		       r->records_after, a, r->compact_errors);
+		cli_format_size(r->pack_bytes_before, a, sizeof a);
+		cli_format_size(r->pack_bytes_after, b, sizeof b);
+		printf("rewrote   %" PRIu64 " packs more than half dead "
+		       "(%" PRIu64 " frames moved), %s into %s; the old "
+		       "packs go at a gc --delete after --min-age\n",
+		       r->packs_rewritten, r->frames_moved, a, b);
 	} else if (r->long_chunks) {
 		printf("chunks    %" PRIu64 " with long slice lists "
 		       "(--compact rewrites them)\n",

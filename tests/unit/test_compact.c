@@ -17,6 +17,7 @@
 
 #include "fs/data/compact.h"
 #include "fs/data/slice.h"
+#include "fs/store/codec.h"
 #include "fs/store/objstore.h"
 #include "gc/gc.h"
 #include "meta/meta_objects.h"
@@ -296,4 +297,84 @@ Test(compact, gc_compacts_the_long_lists)
 	cr_assert_eq(gc_run(m, store, &o, &r), 0);
 	cr_expect_eq(r.long_chunks, 1);
 	cr_expect_eq(r.compacted, 0);
+}
+
+/* A pack three quarters dead is rewritten: its live frames are copied
+ * into a new pack and the records moved; the files read the same; the
+ * old pack, referenced by nothing, goes at the next gc --delete. */
+Test(compact, gc_rewrites_mostly_dead_packs)
+{
+	enum { FILES = 8, PIECE = 3000 };
+	static char data[FILES][PIECE];
+	char pack[FILES * (PIECE + 4096)], key[128];
+	uint32_t poff[FILES], plen[FILES], at = 0;
+	uint64_t ino[FILES], P;
+	struct gc_opts o = {.min_age = 0, .compact = 1, .block_size = BS};
+	struct gc_report r;
+
+	cr_assert_eq(meta_new_slice_id(m, &P), 0);
+	for (int i = 0; i < FILES; i++) {
+		size_t n;
+		fill(data[i], PIECE, 10 + (unsigned)i);
+		cr_assert_eq(
+		    codec_encode(data[i], PIECE, CODEC_NONE, pack + at, &n), 0);
+		poff[i] = at;
+		plen[i] = (uint32_t)n;
+		at += (uint32_t)n;
+	}
+	cr_assert_eq(meta_pack_total(m, P, at, NULL), 0);
+	chunkstore_pack_key(P, key, sizeof key);
+	cr_assert_eq(objstore_put(store, key, pack, at), 0);
+	for (int i = 0; i < FILES; i++) {
+		char name[16];
+		struct meta_chunk_slice w = {0};
+		snprintf(name, sizeof name, "p%d", i);
+		ino[i] = mkfile(name);
+		cr_assert_eq(meta_new_slice_id(m, &w.s.id), 0);
+		w.s.size = w.s.len = PIECE;
+		w.s.pack = P;
+		w.s.poff = poff[i];
+		w.s.plen = plen[i];
+		cr_assert_eq(meta_write(m, ino[i], &w, 1, NULL), 0);
+	}
+	/* six of eight die */
+	for (int i = 2; i < FILES; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "p%d", i);
+		cr_assert_eq(meta_unlink(m, 1, name), 0);
+	}
+	struct meta_slice dead[16];
+	size_t n;
+	do
+		cr_assert_eq(meta_reclaim(m, dead, 16, &n), 0);
+	while (n);
+
+	cr_assert_eq(gc_run(m, store, &o, &r), 0);
+	cr_expect_eq(r.packs_half_dead, 1);
+	cr_expect_eq(r.packs_rewritten, 1);
+	cr_expect_eq(r.frames_moved, 2);
+	cr_expect_eq(r.pack_bytes_before, at);
+	cr_expect_eq(r.pack_bytes_after, plen[0] + plen[1]);
+	for (int i = 0; i < 2; i++)
+		expect_reads(ino[i], data[i], PIECE, 1);
+	/* the old pack is referenced by nothing: the next gc deletes it */
+	o.compact = 0;
+	o.delete = 1;
+	cr_assert_eq(gc_run(m, store, &o, &r), 0);
+	cr_expect_eq(r.deleted, 1);
+	cr_expect_eq(r.pack_dead_bytes, 0);
+	uint64_t size;
+	cr_expect_eq(objstore_head(store, key, &size), ENOENT);
+	for (int i = 0; i < 2; i++)
+		expect_reads(ino[i], data[i], PIECE, 1);
+	/* and the new pack dies with its files as any pack does */
+	cr_assert_eq(meta_unlink(m, 1, "p0"), 0);
+	cr_assert_eq(meta_unlink(m, 1, "p1"), 0);
+	size_t packs = 0;
+	do {
+		cr_assert_eq(meta_reclaim(m, dead, 16, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			packs += dead[i].pack != 0 && dead[i].id == 0;
+	} while (n);
+	cr_expect_eq(packs, 1, "%zu whole packs handed out", packs);
 }
