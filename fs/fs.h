@@ -40,6 +40,7 @@ struct fs_opts {
 				  frame; < 0: default (10 ms, writeback 2 s) */
 	int writeback;	       /* stage packs and blocks on the cache disk,
 				  upload them in the background */
+	int no_compact;	       /* no background compaction of chunks */
 	uint64_t stage_size;   /* writeback: bytes of big files' blocks
 				  staged at most; 0: 1 GiB */
 	uint64_t direct_read;  /* read-only opens of files this long or

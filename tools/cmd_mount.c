@@ -57,6 +57,9 @@ static const char usage[] =
     "  --pack-max SIZE        pack files written whole up to this size,\n"
     "                         many to one object (default 1M, at most 16M)\n"
     "  --no-pack              do not pack: one object per file and block\n"
+    "  --no-compact           do not compact the slice lists of chunks this\n"
+    "                         client keeps appending to (see granary gc\n"
+    "                         --compact)\n"
     "  --pack-window S        longest a pack waits for more files before it\n"
     "                         is uploaded (default 10ms; 2s with\n"
     "                         --writeback)\n"
@@ -103,6 +106,7 @@ enum {
 	OPT_PREFETCH,
 	OPT_PACK_MAX,
 	OPT_NO_PACK,
+	OPT_NO_COMPACT,
 	OPT_PACK_WINDOW,
 	OPT_WRITEBACK,
 	OPT_DIRECT_READ,
@@ -126,6 +130,7 @@ static const struct option options[] = {
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"pack-max", required_argument, NULL, OPT_PACK_MAX},
     {"no-pack", no_argument, NULL, OPT_NO_PACK},
+    {"no-compact", no_argument, NULL, OPT_NO_COMPACT},
     {"pack-window", required_argument, NULL, OPT_PACK_WINDOW},
     {"writeback", no_argument, NULL, OPT_WRITEBACK},
     {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
@@ -500,6 +505,9 @@ int cmd_mount(int argc, char **argv)
 				goto free_opts;
 			}
 			o.pack_max = (uint32_t)size;
+			break;
+		case OPT_NO_COMPACT:
+			o.no_compact = 1;
 			break;
 		case OPT_NO_PACK:
 			o.pack_max = 0;

@@ -451,7 +451,7 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	if (err)
 		return fail(msg, cap, err, "cannot start uploaders: %s",
 			    gr_strerror(err));
-	if (!o->read_only &&
+	if (!o->read_only && !o->no_compact &&
 	    (err = compactq_open(fs->meta, fs->cs, &fs->compactq)))
 		return fail(msg, cap, err, "cannot start compaction: %s",
 			    gr_strerror(err));
