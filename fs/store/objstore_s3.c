@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <libs3.h>
+#include <libxml/parser.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,10 @@ static void s3_ctx_free(void *c)
 
 static void s3_init(void)
 {
+	/* libs3 parses answers with libxml2, which sets itself up on first
+	 * use unless told to: from several threads at once that races and
+	 * loses a mutex (LeakSanitizer saw it). Once, here, first. */
+	xmlInitParser();
 	pthread_mutex_lock(&s3_host_lock);
 	s3_init_status = S3_initialize("granary", S3_INIT_ALL, s3_default_host);
 	pthread_mutex_unlock(&s3_host_lock);
