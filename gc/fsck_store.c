@@ -231,6 +231,7 @@ struct deep_job {
 	struct meta_slice s;
 	uint64_t ino;
 	uint32_t idx;
+	int missing; /* the listing found blocks missing: not news here */
 };
 
 static void deep_bad(struct deep *d, const struct deep_job *j, const char *key,
@@ -323,6 +324,8 @@ static void deep_run(struct workq_job *job)
 			err = check(data, got, len);
 			free(data);
 		}
+		if (err == ENOENT && j->missing)
+			continue;
 		if (err)
 			deep_bad(d, j, key, err);
 		else
@@ -343,7 +346,7 @@ static int on_deep_ref(void *arg, const struct meta_ref *mr)
 	f->r->verified_bytes = atomic_load(&d->verified_bytes);
 	fsck_tick(f);
 	if (mr->from != META_REF_CHUNK || !(x = fsck_slc(f, mr->s.id, 0)) ||
-	    (x->flags & (S_VERIFIED | S_MISSING | S_STAGED)))
+	    (x->flags & (S_VERIFIED | S_STAGED)))
 		return 0;
 	if (mr->s.pack && (!(p = fsck_slc(f, mr->s.pack, 0)) ||
 			   (p->flags & (S_MISSING | S_STAGED))))
@@ -356,6 +359,7 @@ static int on_deep_ref(void *arg, const struct meta_ref *mr)
 	j->s = mr->s;
 	j->ino = mr->ino;
 	j->idx = mr->idx;
+	j->missing = (x->flags & S_MISSING) != 0;
 	int err = workq_push(d->q, &j->job);
 	if (err)
 		free(j);
