@@ -163,9 +163,11 @@ static int on_sid(void *arg, uint64_t sid, enum meta_sid_from from)
 	struct sidx *s = sid_get(arg, sid);
 	if (!s)
 		return ENOMEM;
-	if (from == META_SID_SESSION)
+	if (from == META_SID_SESSION) {
+		struct fsck *f = arg;
+		f->live_sessions += !s->live; /* ZSCAN may repeat it */
 		s->live = 1;
-	else
+	} else
 		s->fields = 1;
 	return 0;
 }

@@ -125,6 +125,7 @@ struct fsck {
 	struct cand *cands;
 	size_t ncand, capcand;
 	uint64_t used;		    /* stored bytes of the files found */
+	uint64_t live_sessions;	    /* registered when the walk began */
 	int64_t c0_inodes, c0_used; /* the counters before the walk */
 	int64_t c1_inodes, c1_used; /* ... and after */
 	uint64_t ticks;

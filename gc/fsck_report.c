@@ -409,16 +409,23 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 		f->o->problem(f->o->problem_arg, &p);
 }
 
+/* What a repair's error makes of it (why: its text, or NULL). */
+static enum fsck_fix fix_result(int err, const char **why)
+{
+	*why = err ? fix_why(err) : NULL;
+	if (!err)
+		return FSCK_FIX_DONE;
+	return err == EAGAIN || err == EBUSY ? FSCK_FIX_SKIPPED
+					     : FSCK_FIX_FAILED;
+}
+
 static void report_err(struct fsck *f, struct cand *c, int err)
 {
-	if (!f->o->repair)
-		report(f, c, FSCK_FIX_NONE, NULL);
-	else if (!err)
-		report(f, c, FSCK_FIX_DONE, NULL);
-	else if (err == EAGAIN || err == EBUSY)
-		report(f, c, FSCK_FIX_SKIPPED, fix_why(err));
-	else
-		report(f, c, FSCK_FIX_FAILED, fix_why(err));
+	const char *why;
+	enum fsck_fix fix = fix_result(err, &why);
+
+	report(f, c, f->o->repair ? fix : FSCK_FIX_NONE,
+	       f->o->repair ? why : NULL);
 }
 
 /* Why fsck leaves a kind alone, or NULL when it repairs it. */
@@ -508,6 +515,63 @@ static int settle_inodes(struct fsck *f)
 	return 0;
 }
 
+/* Repair c, of a kind fsck repairs, outside the inodes' (settle_inodes). */
+static enum fsck_fix fix_one(struct fsck *f, struct cand *c, const char **why)
+{
+	uint64_t size;
+	int err = 0;
+
+	switch (c->kind) {
+	case FSCK_TOTALINODES:
+	case FSCK_USEDSPACE:
+		/* the walk saw them still, but a file made and deleted
+		 * meanwhile may have been counted: not beside clients */
+		if (f->live_sessions) {
+			*why = "clients have the volume mounted: the counters "
+			       "move with them (repair them unmounted)";
+			return FSCK_FIX_SKIPPED;
+		}
+		err = meta_fsck_fix_counter(f->m,
+					    c->kind == FSCK_TOTALINODES
+						? META_COUNTER_INODES
+						: META_COUNTER_USED,
+					    c->found, c->expected);
+		break;
+	case FSCK_ENTRY_NO_INODE:
+		err = meta_fsck_fix_entry(f->m, &c->ent, 0);
+		break;
+	case FSCK_ENTRY_TYPE:
+		err = meta_fsck_fix_entry(f->m, &c->ent, c->itype);
+		break;
+	case FSCK_STRAY_CHUNKS:
+		err = meta_fsck_fix_stray_chunks(
+		    f->m, c->ino, (uint64_t)(c->idx + 1) * META_CHUNK_SIZE);
+		break;
+	case FSCK_SLICEREF:
+		err = meta_fsck_fix_sliceref(f->m, c->id, c->was,
+					     c->found > 0 ? c->found - 1 : 0);
+		break;
+	case FSCK_PACK_TOTAL:
+		/* its total is the size of its object */
+		err = fsck_pack_size(f, c->id, &size);
+		if (err == ENOENT || err == EINVAL) {
+			*why = err == EINVAL ? "its size comes from the store, "
+					       "which fsck could not open"
+					     : "its object is not in the store";
+			return FSCK_FIX_CANNOT;
+		}
+		if (!err)
+			err = meta_fsck_fix_pack_total(f->m, c->id, size);
+		break;
+	case FSCK_SESSION:
+		err = meta_fsck_fix_session(f->m, c->id);
+		break;
+	default:
+		break;
+	}
+	return fix_result(err, why);
+}
+
 int fsck_settle(struct fsck *f)
 {
 	static const enum fsck_kind before[] = {
@@ -521,6 +585,7 @@ int fsck_settle(struct fsck *f)
 	    FSCK_OBJECT_SIZE,	 FSCK_OBJECT_CORRUPT};
 	int err;
 
+	/* the counters first: lost+found, when made, counts itself */
 	fsck_phase(f, f->o->repair ? "repair" : "report");
 	for (int pass = 0; pass < 2; pass++) {
 		const enum fsck_kind *ks = pass ? after : before;
@@ -531,76 +596,15 @@ int fsck_settle(struct fsck *f)
 		for (size_t k = 0; k < nk; k++) {
 			for (size_t i = 0; i < f->ncand; i++) {
 				struct cand *c = &f->cands[i];
+				const char *why = NULL;
+				enum fsck_fix fix = FSCK_FIX_NONE;
 				if (c->state != C_CONFIRMED || c->kind != ks[k])
 					continue;
-				const char *why = cannot(c->kind);
-				if (!f->o->repair) {
-					report(f, c, FSCK_FIX_NONE, NULL);
-					continue;
-				}
-				if (why) {
-					report(f, c, FSCK_FIX_CANNOT, why);
-					continue;
-				}
-				err = 0;
-				switch (c->kind) {
-				case FSCK_TOTALINODES:
-					err = meta_fsck_fix_counter(
-					    f->m, META_COUNTER_INODES, c->found,
-					    c->expected);
-					break;
-				case FSCK_USEDSPACE:
-					err = meta_fsck_fix_counter(
-					    f->m, META_COUNTER_USED, c->found,
-					    c->expected);
-					break;
-				case FSCK_ENTRY_NO_INODE:
-					err = meta_fsck_fix_entry(f->m, &c->ent,
-								  0);
-					break;
-				case FSCK_ENTRY_TYPE:
-					err = meta_fsck_fix_entry(f->m, &c->ent,
-								  c->itype);
-					break;
-				case FSCK_STRAY_CHUNKS:
-					err = meta_fsck_fix_stray_chunks(
-					    f->m, c->ino,
-					    (uint64_t)(c->idx + 1) *
-						META_CHUNK_SIZE);
-					break;
-				case FSCK_SLICEREF:
-					err = meta_fsck_fix_sliceref(
-					    f->m, c->id, c->was,
-					    c->found > 0 ? c->found - 1 : 0);
-					break;
-				case FSCK_PACK_TOTAL: {
-					uint64_t size;
-					err = fsck_pack_size(f, c->id, &size);
-					if (err == ENOENT || err == EINVAL) {
-						report(
-						    f, c, FSCK_FIX_CANNOT,
-						    err == EINVAL
-							? "its size comes "
-							  "from the store, "
-							  "which fsck "
-							  "could not open"
-							: "its object is not "
-							  "in the store");
-						continue;
-					}
-					if (!err)
-						err = meta_fsck_fix_pack_total(
-						    f->m, c->id, size);
-					break;
-				}
-				case FSCK_SESSION:
-					err =
-					    meta_fsck_fix_session(f->m, c->id);
-					break;
-				default:
-					break;
-				}
-				report_err(f, c, err);
+				if (f->o->repair && (why = cannot(c->kind)))
+					fix = FSCK_FIX_CANNOT;
+				else if (f->o->repair)
+					fix = fix_one(f, c, &why);
+				report(f, c, fix, why);
 			}
 		}
 	}
