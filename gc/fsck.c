@@ -31,14 +31,14 @@
 struct arena {
 	struct arena *next;
 	size_t used;
-	_Alignas(16) char mem[ARENA_SIZE];
+	_Alignas(8) char mem[ARENA_SIZE];
 };
 
 void *fsck_alloc(struct fsck *f, size_t size)
 {
 	struct arena *a = f->arenas;
 
-	size = (size + 15) & ~(size_t)15;
+	size = (size + 7) & ~(size_t)7;
 	if (size > ARENA_SIZE)
 		return NULL;
 	if (!a || a->used + size > ARENA_SIZE) {
