@@ -238,7 +238,8 @@ static void deep_bad(struct deep *d, const struct deep_job *j, const char *key,
 		     int err)
 {
 	pthread_mutex_lock(&d->lock);
-	if (err != ENOENT && err != CODEC_ECORRUPT && err != EPROTO) {
+	if (err != ENOENT && err != CODEC_ECORRUPT && err != CODEC_EVERSION &&
+	    err != EPROTO) {
 		if (!d->err)
 			d->err = err;
 		log_err("fsck: cannot read '%s': %s", key, gr_strerror(err));
