@@ -173,9 +173,38 @@ sleep 1 # the client's close goes to redis in a batch
 wait_until 10 "$GRANARY" fsck "$META" -q --repair || fail "repair after the close: $(cat "$TMP/fsck.out")"
 expect_fsck 0
 exec 4<&-
-umount_vol "$A"
-expect_fsck 0
 ok "an open file's link count is skipped (exit 1), fixed once closed; an unlinked open file is no orphan"
+
+# --- beside a client that creates, links, renames and deletes all along:
+# what it changes during a check is not judged, nothing is reported, and
+# --repair breaks nothing
+mkdir -p "$A/w" "$A/x"
+(
+	i=0
+	while [ ! -e "$TMP/stop" ]; do
+		i=$((i + 1))
+		head -c $((i % 7 * 3000 + 10)) /dev/urandom >"$A/w/f$i" || exit 1
+		ln "$A/w/f$i" "$A/x/h$i" || exit 2
+		mkdir -p "$A/w/d$((i % 13))"
+		mv "$A/w/f$i" "$A/w/d$((i % 13))/g$i" || exit 3
+		[ $((i % 3)) != 0 ] || rm -f "$A/x/h$((i - 2))"
+		[ $((i % 5)) != 0 ] || rm -f "$A/w/d$(((i - 4) % 13))/g$((i - 4))"
+		[ $((i % 11)) != 0 ] || rm -rf "$A/w/d$(((i + 1) % 13))"
+	done
+) &
+writer=$!
+bg_track $writer
+sleep 1
+for k in 1 2 3; do
+	if [ "$LISTS" = 1 ]; then expect_fsck 0 --objects -q; else expect_fsck 0 -q; fi
+done
+expect_fsck 0 --repair -q
+touch "$TMP/stop"
+wait $writer || fail "the client writing beside fsck failed ($?)"
+umount_vol "$A"
+if [ "$LISTS" = 1 ]; then expect_fsck 0 --deep; else expect_fsck 0; fi
+said "no problems found"
+ok "beside a client creating, linking, renaming and deleting: 3 checks and a --repair found nothing; clean after"
 
 # --- bad input
 expect_exit 2 "unrecognized|unknown|invalid" "$GRANARY" fsck --bogus "$META"
