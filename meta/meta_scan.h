@@ -1,13 +1,15 @@
 /*
  * meta_scan.h - walks over a whole volume, for gc and fsck (gc/): every
- * slice reference the metadata holds, and every pack it knows of. Types
- * and errors: meta.h.
+ * slice reference the metadata holds, every pack it knows of, and for
+ * fsck every inode, directory entry, reference count and the names left
+ * by clients. Types and errors: meta.h.
  *
  * The walks read in pages (SCAN and HSCAN of 1,000, one pipeline of reads
- * a page) beside live clients and lock nothing: a reference that exists
- * for the whole walk is seen; one created, dropped or moved meanwhile (a
- * growing chunk 0 moves from its inode's hash to c<ino>_0) may be seen or
- * not. gc walks twice before it deletes anything (gc/gc.h).
+ * a page) beside live clients and lock nothing: a thing that exists for
+ * the whole walk is seen, once; one created, dropped or moved meanwhile (a
+ * growing chunk 0 moves from its inode's hash to c<ino>_0, an entry is
+ * renamed) may be seen or not. gc walks twice before it deletes anything
+ * (gc/gc.h); fsck reads again what it found wrong (gc/fsck.h).
  */
 #ifndef GRANARY_META_SCAN_H
 #define GRANARY_META_SCAN_H
@@ -32,12 +34,14 @@ struct meta_ref {
 	enum meta_ref_from from;
 	uint64_t ino; /* META_REF_CHUNK only */
 	uint32_t idx; /* chunk index; META_REF_STAGED: block index */
+	int tail;     /* META_REF_CHUNK: in the inode's hash, not c<ino>_0 */
+	uint64_t sid; /* META_REF_STAGED: the session that named it */
 	struct meta_slice s;
 };
 
-/* Called once a reference (a slice referenced twice is met twice); a
- * non-zero return stops the walk and is returned. Holes (id 0) are not
- * passed. */
+/* Called once a reference (a slice referenced twice is met twice; each
+ * chunk list once, even when SCAN repeats its key); a non-zero return
+ * stops the walk and is returned. Holes (id 0) are not passed. */
 typedef int (*meta_ref_fn)(void *arg, const struct meta_ref *r);
 /* Every slice reference of the volume. META_EPROTO when a record is
  * corrupt (logged with its key). */
@@ -51,5 +55,64 @@ int meta_scan_packs(struct meta *m, meta_pack_fn fn, void *arg);
 /* Forget a pack nothing references any more (its total and dead bytes),
  * once its object is deleted; a pack not known is fine. */
 int meta_pack_forget(struct meta *m, uint64_t pack);
+
+/* ---- inodes and entries (fsck) ---------------------------------------- */
+
+enum meta_inode_state {
+	META_INODE_OK = 0,
+	META_INODE_CORRUPT, /* its attribute field is no inode record */
+	META_INODE_TAIL,    /* a tail field without the inode's attributes */
+};
+struct meta_scan_inode {
+	uint64_t ino;
+	enum meta_inode_state state;
+	int tail;	    /* chunk 0's records are in the inode's hash */
+	struct meta_attr a; /* META_INODE_OK only */
+};
+/* Every inode (its attributes) and every stray tail field, each once. */
+typedef int (*meta_inode_fn)(void *arg, const struct meta_scan_inode *i);
+int meta_scan_inodes(struct meta *m, meta_inode_fn fn, void *arg);
+
+struct meta_scan_dirent {
+	uint64_t dir;
+	const char *name; /* NUL-terminated, valid during the call */
+	uint64_t ino;
+	uint8_t type; /* the entry's (enum meta_type) */
+	int corrupt;  /* the value is no entry: ino and type are 0 */
+};
+/* Every entry of every directory, each once: a directory of more than
+ * one HSCAN page keeps the names it handed out (about 24 bytes each)
+ * until it is done, since HSCAN repeats entries of a hash resized
+ * meanwhile. */
+typedef int (*meta_dirent_fn)(void *arg, const struct meta_scan_dirent *e);
+int meta_scan_dirents(struct meta *m, meta_dirent_fn fn, void *arg);
+
+/* Inodes that are no directory's entry by design: the versions directory
+ * v of directory dir (META_TREE_VERSIONS), and the top of a detached
+ * snapshot being built or deleted (META_TREE_DETACHED, dir 0). */
+enum meta_tree { META_TREE_VERSIONS = 1, META_TREE_DETACHED };
+typedef int (*meta_tree_fn)(void *arg, enum meta_tree t, uint64_t ino,
+			    uint64_t dir);
+int meta_scan_trees(struct meta *m, meta_tree_fn fn, void *arg);
+
+/* Deleted files whose chunk lists wait for reclamation (delfiles):
+ * inode and the length still to drop. */
+typedef int (*meta_delfile_fn)(void *arg, uint64_t ino, uint64_t length);
+int meta_scan_delfiles(struct meta *m, meta_delfile_fn fn, void *arg);
+
+/* Every slice with more than one reference: its references beyond the
+ * first (sliceref). */
+typedef int (*meta_sliceref_fn)(void *arg, uint64_t id, int64_t extra);
+int meta_scan_slicerefs(struct meta *m, meta_sliceref_fn fn, void *arg);
+
+/* Session ids the volume names: registered ones (sessions, first), then
+ * the sessions of sessionstaged and sessionpending fields. */
+enum meta_sid_from {
+	META_SID_SESSION = 1,
+	META_SID_STAGED,
+	META_SID_PENDING,
+};
+typedef int (*meta_sid_fn)(void *arg, uint64_t sid, enum meta_sid_from from);
+int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg);
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "fs/store/codec.h"
 #include "fs/store/objstore.h"
+#include "fs/store/owner.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 
@@ -322,6 +323,47 @@ int cli_volume_open(const char *url, const struct meta_opts *opts,
 	}
 	if (err) {
 		meta_close(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
+		     struct objstore **out)
+{
+	struct objstore_creds c = {0};
+	struct objstore_owner ow;
+	int err;
+
+	if (objstore_env_creds(&c) && v->access_key[0] && v->secret_key[0]) {
+		c.access_key = v->access_key;
+		c.secret_key = v->secret_key;
+	}
+	err = objstore_open(v->storage, c.access_key ? &c : NULL, out);
+	if (err) {
+		cli_error("cannot open storage '%s': %s", v->storage,
+			  gr_strerror(err));
+		return err;
+	}
+	err = objstore_owner_get(*out, &ow);
+	if (!err && strcmp(ow.uuid, v->uuid)) {
+		cli_error("storage '%s' belongs to another volume: it holds "
+			  "volume '%s' (uuid %s), not '%s' (uuid %s)",
+			  v->storage, ow.name, ow.uuid, v->name, v->uuid);
+		err = EEXIST;
+	} else if (err == ENOENT && marker_needed) {
+		cli_error("storage '%s' has no volume marker (%s): %s",
+			  v->storage, OBJSTORE_OWNER_KEY, marker_needed);
+		cli_hint("mount the volume read-write once: that writes the "
+			 "marker");
+	} else if (err == ENOENT) {
+		err = 0;
+	} else if (err) {
+		cli_error("storage '%s' is not usable: %s", v->storage,
+			  gr_strerror(err));
+	}
+	if (err) {
+		objstore_close(*out);
 		*out = NULL;
 	}
 	return err;

@@ -33,6 +33,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_fsck(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -99,6 +100,18 @@ struct meta_volume;
 int cli_volume_open(const char *url, const struct meta_opts *opts,
 		    struct meta **out, struct meta_volume *v, char *shown,
 		    size_t cap);
+
+struct objstore;
+/*
+ * The store of volume v with the keys a mount would use (the
+ * environment's, else the volume's), its marker checked: a tool must
+ * never hold a volume's metadata against another volume's objects, so a
+ * store whose marker names another volume is refused (EEXIST), and one
+ * with no marker too when marker_needed (the message's end: why). 0, or
+ * an error already printed and nothing left open.
+ */
+int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
+		     struct objstore **out);
 
 /*
  * The absolute, canonical form of path without resolving its last

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "fs/store/objstore.h"
-#include "fs/store/owner.h"
 #include "gc/gc.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
@@ -206,54 +205,6 @@ static void human(const struct meta_volume *v, const char *shown,
 	}
 }
 
-/* ---- the store -------------------------------------------------------------
- */
-
-/* The volume's store with the keys a mount would use (the environment's,
- * else the volume's), and its marker checked: gc must never compare a
- * volume's metadata with another volume's objects. */
-static int open_store(const struct meta_volume *v, int deleting,
-		      struct objstore **out)
-{
-	struct objstore_creds c = {0};
-	struct objstore_owner ow;
-	int err;
-
-	if (objstore_env_creds(&c) && v->access_key[0] && v->secret_key[0]) {
-		c.access_key = v->access_key;
-		c.secret_key = v->secret_key;
-	}
-	err = objstore_open(v->storage, c.access_key ? &c : NULL, out);
-	if (err) {
-		cli_error("cannot open storage '%s': %s", v->storage,
-			  gr_strerror(err));
-		return err;
-	}
-	err = objstore_owner_get(*out, &ow);
-	if (!err && strcmp(ow.uuid, v->uuid)) {
-		cli_error("storage '%s' belongs to another volume: it holds "
-			  "volume '%s' (uuid %s), not '%s' (uuid %s)",
-			  v->storage, ow.name, ow.uuid, v->name, v->uuid);
-		err = EEXIST;
-	} else if (err == ENOENT && deleting) {
-		cli_error("storage '%s' has no volume marker (%s): gc does not "
-			  "delete from a store it cannot tell is this volume's",
-			  v->storage, OBJSTORE_OWNER_KEY);
-		cli_hint("mount the volume read-write once: that writes the "
-			 "marker");
-	} else if (err == ENOENT) {
-		err = 0;
-	} else if (err) {
-		cli_error("storage '%s' is not usable: %s", v->storage,
-			  gr_strerror(err));
-	}
-	if (err) {
-		objstore_close(*out);
-		*out = NULL;
-	}
-	return err;
-}
-
 int cmd_gc(int argc, char **argv)
 {
 	struct gc_opts o = {.min_age = 3600};
@@ -314,7 +265,12 @@ int cmd_gc(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	o.block_size = v.block_size;
 	o.compress = (int)v.compress;
-	if (open_store(&v, o.delete || o.compact, &store))
+	if (cli_volume_store(&v,
+			     o.delete || o.compact
+				 ? "gc does not change a store it cannot tell "
+				   "is this volume's"
+				 : NULL,
+			     &store))
 		goto out;
 
 	line.on = !quiet && isatty(STDERR_FILENO);

@@ -44,6 +44,8 @@ static const struct cmd commands[] = {
      "rewrite an unmounted volume of an older format into this one's"},
     {"gc", cmd_gc, CMD_LOG_STDERR,
      "find (and delete) objects of the store no metadata references"},
+    {"fsck", cmd_fsck, CMD_LOG_STDERR,
+     "check a volume's metadata (and objects); repair what is safe to"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,0 +1,15 @@
+-- ARGV: sid. What session sid, no longer in sessions (EAGAIN when it
+-- is again), left in sessionstaged and sessionpending, removed as the
+-- cleanup of a dead session removes it. Returns {0}.
+local EAGAIN = @EAGAIN@
+local sid = ARGV[1]
+if redis.call('ZSCORE', 'sessions', sid) then
+	return {EAGAIN}
+end
+redis.call('HDEL', 'sessionstaged', sid)
+local p = redis.call('HGET', 'sessionpending', sid)
+if p then
+	redis.call('HDEL', 'sessionpending', sid)
+	redis.call('DECRBY', 'pendingspace', p)
+end
+return {0}

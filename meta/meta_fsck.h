@@ -1,0 +1,102 @@
+/*
+ * meta_fsck.h - what fsck (gc/fsck.h) reads again of what it found
+ * wrong, and its repairs. Each repair is one script that first checks
+ * that what it changes is still as fsck saw it, so that a repair never
+ * undoes what a live client did meanwhile. The walks fsck makes are in
+ * meta_scan.h. Types and errors: meta.h.
+ */
+#ifndef GRANARY_META_FSCK_H
+#define GRANARY_META_FSCK_H
+
+#include "meta/meta.h"
+
+/* The Redis server's clock (unix seconds and nanoseconds, to the
+ * microsecond): an inode changed since has a ctime at or after it (every
+ * script takes its time from there). */
+int meta_server_time(struct meta *m, int64_t *sec, uint32_t *nsec);
+
+/* The two counters as stored (totalinodes, usedspace; SCHEMA.md), a
+ * negative value as it is. */
+int meta_fsck_counters(struct meta *m, int64_t *inodes, int64_t *used);
+
+/* ---- reading again ----------------------------------------------------- */
+
+#define META_FSCK_REC 64
+struct meta_fsck_inode {
+	uint64_t ino; /* in */
+	int exists;   /* its attribute field is there */
+	int corrupt;  /* ... but holds no inode record (a is zero) */
+	int open;     /* o<ino>: some session has it open */
+	struct meta_attr a;
+	size_t rec_len;
+	char rec[META_FSCK_REC]; /* the record as read, for a repair */
+};
+/* Each of v[0..n) as it is now (one pipeline). */
+int meta_fsck_inodes(struct meta *m, struct meta_fsck_inode *v, size_t n);
+
+struct meta_fsck_entry {
+	uint64_t dir;	  /* in */
+	const char *name; /* in */
+	int exists;
+	uint64_t ino;
+	uint8_t type; /* the entry's */
+	size_t val_len;
+	char val[16]; /* the entry's value as read, for a repair */
+};
+/* Each entry of v[0..n) as it is now (one pipeline); an entry value that
+ * is no entry reads as ino 0, type 0. */
+int meta_fsck_entries(struct meta *m, struct meta_fsck_entry *v, size_t n);
+
+/* The references beyond the first of each slice of ids[0..n) (sliceref;
+ * 0 when it has no field). */
+int meta_fsck_slicerefs(struct meta *m, const uint64_t *ids, size_t n,
+			int64_t *extra);
+
+/* Are the chunk lists of inode ino that fsck found without their inode
+ * (c<ino>_<idx>, or with tail its tail field) still there, the inode
+ * still missing and not in delfiles? Read in the order that shows what a
+ * client did meanwhile: *stray 1 only when all three hold. */
+int meta_fsck_stray_chunks(struct meta *m, uint64_t ino, uint32_t idx, int tail,
+			   int *stray);
+
+/* ---- repairs ----------------------------------------------------------- */
+/* Each answers EAGAIN when what it would change is not as fsck saw it any
+ * more (the caller counts it skipped), else as meta.h; EROFS on a
+ * read-only handle. */
+
+/*
+ * The inode whose attribute record is still was->rec, and which no
+ * session has open (else EBUSY): its nlink (UINT32_MAX: as it is), its
+ * parent (directories; 0: as it is), and with lost_found, a name "#<ino>"
+ * in the root's lost+found, made when missing (a directory 0700 owned by
+ * root; ENOTDIR when the root's lost+found is no directory, EEXIST when
+ * the name is taken). ctime becomes now.
+ */
+int meta_fsck_fix_inode(struct meta *m, const struct meta_fsck_inode *was,
+			uint32_t nlink, uint64_t parent, int lost_found);
+/* The entry was->name of was->dir, still was->val: given the type
+ * new_type (that of the inode it names), or removed (new_type 0; only
+ * while the inode it names does not exist). */
+int meta_fsck_fix_entry(struct meta *m, const struct meta_fsck_entry *was,
+			uint8_t new_type);
+
+enum meta_counter { META_COUNTER_INODES = 1, META_COUNTER_USED };
+/* The counter becomes now, if it is still was. */
+int meta_fsck_fix_counter(struct meta *m, enum meta_counter c, int64_t was,
+			  int64_t now);
+/* The references beyond the first of slice id (sliceref) become extra
+ * (0: its field goes), if they are still was. */
+int meta_fsck_fix_sliceref(struct meta *m, uint64_t id, int64_t was,
+			   int64_t extra);
+/* The chunk lists (and tail field) of inode ino, which does not exist,
+ * handed to reclamation as those of a deleted file of that length
+ * (delfiles): their references are dropped as a deletion's are. */
+int meta_fsck_fix_stray_chunks(struct meta *m, uint64_t ino, uint64_t length);
+/* The total of a pack that has none in packs (EAGAIN when it has one). */
+int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total);
+/* The sessionstaged and sessionpending fields of a session no longer in
+ * sessions (EAGAIN when it is again), removed as a dead session's
+ * cleanup removes them. */
+int meta_fsck_fix_session(struct meta *m, uint64_t sid);
+
+#endif
