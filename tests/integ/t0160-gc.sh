@@ -109,7 +109,9 @@ cmp -s "$TMP/src/big" "$A/keep/big2" || fail "keep/big2 differs"
 umount_vol "$A"
 check_eq "$(gcj leaked --min-age 0)" 0 "leaked objects after --delete"
 check_eq "$(jq .live "$TMP/gc.json")" "$(count_objects)" "every object left is live"
-ok "--writeback: a killed write leaked $leaked objects, gc deleted them, every file reads back"
+"$GRANARY" fsck "$META" --deep -q >"$TMP/fsck.out" 2>&1 ||
+	fail "fsck --deep after the kills and gc: $(cat "$TMP/fsck.out")"
+ok "--writeback: a killed write leaked $leaked objects, gc deleted them, every file reads back, fsck --deep is clean"
 
 # bad input
 expect_exit 2 "unrecognized|unknown|invalid" "$GRANARY" gc --bogus "$META"

@@ -79,4 +79,6 @@ umount_vol "$A"
 	fail "granary gc failed"
 check_eq "$(jq .leaked "$TMP/gc.json")" 0 "objects leaked"
 check_eq "$(jq .live "$TMP/gc.json")" "$(count_objects)" "objects live"
-ok "the appends' $before packs came down to $(count_objects) objects; nothing leaked; the log reads back after a remount"
+"$GRANARY" fsck "$META" --deep -q >"$TMP/fsck.out" 2>&1 ||
+	fail "fsck --deep after compactions: $(cat "$TMP/fsck.out")"
+ok "the appends' $before packs came down to $(count_objects) objects; nothing leaked; fsck --deep clean; the log reads back after a remount"
