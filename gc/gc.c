@@ -230,6 +230,8 @@ static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 	if ((x = referenced(g, &k))) {
 		r->live++;
 		r->live_bytes += size;
+		if (!(x->flags & (k.pack ? R_PACK : R_SLICE)))
+			r->live_pending++;
 		if (k.pack && (x->flags & R_PACK)) {
 			uint64_t dead = size > x->live ? size - x->live : 0;
 			r->packs++;

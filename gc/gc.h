@@ -41,6 +41,8 @@ struct gc_report {
 	/* the store: objects under blocks/ and packs/ */
 	uint64_t objects, bytes;
 	uint64_t live, live_bytes;     /* referenced */
+	uint64_t live_pending;	       /* of those, only by what waits for
+					  reclamation (compactions' delay) */
 	uint64_t leaked, leaked_bytes; /* unreferenced, older than min_age */
 	int64_t leaked_oldest;	       /* its time (unix seconds); 0: none */
 	uint64_t young, young_bytes;   /* unreferenced, younger: left */

@@ -102,8 +102,9 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	       r->refs, r->slices, r->pending);
 	printf(", \"objects\": %" PRIu64 ", \"bytes\": %" PRIu64, r->objects,
 	       r->bytes);
-	printf(", \"live\": %" PRIu64 ", \"live_bytes\": %" PRIu64, r->live,
-	       r->live_bytes);
+	printf(", \"live\": %" PRIu64 ", \"live_bytes\": %" PRIu64
+	       ", \"live_pending\": %" PRIu64,
+	       r->live, r->live_bytes, r->live_pending);
 	printf(", \"leaked\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
 	       ", \"leaked_oldest\": %" PRId64,
 	       r->leaked, r->leaked_bytes, r->leaked_oldest);

@@ -7,6 +7,7 @@
 #include "fs/data/compact.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,8 +122,17 @@ int compact_chunk(struct meta *m, struct chunkstore *cs, uint64_t ino,
 	}
 	err = meta_compact_chunk(m, ino, idx, &tag, runs, nr,
 				 delay ? delay : META_COMPACT_DELAY);
-	if (err)
-		goto undo;
+	if (err == EAGAIN || err == ENOENT || err == EINVAL || err == EROFS)
+		goto undo; /* certainly not switched */
+	if (err) {
+		/* the switch may have happened (a connection lost with the
+		 * answer): the fresh slices may be referenced now, so they
+		 * stay; if they are not, gc finds them */
+		log_warn("compaction of chunk %" PRIu32 " of inode %" PRIu64
+			 ": %s; its fresh slices are left for gc if unused",
+			 idx, ino, gr_strerror(err));
+		goto out;
+	}
 	res->after = nr;
 	for (size_t i = 0; i < nr; i++)
 		res->bytes += runs[i].len;

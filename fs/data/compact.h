@@ -33,8 +33,9 @@ struct compact_result {
  * delay: seconds the replaced slices wait before reclamation (0:
  * META_COMPACT_DELAY). 0 with res->bytes 0 when there was nothing to gain;
  * EAGAIN when the list changed at its start meanwhile (nothing changed;
- * try again later); an error of the reads, puts or metadata (then nothing
- * changed either, and the fresh blocks are deleted again).
+ * try again later); an error of the reads or puts (nothing changed, the
+ * fresh blocks are deleted again) or of the switch (EIO: it may have
+ * happened; the fresh blocks stay, and gc finds them if it did not).
  */
 int compact_chunk(struct meta *m, struct chunkstore *cs, uint64_t ino,
 		  uint32_t idx, size_t min_recs, uint32_t delay,
