@@ -163,6 +163,18 @@ int cli_parse_seconds(const char *s, double *out)
 	return 0;
 }
 
+int cli_threads_arg(const char *s, int *out)
+{
+	long n;
+
+	if (cli_parse_int(s, 1, 256, &n)) {
+		cli_error("bad --threads '%s': a number from 1 to 256", s);
+		return EINVAL;
+	}
+	*out = (int)n;
+	return 0;
+}
+
 int cli_parse_int(const char *s, long min, long max, long *out)
 {
 	char *end;

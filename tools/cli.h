@@ -72,6 +72,9 @@ int cli_parse_size(const char *s, uint64_t *out);
 int cli_parse_seconds(const char *s, double *out);
 /* A count in [min, max]. */
 int cli_parse_int(const char *s, long min, long max, long *out);
+/* The value of --threads (1..256) into *out: 0, or the error printed and
+ * EINVAL. */
+int cli_threads_arg(const char *s, int *out);
 
 /* ---- helpers ---------------------------------------------------------- */
 /* A random (version 4) UUID, 36 characters + NUL, from OpenSSL RAND_bytes.

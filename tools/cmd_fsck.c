@@ -266,7 +266,6 @@ int cmd_fsck(int argc, char **argv)
 	struct meta *m = NULL;
 	char shown[1024];
 	int c, err, quiet = 0, as_json = 0, ret = CLI_EXIT_FAIL;
-	long n;
 
 	while ((c = getopt_long(argc, argv, ":odrt:qh", options, NULL)) != -1) {
 		switch (c) {
@@ -280,13 +279,8 @@ int cmd_fsck(int argc, char **argv)
 			fo.repair = 1;
 			break;
 		case 't':
-			if (cli_parse_int(optarg, 1, 256, &n)) {
-				cli_error("bad --threads '%s': a number from 1 "
-					  "to 256",
-					  optarg);
+			if (cli_threads_arg(optarg, &fo.threads))
 				return CLI_EXIT_USAGE;
-			}
-			fo.threads = (int)n;
 			break;
 		case 'q':
 			quiet = 1;

@@ -218,7 +218,6 @@ int cmd_gc(int argc, char **argv)
 	char shown[1024];
 	int c, err, quiet = 0, as_json = 0, ret = CLI_EXIT_FAIL;
 	double age;
-	long n;
 
 	while ((c = getopt_long(argc, argv, ":dca:t:qh", options, NULL)) !=
 	       -1) {
@@ -239,13 +238,8 @@ int cmd_gc(int argc, char **argv)
 			o.min_age = (int64_t)age;
 			break;
 		case 't':
-			if (cli_parse_int(optarg, 1, 256, &n)) {
-				cli_error("bad --threads '%s': a number from 1 "
-					  "to 256",
-					  optarg);
+			if (cli_threads_arg(optarg, &o.threads))
 				return CLI_EXIT_USAGE;
-			}
-			o.threads = (int)n;
 			break;
 		case 'q':
 			quiet = 1;
