@@ -21,6 +21,7 @@
 #include "fs/store/objstore.h"
 #include "gc/gc.h"
 #include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
 
 #define DB 7
@@ -377,4 +378,38 @@ Test(compact, gc_rewrites_mostly_dead_packs)
 			packs += dead[i].pack != 0 && dead[i].id == 0;
 	} while (n);
 	cr_expect_eq(packs, 1, "%zu whole packs handed out", packs);
+}
+
+/* A copy that shares the file's slices (as a snapshot or a clone does)
+ * keeps them when the file is compacted: they outlive the delay, both
+ * read back, and they go once the copy goes too. */
+Test(compact, a_copy_keeps_the_shared_slices)
+{
+	enum { N = 100, PIECE = 500 };
+	static char shadow[N * PIECE];
+	uint64_t a = mkfile("orig"), b = mkfile("copy");
+	struct compact_result r;
+	struct meta_slice dead[64];
+	size_t n, total = 0;
+
+	fill(shadow, sizeof shadow, 4);
+	for (int i = 0; i < N; i++)
+		put(a, i * PIECE, shadow + i * PIECE, PIECE);
+	cr_assert_eq(meta_clone_data(m, a, b, NULL), 0);
+	cr_assert_eq(compact_chunk(m, cs, a, 0, 0, 1, &r), 0);
+	cr_assert_eq(r.after, 1);
+	sleep(2);
+	cr_assert_eq(meta_reclaim(m, dead, 64, &n), 0);
+	cr_expect_eq(n, 0, "%zu shared slices handed out", n);
+	expect_reads(a, shadow, sizeof shadow, 1);
+	expect_reads(b, shadow, sizeof shadow, N);
+	/* the copy gone, its (the old) slices go */
+	cr_assert_eq(meta_unlink(m, 1, "copy"), 0);
+	do {
+		cr_assert_eq(meta_reclaim(m, dead, 64, &n), 0);
+		total += n;
+	} while (n);
+	cr_expect_eq(total, N, "%zu slices reclaimed after the copy went",
+		     total);
+	expect_reads(a, shadow, sizeof shadow, 1);
 }

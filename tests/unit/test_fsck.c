@@ -138,7 +138,7 @@ static uint64_t file(struct vol *v, uint64_t parent, const char *name,
 static uint64_t packed(struct vol *v, uint64_t parent, int n, uint64_t *inos)
 {
 	uint64_t P = new_id(v);
-	char *pack = malloc(64 << 10), key[128], raw[4096], name[16];
+	char *pack = malloc(64 << 10), key[128], raw[4096], name[32];
 	size_t off = 0, len;
 
 	for (int i = 0; i < n; i++) {
