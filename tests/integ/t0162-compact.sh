@@ -82,3 +82,48 @@ check_eq "$(jq .live "$TMP/gc.json")" "$(count_objects)" "objects live"
 "$GRANARY" fsck "$META" --deep -q >"$TMP/fsck.out" 2>&1 ||
 	fail "fsck --deep after compactions: $(cat "$TMP/fsck.out")"
 ok "the appends' $before packs came down to $(count_objects) objects; nothing leaked; fsck --deep clean; the log reads back after a remount"
+
+# --- packs: most files of a pack deleted; gc --compact rewrites the packs
+# while a reader reads the files left, and the next gc --delete removes
+# the old packs while it still reads (--writeback gathers the files closed
+# within its pack window into one pack)
+mount_vol "$META" "$A" --writeback
+mkdir -p "$A/small" "$TMP/small"
+for i in $(seq 1 120); do random_file "$TMP/small/f$i" $((2000 + i * 37)); done
+cp "$TMP/small/"* "$A/small/"
+setfattr -n granary.sync -v 1 "$A/small" # every pack in the store
+for i in $(seq 1 120); do
+	[ $((i % 4)) = 0 ] && continue
+	rm "$A/small/f$i" "$TMP/small/f$i"
+done
+# wait until reclamation counted the dead frames
+dead_packs() {
+	"$GRANARY" gc "$META" --json -q --min-age 0 >"$TMP/gc2.json" &&
+		[ "$(jq .packs_half_dead "$TMP/gc2.json")" -ge 1 ]
+}
+wait_until 20 dead_packs || fail "no pack more than half dead after deleting 3 files in 4"
+(
+	while [ ! -e "$TMP/stop-reader" ]; do
+		for f in "$TMP/small/"*; do
+			cmp -s "$f" "$A/small/$(basename "$f")" || { echo "$f" >"$TMP/reader-failed"; exit 1; }
+		done
+	done
+) &
+reader=$!
+"$GRANARY" gc "$META" --compact --min-age 0 --json -q >"$TMP/gc3.json" || fail "gc --compact failed"
+rewritten=$(jq .packs_rewritten "$TMP/gc3.json")
+[ "$rewritten" -ge 1 ] || fail "gc --compact rewrote no pack: $(cat "$TMP/gc3.json")"
+"$GRANARY" gc "$META" --delete --min-age 0 --json -q >"$TMP/gc4.json" || fail "gc --delete failed"
+deleted=$(jq .deleted "$TMP/gc4.json")
+[ "$deleted" -ge "$rewritten" ] || fail "gc --delete removed $deleted objects after $rewritten pack rewrites"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+sleep 1
+touch "$TMP/stop-reader"
+wait $reader || fail "a read during the pack rewrites went wrong: $(cat "$TMP/reader-failed")"
+diff -r "$TMP/small" "$A/small" || fail "the small files differ after the pack rewrites"
+umount_vol "$A"
+"$GRANARY" fsck "$META" --objects -q >"$TMP/fsck.out" 2>&1 ||
+	fail "fsck --objects after the pack rewrites: $(cat "$TMP/fsck.out")"
+check_eq "$(jq .packs_half_dead "$TMP/gc4.json")" 0 "packs more than half dead after the rewrites"
+ok "$rewritten packs rewritten and the old ones deleted while a reader read the files left; fsck clean"
