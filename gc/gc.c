@@ -270,6 +270,30 @@ static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 	return 0;
 }
 
+/* ---- temp files -------------------------------------------------------- */
+
+static int on_temp(void *arg, const char *name, uint64_t size, int64_t mtime)
+{
+	struct gc *g = arg;
+
+	tick(g);
+	if (g->now - mtime < g->o->min_age)
+		return 0; /* a put under way, perhaps */
+	g->r->temps++;
+	g->r->temps_bytes += size;
+	if (!g->o->delete)
+		return 0;
+	int err = objstore_del_temp(g->store, name);
+	if (err) {
+		log_err("gc: cannot delete the temp file '%s': %s", name,
+			gr_strerror(err));
+		g->r->delete_errors++;
+		return 0;
+	}
+	g->r->temps_deleted++;
+	return 0;
+}
+
 /* ---- deletes ----------------------------------------------------------- */
 
 #define BATCH 64
@@ -553,6 +577,11 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 		err = objstore_list(store, "blocks/", on_object, &g);
 	if (!err)
 		err = objstore_list(store, "packs/", on_object, &g);
+	if (!err) {
+		err = objstore_list_temps(store, on_temp, &g);
+		if (err == ENOTSUP)
+			err = 0; /* a store without temp files of its own */
+	}
 	if (!err && g.ncand) {
 		phase(&g, "metadata again");
 		g.walk = 2;

@@ -47,6 +47,9 @@ struct gc_report {
 	int64_t leaked_oldest;	       /* its time (unix seconds); 0: none */
 	uint64_t young, young_bytes;   /* unreferenced, younger: left */
 	uint64_t other, other_bytes;   /* keys that are no object of ours */
+	/* temp files of puts a crash left half done (file:// pools), older
+	 * than min_age; with delete: those deleted */
+	uint64_t temps, temps_bytes, temps_deleted;
 	/* live packs: their bytes, those of frames nothing references, and
 	 * how many are more than half dead */
 	uint64_t packs, pack_bytes, pack_dead_bytes, packs_half_dead;

@@ -112,6 +112,12 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	       r->young_bytes);
 	printf(", \"other\": %" PRIu64 ", \"other_bytes\": %" PRIu64, r->other,
 	       r->other_bytes);
+	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
+	       ", \"temps_deleted\": %" PRIu64,
+	       r->temps, r->temps_bytes, r->temps_deleted);
+	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
+	       ", \"temps_deleted\": %" PRIu64,
+	       r->temps, r->temps_bytes, r->temps_deleted);
 	printf(", \"packs\": %" PRIu64 ", \"pack_bytes\": %" PRIu64
 	       ", \"pack_dead_bytes\": %" PRIu64
 	       ", \"packs_half_dead\": %" PRIu64,
@@ -167,6 +173,13 @@ static void human(const struct meta_volume *v, const char *shown,
 		printf("  other   %" PRIu64 " keys, %s, that are no object "
 		       "of granary's: left alone\n",
 		       r->other, a);
+	}
+	if (r->temps) {
+		cli_format_size(r->temps_bytes, a, sizeof a);
+		printf("  temp    %" PRIu64 " files, %s, of puts a crash left "
+		       "half done%s\n",
+		       r->temps, a,
+		       o->delete ? "" : " (--delete removes them)");
 	}
 	cli_format_size(r->pack_bytes, a, sizeof a);
 	cli_format_size(r->pack_dead_bytes, b, sizeof b);

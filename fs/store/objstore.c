@@ -370,6 +370,16 @@ void objstore_get_stats(struct objstore *s, struct objstore_stats *st)
 	st->errors = __atomic_load_n(&s->st.errors, __ATOMIC_RELAXED);
 }
 
+int objstore_list_temps(struct objstore *s, objstore_list_fn fn, void *arg)
+{
+	return s->ops->list_temps ? s->ops->list_temps(s, fn, arg) : ENOTSUP;
+}
+
+int objstore_del_temp(struct objstore *s, const char *name)
+{
+	return s->ops->del_temp ? s->ops->del_temp(s, name) : ENOTSUP;
+}
+
 int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 		  void *arg)
 {

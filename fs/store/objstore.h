@@ -60,6 +60,10 @@ struct objstore_ops {
 	/* optional (caches): the last reference to a view pinned with
 	 * objstore_view_pin() is gone */
 	void (*view_unpin)(struct objstore *s, void *pin);
+	/* optional (local stores): the temp files of puts a crash left
+	 * half done, and their deletion (names as list_temps gave them) */
+	int (*list_temps)(struct objstore *s, objstore_list_fn fn, void *arg);
+	int (*del_temp)(struct objstore *s, const char *name);
 	/* optional (local stores): 1 if objects are files on dev */
 	int (*on_dev)(struct objstore *s, dev_t dev);
 	void (*close)(struct objstore *s);
@@ -117,6 +121,11 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size);
 int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 		  void *arg);
 
+/* The temp files of puts a crash left half done, with their sizes and
+ * times (names for objstore_del_temp only, not keys), and their deletion;
+ * ENOTSUP for a store that has none it can list (s3). */
+int objstore_list_temps(struct objstore *s, objstore_list_fn fn, void *arg);
+int objstore_del_temp(struct objstore *s, const char *name);
 /* Drop a local copy of key (a cache's), so the next get fetches it from
  * the store again: 0 when a copy was dropped, ENOENT when there was none
  * (always, for stores that keep no copies). objstore_evict() is asked for

@@ -346,6 +346,8 @@ struct walk {
 	size_t plen;
 	objstore_list_fn fn;
 	void *arg;
+	int temps;	    /* list the temp files instead, as "DIR:PATH" */
+	size_t dir;	    /* the pool directory walked */
 	char key[PATH_MAX]; /* key of the directory being walked, then '/' */
 };
 
@@ -368,8 +370,9 @@ static int walk_dir(struct walk *w, int dfd, size_t klen)
 			break;
 		}
 		const char *name = de->d_name;
+		int tmp = !strncmp(name, TMP_PREFIX, TMP_PREFIX_LEN);
 		if (!strcmp(name, ".") || !strcmp(name, "..") ||
-		    !strncmp(name, TMP_PREFIX, TMP_PREFIX_LEN))
+		    (tmp && !w->temps))
 			continue;
 		size_t nlen = strlen(name);
 		if (klen + nlen + 2 > sizeof(w->key))
@@ -398,7 +401,13 @@ static int walk_dir(struct walk *w, int dfd, size_t klen)
 			w->key[klen + nlen] = '/';
 			w->key[klen + nlen + 1] = '\0';
 			err = walk_dir(w, sub, klen + nlen + 1);
-		} else if (S_ISREG(st.st_mode) && klen + nlen >= w->plen) {
+		} else if (S_ISREG(st.st_mode) && w->temps && tmp) {
+			char where[PATH_MAX + 32];
+			snprintf(where, sizeof where, "%zu:%s", w->dir, w->key);
+			err = w->fn(w->arg, where, (uint64_t)st.st_size,
+				    (int64_t)st.st_mtime);
+		} else if (S_ISREG(st.st_mode) && !w->temps &&
+			   klen + nlen >= w->plen) {
 			err = w->fn(w->arg, w->key, (uint64_t)st.st_size,
 				    (int64_t)st.st_mtime);
 		}
@@ -407,7 +416,7 @@ static int walk_dir(struct walk *w, int dfd, size_t klen)
 	return err;
 }
 
-static int file_list(struct objstore *s, const char *prefix,
+static int walk_pool(struct objstore *s, const char *prefix, int temps,
 		     objstore_list_fn fn, void *arg)
 {
 	struct file_store *f = (struct file_store *)s;
@@ -420,7 +429,9 @@ static int file_list(struct objstore *s, const char *prefix,
 	w->plen = strlen(prefix);
 	w->fn = fn;
 	w->arg = arg;
+	w->temps = temps;
 	for (size_t i = 0; i < f->ndirs && !err; i++) {
+		w->dir = i;
 		/* A fresh open, not a dup: a dup shares the directory
 		 * offset, and listings may run concurrently. */
 		int dfd = openat(f->dirs[i].fd, ".",
@@ -434,6 +445,36 @@ static int file_list(struct objstore *s, const char *prefix,
 	}
 	free(w);
 	return err;
+}
+
+static int file_list(struct objstore *s, const char *prefix,
+		     objstore_list_fn fn, void *arg)
+{
+	return walk_pool(s, prefix, 0, fn, arg);
+}
+
+static int file_list_temps(struct objstore *s, objstore_list_fn fn, void *arg)
+{
+	return walk_pool(s, "", 1, fn, arg);
+}
+
+/* name: "DIR:PATH" as file_list_temps gave it; only a temp file goes. */
+static int file_del_temp(struct objstore *s, const char *name)
+{
+	struct file_store *f = (struct file_store *)s;
+	char *end;
+	errno = 0;
+	unsigned long i = strtoul(name, &end, 10);
+	const char *path = end + 1, *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (errno || end == name || *end != ':' || i >= f->ndirs ||
+	    strncmp(base, TMP_PREFIX, TMP_PREFIX_LEN) || strstr(path, "..") ||
+	    path[0] == '/')
+		return EINVAL;
+	if (unlinkat(f->dirs[i].fd, path, 0) && errno != ENOENT)
+		return errno;
+	return 0;
 }
 
 /* ---- open / close ---- */
@@ -470,6 +511,8 @@ static const struct objstore_ops file_ops = {
     .del = file_del,
     .head = file_head,
     .list = file_list,
+    .list_temps = file_list_temps,
+    .del_temp = file_del_temp,
     .on_dev = file_on_dev,
     .close = file_close,
 };

@@ -109,6 +109,15 @@ cmp -s "$TMP/src/big" "$A/keep/big2" || fail "keep/big2 differs"
 umount_vol "$A"
 check_eq "$(gcj leaked --min-age 0)" 0 "leaked objects after --delete"
 check_eq "$(jq .live "$TMP/gc.json")" "$(count_objects)" "every object left is live"
+if [ "$GRANARY_STORAGE" = file ]; then
+	# a temp file a killed put left, aged: gc --delete removes it
+	mkdir -p "${DATA_DIRS%% *}/blocks"
+	echo half >"${DATA_DIRS%% *}/blocks/.granary-tmp.00000000deadbeef"
+	touch -d '2 hours ago' "${DATA_DIRS%% *}/blocks/.granary-tmp.00000000deadbeef"
+	check_eq "$(gcj temps)" 1 "stale temp files gc reports"
+	check_eq "$(gcj temps_deleted --delete)" 1 "stale temp files gc deletes"
+	check_eq "$(find $DATA_DIRS -name '.granary-tmp.*' | wc -l)" 0 "temp files left"
+fi
 "$GRANARY" fsck "$META" --deep -q >"$TMP/fsck.out" 2>&1 ||
 	fail "fsck --deep after the kills and gc: $(cat "$TMP/fsck.out")"
 ok "--writeback: a killed write leaked $leaked objects, gc deleted them, every file reads back, fsck --deep is clean"

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fs/data/chunkstore.h"
 #include "fs/store/objstore.h"
@@ -380,4 +383,55 @@ Test(gc, randomized_store_matches_metadata, .timeout = 120)
 	cr_expect_eq(r.leaked, 0);
 	objstore_close(s);
 	meta_close(m);
+}
+
+/* The temp files of puts a crash left half done in a file:// pool: those
+ * older than --min-age are reported and deleted, a young one (a put under
+ * way, perhaps) is left, and no object is touched. */
+Test(gc, stale_temp_files_of_a_file_pool)
+{
+	struct meta *m = fresh_volume();
+	char dir[] = "/tmp/gc-temps.XXXXXX", url[128], path[256];
+	struct objstore *s;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(url, sizeof url, "file://%s", dir);
+	cr_assert_eq(objstore_open(url, NULL, &s), 0);
+	uint64_t id = file_of(m, s, "f", 1000, NULL);
+	/* a stale temp file beside a block, and a young one */
+	snprintf(path, sizeof path,
+		 "%s/blocks/0/0/.granary-tmp.00000000000000aa", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert(f);
+	fputs("half a block", f);
+	fclose(f);
+	struct timeval old[2] = {{time(NULL) - 7200, 0},
+				 {time(NULL) - 7200, 0}};
+	cr_assert_eq(utimes(path, old), 0);
+	char young[256];
+	snprintf(young, sizeof young, "%s/.granary-tmp.00000000000000bb", dir);
+	f = fopen(young, "w");
+	cr_assert(f);
+	fclose(f);
+
+	struct gc_report r = run(m, s, 3600, 0);
+	cr_expect_eq(r.temps, 1);
+	cr_expect_eq(r.temps_bytes, 12);
+	cr_expect_eq(r.leaked, 0);
+	r = run(m, s, 3600, 1);
+	cr_expect_eq(r.temps_deleted, 1);
+	cr_expect_eq(access(path, F_OK), -1, "the stale temp file is there");
+	cr_expect_eq(access(young, F_OK), 0, "the young temp file is gone");
+	cr_expect(block_exists(s, id, 0, 1000));
+	r = run(m, s, 3600, 0);
+	cr_expect_eq(r.temps, 0);
+	/* a name that is no temp file of the pool is refused */
+	cr_expect_eq(objstore_del_temp(s, "0:blocks/0/0/1_0_1000"), EINVAL);
+	cr_expect_eq(objstore_del_temp(s, "0:../x/.granary-tmp.1"), EINVAL);
+	cr_expect(block_exists(s, id, 0, 1000));
+	objstore_close(s);
+	meta_close(m);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
 }
