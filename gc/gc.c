@@ -29,6 +29,8 @@
 #define R_COUNTED 0x08 /* a packed slice: its frame is in its pack's live */
 #define R_REWRITE 0x10 /* a pack to rewrite (compact) */
 
+#define TEMP_MIN_AGE 3600 /* seconds: the youngest temp file taken as stale */
+
 /* One referenced id; the hash is the id itself (ids are unique). */
 struct ref {
 	struct hash_node hn;
@@ -277,8 +279,12 @@ static int on_temp(void *arg, const char *name, uint64_t size, int64_t mtime)
 	struct gc *g = arg;
 
 	tick(g);
-	if (g->now - mtime < g->o->min_age)
-		return 0; /* a put under way, perhaps */
+	/* a put under way has its temp file: never one younger than an hour
+	 * (whatever --min-age says: 0 would take a live client's put) */
+	int64_t age =
+	    g->o->min_age > TEMP_MIN_AGE ? g->o->min_age : TEMP_MIN_AGE;
+	if (g->now - mtime < age)
+		return 0;
 	g->r->temps++;
 	g->r->temps_bytes += size;
 	if (!g->o->delete)

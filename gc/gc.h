@@ -48,7 +48,7 @@ struct gc_report {
 	uint64_t young, young_bytes;   /* unreferenced, younger: left */
 	uint64_t other, other_bytes;   /* keys that are no object of ours */
 	/* temp files of puts a crash left half done (file:// pools), older
-	 * than min_age; with delete: those deleted */
+	 * than min_age and an hour; with delete: those deleted */
 	uint64_t temps, temps_bytes, temps_deleted;
 	/* live packs: their bytes, those of frames nothing references, and
 	 * how many are more than half dead */

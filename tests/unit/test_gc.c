@@ -425,6 +425,12 @@ Test(gc, stale_temp_files_of_a_file_pool)
 	cr_expect(block_exists(s, id, 0, 1000));
 	r = run(m, s, 3600, 0);
 	cr_expect_eq(r.temps, 0);
+	/* --min-age 0 takes leaked objects at once, never a young temp file:
+	 * it may be a live client's put */
+	r = run(m, s, 0, 1);
+	cr_expect_eq(r.temps_deleted, 0);
+	cr_expect_eq(access(young, F_OK), 0,
+		     "--min-age 0 took a young temp file");
 	/* a name that is no temp file of the pool is refused */
 	cr_expect_eq(objstore_del_temp(s, "0:blocks/0/0/1_0_1000"), EINVAL);
 	cr_expect_eq(objstore_del_temp(s, "0:../x/.granary-tmp.1"), EINVAL);
