@@ -116,7 +116,9 @@ if [ "$GRANARY_STORAGE" = file ]; then
 	touch -d '2 hours ago' "${DATA_DIRS%% *}/blocks/.granary-tmp.00000000deadbeef"
 	check_eq "$(gcj temps)" 1 "stale temp files gc reports"
 	check_eq "$(gcj temps_deleted --delete)" 1 "stale temp files gc deletes"
-	check_eq "$(find $DATA_DIRS -name '.granary-tmp.*' | wc -l)" 0 "temp files left"
+	# (a put the kills cut short may have left a young one: it stays)
+	[ ! -e "${DATA_DIRS%% *}/blocks/.granary-tmp.00000000deadbeef" ] ||
+		fail "the stale temp file is still there after gc --delete"
 fi
 "$GRANARY" fsck "$META" --deep -q >"$TMP/fsck.out" 2>&1 ||
 	fail "fsck --deep after the kills and gc: $(cat "$TMP/fsck.out")"
