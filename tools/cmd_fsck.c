@@ -18,6 +18,7 @@
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 static const char usage[] =
     "usage: granary fsck [options] META_URL\n"
@@ -62,10 +63,8 @@ static const struct option options[] = {
 /* ---- output ------------------------------------------------------------ */
 
 struct out {
-	int line; /* a progress line on stderr: a terminal, not --quiet */
-	struct timespec last;
-	int shown;  /* the progress line is on the screen */
-	FILE *json; /* --json: the problems, collected */
+	struct status_line line; /* the progress line */
+	FILE *json;		 /* --json: the problems, collected */
 	char *json_buf;
 	size_t json_len;
 	int njson;
@@ -73,36 +72,23 @@ struct out {
 
 static void clear_line(struct out *o)
 {
-	if (o->shown) {
-		fprintf(stderr, "\r\033[K");
-		o->shown = 0;
-	}
+	status_line_clear(&o->line);
 }
 
 static void on_progress(void *arg, const char *phase,
 			const struct fsck_report *r)
 {
 	struct out *o = arg;
-	struct timespec now;
 
-	if (!o->line)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t ms = (now.tv_sec - o->last.tv_sec) * 1000 +
-		     (now.tv_nsec - o->last.tv_nsec) / 1000000;
 	if (!strcmp(phase, "done")) {
 		clear_line(o);
 		return;
 	}
-	if (ms < 250)
-		return;
-	o->last = now;
-	o->shown = 1;
-	fprintf(stderr,
-		"\r\033[Kfsck: %s: %" PRIu64 " inodes, %" PRIu64
-		" entries, %" PRIu64 " references, %" PRIu64
-		" objects listed, %" PRIu64 " read",
-		phase, r->inodes, r->entries, r->refs, r->objects, r->verified);
+	status_line_print(
+	    &o->line, 0,
+	    "fsck: %s: %" PRIu64 " inodes, %" PRIu64 " entries, %" PRIu64
+	    " references, %" PRIu64 " objects listed, %" PRIu64 " read",
+	    phase, r->inodes, r->entries, r->refs, r->objects, r->verified);
 }
 
 static const char *fix_name(enum fsck_fix f)
@@ -314,7 +300,7 @@ int cmd_fsck(int argc, char **argv)
 		cli_error("cannot collect the report: %s", strerror(errno));
 		goto out;
 	}
-	out.line = !quiet && isatty(STDERR_FILENO);
+	status_line_init(&out.line, quiet);
 	fo.progress = on_progress;
 	fo.progress_arg = &out;
 	fo.problem = on_problem;

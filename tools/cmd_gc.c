@@ -17,6 +17,7 @@
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 static const char usage[] =
     "usage: granary gc [options] META_URL\n"
@@ -55,32 +56,19 @@ static const struct option options[] = {
 
 /* ---- progress ------------------------------------------------------------ */
 
-struct line {
-	int on; /* stderr is a terminal and not --quiet */
-	struct timespec last;
-};
-
 static void on_progress(void *arg, const char *phase, const struct gc_report *r)
 {
-	struct line *l = arg;
-	struct timespec now;
+	struct status_line *l = arg;
 
-	if (!l->on)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t ms = (now.tv_sec - l->last.tv_sec) * 1000 +
-		     (now.tv_nsec - l->last.tv_nsec) / 1000000;
-	if (ms < 250 && strcmp(phase, "done"))
-		return;
-	l->last = now;
 	if (!strcmp(phase, "done")) {
-		fprintf(stderr, "\r\033[K");
+		status_line_clear(l);
 		return;
 	}
-	fprintf(stderr,
-		"\r\033[Kgc: %s: %" PRIu64 " references, %" PRIu64
-		" objects listed, %" PRIu64 " leaked, %" PRIu64 " deleted",
-		phase, r->refs, r->objects, r->leaked, r->deleted);
+	status_line_print(l, 0,
+			  "gc: %s: %" PRIu64 " references, %" PRIu64
+			  " objects listed, %" PRIu64 " leaked, %" PRIu64
+			  " deleted",
+			  phase, r->refs, r->objects, r->leaked, r->deleted);
 }
 
 /* ---- the report ------------------------------------------------------------
@@ -223,7 +211,7 @@ int cmd_gc(int argc, char **argv)
 {
 	struct gc_opts o = {.min_age = 3600};
 	struct meta_opts mo = {0};
-	struct line line = {0};
+	struct status_line line;
 	struct meta_volume v;
 	struct gc_report r;
 	struct objstore *store = NULL;
@@ -281,7 +269,7 @@ int cmd_gc(int argc, char **argv)
 			     &store))
 		goto out;
 
-	line.on = !quiet && isatty(STDERR_FILENO);
+	status_line_init(&line, quiet);
 	o.progress = on_progress;
 	o.progress_arg = &line;
 	err = gc_run(m, store, &o, &r);

@@ -5,6 +5,7 @@
 #include "tools/progress.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +101,34 @@ void progress_close(struct progress *p)
 	fflush(stderr);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
+}
+
+/* ---- status line ---- */
+
+void status_line_init(struct status_line *l, int quiet)
+{
+	*l = (struct status_line){.on = !quiet && isatty(STDERR_FILENO)};
+}
+
+void status_line_print(struct status_line *l, int force, const char *fmt, ...)
+{
+	va_list ap;
+	int64_t now = now_ns();
+
+	if (!l->on || (!force && now - l->last_ns < REDRAW_NS))
+		return;
+	l->last_ns = now;
+	l->shown = 1;
+	fputs("\r\033[K", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+void status_line_clear(struct status_line *l)
+{
+	if (l->shown) {
+		fputs("\r\033[K", stderr);
+		l->shown = 0;
+	}
 }

@@ -20,4 +20,21 @@ void progress_add(struct progress *p, uint64_t items, uint64_t bytes);
 /* Clear the line and free. */
 void progress_close(struct progress *p);
 
+/*
+ * A status line of free text (the phases of gc and fsck), under the same
+ * rules: on a terminal only, redrawn at most 4 times a second. One
+ * thread writes it.
+ */
+struct status_line {
+	int on;		 /* stderr is a terminal, not quiet */
+	int shown;	 /* the line is on the screen */
+	int64_t last_ns; /* last redraw */
+};
+void status_line_init(struct status_line *l, int quiet);
+/* Redraw with the text of fmt when due (or force). */
+void status_line_print(struct status_line *l, int force, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Take the line off the screen (before other output, and at the end). */
+void status_line_clear(struct status_line *l);
+
 #endif
