@@ -1,0 +1,69 @@
+/*
+ * meta_dump.h - a volume's metadata as one stream of JSON lines (the
+ * format: docs/dump-format.md), and a volume built back from such a
+ * stream. Used by `granary dump` and `granary load` (tools/) and by the
+ * clients' automatic backups (fs/vfs/). Types and errors: meta.h.
+ *
+ * A dump is taken beside live clients: each inode (its record, chunk
+ * lists, xattrs, symlink target, directory entries) is read in one atomic
+ * step, so each file is a consistent image of itself; the volume as a
+ * whole is not one instant. Memory stays bounded whatever the volume's
+ * size (one HSCAN page and one inode at a time, plus what the writer
+ * batches). The stream carries no secrets (access and secret keys are
+ * left out) and no session data.
+ *
+ * The caller owns the bytes' way out and in: plain files, stdout, LZ4
+ * frames (lib/lz4stream.h) or objects in the store.
+ */
+#ifndef GRANARY_META_DUMP_H
+#define GRANARY_META_DUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "meta/meta.h"
+
+/* Take n bytes of the stream: 0, or a positive errno (stops the dump). */
+typedef int (*meta_sink_fn)(void *arg, const void *p, size_t n);
+/* Give up to cap bytes of the stream: bytes given, 0 at its end, or a
+ * negative errno. */
+typedef ssize_t (*meta_source_fn)(void *arg, void *p, size_t cap);
+
+struct meta_dump_stats {
+	uint64_t inodes, dirs, files, symlinks, entries;
+	uint64_t slices; /* slice references of chunk lists */
+	uint64_t lines;	 /* of the stream */
+	uint64_t bytes;	 /* of the stream, uncompressed */
+};
+/* Called now and then (at most a few times a second) from the thread
+ * that runs the dump or the load. */
+typedef void (*meta_dump_progress_fn)(void *arg,
+				      const struct meta_dump_stats *st);
+
+struct meta_dump_opts {
+	const char *path; /* only the tree under this path ("/a/b"), or
+			     NULL: the whole volume */
+	meta_dump_progress_fn progress; /* NULL: none */
+	void *progress_arg;
+};
+/* Write the volume (or o->path's tree) to sink; *st (may be NULL) is
+ * filled. 0, or the first error of the metadata or of the sink. */
+int meta_dump(struct meta *m, const struct meta_dump_opts *o, meta_sink_fn sink,
+	      void *sink_arg, struct meta_dump_stats *st);
+
+struct meta_load_opts {
+	meta_dump_progress_fn progress; /* NULL: none */
+	void *progress_arg;
+};
+/* Build the volume of the stream in m's database, which must hold no
+ * volume (META_EEXIST otherwise: nothing is written). A stream that is
+ * not a dump, of a newer format, or cut short is refused with EINVAL
+ * (logged: the line and what is wrong with it); what was loaded before
+ * the bad line is then left for the caller to wipe (meta_format with
+ * force). */
+int meta_load(struct meta *m, const struct meta_load_opts *o,
+	      meta_source_fn source, void *source_arg,
+	      struct meta_dump_stats *st);
+
+#endif
