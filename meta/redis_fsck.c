@@ -274,6 +274,85 @@ int meta_fsck_stray_chunks(struct meta *m, uint64_t ino, uint32_t idx, int tail,
 	return 0;
 }
 
+int meta_fsck_pending(struct meta *m, int64_t *pending, int64_t *sum)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	redis_cmd_init(&c, "EVAL");
+	redis_cmd_str(&c,
+		      "local s = 0 "
+		      "for _, v in ipairs(redis.call('HVALS', "
+		      "'sessionpending')) do s = s + (tonumber(v) or 0) end "
+		      "return {redis.call('GET', 'pendingspace') or '0', "
+		      "string.format('%d', s)}");
+	redis_cmd_str(&c, "0");
+	err = redis_run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		err = META_EPROTO;
+	if (!err)
+		err = reply_i64(r->element[0], pending);
+	if (!err)
+		err = reply_i64(r->element[1], sum);
+	freeReplyObject(r);
+	return err;
+}
+
+/* A command answering an integer: *v its value. */
+static int run_int(struct meta *m, const struct cmd *c, int64_t *v)
+{
+	redisReply *r;
+	int err = redis_run(m, RUN_RETRY, c, &r);
+
+	if (err)
+		return err;
+	if (r->type == REDIS_REPLY_INTEGER)
+		*v = r->integer;
+	else if (r->type == REDIS_REPLY_NIL)
+		*v = 0;
+	else if (r->type == REDIS_REPLY_STRING)
+		*v = 1;
+	else
+		err = META_EPROTO;
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_fsck_delfile(struct meta *m, uint64_t ino, uint64_t length,
+		      int *member)
+{
+	struct cmd c;
+	int64_t v = 0;
+
+	redis_cmd_init(&c, "ZSCORE");
+	redis_cmd_str(&c, "delfiles");
+	redis_cmd_fmt(&c, "%" PRIu64 ":%" PRIu64, ino, length);
+	int err = run_int(m, &c, &v);
+	*member = !err && v;
+	return err;
+}
+
+int meta_fsck_open(struct meta *m, uint64_t sid, uint64_t ino, int *exists)
+{
+	struct cmd c;
+	int64_t v = 0;
+
+	if (ino) {
+		redis_cmd_init(&c, "HEXISTS");
+		redis_cmd_key(&c, "o", ino);
+		redis_cmd_u64(&c, sid);
+	} else {
+		redis_cmd_init(&c, "EXISTS");
+		redis_cmd_key(&c, "so", sid);
+	}
+	int err = run_int(m, &c, &v);
+	*exists = !err && v;
+	return err;
+}
+
 /* ---- repairs ----------------------------------------------------------- */
 
 int meta_fsck_fix_inode(struct meta *m, const struct meta_fsck_inode *was,
@@ -398,5 +477,106 @@ int meta_fsck_fix_session(struct meta *m, uint64_t sid)
 		return EROFS;
 	redis_cmd_script(m, &c, SC_FSCK_SESSION);
 	redis_cmd_u64(&c, sid);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
+			   int64_t dead)
+{
+	return fix_set(m, "packdead", pack, was, dead);
+}
+
+int meta_fsck_fix_delfile(struct meta *m, uint64_t ino, uint64_t length)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_FSCK_DELFILE);
+	redis_cmd_u64(&c, ino);
+	redis_cmd_u64(&c, length);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_chunk(struct meta *m, const struct meta_fsck_inode *was,
+			uint32_t idx)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (!was->exists || was->corrupt)
+		return EINVAL;
+	redis_cmd_script(m, &c, SC_FSCK_CHUNK);
+	redis_cmd_u64(&c, was->ino);
+	redis_cmd_bin(&c, was->rec, was->rec_len);
+	redis_cmd_u64(&c, idx);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_pending(struct meta *m, int64_t was)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_FSCK_PENDING);
+	redis_cmd_i64(&c, was);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_open(struct meta *m, uint64_t sid, uint64_t ino)
+{
+	struct cmd c;
+	redisReply *r;
+	int err, left;
+
+	if (m->opts.read_only)
+		return EROFS;
+	do {
+		redis_cmd_script(m, &c, SC_FSCK_OPEN);
+		redis_cmd_u64(&c, sid);
+		if (ino)
+			redis_cmd_u64(&c, ino);
+		else
+			redis_cmd_str(&c, "");
+		if ((err = redis_run_script(m, 0, &c, &r)))
+			return err;
+		left = r->elements > 1 &&
+		       r->element[1]->type == REDIS_REPLY_INTEGER &&
+		       r->element[1]->integer > 0;
+		freeReplyObject(r);
+	} while (!ino && left);
+	return 0;
+}
+
+int meta_fsck_fix_staging(struct meta *m, uint64_t sid,
+			  const char *const *names, size_t n)
+{
+	enum { PER = CMD_MAX - 4 }; /* names a call */
+	struct cmd c;
+	int err = 0;
+
+	if (m->opts.read_only)
+		return EROFS;
+	for (size_t i = 0; !err && i < n; i += PER) {
+		redis_cmd_script(m, &c, SC_FSCK_STAGING);
+		redis_cmd_u64(&c, sid);
+		for (size_t j = i; j < n && j < i + PER; j++)
+			redis_cmd_str(&c, names[j]);
+		err = redis_run_script_void(m, &c);
+	}
+	return err;
+}
+
+int meta_fsck_fix_dead(struct meta *m, uint64_t id, uint64_t pack)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_FSCK_DEAD);
+	redis_cmd_u64(&c, id);
+	redis_cmd_u64(&c, pack);
 	return redis_run_script_void(m, &c);
 }
