@@ -4,12 +4,14 @@
  * reading each candidate again before it is reported (confirm). The
  * store's side is fsck_store.c; repairs and the report fsck_report.c.
  *
- * Order: the counters and the server's time t0; the sessions; the inodes
- * (the table), the trees (versions directories, detached snapshots),
- * delfiles, the entries (links, subdirectories, parents), the references
- * (slices, packs, stray chunk lists, staging), sliceref, packs, the
- * counters again; then the inodes are judged, the store compared, every
- * candidate read again, and each confirmed one repaired and reported.
+ * Order: the counters and the server's time t0; the sessions, their
+ * opens, pendingspace; the inodes (the table), the trees (versions
+ * directories, detached snapshots), delfiles, the entries (links,
+ * subdirectories, parents), the references (chunk lists: stray or past
+ * a length; slices, packs, staging), sliceref, packs, the counters
+ * again; then the inodes are judged, the store compared, every candidate
+ * read again, and each confirmed one repaired and reported. With a path,
+ * the walks are fsck_path.c's, of the tree, and the same judges run.
  */
 #include "gc/fsck.h"
 
@@ -81,19 +83,42 @@ struct slc *fsck_slc(struct fsck *f, uint64_t id, int add)
 	return x;
 }
 
+void *fsck_grow(void *v, size_t n, size_t *cap, size_t size)
+{
+	size_t c = *cap ? 2 * *cap : 16;
+	void *p;
+
+	if (n < *cap)
+		return v;
+	if ((p = realloc(v, c * size)))
+		*cap = c;
+	return p;
+}
+
 struct cand *fsck_cand(struct fsck *f, enum fsck_kind kind)
 {
-	if (f->ncand == f->capcand) {
-		size_t cap = f->capcand ? 2 * f->capcand : 64;
-		struct cand *c = realloc(f->cands, cap * sizeof *c);
-		if (!c)
-			return NULL;
-		f->cands = c;
-		f->capcand = cap;
-	}
-	struct cand *c = &f->cands[f->ncand++];
+	struct cand *c =
+	    fsck_grow(f->cands, f->ncand, &f->capcand, sizeof *f->cands);
+
+	if (!c)
+		return NULL;
+	f->cands = c;
+	c = &f->cands[f->ncand++];
 	memset(c, 0, sizeof *c);
 	c->kind = kind;
+	return c;
+}
+
+struct cand *fsck_slice_cand(struct fsck *f, enum fsck_kind kind,
+			     const struct slc *x)
+{
+	struct cand *c = fsck_cand(f, kind);
+
+	if (c) {
+		c->id = slc_id(x);
+		c->ino = x->ino;
+		c->idx = x->idx;
+	}
 	return c;
 }
 
@@ -347,14 +372,11 @@ static int on_list(struct fsck *f, const struct meta_ref *mr)
  * began, kept for its repair. */
 static int sname_add(struct fsck *f, const struct meta_ref *mr)
 {
-	if (f->nsnames == f->capsnames) {
-		size_t cap = f->capsnames ? 2 * f->capsnames : 16;
-		struct sname *v = realloc(f->snames, cap * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		f->snames = v;
-		f->capsnames = cap;
-	}
+	struct sname *v =
+	    fsck_grow(f->snames, f->nsnames, &f->capsnames, sizeof *v);
+	if (!v)
+		return ENOMEM;
+	f->snames = v;
 	f->snames[f->nsnames++] = (struct sname){
 	    mr->sid, mr->s.id ? mr->s.id : mr->s.pack, mr->idx, !mr->s.id};
 	return 0;
@@ -443,11 +465,8 @@ static int on_sliceref(void *arg, uint64_t id, int64_t extra)
 	int64_t found = x->flags & S_SLICE ? x->refs : 0;
 	if (found == extra + 1)
 		return 0;
-	if (!(c = fsck_cand(f, FSCK_SLICEREF)))
+	if (!(c = fsck_slice_cand(f, FSCK_SLICEREF, x)))
 		return ENOMEM;
-	c->id = id;
-	c->ino = x->ino;
-	c->idx = x->idx;
 	c->found = found;
 	c->was = extra;
 	c->expected = extra + 1;
@@ -470,11 +489,8 @@ int fsck_on_pack(void *arg, uint64_t pack, uint64_t total, uint64_t dead)
 	x->seen = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 	if (dead <= total)
 		return 0;
-	if (!(c = fsck_cand(f, FSCK_PACK_DEAD)))
+	if (!(c = fsck_slice_cand(f, FSCK_PACK_DEAD, x)))
 		return ENOMEM;
-	c->id = pack;
-	c->ino = x->ino;
-	c->idx = x->idx;
 	c->found = (int64_t)dead;
 	c->expected = (int64_t)total;
 	return 0;
@@ -491,28 +507,19 @@ static int judge_slices(struct fsck *f)
 		struct slc *x = hash_entry(n, struct slc, hn);
 		if ((x->flags & S_SLICE) && !(x->flags & S_REF) &&
 		    x->refs != 1) {
-			if (!(c = fsck_cand(f, FSCK_SLICEREF)))
+			if (!(c = fsck_slice_cand(f, FSCK_SLICEREF, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 			c->found = x->refs;
 			c->expected = 1;
 		}
 		if ((x->flags & S_PACK) && !(x->flags & S_TOTAL)) {
-			if (!(c = fsck_cand(f, FSCK_PACK_TOTAL)))
+			if (!(c = fsck_slice_cand(f, FSCK_PACK_TOTAL, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 		}
 		if ((x->flags & S_DEAD) && (x->flags & (S_SLICE | S_PACK)) &&
 		    x->refs) {
-			if (!(c = fsck_cand(f, FSCK_SLICE_DEAD)))
+			if (!(c = fsck_slice_cand(f, FSCK_SLICE_DEAD, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 			c->tail = (x->flags & S_PACK) != 0; /* a whole pack */
 		}
 	}

@@ -4,12 +4,12 @@
  * `granary fsck` (tools/cmd_fsck.c).
  *
  * fsck_run walks the metadata (meta_scan.h): every inode, every directory
- * entry, every chunk list, the reference counts, packs, staging and the
- * sessions' fields; it lists the store with objects (one listing of
- * blocks/ and packs/, never a HEAD per object) and reads every referenced
- * block and frame with deep. What it finds wrong it reads again before it
- * says so (meta_fsck.h): a thing a live client changed meanwhile (an inode
- * whose ctime is after the walk began, an entry renamed, a count that
+ * entry, every chunk list, the reference counts, packs, staging, the
+ * sessions' fields and opens, and pendingspace; it lists the store with objects
+ * (one listing of blocks/ and packs/, never a HEAD per object) and reads every
+ * referenced block and frame with deep. What it finds wrong it reads again
+ * before it says so (meta_fsck.h): a thing a live client changed meanwhile (an
+ * inode whose ctime is after the walk began, an entry renamed, a count that
  * moved) is not judged but counted in changed. Each problem goes to
  * o->problem with the path of the file concerned, found by walking up the
  * entries from the root.
@@ -17,7 +17,11 @@
  * With repair, each problem of a kind fsck knows how to fix is fixed by
  * one script that first checks the thing is still as fsck saw it: an
  * inode a session has open, or one that changed, is skipped. Inodes no
- * entry names (orphans) are linked as "#<ino>" in /lost+found.
+ * entry names (orphans) are linked as "#<ino>" in /lost+found. Never
+ * repaired (FSCK_FIX_CANNOT, with why): corrupt records, a directory of
+ * two names or in a loop, entries of a directory that is not, missing
+ * or corrupt objects, and a slice both referenced and waiting for
+ * deletion unless objects (or deep) saw its objects in the store.
  *
  * With path, only the tree under that directory (or that one file) is
  * checked: its entries, inodes, link counts, chunk lists, the reference

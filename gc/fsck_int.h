@@ -163,12 +163,18 @@ struct fsck {
  * memory. */
 void *fsck_alloc(struct fsck *f, size_t size);
 
+/* v, of n elements of size bytes in room for *cap, with room for one
+ * more: grown by doubling (from 16), or NULL (no memory; v unchanged). */
+void *fsck_grow(void *v, size_t n, size_t *cap, size_t size);
 /* The entry of inode ino, or of slice/pack id; with add, made when
  * missing (NULL: out of memory). */
 struct ino *fsck_ino(struct fsck *f, uint64_t ino, int add);
 struct slc *fsck_slc(struct fsck *f, uint64_t id, int add);
 /* A new candidate of kind (zeroed but for the kind), NULL: no memory. */
 struct cand *fsck_cand(struct fsck *f, enum fsck_kind kind);
+/* ... of slice or pack x: its id, and the first reference to it. */
+struct cand *fsck_slice_cand(struct fsck *f, enum fsck_kind kind,
+			     const struct slc *x);
 void fsck_tick(struct fsck *f);
 void fsck_phase(struct fsck *f, const char *name);
 /* Is slice id (in pack, when pack != 0) still referenced by chunk idx

@@ -100,14 +100,11 @@ static int on_entry(void *arg, const struct meta_scan_dirent *e)
 {
 	struct dir_list *l = arg;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		struct meta_scan_dirent *v = realloc(l->e, cap * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		l->e = v;
-		l->cap = cap;
-	}
+	struct meta_scan_dirent *v = fsck_grow(l->e, l->n, &l->cap, sizeof *v);
+
+	if (!v)
+		return ENOMEM;
+	l->e = v;
 	l->e[l->n] = *e;
 	if (!(l->e[l->n].name = strdup(e->name)))
 		return ENOMEM;
@@ -124,14 +121,12 @@ static void dir_list_clear(struct dir_list *l)
 
 static int file_add(struct fsck *f, struct ino *x)
 {
-	if (f->nfiles == f->capfiles) {
-		size_t cap = f->capfiles ? 2 * f->capfiles : 256;
-		struct pfile *v = realloc(f->files, cap * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		f->files = v;
-		f->capfiles = cap;
-	}
+	struct pfile *v =
+	    fsck_grow(f->files, f->nfiles, &f->capfiles, sizeof *v);
+
+	if (!v)
+		return ENOMEM;
+	f->files = v;
 	f->files[f->nfiles++] = (struct pfile){ino_of(x), x->subdirs};
 	x->flags |= I_WALKED;
 	return 0;
@@ -148,14 +143,10 @@ static int walk_into(struct fsck *f, struct ino *x, uint64_t **q, size_t *nq,
 		return file_add(f, x);
 	if (x->type != META_DIR)
 		return 0;
-	if (*nq == *cap) {
-		size_t c = *cap ? 2 * *cap : 256;
-		uint64_t *v = realloc(*q, c * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		*q = v;
-		*cap = c;
-	}
+	uint64_t *v = fsck_grow(*q, *nq, cap, sizeof *v);
+	if (!v)
+		return ENOMEM;
+	*q = v;
 	(*q)[(*nq)++] = ino_of(x);
 	x->flags |= I_WALKED;
 	return 0;
@@ -285,11 +276,8 @@ static int judge_sliceref(struct fsck *f, struct slc *x, int64_t extra)
 		f->r->outside++;
 		return 0;
 	}
-	if (!(c = fsck_cand(f, FSCK_SLICEREF)))
+	if (!(c = fsck_slice_cand(f, FSCK_SLICEREF, x)))
 		return ENOMEM;
-	c->id = slc_id(x);
-	c->ino = x->ino;
-	c->idx = x->idx;
 	c->found = x->refs;
 	c->was = extra;
 	c->expected = extra + 1;

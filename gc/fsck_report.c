@@ -433,15 +433,6 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 		if (c->ino)
 			p.path = path_of(f, c->ino, path, sizeof path);
 	}
-	if (c->kind == FSCK_CHUNK_PAST_END && !p.key) {
-		if (c->tail)
-			snprintf(key, sizeof key, "n%" PRIu64 " field %" PRIu64,
-				 c->ino / 32, c->ino % 32 + 32);
-		else
-			snprintf(key, sizeof key, "c%" PRIu64 "_%" PRIu32,
-				 c->ino, c->idx);
-		p.key = key;
-	}
 	if (c->kind == FSCK_OPEN_GONE && !p.key) {
 		if (c->ino)
 			snprintf(key, sizeof key, "o%" PRIu64, c->ino);
@@ -449,7 +440,8 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 			snprintf(key, sizeof key, "so%" PRIu64, c->id);
 		p.key = key;
 	}
-	if (c->kind == FSCK_STRAY_CHUNKS && !p.key) {
+	if ((c->kind == FSCK_STRAY_CHUNKS || c->kind == FSCK_CHUNK_PAST_END) &&
+	    !p.key) {
 		if (c->tail)
 			snprintf(key, sizeof key, "n%" PRIu64 " field %" PRIu64,
 				 c->ino / 32, c->ino % 32 + 32);

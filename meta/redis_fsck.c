@@ -39,48 +39,43 @@ static int reply_i64(const redisReply *r, int64_t *v)
 	return 0;
 }
 
-int meta_server_time(struct meta *m, int64_t *sec, uint32_t *nsec)
+/* Run c, whose reply is two numbers: *a and *b. */
+static int run_pair(struct meta *m, const struct cmd *c, int64_t *a, int64_t *b)
 {
-	struct cmd c;
 	redisReply *r;
-	int64_t us = 0;
-	int err;
+	int err = redis_run(m, RUN_RETRY, c, &r);
 
-	redis_cmd_init(&c, "TIME");
-	err = redis_run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
 		err = META_EPROTO;
 	if (!err)
-		err = reply_i64(r->element[0], sec);
+		err = reply_i64(r->element[0], a);
 	if (!err)
-		err = reply_i64(r->element[1], &us);
-	*nsec = (uint32_t)(us * 1000);
+		err = reply_i64(r->element[1], b);
 	freeReplyObject(r);
+	return err;
+}
+
+int meta_server_time(struct meta *m, int64_t *sec, uint32_t *nsec)
+{
+	struct cmd c;
+	int64_t us = 0;
+
+	redis_cmd_init(&c, "TIME");
+	int err = run_pair(m, &c, sec, &us);
+	*nsec = (uint32_t)(us * 1000);
 	return err;
 }
 
 int meta_fsck_counters(struct meta *m, int64_t *inodes, int64_t *used)
 {
 	struct cmd c;
-	redisReply *r;
-	int err;
 
 	redis_cmd_init(&c, "MGET");
 	redis_cmd_str(&c, "totalinodes");
 	redis_cmd_str(&c, "usedspace");
-	err = redis_run(m, RUN_RETRY, &c, &r);
-	if (err)
-		return err;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
-		err = META_EPROTO;
-	if (!err)
-		err = reply_i64(r->element[0], inodes);
-	if (!err)
-		err = reply_i64(r->element[1], used);
-	freeReplyObject(r);
-	return err;
+	return run_pair(m, &c, inodes, used);
 }
 
 /* ---- reading again ----------------------------------------------------- */
@@ -277,8 +272,6 @@ int meta_fsck_stray_chunks(struct meta *m, uint64_t ino, uint32_t idx, int tail,
 int meta_fsck_pending(struct meta *m, int64_t *pending, int64_t *sum)
 {
 	struct cmd c;
-	redisReply *r;
-	int err;
 
 	redis_cmd_init(&c, "EVAL");
 	redis_cmd_str(&c,
@@ -288,17 +281,7 @@ int meta_fsck_pending(struct meta *m, int64_t *pending, int64_t *sum)
 		      "return {redis.call('GET', 'pendingspace') or '0', "
 		      "string.format('%d', s)}");
 	redis_cmd_str(&c, "0");
-	err = redis_run(m, RUN_RETRY, &c, &r);
-	if (err)
-		return err;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
-		err = META_EPROTO;
-	if (!err)
-		err = reply_i64(r->element[0], pending);
-	if (!err)
-		err = reply_i64(r->element[1], sum);
-	freeReplyObject(r);
-	return err;
+	return run_pair(m, &c, pending, sum);
 }
 
 /* A command answering an integer: *v its value. */
@@ -354,6 +337,21 @@ int meta_fsck_open(struct meta *m, uint64_t sid, uint64_t ino, int *exists)
 }
 
 /* ---- repairs ----------------------------------------------------------- */
+
+/* Repair script s with the n (1 or 2) numbers a, b as its arguments. */
+static int fix_nums(struct meta *m, enum script s, int n, uint64_t a,
+		    uint64_t b)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, s);
+	redis_cmd_u64(&c, a);
+	if (n > 1)
+		redis_cmd_u64(&c, b);
+	return redis_run_script_void(m, &c);
+}
 
 int meta_fsck_fix_inode(struct meta *m, const struct meta_fsck_inode *was,
 			uint32_t nlink, uint64_t parent, int lost_found)
@@ -436,14 +434,7 @@ int meta_fsck_fix_sliceref(struct meta *m, uint64_t id, int64_t was,
 
 int meta_fsck_fix_stray_chunks(struct meta *m, uint64_t ino, uint64_t length)
 {
-	struct cmd c;
-
-	if (m->opts.read_only)
-		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_CHUNKS);
-	redis_cmd_u64(&c, ino);
-	redis_cmd_u64(&c, length);
-	return redis_run_script_void(m, &c);
+	return fix_nums(m, SC_FSCK_CHUNKS, 2, ino, length);
 }
 
 int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total)
@@ -471,13 +462,7 @@ int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total)
 
 int meta_fsck_fix_session(struct meta *m, uint64_t sid)
 {
-	struct cmd c;
-
-	if (m->opts.read_only)
-		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_SESSION);
-	redis_cmd_u64(&c, sid);
-	return redis_run_script_void(m, &c);
+	return fix_nums(m, SC_FSCK_SESSION, 1, sid, 0);
 }
 
 int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
@@ -488,14 +473,7 @@ int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
 
 int meta_fsck_fix_delfile(struct meta *m, uint64_t ino, uint64_t length)
 {
-	struct cmd c;
-
-	if (m->opts.read_only)
-		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_DELFILE);
-	redis_cmd_u64(&c, ino);
-	redis_cmd_u64(&c, length);
-	return redis_run_script_void(m, &c);
+	return fix_nums(m, SC_FSCK_DELFILE, 2, ino, length);
 }
 
 int meta_fsck_fix_chunk(struct meta *m, const struct meta_fsck_inode *was,
@@ -571,12 +549,5 @@ int meta_fsck_fix_staging(struct meta *m, uint64_t sid,
 
 int meta_fsck_fix_dead(struct meta *m, uint64_t id, uint64_t pack)
 {
-	struct cmd c;
-
-	if (m->opts.read_only)
-		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_DEAD);
-	redis_cmd_u64(&c, id);
-	redis_cmd_u64(&c, pack);
-	return redis_run_script_void(m, &c);
+	return fix_nums(m, SC_FSCK_DEAD, 2, id, pack);
 }

@@ -13,10 +13,5 @@ local a = iget(ino)
 if a.ty ~= FILE or a.len > idx * CHUNK then
 	return {EAGAIN}
 end
-if idx == 0 then
-	recs_unref(tail_get(ino))
-	tail_set(ino, '')
-else
-	chunk_drop(ino, idx)
-end
+chunk_cut(ino, idx)
 return {0}

@@ -268,6 +268,15 @@ local function chunk_drop(ino, idx)
 	recs_unref(s)
 	redis.call('DEL', k)
 end
+-- drop chunk idx of a live file as truncate does (chunk 0: its tail)
+local function chunk_cut(ino, idx)
+	if idx == 0 then
+		recs_unref(tail_get(ino))
+		tail_set(ino, '')
+	else
+		chunk_drop(ino, idx)
+	end
+end
 
 -- bytes of data (records with a slice id) that chunk list s shows in
 -- [lo, hi): newer records cover older ones. A list of more than
