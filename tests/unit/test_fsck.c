@@ -890,6 +890,16 @@ Test(fsck, path_subtree)
 	/* the root as the tree: no volume-wide checks, same problems */
 	r = run_at(&v, 0, "/", &s);
 	cr_expect_eq(r.problems, 2, "problems %" PRIu64, r.problems);
+	/* a pack's dead bytes past its total, repaired from a tree whose
+	 * walk does not know the frames outside it: to 0, the safe side */
+	long long total = rint_of(&v, "HGET packs %" PRIu64, t.P);
+	rcmd(&v, "HSET packdead %" PRIu64 " %lld", t.P, total + 1);
+	rcmd(&v, "INCRBY totalinodes 5"); /* volume-wide: not judged */
+	r = run_at(&v, F_REPAIR, "/small1", &s);
+	EXPECT(&s, FSCK_PACK_DEAD, "/small1", t.small[1]);
+	cr_expect_eq(r.problems, 1, "problems %" PRIu64, r.problems);
+	cr_expect_eq(r.fixed, 1);
+	cr_expect_eq(rint_of(&v, "HEXISTS packdead %" PRIu64, t.P), 0);
 	seen_free(&s);
 	vol_close(&v);
 }
