@@ -4,6 +4,7 @@
  * table) or for scripts (--json). Secrets are never shown, only whether
  * they are set.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "fs/store/codec.h"
 #include "meta/meta.h"
+#include "meta/meta_dump.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
 
@@ -91,6 +93,7 @@ static void format_age(int64_t now, int64_t t, char *buf, size_t cap)
 /* ---- text -------------------------------------------------------------- */
 
 static void print_text(const struct meta_volume *v, const struct meta_usage *u,
+		       const struct meta_backup *bk,
 		       const struct meta_session *s, size_t n)
 {
 	char a[64], b[64];
@@ -122,6 +125,19 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	cli_format_size(u->used_bytes, a, sizeof(a));
 	LINE("used", "%s (%llu bytes)", a, (unsigned long long)u->used_bytes);
 	LINE("inodes", "%llu", (unsigned long long)u->inodes);
+	if (bk->name[0]) {
+		format_time(bk->time, a, sizeof(a));
+		cli_format_size(bk->bytes, b, sizeof(b));
+		LINE("meta backup", "%s, %s, %llu inodes, by %s (session %llu)",
+		     a, b, (unsigned long long)bk->inodes, bk->host,
+		     (unsigned long long)bk->sid);
+	} else {
+		LINE("meta backup", "none yet");
+	}
+	if (bk->failed) {
+		format_time(bk->failed, a, sizeof(a));
+		LINE("backup failed", "%s: %s", a, bk->error);
+	}
 	LINE("sessions", "%zu", n);
 #undef LINE
 	if (!n)
@@ -161,8 +177,8 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 /* ---- JSON -------------------------------------------------------------- */
 
 static void print_json(const char *url, const struct meta_volume *v,
-		       const struct meta_usage *u, const struct meta_session *s,
-		       size_t n)
+		       const struct meta_usage *u, const struct meta_backup *bk,
+		       const struct meta_session *s, size_t n)
 {
 	int64_t now = (int64_t)time(NULL);
 
@@ -185,6 +201,17 @@ static void print_json(const char *url, const struct meta_volume *v,
 	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu},\n",
 	       (unsigned long long)u->used_bytes,
 	       (unsigned long long)u->inodes);
+	printf("  \"meta_backup\": {\"name\": ");
+	cli_json_string(stdout, bk->name);
+	printf(", \"time\": %lld, \"sid\": %llu, \"host\": ",
+	       (long long)bk->time, (unsigned long long)bk->sid);
+	cli_json_string(stdout, bk->host);
+	printf(", \"bytes\": %llu, \"inodes\": %llu, \"seconds\": %.3f, "
+	       "\"failed\": %lld, \"error\": ",
+	       (unsigned long long)bk->bytes, (unsigned long long)bk->inodes,
+	       bk->seconds, (long long)bk->failed);
+	cli_json_string(stdout, bk->error);
+	printf("},\n");
 	printf("  \"sessions\": [");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s\n    {\"sid\": %llu, \"host\": ", i ? "," : "",
@@ -246,10 +273,18 @@ int cmd_status(int argc, char **argv)
 	}
 	if (n > 1)
 		qsort(s, n, sizeof(*s), by_sid);
+	struct meta_backup bk;
+	err = meta_backup_last(m, &bk);
+	if (err && err != ENOENT) {
+		cli_error("cannot read the metadata backups of volume '%s': %s",
+			  v.name, gr_strerror(err));
+		free(s);
+		goto close_meta;
+	}
 	if (json)
-		print_json(shown, &v, &u, s, n);
+		print_json(shown, &v, &u, &bk, s, n);
 	else
-		print_text(&v, &u, s, n);
+		print_text(&v, &u, &bk, s, n);
 	ret = CLI_EXIT_OK;
 	free(s);
 close_meta:
