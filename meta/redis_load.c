@@ -46,6 +46,7 @@ struct load {
 	char *in;
 	size_t pos, len, cap;
 	int eof;
+	int partial; /* the line read has no newline: the stream's last */
 	uint64_t lineno;
 
 	/* a batch of commands: their arguments, back to back in arena */
@@ -223,6 +224,7 @@ static int next_line(struct load *l, char **line, size_t *n)
 			size_t k = nl ? (size_t)(nl - s) : l->len - l->pos;
 			s[k] = 0; /* room for it: see below */
 			l->pos += k + (nl ? 1 : 0);
+			l->partial = !nl;
 			*line = s;
 			*n = k;
 			l->lineno++;
@@ -1006,6 +1008,8 @@ static int load_line(struct load *l, char *s, size_t n)
 	int err;
 
 	o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+	if (!o && l->partial)
+		return bad(l, "the stream ends inside this line: cut short");
 	if (!o || !json_is_object(o)) {
 		json_decref(o);
 		return bad(l, "%s", o ? "not a JSON object" : je.text);
@@ -1201,9 +1205,10 @@ int meta_load(struct meta *m, const struct meta_load_opts *o,
 			}
 		}
 	}
-	if (!err && l.lineno == 0)
-		err = bad(&l, "empty: not a granary dump");
-	else if (!err && !l.ended) {
+	if (!err && l.lineno == 0) {
+		l.lineno = 1;
+		err = bad(&l, "the stream is empty: not a granary dump");
+	} else if (!err && !l.ended) {
 		l.lineno++;
 		err = bad(&l, "the stream ends without its trailer: cut short");
 	}
