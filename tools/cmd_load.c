@@ -175,8 +175,9 @@ int cmd_load(int argc, char **argv)
 			cli_error("load into '%s' failed: %s", shown,
 				  gr_strerror(err));
 		if (st.lines)
-			cli_hint("the database holds what was loaded, without "
-				 "settings: empty it before loading again");
+			cli_hint("the database may hold part of it, without "
+				 "settings (no client mounts it): empty it "
+				 "before loading again");
 		goto out;
 	}
 	if (!quiet) {
