@@ -218,7 +218,9 @@ static int next_line(struct load *l, char **line, size_t *n)
 {
 	*line = NULL;
 	for (;;) {
-		char *nl = memchr(l->in + l->pos, '\n', l->len - l->pos);
+		char *nl = l->pos < l->len
+			       ? memchr(l->in + l->pos, '\n', l->len - l->pos)
+			       : NULL;
 		if (nl || (l->eof && l->pos < l->len)) {
 			char *s = l->in + l->pos;
 			size_t k = nl ? (size_t)(nl - s) : l->len - l->pos;
