@@ -2,7 +2,7 @@
 # missing (Debian packages, the npm S3 test server) before they run.
 
 CC      ?= cc
-PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0
+PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson
 O       ?= build
 PREFIX  ?= /usr/local
 CFLAGS  ?= -O2 -g

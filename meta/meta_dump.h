@@ -55,6 +55,13 @@ int meta_dump(struct meta *m, const struct meta_dump_opts *o, meta_sink_fn sink,
 struct meta_load_opts {
 	meta_dump_progress_fn progress; /* NULL: none */
 	void *progress_arg;
+	/* the store's keys, which a dump never holds, for the settings
+	 * (NULL or "": none, taken from the environment at mount) */
+	const char *access_key, *secret_key;
+	/* NULL, or room for why a stream was refused ("line 7: ..."), for
+	 * the caller's message */
+	char *why;
+	size_t why_cap;
 };
 /* Build the volume of the stream in m's database, which must hold no
  * volume (META_EEXIST otherwise: nothing is written). A stream that is

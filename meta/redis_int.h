@@ -185,4 +185,29 @@ int redis_id_take(struct meta *m, const char *counter, uint64_t batch,
  * (redis_ns.c). */
 int redis_new_name_check(struct meta *m, const char *name);
 
+/* ---- walks (redis_scan.c), for the dump (redis_dump.c) --------------- */
+
+/* One page of SCAN (key NULL), HSCAN or ZSCAN (zset) of key from *cursor
+ * ("0" to start, "0" again when done); *out, inside *r (the caller's to
+ * free): {key...} or {field, value...}. */
+int redis_scan_page(struct meta *m, const char *key, int zset, char *cursor,
+		    size_t cap, redisReply **r, const redisReply **out);
+/* Every field (member) of hash (zset) key with its value (score), page by
+ * page; a field may come twice (HSCAN of a resized hash). */
+typedef int (*redis_field_fn)(struct meta *m, const redisReply *f,
+			      const redisReply *v, void *ctx);
+int redis_fields_walk(struct meta *m, const char *key, int zset,
+		      redis_field_fn fn, void *ctx);
+/* A decimal number that is the whole of [p, p+n): 1, else 0. */
+int redis_parse_u64(const char *p, size_t n, uint64_t *v);
+/* What a walk handed out already (SCAN repeats keys of a resized table):
+ * a kind and one or two numbers, or a name (its 64-bit hash). add and
+ * name: 1 when met before, else 0 (remembered) or -ENOMEM. */
+struct redis_seen;
+struct redis_seen *redis_seen_new(void); /* NULL: out of memory */
+int redis_seen_add(struct redis_seen *s, char kind, uint64_t a, uint32_t b);
+int redis_seen_name(struct redis_seen *s, const char *p, size_t n);
+void redis_seen_clear(struct redis_seen *s);
+void redis_seen_free(struct redis_seen *s); /* NULL-safe */
+
 #endif

@@ -34,6 +34,8 @@ int cmd_version(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
