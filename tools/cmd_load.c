@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/data/backup.h"
 #include "fs/store/objstore.h"
 #include "lib/lz4stream.h"
 #include "meta/meta.h"
@@ -23,6 +24,7 @@
 
 static const char usage[] =
     "usage: granary load [options] META_URL FILE|-\n"
+    "       granary load [options] META_URL --from-store STORAGE_URL\n"
     "\n"
     "Build the volume of a dump ('granary dump') in the redis database at\n"
     "META_URL, which must be empty (a database holding a volume, or any\n"
@@ -33,6 +35,11 @@ static const char usage[] =
     "was loaded before is then left in the database, without settings (no\n"
     "client mounts it): empty the database before loading again.\n"
     "\n"
+    "  --from-store URL    load the newest metadata backup the mounted\n"
+    "                      clients keep in the volume's store at URL\n"
+    "                      (mount --backup-meta; 'granary status' shows\n"
+    "                      the last one) instead of a FILE\n"
+    "  --backup NAME       with --from-store: that backup, not the newest\n"
     "  --no-store-keys     do not save the S3 keys in the settings\n"
     "  -q, --quiet         no progress line and no summary\n"
     "  -h, --help          show this help\n"
@@ -46,9 +53,11 @@ static const char usage[] =
     "exit status: 0 when the volume is loaded, 1 when it is not, 2 on a\n"
     "usage error.\n";
 
-enum { OPT_NO_STORE_KEYS = 256 };
+enum { OPT_NO_STORE_KEYS = 256, OPT_FROM_STORE, OPT_BACKUP };
 
 static const struct option options[] = {
+    {"from-store", required_argument, NULL, OPT_FROM_STORE},
+    {"backup", required_argument, NULL, OPT_BACKUP},
     {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -95,6 +104,56 @@ static void refused(struct meta *m, const char *shown)
 	}
 }
 
+static int print_name(void *arg, const struct backup_info *b)
+{
+	(void)arg;
+	fprintf(stderr, "  %s\n", b->name);
+	return 0;
+}
+
+/* The backup of the store at url (name, or the newest) to read: 0, or
+ * the error told. */
+static int open_backup(const char *url, const char *name,
+		       const struct objstore_creds *creds,
+		       struct objstore **store, struct backup_reader **r,
+		       char *file, size_t cap)
+{
+	struct backup_info b;
+	int err = objstore_open(url, creds, store);
+	if (err) {
+		cli_error("cannot open storage '%s': %s", url,
+			  gr_strerror(err));
+		return err;
+	}
+	err = name ? backup_stat(*store, name, &b) : backup_latest(*store, &b);
+	if (err == ENOENT && name) {
+		size_t n = 0;
+		cli_error("storage '%s' holds no complete backup '%s'", url,
+			  name);
+		fprintf(stderr, "hint: the backups it holds, oldest first:\n");
+		backup_list(*store, print_name, NULL, &n);
+		if (!n)
+			fprintf(stderr, "  (none)\n");
+		return err;
+	}
+	if (err == ENOENT) {
+		cli_error("storage '%s' holds no metadata backup", url);
+		cli_hint("the mounted clients write one every --backup-meta "
+			 "(default 1h); is this the volume's storage URL (see "
+			 "'granary status' or the format command)?");
+		return err;
+	}
+	if (err) {
+		cli_error("cannot read the backups in '%s': %s", url,
+			  gr_strerror(err));
+		return err;
+	}
+	snprintf(file, cap, "backup %s", b.name);
+	if ((err = backup_open(*store, &b, r)))
+		cli_error("out of memory");
+	return err;
+}
+
 int cmd_load(int argc, char **argv)
 {
 	struct meta_load_opts o = {0};
@@ -108,11 +167,21 @@ int cmd_load(int argc, char **argv)
 	struct timespec t0, t1;
 	int fd = STDIN_FILENO, c, err, quiet = 0, store_keys = 1;
 	int ret = CLI_EXIT_FAIL;
+	const char *from_store = NULL, *backup = NULL;
+	struct objstore *store = NULL;
+	struct backup_reader *br = NULL;
+	char what[128];
 
 	while ((c = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_NO_STORE_KEYS:
 			store_keys = 0;
+			break;
+		case OPT_FROM_STORE:
+			from_store = optarg;
+			break;
+		case OPT_BACKUP:
+			backup = optarg;
 			break;
 		case 'q':
 			quiet = 1;
@@ -123,13 +192,25 @@ int cmd_load(int argc, char **argv)
 			return cli_bad_option(c, argv, usage);
 		}
 	}
-	if (argc - optind != 2) {
-		cli_error(argc - optind < 2 ? "META_URL and FILE are required"
-					    : "too many arguments");
+	if (backup && !from_store) {
+		cli_error("--backup needs --from-store");
 		return cli_usage(usage, CLI_EXIT_USAGE);
 	}
-	file = argv[optind + 1];
-	if (strcmp(file, "-")) {
+	if (argc - optind != (from_store ? 1 : 2)) {
+		cli_error(argc - optind < (from_store ? 1 : 2)
+			      ? (from_store ? "META_URL is required"
+					    : "META_URL and FILE are required")
+			  : from_store ? "a FILE and --from-store: give one"
+				       : "too many arguments");
+		return cli_usage(usage, CLI_EXIT_USAGE);
+	}
+	if (from_store) {
+		file = what;
+		objstore_env_creds(&creds);
+		if (open_backup(from_store, backup, &creds, &store, &br, what,
+				sizeof what))
+			goto out;
+	} else if (strcmp((file = argv[optind + 1]), "-")) {
 		fd = open(file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			cli_error("cannot open '%s': %s", file,
@@ -142,11 +223,12 @@ int cmd_load(int argc, char **argv)
 	if (cli_meta_open(argv[optind], NULL, &m))
 		goto out;
 	meta_url_redact(argv[optind], shown, sizeof shown);
-	if (lz4stream_source_open(fd_read, &fd, &src)) {
+	if (br ? lz4stream_source_open(backup_read, br, &src)
+	       : lz4stream_source_open(fd_read, &fd, &src)) {
 		cli_error("out of memory");
 		goto out;
 	}
-	if (store_keys && !objstore_env_creds(&creds)) {
+	if (store_keys && (creds.access_key || !objstore_env_creds(&creds))) {
 		o.access_key = creds.access_key;
 		o.secret_key = creds.secret_key;
 	}
@@ -199,6 +281,8 @@ int cmd_load(int argc, char **argv)
 	ret = CLI_EXIT_OK;
 out:
 	lz4stream_source_close(src);
+	backup_close(br);
+	objstore_close(store);
 	if (fd != STDIN_FILENO)
 		close(fd);
 	meta_close(m);

@@ -60,6 +60,12 @@ static const char usage[] =
     "  --no-compact           do not compact the slice lists of chunks this\n"
     "                         client keeps appending to (see granary gc\n"
     "                         --compact)\n"
+    "  --backup-meta S        back the metadata up into the store every S\n"
+    "                         (default 1h; 0 turns it off); one client of\n"
+    "                         the volume at a time does it (see granary\n"
+    "                         load --from-store)\n"
+    "  --backup-keep N        metadata backups kept in the store (default\n"
+    "                         12)\n"
     "  --pack-window S        longest a pack waits for more files before it\n"
     "                         is uploaded (default 10ms; 2s with\n"
     "                         --writeback)\n"
@@ -110,7 +116,9 @@ enum {
 	OPT_PACK_WINDOW,
 	OPT_WRITEBACK,
 	OPT_DIRECT_READ,
-	OPT_NAME_CACHE_SIZE
+	OPT_NAME_CACHE_SIZE,
+	OPT_BACKUP_META,
+	OPT_BACKUP_KEEP
 };
 
 static const char optstring[] = ":fdo:h";
@@ -136,6 +144,8 @@ static const struct option options[] = {
     {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
     {"direct-read", required_argument, NULL, OPT_DIRECT_READ},
     {"name-cache-size", required_argument, NULL, OPT_NAME_CACHE_SIZE},
+    {"backup-meta", required_argument, NULL, OPT_BACKUP_META},
+    {"backup-keep", required_argument, NULL, OPT_BACKUP_KEEP},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -390,7 +400,8 @@ static int check_mountpoint(const char *arg, char *canon)
 
 int cmd_mount(int argc, char **argv)
 {
-	struct fs_opts o = {.attr_timeout = -1,
+	struct fs_opts o = {.backup_interval = -1,
+			    .attr_timeout = -1,
 			    .entry_timeout = -1,
 			    .cache_size = UINT64_MAX,
 			    .free_ratio = -1,
@@ -508,6 +519,29 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case OPT_NO_COMPACT:
 			o.no_compact = 1;
+			break;
+		case OPT_BACKUP_META: {
+			double sec;
+			if (cli_parse_seconds(optarg, &sec) ||
+			    (sec > 0 && sec < 1) || sec > 365 * 86400.0) {
+				cli_error(
+				    "bad interval '%s' for --backup-meta: "
+				    "want 1s to 365d, or 0 for no "
+				    "backups",
+				    optarg);
+				goto free_opts;
+			}
+			o.backup_interval = (int64_t)sec;
+			break;
+		}
+		case OPT_BACKUP_KEEP:
+			if (cli_parse_int(optarg, 1, 10000, &n)) {
+				cli_error("bad count '%s' for --backup-keep: "
+					  "want 1 to 10000",
+					  optarg);
+				goto free_opts;
+			}
+			o.backup_keep = (unsigned)n;
 			break;
 		case OPT_NO_PACK:
 			o.pack_max = 0;
