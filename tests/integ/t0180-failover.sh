@@ -9,6 +9,8 @@
 # back, and `granary status` names the new master. Wrong master name and
 # sentinels that do not answer: one-line errors, exit 1.
 . "$(dirname "$0")/lib.sh"
+command -v redis-sentinel >/dev/null ||
+	fail "redis-sentinel is missing: run tools/install-deps.sh"
 
 R=$TMP/repl
 svc_start_redis_tcp "$R/m" || fail "cannot start the master"

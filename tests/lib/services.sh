@@ -89,7 +89,7 @@ svc_stop_all() {
 # svc_start_redis_tcp DIR [PORT] [REDIS-SERVER ARGS...]: a redis-server on
 # 127.0.0.1:PORT (a free port when PORT is empty or 0), its files in DIR,
 # no persistence unless ARGS say otherwise (--replicaof HOST PORT makes a
-# replica). Sets SVC_REDIS_PORT and SVC_REDIS_PID (stopped by
+# replica, which syncs at once: no diskless-sync delay). Sets SVC_REDIS_PORT and SVC_REDIS_PID (stopped by
 # svc_stop_all, or kill it by that PID to simulate a crash).
 svc_start_redis_tcp() {
 	local dir=$1 port=${2:-0}; shift; [ $# -gt 0 ] && shift
@@ -97,6 +97,7 @@ svc_start_redis_tcp() {
 	mkdir -p "$dir"
 	redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
 		--save '' --appendonly no --databases 64 \
+		--repl-diskless-sync-delay 0 \
 		--daemonize no --logfile "$dir/redis.log" "$@" &
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
