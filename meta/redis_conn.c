@@ -1375,7 +1375,7 @@ again:
 		sent = 1;
 		flags &= ~RUN_RETRY; /* it ran: a retry would WAIT again */
 	}
-	if (err && refused)
+	if (err && refused && m->addr.failover_timeout > 0)
 		conn_failed(m, c); /* a replica now: so are idle peers' */
 	if (err) {
 		replies_free(out, n);

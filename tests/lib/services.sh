@@ -13,6 +13,18 @@ svc_free_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
+# svc_wait_redis LOG REDIS-CLI-ARGS...: wait (up to 5 s) until the server
+# redis-cli reaches with ARGS answers PING; else say so, naming its LOG.
+svc_wait_redis() {
+	local log=$1; shift
+	for _ in $(seq 1 100); do
+		redis-cli "$@" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	echo "services: redis-server did not start (see $log)" >&2
+	return 1
+}
+
 # svc_start_redis DIR: redis-server on DIR/redis.sock, no persistence
 # (SVC_REDIS_PERSIST=1: an fsync'd append-only file in DIR, so a restart on
 # the same DIR keeps the data).
@@ -27,12 +39,7 @@ svc_start_redis() {
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
 	GRANARY_TEST_REDIS_PID=$pid
-	for _ in $(seq 1 100); do
-		redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 ||
-		{ echo "services: redis-server did not start (see $dir/redis.log)" >&2; return 1; }
+	svc_wait_redis "$dir/redis.log" -s "$dir/redis.sock" || return 1
 	export GRANARY_TEST_REDIS_SOCK="$dir/redis.sock"
 	export GRANARY_TEST_REDIS="unix://$dir/redis.sock"
 }
@@ -89,8 +96,9 @@ svc_stop_all() {
 # svc_start_redis_tcp DIR [PORT] [REDIS-SERVER ARGS...]: a redis-server on
 # 127.0.0.1:PORT (a free port when PORT is empty or 0), its files in DIR,
 # no persistence unless ARGS say otherwise (--replicaof HOST PORT makes a
-# replica, which syncs at once: no diskless-sync delay). Sets SVC_REDIS_PORT and SVC_REDIS_PID (stopped by
-# svc_stop_all, or kill it by that PID to simulate a crash).
+# replica, which syncs at once: no diskless-sync delay). Sets
+# SVC_REDIS_PORT and SVC_REDIS_PID (stopped by svc_stop_all, or kill it by
+# that PID to simulate a crash).
 svc_start_redis_tcp() {
 	local dir=$1 port=${2:-0}; shift; [ $# -gt 0 ] && shift
 	[ "$port" = 0 ] && port=$(svc_free_port)
@@ -101,12 +109,7 @@ svc_start_redis_tcp() {
 		--daemonize no --logfile "$dir/redis.log" "$@" &
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
-	for _ in $(seq 1 100); do
-		redis-cli -p "$port" ping >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	redis-cli -p "$port" ping >/dev/null 2>&1 ||
-		{ echo "services: redis-server on port $port did not start (see $dir/redis.log)" >&2; return 1; }
+	svc_wait_redis "$dir/redis.log" -p "$port" || return 1
 	SVC_REDIS_PORT=$port
 	SVC_REDIS_PID=$pid
 }
