@@ -118,6 +118,7 @@ bench: all
 	@bench/randread.sh $(O)
 	@bench/checkpoint.sh $(O)
 	@bench/statlat.sh $(O)
+	@bench/failover.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary

@@ -17,6 +17,7 @@
 
 #include "fs/fs.h"
 #include "lib/log.h"
+#include "meta/meta.h"
 #include "tools/cli.h"
 
 static const char usage[] =
@@ -93,7 +94,11 @@ static const char usage[] =
     "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
     "override the ones kept in the volume settings at format.\n"
     "A password in META_URL is hidden from ps; GRANARY_META_PASSWORD keeps\n"
-    "it off the command line altogether.\n";
+    "it off the command line altogether. META_URL may name Redis Sentinels:\n"
+    "redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB; ?wait=N makes each\n"
+    "change wait for N replicas (docs/operations.md, \"Redis\").\n"
+    "A redis server that may evict keys, keeps nothing on disk or is nearly\n"
+    "full gets a warning (the mount goes on).\n";
 
 enum {
 	OPT_READ_ONLY = 256,
@@ -238,6 +243,21 @@ static void reexec_canonical(int argc, char **argv, const char *arg,
 	fflush(NULL);
 	execv("/proc/self/exe", nargv);
 	free(nargv); /* exec failed: carry on with the given spelling */
+}
+
+/* Warn, on the terminal of whoever mounts, of a Redis server that puts the
+ * volume at risk. A server that cannot be asked is the mount's to report. */
+static void redis_check(const char *url)
+{
+	struct meta_opts mo = {.pool_size = 1, .read_only = 1};
+	struct meta *m;
+	char shown[1024];
+
+	if (meta_open(url, &mo, &m))
+		return;
+	meta_url_redact(url, shown, sizeof shown);
+	cli_server_check(m, shown);
+	meta_close(m);
 }
 
 /* ---- the daemon's report to the waiting parent ------------------------ */
@@ -662,6 +682,7 @@ int cmd_mount(int argc, char **argv)
 		goto free_url;
 	}
 
+	redis_check(meta_url);
 	if (foreground) {
 		ret = serve(&o, &rep);
 		goto close_log;
