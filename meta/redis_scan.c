@@ -1113,3 +1113,59 @@ int meta_scan_opens(struct meta *m, meta_open_fn fn, void *arg)
 		    keys_walk(m, "so[0-9]*", "SMEMBERS", NULL, 0, opens_of, &c);
 	return err;
 }
+
+/* ---- for the dump (redis_dump.c) ------------------------------------- */
+
+int redis_scan_page(struct meta *m, const char *key, int zset, char *cursor,
+		    size_t cap, redisReply **r, const redisReply **out)
+{
+	return scan_page_of(m, key, zset, NULL, cursor, cap, r, out);
+}
+
+int redis_fields_walk(struct meta *m, const char *key, int zset,
+		      redis_field_fn fn, void *ctx)
+{
+	return fields_walk(m, key, zset, fn, ctx);
+}
+
+int redis_parse_u64(const char *p, size_t n, uint64_t *v)
+{
+	return parse_u64(p, n, v);
+}
+
+struct redis_seen {
+	struct seen s;
+};
+
+struct redis_seen *redis_seen_new(void)
+{
+	struct redis_seen *s = malloc(sizeof *s);
+	if (s && seen_init(&s->s)) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+int redis_seen_add(struct redis_seen *s, char kind, uint64_t a, uint32_t b)
+{
+	return seen_add(&s->s, kind, a, b);
+}
+
+int redis_seen_name(struct redis_seen *s, const char *p, size_t n)
+{
+	return seen_add(&s->s, 'e', name_hash(p, n), 0);
+}
+
+void redis_seen_clear(struct redis_seen *s)
+{
+	seen_clear(&s->s);
+}
+
+void redis_seen_free(struct redis_seen *s)
+{
+	if (s) {
+		seen_release(&s->s);
+		free(s);
+	}
+}

@@ -31,7 +31,9 @@ static const char usage[] =
     "does not change that). A storage holding more than 100,000 objects\n"
     "is refused: too many to look through.\n"
     "\n"
-    "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB or\n"
+    "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB,\n"
+    "                       redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],...\n"
+    "                       /DB (Redis Sentinel) or\n"
     "                       unix:///PATH/redis.sock?db=N (a password may\n"
     "                       also come from GRANARY_META_PASSWORD)\n"
     "  NAME                 1 to 255 characters of A-Z a-z 0-9 . _ -\n"
@@ -55,6 +57,9 @@ static const char usage[] =
     "                       its data objects are not deleted\n"
     "  --no-store-keys      do not save the S3 keys in the settings: every\n"
     "                       mount then needs them in its environment\n"
+    "  --strict             refuse a redis server that may evict keys,\n"
+    "                       keeps nothing on disk or is nearly full\n"
+    "                       (without it, a warning says so)\n"
     "  -h, --help           show this help\n"
     "\n"
     "S3 keys come from GRANARY_S3_ACCESS_KEY and GRANARY_S3_SECRET_KEY, or\n"
@@ -68,7 +73,8 @@ enum {
 	OPT_COMPRESS,
 	OPT_CAPACITY,
 	OPT_FORCE,
-	OPT_NO_STORE_KEYS
+	OPT_NO_STORE_KEYS,
+	OPT_STRICT
 };
 
 static const struct option options[] = {
@@ -78,6 +84,7 @@ static const struct option options[] = {
     {"capacity", required_argument, NULL, OPT_CAPACITY},
     {"force", no_argument, NULL, OPT_FORCE},
     {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
+    {"strict", no_argument, NULL, OPT_STRICT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -302,7 +309,7 @@ int cmd_format(int argc, char **argv)
 	const struct objstore_creds *use_creds;
 	struct other outer, unread;
 	int unread_err = 0;
-	int force = 0, store_keys = 1, exists = 0, had_owner = 0;
+	int force = 0, store_keys = 1, exists = 0, had_owner = 0, strict = 0;
 	int ret = CLI_EXIT_FAIL;
 	uint64_t size;
 	int c, err;
@@ -350,6 +357,9 @@ int cmd_format(int argc, char **argv)
 			break;
 		case OPT_NO_STORE_KEYS:
 			store_keys = 0;
+			break;
+		case OPT_STRICT:
+			strict = 1;
 			break;
 		case 'h':
 			return cli_usage(usage, CLI_EXIT_OK);
@@ -414,6 +424,12 @@ int cmd_format(int argc, char **argv)
 	} else if (err != META_ENOVOLUME) {
 		cli_error("cannot read the volume settings at '%s': %s", shown,
 			  gr_strerror(err));
+		goto close_meta;
+	}
+	if (cli_server_check(m, shown) && strict) {
+		cli_error("refusing redis at '%s' (--strict): fix what the "
+			  "warnings above say first",
+			  shown);
 		goto close_meta;
 	}
 

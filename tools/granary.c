@@ -46,6 +46,10 @@ static const struct cmd commands[] = {
      "find (and delete) objects of the store no metadata references"},
     {"fsck", cmd_fsck, CMD_LOG_STDERR,
      "check a volume's metadata (and objects); repair what is safe to"},
+    {"dump", cmd_dump, CMD_LOG_STDERR,
+     "write a volume's metadata as JSON lines (a backup)"},
+    {"load", cmd_load, CMD_LOG_STDERR,
+     "build a volume from a dump in an empty database"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
