@@ -105,6 +105,8 @@ int cmd_snapshot(int argc, char **argv)
 	if (parent.st_dev != src.st_dev) {
 		cli_error("'%s' and '%s' are not on the same granary mount",
 			  from, dir);
+		cli_hint("a snapshot stays inside one mount (and its "
+			 "--subdir), as rename(2) does");
 		close(fd);
 		return CLI_EXIT_FAIL;
 	}
@@ -139,6 +141,15 @@ int cmd_snapshot(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	case EINVAL:
 		cli_error("cannot snapshot '%s' into itself ('%s')", from, to);
+		return CLI_EXIT_FAIL;
+	case EACCES:
+		cli_error("cannot snapshot '%s' to '%s': permission denied",
+			  from, to);
+		cli_hint("a snapshot needs what cp -a needs: read permission "
+			 "on every file of '%s', read and search on its "
+			 "directories and on the way to it, and write "
+			 "permission on '%s'",
+			 from, dir);
 		return CLI_EXIT_FAIL;
 	case ENOTSUP:
 		cli_error("the client serving '%s' cannot make snapshots "

@@ -76,6 +76,11 @@ int cmd_stats(int argc, char **argv)
 		int err = errno;
 		if (err == ENOTSUP || err == ENODATA)
 			cli_error("'%s' is not a granary mount", mp);
+		else if (err == EACCES)
+			cli_error("cannot read the counters of '%s': permission "
+				  "denied (they answer to whoever may read "
+				  "it)",
+				  mp);
 		else
 			cli_error("cannot read the counters of '%s': %s", mp,
 				  strerror(err));

@@ -177,6 +177,28 @@ static int verror(const char *what, const char *dir, const char *tag, int err)
 			  "mount, or inside a version)",
 			  what, dir);
 		break;
+	case EACCES:
+		cli_error("cannot %s version '%s' of '%s': permission denied",
+			  what, tag, dir);
+		if (!strcmp(what, "read"))
+			cli_hint("reading a version needs read permission on "
+				 "'%s'",
+				 dir);
+		else if (!strcmp(what, "delete"))
+			cli_hint("deleting a version needs write permission "
+				 "on '%s'",
+				 dir);
+		else if (!strcmp(what, "create"))
+			cli_hint("a version needs write permission on '%s' "
+				 "and read permission on everything in it",
+				 dir);
+		else
+			cli_hint("a restore needs write permission on '%s' "
+				 "and on every directory in it, and read "
+				 "permission on everything in it and in the "
+				 "version",
+				 dir);
+		break;
 	case ENOTSUP:
 		cli_error("the client serving '%s' has no versions (not "
 			  "granary, or an older one)",

@@ -39,6 +39,9 @@ static const char usage[] =
     "      --json            print the summary as JSON\n"
     "  -h, --help            show this help\n"
     "\n"
+    "Each mode needs read permission on the files (and search on their\n"
+    "directories); a file the caller may not read fails alone.\n"
+    "\n"
     "exit status: 0 when every file was handled, 1 if any failed.\n";
 
 static const struct option options[] = {
@@ -197,9 +200,15 @@ static int check_one(struct job *j, const struct file *f)
 	return 0;
 }
 
+/* Evicting needs read permission on the file (fs/vfs/ctl.c), which a get
+ * of "granary.evict" is checked for; a client older than that knows only
+ * the set (write permission). */
 static int evict_one(struct job *j, const struct file *f)
 {
-	if (setxattr(f->path, "granary.evict", "1", 1, 0) != 0)
+	char val[8];
+	if (getxattr(f->path, "granary.evict", val, sizeof(val)) < 0 &&
+	    (errno != ENODATA ||
+	     setxattr(f->path, "granary.evict", "1", 1, 0) != 0))
 		return errno;
 	__atomic_add_fetch(&j->bytes, f->size, __ATOMIC_RELAXED);
 	progress_add(j->progress, 0, f->size);
@@ -226,6 +235,12 @@ static void *worker(void *arg)
 				cli_error("'%s': not a granary file system "
 					  "(or its client has no disk cache)",
 					  f->path);
+			else if (err == EACCES)
+				cli_error("'%s': permission denied: %s needs "
+					  "read permission on the file",
+					  f->path, j->mode == FILL    ? "warmup"
+						   : j->mode == CHECK ? "--check"
+								      : "--evict");
 			else
 				cli_error("'%s': %s", f->path, strerror(err));
 		}

@@ -496,33 +496,47 @@ static void reply_xattr(fuse_req_t req, const char *op, int err, size_t size,
 	free(v);
 }
 
+/*
+ * The caller of a request for xattr name, with its supplementary groups
+ * when a control operation checks them (ctl.c); *groups is malloc'd (free
+ * it, may be NULL). 0 or ENOMEM.
+ */
+static int xattr_caller(fuse_req_t req, const char *name, struct vfs_caller *c,
+			uint32_t **groups)
+{
+	gid_t small[32], *list = small;
+	int err = 0;
+
+	*c = caller_of(req);
+	*groups = NULL;
+	if (!vfs_ctl_wants_groups(name))
+		return 0;
+	int n = fuse_req_getgroups(req, 32, small);
+	if (n > 32) {
+		list = malloc(sizeof(*list) * (size_t)n);
+		n = list ? fuse_req_getgroups(req, n, list) : -ENOMEM;
+	}
+	/* a caller gone already, or no /proc: its gid alone (less, not
+	 * more) */
+	*groups = n > 0 ? malloc(sizeof(**groups) * (size_t)n) : NULL;
+	for (int i = 0; *groups && i < n; i++)
+		(*groups)[i] = list[i];
+	c->ngroups = *groups ? (uint32_t)n : 0;
+	c->groups = *groups;
+	if (n == -ENOMEM || (n > 0 && !*groups))
+		err = ENOMEM;
+	if (list != small)
+		free(list);
+	return err;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	struct vfs_caller c = caller_of(req);
-	gid_t small[32], *list = small;
-	uint32_t *groups = NULL;
-	int err = 0;
+	struct vfs_caller c;
+	uint32_t *groups;
+	int err = xattr_caller(req, name, &c, &groups);
 
-	/* a control operation checks the caller's groups too (ctl.c) */
-	if (vfs_ctl_wants_groups(name)) {
-		int n = fuse_req_getgroups(req, 32, small);
-		if (n > 32) {
-			list = malloc(sizeof(*list) * (size_t)n);
-			n = list ? fuse_req_getgroups(req, n, list) : -ENOMEM;
-		}
-		/* a caller gone already, or no /proc: its gid alone (less,
-		 * not more) */
-		groups = n > 0 ? malloc(sizeof(*groups) * (size_t)n) : NULL;
-		for (int i = 0; groups && i < n; i++)
-			groups[i] = list[i];
-		c.ngroups = groups ? (uint32_t)n : 0;
-		c.groups = groups;
-		if (n == -ENOMEM || (n > 0 && !groups))
-			err = ENOMEM;
-		if (list != small)
-			free(list);
-	}
 	if (!err)
 		err =
 		    vfs_setxattr(fs_of(req), &c, ino, name, value, size, flags);
@@ -533,9 +547,15 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	struct vfs_caller c;
+	uint32_t *groups;
 	void *v = NULL;
 	size_t n = 0;
-	int err = vfs_getxattr(fs_of(req), ino, name, &v, &n);
+	int err = xattr_caller(req, name, &c, &groups);
+
+	if (!err)
+		err = vfs_getxattr(fs_of(req), &c, ino, name, &v, &n);
+	free(groups);
 	reply_xattr(req, "getxattr", err, size, v, n);
 }
 

@@ -3,6 +3,49 @@
  * xattrs "granary.*" through which the tools ask the client serving a
  * mount for what no POSIX call says (stats, sync, cache and evict for
  * warmup, snapshot, versions), with the checks of who may ask.
+ *
+ * Permissions of the control operations. Each stands for POSIX operations
+ * and asks of the caller (uid, gid, supplementary groups; root: nothing)
+ * what they would; the kernel's own check of the xattr call (read for a
+ * get, write for a set, on the inode asked; default_permissions) comes
+ * first. docs/operations.md has the same table with the reasons.
+ *
+ *   name (get/set, on)          stands for            the caller needs
+ *   granary.stats (get, any)    reading /proc/...     read on the inode asked
+ *                               counters: no file     (the kernel's check)
+ *                               named, client-wide
+ *   granary.sync (set|get, any) syncfs(2): any user   nothing more
+ *   granary.cache (get, file)   what reads would      read on the file
+ *                               reveal by their time
+ *   granary.evict (get|set,     posix_fadvise         read on the file (a set
+ *                  file)        DONTNEED on a fd      also needs write: kernel)
+ *                               open for reading
+ *   granary.snapshot (set,      cp -a SRC DIR/NAME    search on the way to SRC,
+ *                     DIR)                            read on its files, read
+ *                                                     and search on its dirs;
+ *                                                     write and search on DIR
+ *   granary.version.create      cp -a DIR             read and search as above
+ *     (set, DIR)                  DIR/.versions/TAG   on DIR's tree; write and
+ *                                                     search on DIR
+ *   granary.version.rm (set,    rm -rf of a copy      write and search on DIR
+ *     DIR)                      made for DIR's
+ *                               writers
+ *   granary.version.restore     cp -a DIR to a new    create's; read on TAG's
+ *     (set, DIR)                version, rm -rf of    tree; write and search
+ *                               DIR's entries, then   on every directory of
+ *                               cp -a TAG/. DIR       DIR's tree with entries,
+ *                                                     sticky ones: own the
+ *                                                     entry or the directory
+ *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
+ *     DIR)                      versions
+ *
+ * Refusals are EACCES. EPERM, for everyone: the old "<inode> NAME" snapshot
+ * form, and a set of a name that is only read (stats, cache, version:TAG). Nothing outside the mount's root (--subdir) can be named: the
+ * inodes asked of come from the kernel's lookups below the root, and the
+ * one path taken (a snapshot's source) is resolved from the root, without
+ * following symlinks (ENOTDIR on the way), "." and ".." refused (EINVAL:
+ * the tools send normalized paths). The tools refuse a source on another
+ * mount before asking, as rename(2) and link(2) do (EXDEV).
  */
 #include <errno.h>
 #include <limits.h>
@@ -36,201 +79,12 @@ static int xattr_value(const void *v, size_t n, void **value, size_t *size)
 }
 
 /*
- * Virtual xattrs for `granary warmup`: "granary.cache" reads as "CACHED
- * TOTAL" (bytes of the file this node has in its disk cache; holes count
- * as cached), setting "granary.evict" drops the file's blocks from it.
- */
-#define XATTR_CACHE "granary.cache"
-#define XATTR_EVICT "granary.evict"
-
-typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
-			 void *arg);
-
-/* Call fn for every stored block of the file, with the bytes of the file
- * that block holds. */
-static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
-			  block_fn fn, void *arg)
-{
-	uint32_t bs = chunkstore_block_size(fs->cs);
-	struct rctx rc = {fs, n};
-	uint32_t last = length ? (length - 1) / META_CHUNK_SIZE : 0;
-	for (uint32_t idx = 0; length && idx <= last; idx++) {
-		struct meta_slice *raw, *vis;
-		size_t nraw, nvis;
-		int err = rcb_chunk(&rc, n->ino, idx, &raw, &nraw);
-		if (err)
-			return err;
-		err = slice_resolve(raw, nraw, &vis, &nvis);
-		free(raw);
-		if (err)
-			return err;
-		for (size_t i = 0; i < nvis; i++) {
-			const struct meta_slice *e = &vis[i];
-			uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
-			if (end >= length)
-				continue;
-			uint32_t len = e->len;
-			if (end + len > length)
-				len = length - end;
-			if (e->pack) {
-				/* the pack is cached, or evicted, whole */
-				char key[256];
-				chunkstore_pack_key(e->pack, key, sizeof(key));
-				fn(fs, key, len, arg);
-				continue;
-			}
-			for (uint32_t b = e->off / bs;
-			     len && b <= (e->off + len - 1) / bs; b++) {
-				uint32_t bstart = b * bs;
-				uint32_t blen = e->size - bstart < bs
-						    ? e->size - bstart
-						    : bs;
-				uint32_t lo = e->off > bstart ? e->off : bstart;
-				uint32_t hi = e->off + len < bstart + blen
-						  ? e->off + len
-						  : bstart + blen;
-				char key[256];
-				chunkstore_key(e->id, b, blen, key,
-					       sizeof(key));
-				fn(fs, key, hi - lo, arg);
-			}
-		}
-		free(vis);
-	}
-	return 0;
-}
-
-static void count_uncached(struct fs *fs, const char *key, uint64_t bytes,
-			   void *arg)
-{
-	if (!diskcache_contains(fs->store, key))
-		*(uint64_t *)arg += bytes;
-}
-
-static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
-			void *arg)
-{
-	(void)bytes;
-	(void)arg;
-	objstore_evict(fs->store, key);
-}
-
-#define XATTR_STATS "granary.stats"
-/* Setting "granary.sync" on any inode waits until every pack and block
- * this client has staged (writeback) is in the store. */
-#define XATTR_SYNC "granary.sync"
-
-/* "granary.stats" on any inode: this client's counters, as JSON. */
-static int stats_text(struct fs *fs, void **value, size_t *size)
-{
-	struct objstore_stats st;
-	struct chunkstore_stats cs;
-	struct diskcache_stats dc = {0};
-	struct packer_stats ps = {0};
-	struct stage_stats bs = {0};
-	struct compactq_stats cq = {0};
-	char buf[2048];
-
-	if (fs->packer)
-		packer_get_stats(fs->packer, &ps);
-	if (fs->stage)
-		stage_get_stats(fs->stage, &bs);
-	if (fs->compactq)
-		compactq_get_stats(fs->compactq, &cq);
-
-	objstore_get_stats(
-	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
-	chunkstore_get_stats(fs->cs, &cs);
-	if (fs->disk_cache)
-		diskcache_get_stats(fs->store, &dc);
-	int len = snprintf(
-	    buf, sizeof(buf),
-	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
-	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu}, "
-	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
-	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
-	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
-	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
-	    "%llu, \"evictions\": %llu, \"evicted\": "
-	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
-	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
-	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
-	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
-	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
-	    "\"put\": %llu, \"bytes\": %llu, \"direct\": %llu, "
-	    "\"dropped\": %llu, \"errors\": %llu, \"staged\": %llu, "
-	    "\"staged_bytes\": %llu, \"recovered\": %llu}, "
-	    "\"compaction\": {\"queued\": %llu, \"compacted\": %llu, "
-	    "\"bytes\": %llu, \"records_dropped\": %llu, \"errors\": "
-	    "%llu}}\n",
-	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
-	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
-	    (unsigned long long)st.dels, (unsigned long long)st.errors,
-	    (unsigned long long)cs.cache_hits,
-	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
-	    (unsigned long long)cs.prefetched,
-	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
-	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
-	    (unsigned long long)dc.fill_skips,
-	    (unsigned long long)dc.fill_inline,
-	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
-	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
-	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
-	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
-	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
-	    (unsigned long long)ps.errors, (unsigned long long)ps.staged_packs,
-	    (unsigned long long)ps.staged_bytes,
-	    (unsigned long long)ps.recovered, fs->stage ? "true" : "false",
-	    (unsigned long long)bs.blocks, (unsigned long long)bs.bytes,
-	    (unsigned long long)bs.direct, (unsigned long long)bs.dropped,
-	    (unsigned long long)bs.errors, (unsigned long long)bs.staged_blocks,
-	    (unsigned long long)bs.staged_bytes,
-	    (unsigned long long)bs.recovered, (unsigned long long)cq.queued,
-	    (unsigned long long)cq.compacted, (unsigned long long)cq.bytes,
-	    (unsigned long long)cq.records_dropped,
-	    (unsigned long long)cq.errors);
-	return xattr_value(buf, (size_t)len, value, size);
-}
-
-/* The disk cache's share of a file: "CACHED TOTAL" (get), or drop it
- * (evict). */
-static int cache_xattr(struct fs *fs, uint64_t ino, int get, void **value,
-		       size_t *size)
-{
-	struct meta_attr a;
-	int err = meta_getattr(fs->meta, vfs_m_ino(fs, ino), &a);
-	if (!err && a.type != META_FILE)
-		err = EISDIR;
-	if (!err && !fs->disk_cache)
-		err = ENOTSUP;
-	struct node *n = err ? NULL : node_get(fs, vfs_m_ino(fs, ino), 1);
-	if (!err && !n)
-		err = ENOMEM;
-	if (err)
-		return err;
-	uint64_t uncached = 0;
-	err = for_each_block(fs, n, a.length,
-			     get ? count_uncached : evict_block, &uncached);
-	node_unpin(fs, n);
-	if (err || !get)
-		return err;
-	char val[64];
-	int len = snprintf(val, sizeof(val), "%llu %llu",
-			   (unsigned long long)(a.length - uncached),
-			   (unsigned long long)a.length);
-	return xattr_value(val, (size_t)len, value, size);
-}
-
-#define XATTR_SNAPSHOT "granary.snapshot"
-
-/*
- * Who asks. The control operations (snapshot, version) arrive as xattrs,
- * which the kernel checks only as xattrs: read or write permission on the
- * inode they are set on. What they stand for needs more, so they check the
- * caller themselves, as the POSIX operations they replace would (cp -a of
- * the source, a create in the destination): uid, gid and supplementary
- * groups; root may do anything. The other virtual xattrs act on the inode
- * they are set on alone, which is what the kernel checked.
+ * Who asks. The control operations arrive as xattrs, which the kernel
+ * checks only as xattrs: read (get) or write (set) permission on the inode
+ * they are asked of. What they stand for may need more, or other, rights,
+ * so each checks the caller itself against the POSIX operations it stands
+ * for (the table at the top): uid, gid and supplementary groups; root may
+ * do anything.
  */
 struct caller {
 	struct meta_cred cred; /* groups[0]: the gid, then supplementary */
@@ -329,6 +183,245 @@ static int caller_may_create(struct fs *fs, const struct caller *c,
 		err = EACCES;
 	return err;
 }
+
+/* May the caller have want (caller_may) on inode ino (metadata inode)?
+ * 0 or EACCES; *a (may be NULL) gets its attributes. */
+static int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
+			  unsigned want, struct meta_attr *a)
+{
+	struct meta_attr ta;
+	int err = meta_getattr(fs->meta, ino, a ? a : &ta);
+
+	if (!err && !caller_may(c, a ? a : &ta, want))
+		err = EACCES;
+	return err;
+}
+
+/*
+ * May the caller remove everything below directory dir (attributes da), as
+ * rm -rf of its entries would? Write and search on every directory of the
+ * tree that has entries; in a sticky one, the caller owns each entry or
+ * the directory. One listing per directory; EACCES.
+ */
+static int caller_may_empty(struct fs *fs, const struct caller *c,
+			    uint64_t dir, const struct meta_attr *da)
+{
+	struct meta_dirent *ents = NULL;
+	size_t n = 0;
+	int err = meta_readdir(fs->meta, dir, 1, &ents, &n);
+
+	if (err)
+		return err == ENOENT ? 0 : err; /* gone meanwhile */
+	if (n && !caller_may(c, da, 3))
+		err = EACCES;
+	for (size_t i = 0; !err && i < n; i++) {
+		const struct meta_attr *ea = &ents[i].attr;
+		if ((da->mode & 01000) && c->cred.uid != da->uid &&
+		    c->cred.uid != ea->uid)
+			err = EACCES;
+		else if (ea->type == META_DIR)
+			err = caller_may_empty(fs, c, ents[i].ino, ea);
+	}
+	meta_dirents_free(ents, n);
+	return err;
+}
+
+/*
+ * Virtual xattrs for `granary warmup`: "granary.cache" reads as "CACHED
+ * TOTAL" (bytes of the file this node has in its disk cache; holes count
+ * as cached), setting "granary.evict" drops the file's blocks from it.
+ */
+#define XATTR_CACHE "granary.cache"
+#define XATTR_EVICT "granary.evict"
+
+typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
+			 void *arg);
+
+/* Call fn for every stored block of the file, with the bytes of the file
+ * that block holds. */
+static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
+			  block_fn fn, void *arg)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+	struct rctx rc = {fs, n};
+	uint32_t last = length ? (length - 1) / META_CHUNK_SIZE : 0;
+	for (uint32_t idx = 0; length && idx <= last; idx++) {
+		struct meta_slice *raw, *vis;
+		size_t nraw, nvis;
+		int err = rcb_chunk(&rc, n->ino, idx, &raw, &nraw);
+		if (err)
+			return err;
+		err = slice_resolve(raw, nraw, &vis, &nvis);
+		free(raw);
+		if (err)
+			return err;
+		for (size_t i = 0; i < nvis; i++) {
+			const struct meta_slice *e = &vis[i];
+			uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
+			if (end >= length)
+				continue;
+			uint32_t len = e->len;
+			if (end + len > length)
+				len = length - end;
+			if (e->pack) {
+				/* the pack is cached, or evicted, whole */
+				char key[256];
+				chunkstore_pack_key(e->pack, key, sizeof(key));
+				fn(fs, key, len, arg);
+				continue;
+			}
+			for (uint32_t b = e->off / bs;
+			     len && b <= (e->off + len - 1) / bs; b++) {
+				uint32_t bstart = b * bs;
+				uint32_t blen = e->size - bstart < bs
+						    ? e->size - bstart
+						    : bs;
+				uint32_t lo = e->off > bstart ? e->off : bstart;
+				uint32_t hi = e->off + len < bstart + blen
+						  ? e->off + len
+						  : bstart + blen;
+				char key[256];
+				chunkstore_key(e->id, b, blen, key,
+					       sizeof(key));
+				fn(fs, key, hi - lo, arg);
+			}
+		}
+		free(vis);
+	}
+	return 0;
+}
+
+static void count_uncached(struct fs *fs, const char *key, uint64_t bytes,
+			   void *arg)
+{
+	if (!diskcache_contains(fs->store, key))
+		*(uint64_t *)arg += bytes;
+}
+
+static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
+			void *arg)
+{
+	(void)bytes;
+	(void)arg;
+	objstore_evict(fs->store, key);
+}
+
+#define XATTR_STATS "granary.stats"
+/* Setting (or getting: "") "granary.sync" on any inode waits until every
+ * pack and block this client has staged (writeback) is in the store. */
+#define XATTR_SYNC "granary.sync"
+
+static int sync_all(struct fs *fs)
+{
+	int err = packer_sync(fs->packer);
+	int berr = stage_sync(fs->stage);
+	return err ? err : berr;
+}
+
+/* "granary.stats" on any inode: this client's counters, as JSON. */
+static int stats_text(struct fs *fs, void **value, size_t *size)
+{
+	struct objstore_stats st;
+	struct chunkstore_stats cs;
+	struct diskcache_stats dc = {0};
+	struct packer_stats ps = {0};
+	struct stage_stats bs = {0};
+	struct compactq_stats cq = {0};
+	char buf[2048];
+
+	if (fs->packer)
+		packer_get_stats(fs->packer, &ps);
+	if (fs->stage)
+		stage_get_stats(fs->stage, &bs);
+	if (fs->compactq)
+		compactq_get_stats(fs->compactq, &cq);
+
+	objstore_get_stats(
+	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
+	chunkstore_get_stats(fs->cs, &cs);
+	if (fs->disk_cache)
+		diskcache_get_stats(fs->store, &dc);
+	int len = snprintf(
+	    buf, sizeof(buf),
+	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
+	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu}, "
+	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
+	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
+	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
+	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
+	    "%llu, \"evictions\": %llu, \"evicted\": "
+	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
+	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
+	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
+	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
+	    "\"put\": %llu, \"bytes\": %llu, \"direct\": %llu, "
+	    "\"dropped\": %llu, \"errors\": %llu, \"staged\": %llu, "
+	    "\"staged_bytes\": %llu, \"recovered\": %llu}, "
+	    "\"compaction\": {\"queued\": %llu, \"compacted\": %llu, "
+	    "\"bytes\": %llu, \"records_dropped\": %llu, \"errors\": "
+	    "%llu}}\n",
+	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
+	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
+	    (unsigned long long)st.dels, (unsigned long long)st.errors,
+	    (unsigned long long)cs.cache_hits,
+	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
+	    (unsigned long long)cs.prefetched,
+	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
+	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
+	    (unsigned long long)dc.fill_skips,
+	    (unsigned long long)dc.fill_inline,
+	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
+	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
+	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
+	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
+	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
+	    (unsigned long long)ps.errors, (unsigned long long)ps.staged_packs,
+	    (unsigned long long)ps.staged_bytes,
+	    (unsigned long long)ps.recovered, fs->stage ? "true" : "false",
+	    (unsigned long long)bs.blocks, (unsigned long long)bs.bytes,
+	    (unsigned long long)bs.direct, (unsigned long long)bs.dropped,
+	    (unsigned long long)bs.errors, (unsigned long long)bs.staged_blocks,
+	    (unsigned long long)bs.staged_bytes,
+	    (unsigned long long)bs.recovered, (unsigned long long)cq.queued,
+	    (unsigned long long)cq.compacted, (unsigned long long)cq.bytes,
+	    (unsigned long long)cq.records_dropped,
+	    (unsigned long long)cq.errors);
+	return xattr_value(buf, (size_t)len, value, size);
+}
+
+/* The disk cache's share of a file: "CACHED TOTAL" (get), or drop it
+ * (evict; a get of it answers ""). Either needs read on the file. */
+static int cache_xattr(struct fs *fs, const struct caller *c, uint64_t ino,
+		       int get, void **value, size_t *size)
+{
+	struct meta_attr a;
+	int err = caller_may_ino(fs, c, vfs_m_ino(fs, ino), 4, &a);
+	if (!err && a.type != META_FILE)
+		err = EISDIR;
+	if (!err && !fs->disk_cache)
+		err = ENOTSUP;
+	struct node *n = err ? NULL : node_get(fs, vfs_m_ino(fs, ino), 1);
+	if (!err && !n)
+		err = ENOMEM;
+	if (err)
+		return err;
+	uint64_t uncached = 0;
+	err = for_each_block(fs, n, a.length,
+			     get ? count_uncached : evict_block, &uncached);
+	node_unpin(fs, n);
+	if (!err && !get && value)
+		return xattr_value("", 0, value, size);
+	if (err || !get)
+		return err;
+	char val[64];
+	int len = snprintf(val, sizeof(val), "%llu %llu",
+			   (unsigned long long)(a.length - uncached),
+			   (unsigned long long)a.length);
+	return xattr_value(val, (size_t)len, value, size);
+}
+
+#define XATTR_SNAPSHOT "granary.snapshot"
 
 /* Fault injection (hooks.h): meta_redis_test_snapshot_hook is meta's
  * test entry, meta_snapshot with a callback after each step. */
@@ -467,7 +560,8 @@ static int version_do(struct fs *fs, const struct meta_cred *cred, uint64_t dir,
 
 /* A version of DIR is made, removed or restored by whoever may create in
  * DIR; create and restore copy trees, which the caller must be able to
- * read (see snapshot_xattr). */
+ * read (see snapshot_xattr); restore also empties DIR's tree, which the
+ * caller must be able to (caller_may_empty). */
 static int version_set(const struct vfs_caller *vc, struct fs *fs, uint64_t ino,
 		       const char *op, const char *value, size_t size)
 {
@@ -487,6 +581,12 @@ static int version_set(const struct vfs_caller *vc, struct fs *fs, uint64_t ino,
 	err = caller_get(vc, &c);
 	if (!err)
 		err = caller_may_create(fs, &c, dir);
+	if (!err && !strcmp(op, "restore") && c.cred.uid != 0) {
+		struct meta_attr da;
+		err = meta_getattr(fs->meta, dir, &da);
+		if (!err)
+			err = caller_may_empty(fs, &c, dir, &da);
+	}
 	if (!err)
 		err = version_do(fs, caller_cred(&c), dir, op, tag, arg);
 	caller_release(&c);
@@ -495,13 +595,16 @@ static int version_set(const struct vfs_caller *vc, struct fs *fs, uint64_t ino,
 	return err;
 }
 
-static int version_get(struct fs *fs, uint64_t ino, const char *tag,
-		       void **value, size_t *size)
+/* The record of a version: read on DIR, as listing DIR's versions. */
+static int version_get(struct fs *fs, const struct caller *c, uint64_t ino,
+		       const char *tag, void **value, size_t *size)
 {
 	struct meta_version *v;
 	char *text;
-	int err = meta_version_get(fs->meta, vfs_m_ino(fs, ino), tag, &v), n;
+	int err = caller_may_ino(fs, c, vfs_m_ino(fs, ino), 4, NULL), n;
 
+	if (!err)
+		err = meta_version_get(fs->meta, vfs_m_ino(fs, ino), tag, &v);
 	if (err)
 		return err == ENOENT ? ENODATA : err;
 	n = asprintf(&text,
@@ -560,15 +663,58 @@ static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
 	node_unpin(fs, n);
 }
 
+#define XATTR_CTL "granary."
+
 int vfs_ctl_wants_groups(const char *name)
 {
-	return !strcmp(name, XATTR_SNAPSHOT) ||
-	       !strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET));
+	return !strncmp(name, XATTR_CTL, strlen(XATTR_CTL));
+}
+
+/* A control operation other than snapshot and version.*: set (value NULL)
+ * or get. ENODATA for a name that is none (a plain xattr). */
+static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
+		      const char *name, int get, void **value, size_t *size)
+{
+	struct caller c = {0};
+	int err;
+
+	if (strcmp(name, XATTR_SYNC) && strcmp(name, XATTR_EVICT) &&
+	    strcmp(name, XATTR_STATS) && strcmp(name, XATTR_CACHE) &&
+	    strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
+		return ENODATA;
+	if (!get && (!strcmp(name, XATTR_STATS) || !strcmp(name, XATTR_CACHE) ||
+		     !strncmp(name, XATTR_VERSION_GET,
+			      strlen(XATTR_VERSION_GET))))
+		return EPERM; /* read-only, for everyone */
+	err = caller_get(vc, &c);
+	if (err)
+		return err;
+	if (!strcmp(name, XATTR_SYNC)) {
+		err = sync_all(fs);
+		if (!err && get)
+			err = xattr_value("", 0, value, size);
+	} else if (!strcmp(name, XATTR_EVICT)) {
+		err = cache_xattr(fs, &c, ino, 0, get ? value : NULL, size);
+	} else if (!strcmp(name, XATTR_CACHE)) {
+		err = cache_xattr(fs, &c, ino, 1, value, size);
+	} else if (!strcmp(name, XATTR_STATS)) {
+		err = caller_may_ino(fs, &c, vfs_m_ino(fs, ino), 4, NULL);
+		if (!err)
+			err = stats_text(fs, value, size);
+	} else {
+		err = version_get(fs, &c, ino,
+				  name + strlen(XATTR_VERSION_GET), value,
+				  size);
+	}
+	caller_release(&c);
+	return err;
 }
 
 int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, const void *value, size_t size, int flags)
 {
+	int err;
+
 	if (acl_name(name))
 		return EOPNOTSUPP;
 	if (!strcmp(name, XATTR_SNAPSHOT))
@@ -576,34 +722,28 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 	if (!strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET)))
 		return version_set(c, fs, ino, name + strlen(XATTR_VERSION_SET),
 				   value, size);
-	if (!strcmp(name, XATTR_SYNC)) {
-		int err = packer_sync(fs->packer);
-		int berr = stage_sync(fs->stage);
-		return err ? err : berr;
-	}
-	if (!strcmp(name, XATTR_EVICT))
-		return cache_xattr(fs, ino, 0, NULL, NULL);
+	err = ctl_simple(fs, c, ino, name, 0, NULL, NULL);
+	if (err != ENODATA)
+		return err;
 	if (frozen(fs, ino))
 		return EROFS;
 	caps_forget(fs, vfs_m_ino(fs, ino), name);
-	int err = meta_setxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size,
-				flags);
+	err = meta_setxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size,
+			    flags);
 	ns_changed(fs);
 	return err;
 }
 
-int vfs_getxattr(struct fs *fs, uint64_t ino, const char *name, void **value,
-		 size_t *size)
+int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		 const char *name, void **value, size_t *size)
 {
 	if (acl_name(name))
 		return ENODATA;
-	if (!strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
-		return version_get(fs, ino, name + strlen(XATTR_VERSION_GET),
-				   value, size);
-	if (!strcmp(name, XATTR_STATS))
-		return stats_text(fs, value, size);
-	if (!strcmp(name, XATTR_CACHE))
-		return cache_xattr(fs, ino, 1, value, size);
+	if (!strncmp(name, XATTR_CTL, strlen(XATTR_CTL))) {
+		int err = ctl_simple(fs, c, ino, name, 1, value, size);
+		if (err != ENODATA)
+			return err;
+	}
 	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, vfs_m_ino(fs, ino)))
 		return ENODATA;
 	return meta_getxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size);

@@ -154,13 +154,14 @@ int vfs_readdir(struct fs *fs, struct vfs_dh *dh, uint64_t ino, off_t off,
 void vfs_releasedir(struct fs *fs, struct vfs_dh *dh);
 
 /* ---- xattrs, and the control plane in them -------------------------- */
-/* Does a request for xattr name need the caller's groups? */
+/* Does a request for xattr name need the caller's groups? (every
+ * control operation, "granary.*": ctl.c checks the caller itself) */
 int vfs_ctl_wants_groups(const char *name);
 int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, const void *value, size_t size, int flags);
 /* *value malloc'd */
-int vfs_getxattr(struct fs *fs, uint64_t ino, const char *name, void **value,
-		 size_t *size);
+int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		 const char *name, void **value, size_t *size);
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size);
 int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name);
 
