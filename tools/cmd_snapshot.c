@@ -29,6 +29,11 @@ static const char usage[] =
     "until either side changes it, and changes to one never show in the\n"
     "other. DST must not exist; it appears whole or not at all.\n"
     "\n"
+    "It needs what cp -a needs: read permission on SRC's files, read and\n"
+    "search on its directories and on the way to it, write permission on\n"
+    "DST's directory. The copies are the caller's where cp -a could not\n"
+    "keep the owner.\n"
+    "\n"
     "  -q, --quiet  print nothing on success\n"
     "  -h, --help   show this help\n";
 
@@ -143,8 +148,8 @@ int cmd_snapshot(int argc, char **argv)
 		cli_error("cannot snapshot '%s' into itself ('%s')", from, to);
 		return CLI_EXIT_FAIL;
 	case EACCES:
-		cli_error("cannot snapshot '%s' to '%s': permission denied",
-			  from, to);
+		cli_error("cannot snapshot '%s' to '%s': %s", from, to,
+			  strerror(err));
 		cli_hint("a snapshot needs what cp -a needs: read permission "
 			 "on every file of '%s', read and search on its "
 			 "directories and on the way to it, and write "

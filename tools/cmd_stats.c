@@ -76,12 +76,13 @@ int cmd_stats(int argc, char **argv)
 		int err = errno;
 		if (err == ENOTSUP || err == ENODATA)
 			cli_error("'%s' is not a granary mount", mp);
-		else if (err == EACCES)
-			cli_error("cannot read the counters of '%s': permission "
-				  "denied (they answer to whoever may read "
-				  "it)",
-				  mp);
-		else
+		else if (err == EACCES) {
+			cli_error("cannot read the counters of '%s': %s", mp,
+				  strerror(err));
+			cli_hint("they answer to whoever may read '%s' (the "
+				 "mount point, usually)",
+				 mp);
+		} else
 			cli_error("cannot read the counters of '%s': %s", mp,
 				  strerror(err));
 		return CLI_EXIT_FAIL;

@@ -48,6 +48,11 @@ static const char usage[] =
     "\n"
     "Tags: 1 to 200 printable characters, no '/', not starting with '.'.\n"
     "\n"
+    "Permissions: create, rm and restore need write permission on DIR;\n"
+    "create and restore need read permission on everything they copy;\n"
+    "restore also needs write permission on every directory it empties;\n"
+    "list and show need read permission on DIR.\n"
+    "\n"
     "  -m, --message MSG  (create) a message kept with the version\n"
     "      --save-as TAG  (restore) the tag for what DIR holds now\n"
     "      --json         (list, show) JSON instead of text\n"
@@ -178,8 +183,8 @@ static int verror(const char *what, const char *dir, const char *tag, int err)
 			  what, dir);
 		break;
 	case EACCES:
-		cli_error("cannot %s version '%s' of '%s': permission denied",
-			  what, tag, dir);
+		cli_error("cannot %s version '%s' of '%s': %s", what, tag, dir,
+			  strerror(err));
 		if (!strcmp(what, "read"))
 			cli_hint("reading a version needs read permission on "
 				 "'%s'",

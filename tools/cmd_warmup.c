@@ -236,11 +236,12 @@ static void *worker(void *arg)
 					  "(or its client has no disk cache)",
 					  f->path);
 			else if (err == EACCES)
-				cli_error("'%s': permission denied: %s needs "
-					  "read permission on the file",
-					  f->path, j->mode == FILL    ? "warmup"
-						   : j->mode == CHECK ? "--check"
-								      : "--evict");
+				cli_error("'%s': %s (%s needs read permission "
+					  "on the file)",
+					  f->path, strerror(err),
+					  j->mode == FILL    ? "warmup"
+					  : j->mode == CHECK ? "--check"
+							     : "--evict");
 			else
 				cli_error("'%s': %s", f->path, strerror(err));
 		}

@@ -40,12 +40,14 @@
  *     DIR)                      versions
  *
  * Refusals are EACCES. EPERM, for everyone: the old "<inode> NAME" snapshot
- * form, and a set of a name that is only read (stats, cache, version:TAG). Nothing outside the mount's root (--subdir) can be named: the
- * inodes asked of come from the kernel's lookups below the root, and the
- * one path taken (a snapshot's source) is resolved from the root, without
- * following symlinks (ENOTDIR on the way), "." and ".." refused (EINVAL:
- * the tools send normalized paths). The tools refuse a source on another
- * mount before asking, as rename(2) and link(2) do (EXDEV).
+ * form, and a set of a name that is only read (stats, cache, version:TAG).
+ *
+ * Nothing outside the mount's root (--subdir) can be named: the inodes
+ * asked of come from the kernel's lookups below the root, and the one path
+ * taken (a snapshot's source) is resolved from the root, without following
+ * symlinks (ENOTDIR on the way), "." and ".." refused (EINVAL: the tools
+ * send normalized paths). The tools refuse a source on another mount
+ * before asking, as rename(2) and link(2) do (EXDEV).
  */
 #include <errno.h>
 #include <limits.h>
@@ -203,8 +205,8 @@ static int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
  * tree that has entries; in a sticky one, the caller owns each entry or
  * the directory. One listing per directory; EACCES.
  */
-static int caller_may_empty(struct fs *fs, const struct caller *c,
-			    uint64_t dir, const struct meta_attr *da)
+static int caller_may_empty(struct fs *fs, const struct caller *c, uint64_t dir,
+			    const struct meta_attr *da)
 {
 	struct meta_dirent *ents = NULL;
 	size_t n = 0;
@@ -682,9 +684,9 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 	    strcmp(name, XATTR_STATS) && strcmp(name, XATTR_CACHE) &&
 	    strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
 		return ENODATA;
-	if (!get && (!strcmp(name, XATTR_STATS) || !strcmp(name, XATTR_CACHE) ||
-		     !strncmp(name, XATTR_VERSION_GET,
-			      strlen(XATTR_VERSION_GET))))
+	if (!get &&
+	    (!strcmp(name, XATTR_STATS) || !strcmp(name, XATTR_CACHE) ||
+	     !strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET))))
 		return EPERM; /* read-only, for everyone */
 	err = caller_get(vc, &c);
 	if (err)
@@ -702,9 +704,8 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 		if (!err)
 			err = stats_text(fs, value, size);
 	} else {
-		err = version_get(fs, &c, ino,
-				  name + strlen(XATTR_VERSION_GET), value,
-				  size);
+		err = version_get(fs, &c, ino, name + strlen(XATTR_VERSION_GET),
+				  value, size);
 	}
 	caller_release(&c);
 	return err;

@@ -233,6 +233,24 @@ stat_of() {
 # rcli ARGS...: redis-cli on the database of the volume last made
 rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
 
+# nobody_volume NAME: a new volume mounted at $M with --allow-other, its
+# mount point reachable by uid 65534, holding root's 0700 directory
+# "secret" (with a 0644 file k2) and a 0777 directory "pub".
+nobody_volume() {
+	chmod 0755 "$TMP" # nobody must reach the mount points
+	new_volume "$1"
+	M=$TMP/mnt
+	mount_vol "$META" "$M" --allow-other
+	chmod 0755 "$M"
+	mkdir "$M/secret" && chmod 0700 "$M/secret"
+	echo TOP >"$M/secret/k2" && chmod 0644 "$M/secret/k2"
+	mkdir "$M/pub" && chmod 0777 "$M/pub"
+}
+
+# snapval SRC NAME: the value granary snapshot sets ("SRC" NUL "NAME"), in
+# hex for setfattr -v.
+snapval() { printf '%s\0%s' "$1" "$2" | od -An -tx1 | tr -d ' \n' | sed 's/^/0x/'; }
+
 # mount_vol META MP [ARGS...]: mount and remember MP for the cleanup. The
 # client logs to $TMP/log-<basename MP>.log, shown when the test fails.
 mount_vol() {

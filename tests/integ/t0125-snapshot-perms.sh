@@ -8,14 +8,7 @@
 # what it may read still copies, and the copies are its own.
 . "$(dirname "$0")/lib.sh"
 
-chmod 0755 "$TMP" # nobody must reach the mount points
-new_volume sperm
-M=$TMP/mnt
-mount_vol "$META" "$M" --allow-other
-chmod 0755 "$M"
-mkdir "$M/secret" && chmod 0700 "$M/secret"
-echo TOP >"$M/secret/k2" && chmod 0644 "$M/secret/k2"
-mkdir "$M/pub" && chmod 0777 "$M/pub"
+nobody_volume sperm
 echo open >"$M/pub/open" && chmod 0644 "$M/pub/open"
 echo private >"$M/pub/private" && chmod 0600 "$M/pub/private"
 echo team >"$M/pub/team" && chgrp 4242 "$M/pub/team" && chmod 0640 "$M/pub/team"
@@ -23,8 +16,6 @@ cp /bin/true "$M/pub/suid" && chmod 04755 "$M/pub/suid"
 mkdir -p "$M/pub/tree/d" && echo a >"$M/pub/tree/a" && echo b >"$M/pub/tree/d/b"
 chmod -R a+rX "$M/pub/tree"
 
-# the value granary snapshot sets: "/SRC" NUL "NAME", as hex for setfattr
-snapval() { printf '%s\0%s' "$1" "$2" | od -An -tx1 | tr -d ' \n' | sed 's/^/0x/'; }
 
 # --- the review's reproducer: a raw inode number names any file
 ino=$(stat -c %i "$M/secret/k2")
