@@ -11,6 +11,7 @@
 
 #include "fs/store/codec.h"
 #include "meta/meta.h"
+#include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
 
@@ -91,6 +92,7 @@ static void format_age(int64_t now, int64_t t, char *buf, size_t cap)
 /* ---- text -------------------------------------------------------------- */
 
 static void print_text(const struct meta_volume *v, const struct meta_usage *u,
+		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
 	char a[64], b[64];
@@ -122,6 +124,15 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	cli_format_size(u->used_bytes, a, sizeof(a));
 	LINE("used", "%s (%llu bytes)", a, (unsigned long long)u->used_bytes);
 	LINE("inodes", "%llu", (unsigned long long)u->inodes);
+	/* part of "used" until purged */
+	cli_format_size(tu->bytes, a, sizeof(a));
+	if (v->trash_days)
+		snprintf(b, sizeof(b), "kept %u day%s", v->trash_days,
+			 v->trash_days == 1 ? "" : "s");
+	else
+		snprintf(b, sizeof(b), "off");
+	LINE("trash", "%s in %llu entries (%s; counted in used)", a,
+	     (unsigned long long)tu->entries, b);
 	LINE("sessions", "%zu", n);
 #undef LINE
 	if (!n)
@@ -161,8 +172,9 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 /* ---- JSON -------------------------------------------------------------- */
 
 static void print_json(const char *url, const struct meta_volume *v,
-		       const struct meta_usage *u, const struct meta_session *s,
-		       size_t n)
+		       const struct meta_usage *u,
+		       const struct meta_trash_usage *tu,
+		       const struct meta_session *s, size_t n)
 {
 	int64_t now = (int64_t)time(NULL);
 
@@ -178,13 +190,14 @@ static void print_json(const char *url, const struct meta_volume *v,
 	       set_or_not(v->access_key), set_or_not(v->secret_key));
 	printf("    \"block_size\": %u,\n    \"compress\": \"%s\",\n"
 	       "    \"capacity\": %llu,\n    \"format_version\": %u,\n"
-	       "    \"created\": %lld\n  },\n",
+	       "    \"created\": %lld,\n    \"trash_days\": %u\n  },\n",
 	       v->block_size, compress_name(v->compress),
 	       (unsigned long long)v->capacity, v->format_version,
-	       (long long)v->created);
-	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu},\n",
-	       (unsigned long long)u->used_bytes,
-	       (unsigned long long)u->inodes);
+	       (long long)v->created, v->trash_days);
+	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu, "
+	       "\"trash_bytes\": %llu, \"trash_entries\": %llu},\n",
+	       (unsigned long long)u->used_bytes, (unsigned long long)u->inodes,
+	       (unsigned long long)tu->bytes, (unsigned long long)tu->entries);
 	printf("  \"sessions\": [");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s\n    {\"sid\": %llu, \"host\": ", i ? "," : "",
@@ -211,6 +224,7 @@ int cmd_status(int argc, char **argv)
 	struct meta_opts mo = {.pool_size = 1, .read_only = 1};
 	struct meta_volume v;
 	struct meta_usage u;
+	struct meta_trash_usage tu;
 	struct meta_session *s = NULL;
 	struct meta *m = NULL;
 	char shown[1024];
@@ -238,6 +252,12 @@ int cmd_status(int argc, char **argv)
 			  gr_strerror(err));
 		goto close_meta;
 	}
+	err = meta_trash_usage(m, &tu);
+	if (err) {
+		cli_error("cannot read the trash of volume '%s': %s", v.name,
+			  gr_strerror(err));
+		goto close_meta;
+	}
 	err = meta_list_sessions(m, &s, &n);
 	if (err) {
 		cli_error("cannot list the sessions of volume '%s': %s", v.name,
@@ -247,9 +267,9 @@ int cmd_status(int argc, char **argv)
 	if (n > 1)
 		qsort(s, n, sizeof(*s), by_sid);
 	if (json)
-		print_json(shown, &v, &u, s, n);
+		print_json(shown, &v, &u, &tu, s, n);
 	else
-		print_text(&v, &u, s, n);
+		print_text(&v, &u, &tu, s, n);
 	ret = CLI_EXIT_OK;
 	free(s);
 close_meta:

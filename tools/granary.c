@@ -46,6 +46,10 @@ static const struct cmd commands[] = {
      "find (and delete) objects of the store no metadata references"},
     {"fsck", cmd_fsck, CMD_LOG_STDERR,
      "check a volume's metadata (and objects); repair what is safe to"},
+    {"config", cmd_config, CMD_LOG_STDERR,
+     "show a volume's settings, change the ones that may change"},
+    {"trash", cmd_trash, CMD_LOG_STDERR,
+     "list, restore or purge what was removed (kept trash-days)"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
