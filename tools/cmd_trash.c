@@ -420,11 +420,17 @@ static int do_restore(struct tctx *t, char **entries, int nent,
 
 	if (o->to && to_place(t->m, o->to, nent > 1, &to_dir, &to_name))
 		return CLI_EXIT_FAIL;
-	for (int k = 0; k < nent; k++) {
-		struct meta_trash_entry *e = entry_find(t, entries[k]);
+	/* directories first: the files named with them may belong in them */
+	for (int k = 0; k < 2 * nent; k++) {
+		struct meta_trash_entry *e = entry_find(t, entries[k % nent]);
 		size_t n = 0;
+		if (e && (k < nent) != (e->attr.type == META_DIR))
+			continue;
+		if (!e && k < nent)
+			continue;
 		if (!e) {
-			cli_error("no entry '%s' in the trash", entries[k]);
+			cli_error("no entry '%s' in the trash",
+				  entries[k % nent]);
 			cli_hint("granary trash list META_URL shows them");
 			ret = CLI_EXIT_FAIL;
 			continue;
@@ -435,7 +441,7 @@ static int do_restore(struct tctx *t, char **entries, int nent,
 		const char *name = to_name ? to_name : e->orig;
 		if (!dir) {
 			cli_error("'%s' does not say where it came from",
-				  entries[k]);
+				  entries[k % nent]);
 			cli_hint("put it somewhere with --to PATH");
 			ret = CLI_EXIT_FAIL;
 			continue;

@@ -121,11 +121,7 @@ else
 		elseif da.nlink == 1 and trash_put(NP, NN, dino, da) then
 			trashed = dino
 		else
-			if da.nlink > 0 then
-				da.nlink = da.nlink - 1
-			end
-			touch(dino, false)
-			inode_release(dino)
+			link_drop(dino, da)
 		end
 	end
 	redis.call('HDEL', key('d', P), N)

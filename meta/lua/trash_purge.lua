@@ -28,11 +28,7 @@ for i = 1, #page - 1, 2 do
 				ha.nlink = ha.nlink - 1
 				inode_destroy(ino)
 			else
-				if a.nlink > 0 then
-					a.nlink = a.nlink - 1
-				end
-				touch(ino, false)
-				inode_release(ino)
+				link_drop(ino, a)
 			end
 		end
 	end

@@ -26,11 +26,7 @@ if a then
 	if a.nlink == 1 and depth == 0 and trash_put(parent, name, ino, a) then
 		trashed = ino
 	else
-		if a.nlink > 0 then
-			a.nlink = a.nlink - 1
-		end
-		touch(ino, false)
-		inode_release(ino)
+		link_drop(ino, a)
 	end
 end
 iflush()

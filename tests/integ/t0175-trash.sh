@@ -119,6 +119,14 @@ check_eq "$(ls "$M/.trash/$hour" | wc -l)" $((n - 1)) "entries after an rm insid
 [ -z "$(entry_of /f)" ] || fail "f is still listed after its rm inside the trash"
 ok "rm inside the trash deletes for good"
 
+# --- fsck finds the trash a directory like any other; gc finds no leak
+"$GRANARY" fsck "$META" --objects -q >"$TMP/fsck.out" 2>&1 ||
+	fail "fsck of a volume with a trash: $(head -c 2000 "$TMP/fsck.out")"
+"$GRANARY" gc "$META" --json --min-age 0 >"$TMP/gc.out" 2>&1 ||
+	fail "gc failed: $(head -c 2000 "$TMP/gc.out")"
+check_eq "$(jq .leaked "$TMP/gc.out")" 0 "objects gc finds leaked beside the trash"
+ok "fsck is clean and gc finds nothing leaked with files in the trash"
+
 # --- the clients' purge, once older than trash-days (a clock a day ahead)
 random_file "$TMP/big2" $((3 * 1024 * 1024))
 cp "$TMP/big2" "$M/big2"
@@ -137,6 +145,8 @@ check_eq "$(status_of trash_bytes)" 0 "bytes in the trash after the purge"
 wait_until 30 objects_below "$objs" ||
 	fail "objects of the purged file not reclaimed: $(count_objects) of $objs"
 [ -z "$(ls "$M/.trash")" ] || fail "hour directories left: $(ls "$M/.trash")"
+"$GRANARY" fsck "$META" -q >"$TMP/fsck.out" 2>&1 ||
+	fail "fsck after the purge: $(head -c 2000 "$TMP/fsck.out")"
 ok "purged once a day old (test clock): trash empty, objects reclaimed"
 
 # --- trash-days 0: rm frees at once; granary config shows and changes it

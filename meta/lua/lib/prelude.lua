@@ -413,6 +413,15 @@ local function inode_release(ino)
 	end
 	return false
 end
+-- a name of non-directory ino (record a) is gone: one link less, and
+-- the inode deleted once it has none and nobody has it open
+local function link_drop(ino, a)
+	if a.nlink > 0 then
+		a.nlink = a.nlink - 1
+	end
+	touch(ino, false)
+	inode_release(ino)
+end
 -- Objects staged on a client's disk and not yet in the store (writeback)
 -- are named in staging ('b<id>_<idx>' a block, 'p<pack>' a pack); the
 -- record that would have their objects deleted waits in stagedead until
