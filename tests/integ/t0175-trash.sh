@@ -17,6 +17,21 @@ status_of() { # status_of FIELD: a number of `granary status --json`
 	"$GRANARY" status "$META" --json | tr -d ' \n' |
 		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
 }
+# settle: wait until the reclaimers deleted what they had to, so that a
+# count of objects taken now stays put
+reclaim_idle() { [ "$(rcli zcard delfiles)" = 0 ] && [ "$(rcli llen delslices)" = 0 ]; }
+settle() {
+	local a b
+	wait_until 30 reclaim_idle || fail "reclamation did not finish in 30 s"
+	a=$(count_objects)
+	sleep 1
+	b=$(count_objects)
+	while [ "$a" != "$b" ]; do
+		a=$b
+		sleep 1
+		b=$(count_objects)
+	done
+}
 trash_empty() { [ "$(status_of trash_entries)" = 0 ]; }
 objects_below() { [ "$(count_objects)" -lt "$1" ]; }
 # entry_of PATH: the ENTRY of the trash entry whose path is $1
@@ -131,6 +146,7 @@ ok "fsck is clean and gc finds nothing leaked with files in the trash"
 random_file "$TMP/big2" $((3 * 1024 * 1024))
 cp "$TMP/big2" "$M/big2"
 sync
+settle # the entry removed inside the trash above
 objs=$(count_objects)
 rm "$M/big2"
 sleep 1
@@ -156,6 +172,7 @@ check_eq "$("$GRANARY" config "$META" --json | sed -n 's/.*"trash_days": \([0-9]
 	"trash_days after config"
 expect_exit 2 "bad --trash-days" "$GRANARY" config "$META" --trash-days -1
 random_file "$TMP/big3" $((2 * 1024 * 1024))
+settle # the purge's
 objs=$(count_objects)
 cp "$TMP/big3" "$M/big3"
 sync
