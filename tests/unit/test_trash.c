@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
 #include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "meta/meta.h"
@@ -355,6 +356,8 @@ Test(trash, rules)
 	cr_assert_eq(
 	    meta_rename(m, META_ROOT_INO, "g", META_ROOT_INO, META_TRASH, 0),
 	    EINVAL);
+	cr_assert_eq(meta_snapshot(m, NULL, g, h, "g", NULL), EPERM);
+	cr_assert_eq(meta_snapshot(m, NULL, sub, t, "s", NULL), EPERM);
 	/* the trash and its hours stay */
 	cr_assert_eq(meta_rmdir(m, META_ROOT_INO, META_TRASH), EPERM);
 	cr_assert_eq(
