@@ -2,7 +2,7 @@
 # missing (Debian packages, the npm S3 test server) before they run.
 
 CC      ?= cc
-PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0
+PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson
 O       ?= build
 PREFIX  ?= /usr/local
 CFLAGS  ?= -O2 -g
@@ -118,6 +118,7 @@ bench: all
 	@bench/randread.sh $(O)
 	@bench/checkpoint.sh $(O)
 	@bench/statlat.sh $(O)
+	@bench/failover.sh $(O)
 
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary

@@ -3,7 +3,9 @@
  * checked a second for a volume of FILES small files (default 100,000)
  * in directories of 1,000, against the walk gc makes of the same volume
  * (every chunk list and tail: meta_scan_refs) measured in the same run,
- * and the memory fsck took. Prints a markdown table.
+ * and the memory fsck took; and fsck --path of one tree of 10,000 of
+ * those files (/tree, ten of the directories) against the whole volume's.
+ * Prints a markdown table.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,10 +25,12 @@ static const char usage[] =
     "\n"
     "Format a volume in database DB (0-63; everything in it is deleted) of\n"
     "the Redis listening on the unix socket REDIS_SOCKET, make FILES small\n"
-    "files (default 100000) in directories of 1000, and time fsck of it\n"
-    "against gc's walk of its references.\n";
+    "files (default 100000) in directories of 1000 (the first 10000 under\n"
+    "/tree), and time fsck of it against gc's walk of its references, and\n"
+    "fsck --path /tree against fsck of the volume.\n";
 
 #define PER_DIR 1000
+#define TREE	10000 /* files under /tree */
 
 static void die(const char *what, int err)
 {
@@ -81,14 +85,18 @@ int main(int argc, char **argv)
 		die("format", err);
 
 	double t = now_s();
-	uint64_t dir = 0;
+	uint64_t dir = 0, tree;
+	if ((err = meta_mknod(m, 1, "tree", META_DIR, 0755, 0, 0, 0, NULL,
+			      &tree, NULL)))
+		die("mkdir", err);
 	for (long i = 0; i < files; i++) {
 		struct meta_chunk_slice w = {0};
 		uint64_t ino;
 		if (i % PER_DIR == 0) {
 			snprintf(name, sizeof name, "d%04ld", i / PER_DIR);
-			if ((err = meta_mknod(m, 1, name, META_DIR, 0755, 0, 0,
-					      0, NULL, &dir, NULL)))
+			if ((err = meta_mknod(m, i < TREE ? tree : 1, name,
+					      META_DIR, 0755, 0, 0, 0, NULL,
+					      &dir, NULL)))
 				die("mkdir", err);
 		}
 		snprintf(name, sizeof name, "f%07ld", i);
@@ -120,6 +128,16 @@ int main(int argc, char **argv)
 	if (r.problems || r.files != (uint64_t)files || refs != (uint64_t)files)
 		die("the volume is not as made", 0);
 
+	struct fsck_opts po = {.block_size = v.block_size, .path = "/tree"};
+	struct fsck_report pr;
+	long tree_files = files < TREE ? files : TREE;
+	t = now_s();
+	if ((err = fsck_run(m, NULL, &po, &pr)))
+		die("fsck_run --path", err);
+	double pfsck = now_s() - t;
+	if (pr.problems || pr.files != (uint64_t)tree_files)
+		die("the tree is not as made", 0);
+
 	printf("%ld files in %ld directories (made in %.1f s)\n\n", files,
 	       (files + PER_DIR - 1) / PER_DIR, made);
 	printf("| | s | files/s | baseline: gc's walk, s | / baseline | "
@@ -128,6 +146,10 @@ int main(int argc, char **argv)
 	printf("| fsck | %.2f | %.0f | %.2f | %.2fx | %s%.0f |\n", fsck,
 	       (double)files / fsck, walk, fsck / walk, rss > 0 ? "" : "<",
 	       rss > 0 ? (double)rss * 1024 / (double)files : 1.0);
+	printf("| fsck --path /tree (%ld files) | %.3f | %.0f | fsck of the "
+	       "volume: %.2f | %.4fx | |\n",
+	       tree_files, pfsck, (double)tree_files / pfsck, fsck,
+	       pfsck / fsck);
 	meta_close(m);
 	return 0;
 }

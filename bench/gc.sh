@@ -16,6 +16,10 @@ case $O in /*) ;; *) O=$TOP/$O ;; esac
 . "$TOP/tests/lib/services.sh"
 FILES=${BENCH_GC_FILES:-100000}
 S3_FILES=${BENCH_GC_S3_FILES:-20000}
+# BENCH_GC_S3_PUT=1: fill s3rver with one PUT an object (a few hundred a
+# second) rather than laying its files down straight (gcscan's
+# GCSCAN_S3RVER_DIR); the listing and gc go through s3rver either way.
+S3_PUT=${BENCH_GC_S3_PUT:-0}
 
 [ -x "$O/bench/gcscan" ] || { say "gc: no $O/bench/gcscan (make all)"; exit 1; }
 TMP=$(mktemp -d /var/tmp/granary-gcbench.XXXXXX)
@@ -30,7 +34,9 @@ F=$("$O/bench/gcscan" "$GRANARY_TEST_REDIS?db=1" "file://$TMP/pool" "$FILES" 1 8
 	{ say "gc: the file:// run failed"; exit 1; }
 say "  $F"
 say "gc: s3rver with $S3_FILES files"
-S=$("$O/bench/gcscan" "$GRANARY_TEST_REDIS?db=2" "$GRANARY_TEST_S3/granary/gc" "$S3_FILES" 1 8 2>/dev/null) ||
+direct=$TMP/s3/data/granary/gc
+[ "$S3_PUT" = 1 ] && direct=
+S=$(GCSCAN_S3RVER_DIR=$direct "$O/bench/gcscan" "$GRANARY_TEST_REDIS?db=2" "$GRANARY_TEST_S3/granary/gc" "$S3_FILES" 1 8 2>/dev/null) ||
 	{ say "gc: the s3rver run failed"; S=""; }
 say "  $S"
 

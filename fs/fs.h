@@ -48,6 +48,10 @@ struct fs_opts {
 				  kernel keeps shared mmap working); 0: the
 				  default (64 MiB); UINT64_MAX: never */
 
+	int64_t backup_interval; /* seconds between metadata backups into
+				    the store (fs/vfs/backupd.h); < 0: the
+				    default (1 h); 0: none */
+	unsigned backup_keep;	 /* backups kept; 0: the default (12) */
 	/* read-only mounts: bytes of names cached; 0: the default (512 MiB,
 	 * see namecache.h) */
 	uint64_t name_cache_size;

@@ -4,12 +4,14 @@
  * reading each candidate again before it is reported (confirm). The
  * store's side is fsck_store.c; repairs and the report fsck_report.c.
  *
- * Order: the counters and the server's time t0; the sessions; the inodes
- * (the table), the trees (versions directories, detached snapshots),
- * delfiles, the entries (links, subdirectories, parents), the references
- * (slices, packs, stray chunk lists, staging), sliceref, packs, the
- * counters again; then the inodes are judged, the store compared, every
- * candidate read again, and each confirmed one repaired and reported.
+ * Order: the counters and the server's time t0; the sessions, their
+ * opens, pendingspace; the inodes (the table), the trees (versions
+ * directories, detached snapshots), delfiles, the entries (links,
+ * subdirectories, parents), the references (chunk lists: stray or past
+ * a length; slices, packs, staging), sliceref, packs, the counters
+ * again; then the inodes are judged, the store compared, every candidate
+ * read again, and each confirmed one repaired and reported. With a path,
+ * the walks are fsck_path.c's, of the tree, and the same judges run.
  */
 #include "gc/fsck.h"
 
@@ -81,19 +83,42 @@ struct slc *fsck_slc(struct fsck *f, uint64_t id, int add)
 	return x;
 }
 
+void *fsck_grow(void *v, size_t n, size_t *cap, size_t size)
+{
+	size_t c = *cap ? 2 * *cap : 16;
+	void *p;
+
+	if (n < *cap)
+		return v;
+	if ((p = realloc(v, c * size)))
+		*cap = c;
+	return p;
+}
+
 struct cand *fsck_cand(struct fsck *f, enum fsck_kind kind)
 {
-	if (f->ncand == f->capcand) {
-		size_t cap = f->capcand ? 2 * f->capcand : 64;
-		struct cand *c = realloc(f->cands, cap * sizeof *c);
-		if (!c)
-			return NULL;
-		f->cands = c;
-		f->capcand = cap;
-	}
-	struct cand *c = &f->cands[f->ncand++];
+	struct cand *c =
+	    fsck_grow(f->cands, f->ncand, &f->capcand, sizeof *f->cands);
+
+	if (!c)
+		return NULL;
+	f->cands = c;
+	c = &f->cands[f->ncand++];
 	memset(c, 0, sizeof *c);
 	c->kind = kind;
+	return c;
+}
+
+struct cand *fsck_slice_cand(struct fsck *f, enum fsck_kind kind,
+			     const struct slc *x)
+{
+	struct cand *c = fsck_cand(f, kind);
+
+	if (c) {
+		c->id = slc_id(x);
+		c->ino = x->ino;
+		c->idx = x->idx;
+	}
 	return c;
 }
 
@@ -136,11 +161,12 @@ static int stray_add(struct fsck *f, uint64_t ino, uint32_t idx, int tail)
 	return 0;
 }
 
-/* A session id met: registered, or leaving fields and staged names. */
+/* A session id met: registered, or leaving fields, staged names and
+ * opens. */
 struct sidx {
 	struct hash_node hn; /* hash: the sid */
 	uint8_t live, fields;
-	uint64_t names;
+	uint64_t names, opened; /* opened: members of so<sid> */
 };
 
 static struct sidx *sid_get(struct fsck *f, uint64_t sid)
@@ -172,7 +198,7 @@ static int on_sid(void *arg, uint64_t sid, enum meta_sid_from from)
 	return 0;
 }
 
-static int on_inode(void *arg, const struct meta_scan_inode *i)
+int fsck_on_inode(void *arg, const struct meta_scan_inode *i)
 {
 	struct fsck *f = arg;
 	struct fsck_report *r = f->r;
@@ -205,6 +231,8 @@ static int on_inode(void *arg, const struct meta_scan_inode *i)
 	case META_FILE:
 		r->files++;
 		f->used += i->a.stored;
+		x->subdirs = (uint32_t)((i->a.length + META_CHUNK_SIZE - 1) /
+					META_CHUNK_SIZE);
 		break;
 	case META_SYMLINK:
 		r->symlinks++;
@@ -224,20 +252,24 @@ static int on_tree(void *arg, enum meta_tree t, uint64_t ino, uint64_t dir)
 	return 0;
 }
 
-static int on_delfile(void *arg, uint64_t ino, uint64_t length)
+int fsck_on_delfile(void *arg, uint64_t ino, uint64_t length)
 {
-	struct ino *x = fsck_ino(arg, ino, 1);
-	(void)length;
+	struct fsck *f = arg;
+	struct ino *x = fsck_ino(f, ino, !f->o->path);
+	struct cand *c;
+
 	if (!x)
-		return ENOMEM;
+		return f->o->path ? 0 : ENOMEM; /* path: not in the tree */
+	if (ino_exists(x) && !(x->flags & (I_CORRUPT | I_DELFILE))) {
+		/* its chunk lists would go with a live file */
+		if (!(c = fsck_cand(f, FSCK_DELFILE_LIVE)))
+			return ENOMEM;
+		c->ino = ino;
+		c->found = (int64_t)length;
+	}
 	x->flags |= I_DELFILE;
 	return 0;
 }
-
-struct dirent_state {
-	struct fsck *f;
-	uint64_t bad_dir; /* the last directory found missing */
-};
 
 static int entry_cand(struct fsck *f, enum fsck_kind kind,
 		      const struct meta_scan_dirent *e, struct cand **out)
@@ -252,7 +284,7 @@ static int entry_cand(struct fsck *f, enum fsck_kind kind,
 	return 0;
 }
 
-static int on_dirent(void *arg, const struct meta_scan_dirent *e)
+int fsck_on_dirent(void *arg, const struct meta_scan_dirent *e)
 {
 	struct dirent_state *st = arg;
 	struct fsck *f = st->f;
@@ -315,43 +347,91 @@ static void first_ref(struct slc *x, const struct meta_ref *mr)
 	}
 }
 
-static int on_ref(void *arg, const struct meta_ref *mr)
+/* A chunk list: of an inode that is not (stray, even of holes only), or
+ * past its file's length. */
+static int on_list(struct fsck *f, const struct meta_ref *mr)
+{
+	struct ino *i = fsck_ino(f, mr->ino, 0);
+	struct cand *c;
+
+	if (!ino_exists(i))
+		return i && (i->flags & I_DELFILE)
+			   ? 0
+			   : stray_add(f, mr->ino, mr->idx, mr->tail);
+	if (i->type != META_FILE || mr->idx < i->subdirs)
+		return 0;
+	if (!(c = fsck_cand(f, FSCK_CHUNK_PAST_END)))
+		return ENOMEM;
+	c->ino = mr->ino;
+	c->idx = mr->idx;
+	c->tail = mr->tail;
+	return 0;
+}
+
+/* A staged name of a session that was not registered when the walk
+ * began, kept for its repair. */
+static int sname_add(struct fsck *f, const struct meta_ref *mr)
+{
+	struct sname *v =
+	    fsck_grow(f->snames, f->nsnames, &f->capsnames, sizeof *v);
+	if (!v)
+		return ENOMEM;
+	f->snames = v;
+	f->snames[f->nsnames++] = (struct sname){
+	    mr->sid, mr->s.id ? mr->s.id : mr->s.pack, mr->idx, !mr->s.id};
+	return 0;
+}
+
+/* A record waiting for deletion, or a staged name. With path, only the
+ * tree's slices and packs are of interest. */
+static int on_pending(struct fsck *f, const struct meta_ref *mr)
+{
+	const struct meta_slice *s = &mr->s;
+	struct slc *x = fsck_slc(f, s->id ? s->id : s->pack, !f->o->path);
+	struct slc *p;
+	struct sidx *sx;
+
+	if (mr->from == META_REF_DEAD) {
+		if (!x)
+			return f->o->path ? 0 : ENOMEM;
+		/* a frame not counted dead yet: its pack's live bytes */
+		if (s->id && s->pack && !(x->flags & (S_SLICE | S_DEAD)) &&
+		    (p = fsck_slc(f, s->pack, 0)))
+			p->live += s->plen;
+		x->flags |= S_DEAD;
+		return 0;
+	}
+	if (x)
+		x->flags |= S_STAGED;
+	else if (!f->o->path)
+		return ENOMEM;
+	if (!mr->sid || f->o->path)
+		return 0;
+	if (!(sx = sid_get(f, mr->sid)))
+		return ENOMEM;
+	sx->names++;
+	return sx->live ? 0 : sname_add(f, mr);
+}
+
+int fsck_on_ref(void *arg, const struct meta_ref *mr)
 {
 	struct fsck *f = arg;
 	const struct meta_slice *s = &mr->s;
 	struct slc *x, *p;
-	struct ino *i;
 
 	fsck_tick(f);
-	if (mr->from == META_REF_DEAD) {
-		if (!(x = fsck_slc(f, s->id ? s->id : s->pack, 1)))
-			return ENOMEM;
-		x->flags |= S_DEAD;
-		return 0;
-	}
-	if (mr->from == META_REF_STAGED) {
-		struct sidx *sx;
-		if (!(x = fsck_slc(f, s->id ? s->id : s->pack, 1)))
-			return ENOMEM;
-		x->flags |= S_STAGED;
-		if (!mr->sid)
-			return 0;
-		if (!(sx = sid_get(f, mr->sid)))
-			return ENOMEM;
-		sx->names++;
-		return 0;
-	}
+	if (mr->from == META_REF_LIST)
+		return on_list(f, mr);
+	if (mr->from != META_REF_CHUNK)
+		return on_pending(f, mr);
 	f->r->refs++;
-	i = fsck_ino(f, mr->ino, 0);
-	if (!ino_exists(i) && !(i && (i->flags & I_DELFILE))) {
-		int err = stray_add(f, mr->ino, mr->idx, mr->tail);
-		if (err)
-			return err;
-	}
 	if (!(x = fsck_slc(f, s->id, 1)))
 		return ENOMEM;
-	if (!(x->flags & S_SLICE))
+	if (!(x->flags & S_SLICE)) {
 		f->r->slices++;
+		if (s->pack && (p = fsck_slc(f, s->pack, 1)))
+			p->live += s->plen; /* a frame shared counts once */
+	}
 	x->flags |= S_SLICE;
 	x->refs++;
 	x->size = s->size;
@@ -385,18 +465,15 @@ static int on_sliceref(void *arg, uint64_t id, int64_t extra)
 	int64_t found = x->flags & S_SLICE ? x->refs : 0;
 	if (found == extra + 1)
 		return 0;
-	if (!(c = fsck_cand(f, FSCK_SLICEREF)))
+	if (!(c = fsck_slice_cand(f, FSCK_SLICEREF, x)))
 		return ENOMEM;
-	c->id = id;
-	c->ino = x->ino;
-	c->idx = x->idx;
 	c->found = found;
 	c->was = extra;
 	c->expected = extra + 1;
 	return 0;
 }
 
-static int on_pack(void *arg, uint64_t pack, uint64_t total, uint64_t dead)
+int fsck_on_pack(void *arg, uint64_t pack, uint64_t total, uint64_t dead)
 {
 	struct fsck *f = arg;
 	struct slc *x = fsck_slc(f, pack, 0);
@@ -412,11 +489,8 @@ static int on_pack(void *arg, uint64_t pack, uint64_t total, uint64_t dead)
 	x->seen = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 	if (dead <= total)
 		return 0;
-	if (!(c = fsck_cand(f, FSCK_PACK_DEAD)))
+	if (!(c = fsck_slice_cand(f, FSCK_PACK_DEAD, x)))
 		return ENOMEM;
-	c->id = pack;
-	c->ino = x->ino;
-	c->idx = x->idx;
 	c->found = (int64_t)dead;
 	c->expected = (int64_t)total;
 	return 0;
@@ -433,28 +507,19 @@ static int judge_slices(struct fsck *f)
 		struct slc *x = hash_entry(n, struct slc, hn);
 		if ((x->flags & S_SLICE) && !(x->flags & S_REF) &&
 		    x->refs != 1) {
-			if (!(c = fsck_cand(f, FSCK_SLICEREF)))
+			if (!(c = fsck_slice_cand(f, FSCK_SLICEREF, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 			c->found = x->refs;
 			c->expected = 1;
 		}
 		if ((x->flags & S_PACK) && !(x->flags & S_TOTAL)) {
-			if (!(c = fsck_cand(f, FSCK_PACK_TOTAL)))
+			if (!(c = fsck_slice_cand(f, FSCK_PACK_TOTAL, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 		}
 		if ((x->flags & S_DEAD) && (x->flags & (S_SLICE | S_PACK)) &&
 		    x->refs) {
-			if (!(c = fsck_cand(f, FSCK_SLICE_DEAD)))
+			if (!(c = fsck_slice_cand(f, FSCK_SLICE_DEAD, x)))
 				return ENOMEM;
-			c->id = slc_id(x);
-			c->ino = x->ino;
-			c->idx = x->idx;
 			c->tail = (x->flags & S_PACK) != 0; /* a whole pack */
 		}
 	}
@@ -491,7 +556,37 @@ static int judge_strays_and_sids(struct fsck *f)
 			c->id = s->hn.hash;
 			c->found = (int64_t)s->names;
 		}
+		if (s->opened) {
+			if (!(c = fsck_cand(f, FSCK_OPEN_GONE)))
+				return ENOMEM;
+			c->id = s->hn.hash;
+			c->found = (int64_t)s->opened;
+		}
 	}
+	return 0;
+}
+
+/* An open recorded in o<ino> (each is a candidate when its session is
+ * not registered), or in so<sid> (counted, judged with the sessions). */
+static int on_open(void *arg, uint64_t sid, uint64_t ino, int in_so)
+{
+	struct fsck *f = arg;
+	struct sidx *s = sid_get(f, sid);
+	struct cand *c;
+
+	fsck_tick(f);
+	if (!s)
+		return ENOMEM;
+	if (s->live)
+		return 0;
+	if (in_so) {
+		s->opened++;
+		return 0;
+	}
+	if (!(c = fsck_cand(f, FSCK_OPEN_GONE)))
+		return ENOMEM;
+	c->id = sid;
+	c->ino = ino;
 	return 0;
 }
 
@@ -531,7 +626,7 @@ static int reach(struct fsck *f, struct ino *x, struct ino ***stack,
 			res = reach_of(cur);
 			break;
 		}
-		if (ino_of(cur) == META_ROOT_INO) {
+		if (ino_of(cur) == META_ROOT_INO || (cur->flags & I_PTOP)) {
 			res = R_MAIN;
 			cur->flags |= I_RESOLVED | (R_MAIN << 6);
 			break;
@@ -650,6 +745,8 @@ static int judge_inodes(struct fsck *f)
 		if (!x->links) {
 			k = FSCK_ORPHAN;
 			want = 1;
+		} else if (f->o->path && x->nlink > x->links) {
+			f->r->outside++; /* names outside the tree, maybe */
 		} else if (x->nlink != x->links) {
 			k = FSCK_NLINK;
 			want = x->links;
@@ -697,6 +794,8 @@ static int inode_kind(enum fsck_kind k)
 	case FSCK_ENTRY_NO_INODE:
 	case FSCK_ENTRY_TYPE:
 	case FSCK_ENTRY_NO_DIR:
+	case FSCK_DELFILE_LIVE:
+	case FSCK_CHUNK_PAST_END:
 		return 1;
 	default:
 		return 0;
@@ -808,7 +907,7 @@ static int confirm_slicerefs(struct fsck *f)
 	fsck_phase(f, "references again");
 	err = meta_fsck_slicerefs(f->m, ids, n, before);
 	if (!err)
-		err = meta_scan_refs(f->m, on_recount, &rc);
+		err = fsck_refs(f, on_recount, &rc);
 	if (!err)
 		err = meta_fsck_slicerefs(f->m, ids, n, after);
 	n = 0;
@@ -936,6 +1035,7 @@ static int confirm(struct fsck *f)
 			break;
 		case FSCK_STAGING:
 		case FSCK_SESSION:
+		case FSCK_OPEN_GONE:
 			if (!sids_read) {
 				err = meta_scan_sids(f->m, on_live_sid, f);
 				sids_read = 1;
@@ -944,7 +1044,32 @@ static int confirm(struct fsck *f)
 				struct sidx *s = sid_get(f, c->id);
 				ok = s && s->live != 2;
 			}
+			if (!err && ok && c->kind == FSCK_OPEN_GONE)
+				err = meta_fsck_open(f->m, c->id, c->ino, &ok);
 			break;
+		case FSCK_DELFILE_LIVE:
+			ok = now->exists;
+			if (ok)
+				err = meta_fsck_delfile(
+				    f->m, c->ino, (uint64_t)c->found, &ok);
+			break;
+		case FSCK_CHUNK_PAST_END:
+			ok =
+			    fresh && now->a.type == META_FILE &&
+			    now->a.length <= (uint64_t)c->idx * META_CHUNK_SIZE;
+			if (ok) {
+				still = fsck_still_referenced(f, c->ino, c->idx,
+							      0, 0);
+				err = still < 0 ? -still : 0;
+				ok = still > 0;
+			}
+			break;
+		case FSCK_PENDINGSPACE: {
+			int64_t p, sum;
+			err = meta_fsck_pending(f->m, &p, &sum);
+			ok = !err && p == c->found && sum == c->expected;
+			break;
+		}
 		case FSCK_TOTALINODES:
 		case FSCK_USEDSPACE:
 			ok = 1;
@@ -978,6 +1103,9 @@ static void release(struct fsck *f)
 		free(f->cands[i].key);
 	}
 	free(f->cands);
+	free(f->files);
+	free(f->snames);
+	free(f->top_path);
 	fsck_paths_free(f);
 	hash_release(&f->inos);
 	hash_release(&f->slices);
@@ -990,6 +1118,48 @@ static void release(struct fsck *f)
 	}
 }
 
+int fsck_refs(struct fsck *f, meta_ref_fn fn, void *arg)
+{
+	return f->o->path ? fsck_path_refs(f, fn, arg)
+			  : meta_scan_refs(f->m, fn, arg);
+}
+
+/* The tree under o->path, walked, and the first judgement. */
+static int walk_path(struct fsck *f)
+{
+	int err;
+
+	fsck_phase(f, "entries");
+	if ((err = fsck_path_walk(f)))
+		return err;
+	fsck_phase(f, "references");
+	if ((err = fsck_path_refs(f, fsck_on_ref, f)) ||
+	    (err = meta_scan_delfiles(f->m, fsck_on_delfile, f)) ||
+	    (err = meta_scan_refs_pending(f->m, fsck_on_ref, f)) ||
+	    (err = fsck_path_counts(f)))
+		return err;
+	fsck_phase(f, "judging");
+	if ((err = judge_slices(f)))
+		return err;
+	return judge_inodes(f);
+}
+
+/* pendingspace against the sessionpending fields it sums. */
+static int judge_pending(struct fsck *f)
+{
+	int64_t p, sum;
+	struct cand *c;
+	int err = meta_fsck_pending(f->m, &p, &sum);
+
+	if (err || p == sum)
+		return err;
+	if (!(c = fsck_cand(f, FSCK_PENDINGSPACE)))
+		return ENOMEM;
+	c->found = p;
+	c->expected = sum;
+	return 0;
+}
+
 /* Everything the metadata says, walked, and the first judgement. */
 static int walk(struct fsck *f)
 {
@@ -997,24 +1167,29 @@ static int walk(struct fsck *f)
 	struct cand *c;
 	int err;
 
-	if ((err = meta_server_time(f->m, &f->t0, &f->t0ns)) ||
-	    (err = meta_fsck_counters(f->m, &f->c0_inodes, &f->c0_used)))
+	if ((err = meta_server_time(f->m, &f->t0, &f->t0ns)))
+		return err;
+	if (f->o->path)
+		return walk_path(f);
+	if ((err = meta_fsck_counters(f->m, &f->c0_inodes, &f->c0_used)))
 		return err;
 	fsck_phase(f, "sessions");
-	if ((err = meta_scan_sids(f->m, on_sid, f)))
+	if ((err = meta_scan_sids(f->m, on_sid, f)) ||
+	    (err = meta_scan_opens(f->m, on_open, f)) ||
+	    (err = judge_pending(f)))
 		return err;
 	fsck_phase(f, "inodes");
-	if ((err = meta_scan_inodes(f->m, on_inode, f)) ||
+	if ((err = meta_scan_inodes(f->m, fsck_on_inode, f)) ||
 	    (err = meta_scan_trees(f->m, on_tree, f)) ||
-	    (err = meta_scan_delfiles(f->m, on_delfile, f)))
+	    (err = meta_scan_delfiles(f->m, fsck_on_delfile, f)))
 		return err;
 	fsck_phase(f, "entries");
-	if ((err = meta_scan_dirents(f->m, on_dirent, &ds)))
+	if ((err = meta_scan_dirents(f->m, fsck_on_dirent, &ds)))
 		return err;
 	fsck_phase(f, "references");
-	if ((err = meta_scan_refs(f->m, on_ref, f)) ||
+	if ((err = meta_scan_refs_lists(f->m, fsck_on_ref, f)) ||
 	    (err = meta_scan_slicerefs(f->m, on_sliceref, f)) ||
-	    (err = meta_scan_packs(f->m, on_pack, f)))
+	    (err = meta_scan_packs(f->m, fsck_on_pack, f)))
 		return err;
 	if ((err = meta_fsck_counters(f->m, &f->c1_inodes, &f->c1_used)))
 		return err;

@@ -4,12 +4,12 @@
  * `granary fsck` (tools/cmd_fsck.c).
  *
  * fsck_run walks the metadata (meta_scan.h): every inode, every directory
- * entry, every chunk list, the reference counts, packs, staging and the
- * sessions' fields; it lists the store with objects (one listing of
- * blocks/ and packs/, never a HEAD per object) and reads every referenced
- * block and frame with deep. What it finds wrong it reads again before it
- * says so (meta_fsck.h): a thing a live client changed meanwhile (an inode
- * whose ctime is after the walk began, an entry renamed, a count that
+ * entry, every chunk list, the reference counts, packs, staging, the
+ * sessions' fields and opens, and pendingspace; it lists the store with objects
+ * (one listing of blocks/ and packs/, never a HEAD per object) and reads every
+ * referenced block and frame with deep. What it finds wrong it reads again
+ * before it says so (meta_fsck.h): a thing a live client changed meanwhile (an
+ * inode whose ctime is after the walk began, an entry renamed, a count that
  * moved) is not judged but counted in changed. Each problem goes to
  * o->problem with the path of the file concerned, found by walking up the
  * entries from the root.
@@ -17,7 +17,23 @@
  * With repair, each problem of a kind fsck knows how to fix is fixed by
  * one script that first checks the thing is still as fsck saw it: an
  * inode a session has open, or one that changed, is skipped. Inodes no
- * entry names (orphans) are linked as "#<ino>" in /lost+found.
+ * entry names (orphans) are linked as "#<ino>" in /lost+found. Never
+ * repaired (FSCK_FIX_CANNOT, with why): corrupt records, a directory of
+ * two names or in a loop, entries of a directory that is not, missing
+ * or corrupt objects, and a slice both referenced and waiting for
+ * deletion unless objects (or deep) saw its objects in the store.
+ *
+ * With path, only the tree under that directory (or that one file) is
+ * checked: its entries, inodes, link counts, chunk lists, the reference
+ * counts and packs of its slices, and with objects and deep their
+ * objects. What names or files outside the tree may account for is not
+ * judged there (a file's nlink above its names in the tree, a slice's
+ * sliceref above its references in the tree: counted in outside); an
+ * nlink or a sliceref below what the tree alone holds is. The volume's
+ * counters, orphans, stray chunk lists, pendingspace, sessions, opens and
+ * staging are not judged. Time and memory follow the tree, not the
+ * volume, but for one listing of the store (objects) and one pass over
+ * delfiles and the dead slices' lists.
  *
  * Memory: about 50 bytes per inode and 50 per slice or pack referenced
  * (two hash tables; bench/fsck_rate: 116 bytes a file of one slice), the
@@ -56,6 +72,11 @@ enum fsck_kind {
 	FSCK_OBJECT_MISSING,	 /* objects: a referenced object is not */
 	FSCK_OBJECT_SIZE,	 /* objects: ... has not its size */
 	FSCK_OBJECT_CORRUPT,	 /* deep: ... fails its checksum */
+	FSCK_DELFILE_LIVE,	 /* a file that exists and waits in delfiles */
+	FSCK_CHUNK_PAST_END,	 /* a chunk list past its file's length */
+	FSCK_PENDINGSPACE, /* pendingspace is not the sessionpending sum */
+	FSCK_OPEN_GONE,	   /* an open (o<ino>, so<sid>) of a session that
+			      is gone */
 	FSCK_NKINDS
 };
 /* "entry-no-inode", "nlink", ...: a kind's name, for --json. */
@@ -95,6 +116,9 @@ struct fsck_report {
 					      deleted: not judged */
 	uint64_t objects, object_bytes;	   /* objects: listed, referenced */
 	uint64_t verified, verified_bytes; /* deep: read and checked */
+	uint64_t outside;     /* path: link and reference counts that names
+				 or files outside the tree may account for:
+				 not judged */
 	uint64_t changed;     /* found wrong, changed by a client since: not
 				 judged (run again on a quieter volume) */
 	int counters_changed; /* the counters moved during the walk: not
@@ -117,6 +141,8 @@ struct fsck_opts {
 				it (implies objects) */
 	int repair;	     /* fix what is safe to (a read-write meta) */
 	int threads;	     /* parallel reads of deep: 1..256, 0 = 8 */
+	const char *path;    /* only the tree under this path ("/a/b", from
+				the volume's root); NULL: the whole volume */
 	fsck_problem_fn problem; /* NULL: none */
 	void *problem_arg;
 	fsck_progress_fn progress; /* NULL: none */
@@ -128,7 +154,9 @@ struct fsck_opts {
  * total is repaired from its object's size, so without a store it is
  * not) and fill *r (zeroed first). 0, or the first error of the metadata
  * or the store: the check is then incomplete (problems found so far were
- * reported).
+ * reported). With path: ENOENT when it names nothing, ENOTDIR when a
+ * part of it before the last is no directory, EINVAL when it is not
+ * absolute.
  */
 int fsck_run(struct meta *m, struct objstore *store, const struct fsck_opts *o,
 	     struct fsck_report *r);

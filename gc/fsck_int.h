@@ -16,6 +16,7 @@
 #include "lib/hash.h"
 #include "meta/meta.h"
 #include "meta/meta_fsck.h"
+#include "meta/meta_scan.h"
 
 /* ---- inodes ------------------------------------------------------------ */
 
@@ -26,6 +27,8 @@
 #define I_STACK	   0x010 /* on the stack of reach() */
 #define I_RESOLVED 0x020 /* reach() knows where it leads: R_* below */
 #define I_REACH	   0x1c0 /* the R_* value, shifted by 6 */
+#define I_PTOP	   0x200 /* path: the top of the tree checked */
+#define I_WALKED   0x400 /* path: listed (directories), queued (files) */
 enum reach {
 	R_MAIN = 1, /* the root */
 	R_FLUX,	    /* a detached snapshot: not judged */
@@ -42,7 +45,8 @@ struct ino {
 			     of the first entry naming it; 0: none */
 	uint32_t nlink;	  /* as the walk read it */
 	uint32_t links;	  /* entries naming it */
-	uint32_t subdirs; /* dirs: entries naming directories */
+	uint32_t subdirs; /* dirs: entries naming directories; files: chunks
+			     their length spans */
 	uint16_t flags;
 	uint8_t type; /* enum meta_type; 0: no inode */
 };
@@ -80,6 +84,8 @@ struct slc {
 	uint32_t size;	     /* slices: stored size; packs: end of the
 				furthest frame */
 	uint32_t seen;	     /* slices: blocks listed; packs: total */
+	uint32_t live;	     /* packs: bytes of frames not counted dead
+				yet (referenced, or waiting for deletion) */
 	uint16_t flags;
 };
 
@@ -110,6 +116,19 @@ struct cand {
 	struct meta_fsck_entry ent;
 };
 
+/* path: a file of the tree and the chunks its length spans. */
+struct pfile {
+	uint64_t ino;
+	uint32_t chunks;
+};
+
+/* A name a session that is gone left in staging. */
+struct sname {
+	uint64_t sid, id; /* id: the slice's, or the pack's */
+	uint32_t idx;	  /* a block's index */
+	int pack;
+};
+
 struct arena;
 struct fsck {
 	struct meta *m;
@@ -131,24 +150,59 @@ struct fsck {
 	uint64_t ticks;
 	const char *phase;
 	struct pathcache *paths; /* fsck.c */
+	/* path (fsck_path.c) */
+	uint64_t top, top_up; /* the tree's top and the directory naming it */
+	char *top_path;	      /* normalized: "/a/b", "" for the root */
+	struct pfile *files;  /* the tree's files */
+	size_t nfiles, capfiles;
+	struct sname *snames; /* staged names of sessions that are gone */
+	size_t nsnames, capsnames;
 };
 
 /* size bytes from the tables' arenas (freed with them), zeroed; NULL: no
  * memory. */
 void *fsck_alloc(struct fsck *f, size_t size);
 
+/* v, of n elements of size bytes in room for *cap, with room for one
+ * more: grown by doubling (from 16), or NULL (no memory; v unchanged). */
+void *fsck_grow(void *v, size_t n, size_t *cap, size_t size);
 /* The entry of inode ino, or of slice/pack id; with add, made when
  * missing (NULL: out of memory). */
 struct ino *fsck_ino(struct fsck *f, uint64_t ino, int add);
 struct slc *fsck_slc(struct fsck *f, uint64_t id, int add);
 /* A new candidate of kind (zeroed but for the kind), NULL: no memory. */
 struct cand *fsck_cand(struct fsck *f, enum fsck_kind kind);
+/* ... of slice or pack x: its id, and the first reference to it. */
+struct cand *fsck_slice_cand(struct fsck *f, enum fsck_kind kind,
+			     const struct slc *x);
 void fsck_tick(struct fsck *f);
 void fsck_phase(struct fsck *f, const char *name);
 /* Is slice id (in pack, when pack != 0) still referenced by chunk idx
  * of ino? 1 yes, 0 no, or -errno. */
 int fsck_still_referenced(struct fsck *f, uint64_t ino, uint32_t idx,
 			  uint64_t id, uint64_t pack);
+
+/* The candidate's inode with its entry e (of directory e->dir) counted:
+ * its links, the subdirectories and parent of directories (fsck.c). */
+struct dirent_state {
+	struct fsck *f;
+	uint64_t bad_dir; /* the last directory found missing */
+};
+int fsck_on_dirent(void *arg, const struct meta_scan_dirent *e);
+int fsck_on_inode(void *arg, const struct meta_scan_inode *i);
+int fsck_on_ref(void *arg, const struct meta_ref *mr);
+int fsck_on_delfile(void *arg, uint64_t ino, uint64_t length);
+int fsck_on_pack(void *arg, uint64_t pack, uint64_t total, uint64_t dead);
+/* Every reference of what is checked: the volume's (meta_scan_refs), or
+ * with path the tree's files' chunk lists. */
+int fsck_refs(struct fsck *f, meta_ref_fn fn, void *arg);
+
+/* fsck_path.c: the tree under o->path walked (its top resolved, its
+ * directories listed, its inodes read and its chunk lists by
+ * fsck_path_refs), then its slices' reference counts and packs read. */
+int fsck_path_walk(struct fsck *f);
+int fsck_path_refs(struct fsck *f, meta_ref_fn fn, void *arg);
+int fsck_path_counts(struct fsck *f);
 
 /* fsck_report.c: repair (o->repair) and report every confirmed
  * candidate; the paths' cache freed. */
@@ -165,6 +219,10 @@ int fsck_objects(struct fsck *f);
 int fsck_objects_confirm(struct fsck *f, struct cand *c);
 int fsck_deep(struct fsck *f);
 int fsck_pack_size(struct fsck *f, uint64_t pack, uint64_t *size);
+/* Are all objects of slice id of size bytes (pack: of pack id) in the
+ * store? *there 1 yes, 0 no. */
+int fsck_objects_there(struct fsck *f, uint64_t id, uint32_t size, int pack,
+		       int *there);
 /* Blocks of a slice of size bytes, and the raw length of block idx. */
 uint32_t fsck_nblocks(const struct fsck *f, uint32_t size);
 uint32_t fsck_block_len(const struct fsck *f, uint32_t size, uint32_t idx);

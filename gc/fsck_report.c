@@ -38,6 +38,10 @@ static const char *const kind_names[FSCK_NKINDS] = {
     [FSCK_OBJECT_MISSING] = "object-missing",
     [FSCK_OBJECT_SIZE] = "object-size",
     [FSCK_OBJECT_CORRUPT] = "object-corrupt",
+    [FSCK_DELFILE_LIVE] = "delfile-live",
+    [FSCK_CHUNK_PAST_END] = "chunk-past-length",
+    [FSCK_PENDINGSPACE] = "pendingspace",
+    [FSCK_OPEN_GONE] = "open-gone",
 };
 
 const char *fsck_kind_name(enum fsck_kind k)
@@ -119,6 +123,10 @@ static const char *dir_path(struct fsck *f, uint64_t dir)
 			base = "";
 			break;
 		}
+		if (f->o->path && cur == f->top) {
+			base = f->top_path; /* its name is outside the tree */
+			break;
+		}
 		if (cur != dir && pc->slot[cs].path &&
 		    pc->slot[cs].dir == cur) {
 			base = pc->slot[cs].path;
@@ -170,6 +178,8 @@ static const char *path_of(struct fsck *f, uint64_t ino, char *buf, size_t cap)
 
 	if (ino == META_ROOT_INO)
 		return "/";
+	if (f->o->path && ino == f->top && x && x->type != META_DIR)
+		return f->top_path;
 	if (!ino_exists(x) || !x->up)
 		return NULL;
 	if (x->type == META_DIR)
@@ -349,6 +359,36 @@ static void what_of(const struct cand *c, char *w, size_t cap)
 			 "an object of %s %" PRIu64 " fails its checksum",
 			 c->tail ? "pack" : "slice", c->id);
 		break;
+	case FSCK_DELFILE_LIVE:
+		snprintf(w, cap,
+			 "the file exists and waits in delfiles for its chunk "
+			 "lists to be dropped (length %" PRId64 ")",
+			 c->found);
+		break;
+	case FSCK_CHUNK_PAST_END:
+		snprintf(w, cap,
+			 "chunk %" PRIu32 " has a slice list, past the "
+			 "file's length",
+			 c->idx);
+		break;
+	case FSCK_PENDINGSPACE:
+		snprintf(w, cap,
+			 "pendingspace is %" PRId64 ", the sessions' pending "
+			 "bytes make %" PRId64,
+			 c->found, c->expected);
+		break;
+	case FSCK_OPEN_GONE:
+		if (c->ino)
+			snprintf(w, cap,
+				 "held open by session %" PRIu64
+				 ", no longer registered",
+				 c->id);
+		else
+			snprintf(w, cap,
+				 "session %" PRIu64 ", no longer registered, "
+				 "left %" PRId64 " open files in its list",
+				 c->id, c->found);
+		break;
 	default:
 		snprintf(w, cap, "?");
 	}
@@ -373,7 +413,12 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 	case FSCK_ENTRY_TYPE:
 	case FSCK_ENTRY_CORRUPT:
 	case FSCK_DIR_PARENT:
-		p.path = entry_path(f, c->dir, c->name, path, sizeof path);
+		/* path: the top's entry is in a directory outside the tree */
+		if (f->o->path && c->dir == f->top_up && c->ino == f->top)
+			p.path = f->top_path;
+		else
+			p.path =
+			    entry_path(f, c->dir, c->name, path, sizeof path);
 		break;
 	case FSCK_ENTRY_NO_DIR:
 	case FSCK_ORPHAN:
@@ -382,11 +427,21 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 	case FSCK_USEDSPACE:
 	case FSCK_STAGING:
 	case FSCK_SESSION:
+	case FSCK_PENDINGSPACE:
 		break;
 	default:
-		p.path = path_of(f, c->ino, path, sizeof path);
+		if (c->ino)
+			p.path = path_of(f, c->ino, path, sizeof path);
 	}
-	if (c->kind == FSCK_STRAY_CHUNKS && !p.key) {
+	if (c->kind == FSCK_OPEN_GONE && !p.key) {
+		if (c->ino)
+			snprintf(key, sizeof key, "o%" PRIu64, c->ino);
+		else
+			snprintf(key, sizeof key, "so%" PRIu64, c->id);
+		p.key = key;
+	}
+	if ((c->kind == FSCK_STRAY_CHUNKS || c->kind == FSCK_CHUNK_PAST_END) &&
+	    !p.key) {
 		if (c->tail)
 			snprintf(key, sizeof key, "n%" PRIu64 " field %" PRIu64,
 				 c->ino / 32, c->ino % 32 + 32);
@@ -441,14 +496,6 @@ static const char *cannot(enum fsck_kind k)
 	case FSCK_LOOP:
 		return "fsck does not choose which name to drop: remove "
 		       "one by hand";
-	case FSCK_SLICE_DEAD:
-		return "its objects may be deleted: copy the file's data "
-		       "elsewhere now";
-	case FSCK_PACK_DEAD:
-		return "fsck cannot recount a pack's dead bytes";
-	case FSCK_STAGING:
-		return "left for the client's node, which uploads them when "
-		       "it mounts again";
 	case FSCK_OBJECT_MISSING:
 	case FSCK_OBJECT_SIZE:
 	case FSCK_OBJECT_CORRUPT:
@@ -515,6 +562,91 @@ static int settle_inodes(struct fsck *f)
 	return 0;
 }
 
+/*
+ * A pack's dead bytes past its total: the next frame to die would have
+ * its object deleted under the live ones. They become the bytes of the
+ * frames neither referenced nor waiting for deletion (never committed,
+ * or counted dead already), as the walk of the whole volume found them;
+ * with path, whose walk does not know the frames of files outside the
+ * tree, 0: the frames count again as they die, and a pack that then never
+ * reaches its total is left for gc to delete once nothing references it.
+ */
+static enum fsck_fix fix_packdead(struct fsck *f, struct cand *c,
+				  const char **why)
+{
+	struct slc *p = fsck_slc(f, c->id, 0);
+	int64_t dead = 0;
+
+	if (!f->o->path && p && p->live && p->live < (uint64_t)c->expected)
+		dead = c->expected - (int64_t)p->live;
+	return fix_result(meta_fsck_fix_packdead(f->m, c->id, c->found, dead),
+			  why);
+}
+
+/* A slice (c->tail: a pack) both referenced and waiting for deletion:
+ * its dead records go only while its objects are still in the store (a
+ * reclamation may be deleting them: then the file's data is lost). */
+static enum fsck_fix fix_dead(struct fsck *f, struct cand *c, const char **why)
+{
+	struct slc *x = fsck_slc(f, c->id, 0);
+	uint64_t pack = c->tail ? c->id : 0;
+	struct meta_slice *s;
+	size_t n;
+	int there = 0, err;
+
+	if (!f->o->objects && !f->o->deep) {
+		*why = "its objects may be deleted already: run fsck --objects "
+		       "--repair, which checks they are there first";
+		return FSCK_FIX_CANNOT;
+	}
+	/* a frame's object is its pack */
+	if (!pack && x && (x->flags & S_PACKED) &&
+	    !(err = meta_read_chunk(f->m, c->ino, c->idx, &s, &n))) {
+		for (size_t i = 0; i < n && !pack; i++)
+			if (s[i].id == c->id)
+				pack = s[i].pack;
+		free(s);
+	}
+	err = fsck_objects_there(f, pack ? pack : c->id, x ? x->size : 0,
+				 pack != 0, &there);
+	if (!err && !there) {
+		*why = "its objects are deleted already: restore the file "
+		       "from a copy";
+		return FSCK_FIX_CANNOT;
+	}
+	if (!err)
+		err = meta_fsck_fix_dead(f->m, c->tail ? 0 : c->id,
+					 c->tail ? c->id : 0);
+	return fix_result(err, why);
+}
+
+/* The names session sid, gone, left in staging, released. */
+static int fix_staging(struct fsck *f, uint64_t sid)
+{
+	size_t n = 0;
+	char(*buf)[48] = calloc(f->nsnames + 1, sizeof *buf);
+	const char **names = calloc(f->nsnames + 1, sizeof *names);
+	int err = buf && names ? 0 : ENOMEM;
+
+	for (size_t i = 0; !err && i < f->nsnames; i++) {
+		const struct sname *sn = &f->snames[i];
+		if (sn->sid != sid)
+			continue;
+		if (sn->pack)
+			snprintf(buf[n], sizeof buf[0], "p%" PRIu64, sn->id);
+		else
+			snprintf(buf[n], sizeof buf[0], "b%" PRIu64 "_%" PRIu32,
+				 sn->id, sn->idx);
+		names[n] = buf[n];
+		n++;
+	}
+	if (!err)
+		err = meta_fsck_fix_staging(f->m, sid, names, n);
+	free(names);
+	free(buf);
+	return err;
+}
+
 /* Repair c, of a kind fsck repairs, outside the inodes' (settle_inodes). */
 static enum fsck_fix fix_one(struct fsck *f, struct cand *c, const char **why)
 {
@@ -566,6 +698,25 @@ static enum fsck_fix fix_one(struct fsck *f, struct cand *c, const char **why)
 	case FSCK_SESSION:
 		err = meta_fsck_fix_session(f->m, c->id);
 		break;
+	case FSCK_PACK_DEAD:
+		return fix_packdead(f, c, why);
+	case FSCK_SLICE_DEAD:
+		return fix_dead(f, c, why);
+	case FSCK_STAGING:
+		err = fix_staging(f, c->id);
+		break;
+	case FSCK_DELFILE_LIVE:
+		err = meta_fsck_fix_delfile(f->m, c->ino, (uint64_t)c->found);
+		break;
+	case FSCK_CHUNK_PAST_END:
+		err = meta_fsck_fix_chunk(f->m, &c->now, c->idx);
+		break;
+	case FSCK_PENDINGSPACE:
+		err = meta_fsck_fix_pending(f->m, c->found);
+		break;
+	case FSCK_OPEN_GONE:
+		err = meta_fsck_fix_open(f->m, c->id, c->ino);
+		break;
 	default:
 		break;
 	}
@@ -578,11 +729,12 @@ int fsck_settle(struct fsck *f)
 	    FSCK_TOTALINODES, FSCK_USEDSPACE, FSCK_INODE_CORRUPT,
 	    FSCK_DIR_NAMES, FSCK_LOOP};
 	static const enum fsck_kind after[] = {
-	    FSCK_ENTRY_NO_INODE, FSCK_ENTRY_TYPE,    FSCK_ENTRY_CORRUPT,
-	    FSCK_ENTRY_NO_DIR,	 FSCK_STRAY_CHUNKS,  FSCK_SLICEREF,
-	    FSCK_SLICE_DEAD,	 FSCK_PACK_TOTAL,    FSCK_PACK_DEAD,
-	    FSCK_STAGING,	 FSCK_SESSION,	     FSCK_OBJECT_MISSING,
-	    FSCK_OBJECT_SIZE,	 FSCK_OBJECT_CORRUPT};
+	    FSCK_ENTRY_NO_INODE, FSCK_ENTRY_TYPE,     FSCK_ENTRY_CORRUPT,
+	    FSCK_ENTRY_NO_DIR,	 FSCK_STRAY_CHUNKS,   FSCK_SLICEREF,
+	    FSCK_SLICE_DEAD,	 FSCK_PACK_TOTAL,     FSCK_PACK_DEAD,
+	    FSCK_STAGING,	 FSCK_SESSION,	      FSCK_OBJECT_MISSING,
+	    FSCK_OBJECT_SIZE,	 FSCK_OBJECT_CORRUPT, FSCK_DELFILE_LIVE,
+	    FSCK_CHUNK_PAST_END, FSCK_PENDINGSPACE,   FSCK_OPEN_GONE};
 	int err;
 
 	/* the counters first: lost+found, when made, counts itself */

@@ -213,6 +213,30 @@ int fsck_objects_confirm(struct fsck *f, struct cand *c)
 	}
 }
 
+int fsck_objects_there(struct fsck *f, uint64_t id, uint32_t size, int pack,
+		       int *there)
+{
+	char key[128];
+	uint64_t got;
+	int err = 0;
+
+	*there = 1;
+	if (pack) {
+		chunkstore_pack_key(id, key, sizeof key);
+		err = objstore_head(f->store, key, &got);
+	}
+	for (uint32_t i = 0; !pack && !err && i < fsck_nblocks(f, size); i++) {
+		chunkstore_key(id, i, fsck_block_len(f, size, i), key,
+			       sizeof key);
+		err = objstore_head(f->store, key, &got);
+	}
+	if (err == ENOENT) {
+		*there = 0;
+		err = 0;
+	}
+	return err;
+}
+
 /* ---- reading every object ---------------------------------------------- */
 
 struct deep {
@@ -376,7 +400,7 @@ int fsck_deep(struct fsck *f)
 	if (err)
 		return err;
 	pthread_mutex_init(&d.lock, NULL);
-	err = meta_scan_refs(f->m, on_deep_ref, &d);
+	err = fsck_refs(f, on_deep_ref, &d);
 	workq_close(d.q); /* runs every job queued */
 	f->r->verified = atomic_load(&d.verified);
 	f->r->verified_bytes = atomic_load(&d.verified_bytes);

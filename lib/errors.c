@@ -35,7 +35,8 @@ static const struct {
     {META_EUNREACH, "cannot reach the metadata server (is redis running, and "
 		    "is the URL right?)"},
     {META_EURL, "malformed metadata URL (expected "
-		"redis://[:PASSWORD@]HOST[:PORT]/DB or "
+		"redis://[:PASSWORD@]HOST[:PORT]/DB, "
+		"redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB or "
 		"unix:///PATH/redis.sock?db=N)"},
     {META_EVERSION, "the volume has another format version than this "
 		    "granary's (a newer granary wrote it, or it needs "
@@ -44,6 +45,11 @@ static const struct {
 		 "GRANARY_META_PASSWORD or put it in the URL)"},
     {META_EPROTO, "unexpected reply from the metadata server (corrupt "
 		  "record or a granary bug)"},
+    {META_ESENTINEL, "no sentinel of the metadata URL answered (are "
+		     "redis-sentinel running, and the hosts and ports "
+		     "right? 26379 is the default port)"},
+    {META_ENOMASTER, "the sentinels know no master of the name in the "
+		     "metadata URL (see SENTINEL MASTERS on a sentinel)"},
 };
 
 const char *gr_strerror(int err)

@@ -28,6 +28,8 @@
 #define META_EVERSION  (-305) /* volume of another format version */
 #define META_EAUTH     (-306) /* password refused */
 #define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
+#define META_ESENTINEL (-308) /* no sentinel of a sentinel URL answered */
+#define META_ENOMASTER (-309) /* the sentinels know no master of that name */
 
 /* Message for 0, a positive errno or any code above; never NULL. */
 const char *gr_strerror(int err);

@@ -55,6 +55,13 @@ int meta_dump(struct meta *m, const struct meta_dump_opts *o, meta_sink_fn sink,
 struct meta_load_opts {
 	meta_dump_progress_fn progress; /* NULL: none */
 	void *progress_arg;
+	/* the store's keys, which a dump never holds, for the settings
+	 * (NULL or "": none, taken from the environment at mount) */
+	const char *access_key, *secret_key;
+	/* NULL, or room for why a stream was refused ("line 7: ..."), for
+	 * the caller's message */
+	char *why;
+	size_t why_cap;
 };
 /* Build the volume of the stream in m's database, which must hold no
  * volume (META_EEXIST otherwise: nothing is written). A stream that is
@@ -65,5 +72,37 @@ struct meta_load_opts {
 int meta_load(struct meta *m, const struct meta_load_opts *o,
 	      meta_source_fn source, void *source_arg,
 	      struct meta_dump_stats *st);
+
+/* ---- automatic backups ---------------------------------------------- */
+/* The bookkeeping of the clients' backups (fs/vfs/backup.c; the objects
+ * themselves: fs/data/backup.h), in the hash backup: what the last one
+ * was, and which session is writing the next (key backupclaim). */
+struct meta_backup {
+	char name[64];	 /* the last backup's, "" when none yet */
+	int64_t time;	 /* unix seconds it began */
+	uint64_t sid;	 /* the session that wrote it */
+	char host[256];	 /* its host */
+	uint64_t bytes;	 /* as stored */
+	uint64_t inodes; /* in it */
+	double seconds;	 /* it took */
+	int64_t failed;	 /* the last failure since, 0: none */
+	char error[256]; /* ... what it was */
+};
+/*
+ * Claim the next backup for this session: *claimed 1 when the last one
+ * began interval seconds ago or more, the last failure is retry seconds
+ * old or more, and no other session holds the claim. The claim lasts ttl
+ * seconds or until meta_backup_done.
+ */
+int meta_backup_claim(struct meta *m, int64_t interval, int64_t ttl,
+		      int64_t retry, int *claimed);
+/* Record this session's backup b (error NULL), or its failure (error:
+ * one line), and drop the claim; b NULL: only drop the claim (a backup
+ * cut short by an unmount). */
+int meta_backup_done(struct meta *m, const struct meta_backup *b,
+		     const char *error);
+/* The last backup and failure as recorded: ENOENT when there has been
+ * neither. */
+int meta_backup_last(struct meta *m, struct meta_backup *b);
 
 #endif

@@ -59,6 +59,16 @@ int meta_fsck_slicerefs(struct meta *m, const uint64_t *ids, size_t n,
 int meta_fsck_stray_chunks(struct meta *m, uint64_t ino, uint32_t idx, int tail,
 			   int *stray);
 
+/* pendingspace and the sum of the sessionpending fields, read together
+ * (one script: nothing moves between the two). */
+int meta_fsck_pending(struct meta *m, int64_t *pending, int64_t *sum);
+/* Is "<ino>:<length>" still a member of delfiles? */
+int meta_fsck_delfile(struct meta *m, uint64_t ino, uint64_t length,
+		      int *member);
+/* Is the open of ino by session sid still recorded in o<ino> (ino 0:
+ * does so<sid> still exist)? */
+int meta_fsck_open(struct meta *m, uint64_t sid, uint64_t ino, int *exists);
+
 /* ---- repairs ----------------------------------------------------------- */
 /* Each answers EAGAIN when what it would change is not as fsck saw it any
  * more (the caller counts it skipped), else as meta.h; EROFS on a
@@ -92,6 +102,34 @@ int meta_fsck_fix_sliceref(struct meta *m, uint64_t id, int64_t was,
  * handed to reclamation as those of a deleted file of that length
  * (delfiles): their references are dropped as a deletion's are. */
 int meta_fsck_fix_stray_chunks(struct meta *m, uint64_t ino, uint64_t length);
+/* The dead bytes of pack (packdead) become dead (0: the field goes), if
+ * they are still was. */
+int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
+			   int64_t dead);
+/* The delfiles member "<ino>:<length>" of an inode that exists, removed
+ * (EAGAIN when the inode or the member is gone). */
+int meta_fsck_fix_delfile(struct meta *m, uint64_t ino, uint64_t length);
+/* Chunk list idx of the file whose attribute record is still was->rec,
+ * whose length ends at or before the chunk: dropped as truncate drops
+ * it (its references with it). */
+int meta_fsck_fix_chunk(struct meta *m, const struct meta_fsck_inode *was,
+			uint32_t idx);
+/* pendingspace, if it is still was, set to the sum of sessionpending. */
+int meta_fsck_fix_pending(struct meta *m, int64_t was);
+/* The open of ino by session sid, no longer in sessions (EAGAIN when it
+ * is again), removed as a dead session's cleanup removes it (the inode
+ * deleted when it was the last open of an unlinked file); ino 0: every
+ * open of so<sid>. */
+int meta_fsck_fix_open(struct meta *m, uint64_t sid, uint64_t ino);
+/* The names[0..n) in staging of session sid, no longer in sessions,
+ * released as staging_done releases them (those another session holds
+ * are left). */
+int meta_fsck_fix_staging(struct meta *m, uint64_t sid,
+			  const char *const *names, size_t n);
+/* The dead records of slice id (id 0: of the whole pack), still
+ * referenced, removed from delslices, delayslices and stagedead (EAGAIN:
+ * none was left). Only when its objects are in the store. */
+int meta_fsck_fix_dead(struct meta *m, uint64_t id, uint64_t pack);
 /* The total of a pack that has none in packs (EAGAIN when it has one). */
 int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total);
 /* The sessionstaged and sessionpending fields of a session no longer in

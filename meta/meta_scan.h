@@ -28,6 +28,10 @@ enum meta_ref_from {
 	/* a name in staging: an object a client holds on its node and has
 	 * not put yet (s.id and idx: a block; s.pack: a pack) */
 	META_REF_STAGED,
+	/* meta_scan_refs_lists and meta_scan_chunks only: a chunk list or
+	 * tail field (ino, idx, tail; s zeroed), before its records, so that
+	 * one holding holes only is seen too */
+	META_REF_LIST,
 };
 
 struct meta_ref {
@@ -46,6 +50,23 @@ typedef int (*meta_ref_fn)(void *arg, const struct meta_ref *r);
 /* Every slice reference of the volume. META_EPROTO when a record is
  * corrupt (logged with its key). */
 int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg);
+/* meta_scan_refs, with a META_REF_LIST call for each chunk list. */
+int meta_scan_refs_lists(struct meta *m, meta_ref_fn fn, void *arg);
+/* Only the references that are no chunk list's (META_REF_DEAD of
+ * delayslices, delslices and stagedead, in that order, and
+ * META_REF_STAGED): what fsck --path reads of the volume beside its
+ * subtree. */
+int meta_scan_refs_pending(struct meta *m, meta_ref_fn fn, void *arg);
+
+/* The chunk lists v[0..n) (chunk 0: the tail field and c<ino>_0), in one
+ * pipeline: a META_REF_LIST call for each that exists, then each of its
+ * references (META_REF_CHUNK). */
+struct meta_chunk_at {
+	uint64_t ino;
+	uint32_t idx;
+};
+int meta_scan_chunks(struct meta *m, const struct meta_chunk_at *v, size_t n,
+		     meta_ref_fn fn, void *arg);
 
 /* Every pack with a recorded total (META_PACK_OPEN while filling) and its
  * dead bytes; a non-zero return stops the walk and is returned. */
@@ -86,6 +107,8 @@ struct meta_scan_dirent {
  * meanwhile. */
 typedef int (*meta_dirent_fn)(void *arg, const struct meta_scan_dirent *e);
 int meta_scan_dirents(struct meta *m, meta_dirent_fn fn, void *arg);
+/* The entries of directory dir alone, each once (none: it has none). */
+int meta_scan_dir(struct meta *m, uint64_t dir, meta_dirent_fn fn, void *arg);
 
 /* Inodes that are no directory's entry by design: the versions directory
  * v of directory dir (META_TREE_VERSIONS), and the top of a detached
@@ -114,5 +137,10 @@ enum meta_sid_from {
 };
 typedef int (*meta_sid_fn)(void *arg, uint64_t sid, enum meta_sid_from from);
 int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg);
+
+/* The opens the volume records: each field sid of o<ino> (in_so 0), and
+ * each member ino of so<sid> (in_so 1). */
+typedef int (*meta_open_fn)(void *arg, uint64_t sid, uint64_t ino, int in_so);
+int meta_scan_opens(struct meta *m, meta_open_fn fn, void *arg);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +23,15 @@
 #include "meta/redis_int.h"
 #include "lib/log.h"
 
-#define CONNECT_TIMEOUT_S 3
-#define COMMAND_TIMEOUT_S 10
-#define LIB_PREFIX	  "granary_"   /* function libraries of every build */
-#define LIB_STAMP	  "-- loaded " /* a library's second line: load time */
-#define LIB_STALE_S	  (24 * 3600)  /* others' libraries older are deleted */
+#define CONNECT_TIMEOUT_S   3
+#define COMMAND_TIMEOUT_S   10
+#define LIB_PREFIX	    "granary_"	 /* function libraries of every build */
+#define LIB_STAMP	    "-- loaded " /* a library's second line: load time */
+#define LIB_STALE_S	    (24 * 3600) /* others' libraries older are deleted */
+#define SENTINEL_PORT	    26379
+#define SENTINEL_TIMEOUT_MS 1000 /* connect and answer, per sentinel */
+#define WAIT_TIMEOUT_S	    10	 /* ?wait_timeout= default */
+#define FAILOVER_TIMEOUT_S  60	 /* ?failover_timeout= default (sentinels) */
 
 /* ---- URLs ------------------------------------------------------------ */
 
@@ -83,9 +88,100 @@ static int parse_num(const char *s, size_t n, long max, long *out)
 	return 0;
 }
 
+/* A host name (or a master's name at the sentinels): letters, digits,
+ * '.', '-', '_'. */
+static int name_ok(const char *p, size_t n, size_t cap)
+{
+	if (n == 0 || n >= cap)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+		      c == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+/* HOST[:PORT] or [IPV6][:PORT] at *pp, up to one of ",/?#" or the end;
+ * *pp is moved past it. The port is left as it was when not given. */
+static int parse_hostport(const char **pp, char *host, size_t cap, int *port)
+{
+	const char *p = *pp, *q;
+	long v;
+
+	if (*p == '[') {
+		const char *end = strchr(p, ']');
+		if (!end || end == p + 1 || (size_t)(end - p - 1) >= cap)
+			return META_EURL;
+		for (q = p + 1; q < end; q++)
+			if (hexval(*q) < 0 && *q != ':' && *q != '.')
+				return META_EURL;
+		memcpy(host, p + 1, (size_t)(end - p - 1));
+		host[end - p - 1] = '\0';
+		q = end + 1;
+	} else {
+		size_t n = strcspn(p, ":,/?#");
+		if (!name_ok(p, n, cap))
+			return META_EURL;
+		memcpy(host, p, n);
+		host[n] = '\0';
+		q = p + n;
+	}
+	if (*q == ':') {
+		size_t n = strcspn(q + 1, ",/?#");
+		if (parse_num(q + 1, n, 65535, &v) || v == 0)
+			return META_EURL;
+		*port = (int)v;
+		q += 1 + n;
+	}
+	*pp = q;
+	return 0;
+}
+
+/* The query of a URL: KEY=VALUE pairs joined by '&' (db only where
+ * db_ok: unix:// URLs); every value a number. */
+static int url_params(const char *p, struct addr *a, int db_ok)
+{
+	while (*p) {
+		size_t len = strcspn(p, "&");
+		const char *eq = memchr(p, '=', len);
+		size_t klen = eq ? (size_t)(eq - p) : 0;
+		long v;
+
+		if (!eq || parse_num(eq + 1, len - klen - 1, 1000000, &v))
+			return META_EURL;
+#define KEY(k) (klen == sizeof(k) - 1 && memcmp(p, k, klen) == 0)
+		if (KEY("db") && db_ok)
+			a->db = (int)v;
+		else if (KEY("wait") && v <= 64)
+			a->wait = (int)v;
+		else if (KEY("wait_timeout") && v > 0 && v <= 3600)
+			a->wait_timeout = (int)v;
+		else if (KEY("failover_timeout") && v <= 86400)
+			a->failover_timeout = (int)v;
+		else
+			return META_EURL;
+#undef KEY
+		p += len;
+		if (*p == '&' && *++p == '\0')
+			return META_EURL;
+	}
+	return 0;
+}
+
+/*
+ * redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?PARAMS], or with Redis
+ * Sentinel the form other Redis clients know:
+ * redis://[[USER]:PASSWORD@]MASTER,SENTINEL[:PORT][,SENTINEL[:PORT]...]
+ * [/DB][?PARAMS]: what comes before the first comma is the master's name,
+ * the rest the sentinels (port 26379 unless given). The password is the
+ * master's; the sentinels' comes from the environment.
+ */
 static int url_parse_redis(const char *p, struct addr *a)
 {
-	const char *at = strrchr(p, '@'), *q;
+	const char *at = strrchr(p, '@');
 	long v;
 
 	if (at) {
@@ -99,54 +195,42 @@ static int url_parse_redis(const char *p, struct addr *a)
 			return META_EURL;
 		p = at + 1;
 	}
-	if (*p == '[') {
-		const char *end = strchr(p, ']');
-		if (!end || end == p + 1 ||
-		    (size_t)(end - p - 1) >= sizeof a->host)
+	if (p[strcspn(p, ",/?#")] == ',') {
+		size_t n = strcspn(p, ",");
+		if (!name_ok(p, n, sizeof a->master))
 			return META_EURL;
-		for (q = p + 1; q < end; q++)
-			if (hexval(*q) < 0 && *q != ':' && *q != '.')
+		memcpy(a->master, p, n);
+		p += n;
+		while (*p == ',') {
+			struct hostport *s = &a->sentinel[a->nsentinel];
+			p++;
+			if (a->nsentinel++ == SENTINELS_MAX)
 				return META_EURL;
-		memcpy(a->host, p + 1, (size_t)(end - p - 1));
-		q = end + 1;
-	} else {
-		size_t n = strcspn(p, ":/?#");
-		if (n == 0 || n >= sizeof a->host)
-			return META_EURL;
-		for (size_t i = 0; i < n; i++) {
-			char c = p[i];
-			if (!((c >= 'a' && c <= 'z') ||
-			      (c >= 'A' && c <= 'Z') ||
-			      (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-			      c == '_'))
+			s->port = SENTINEL_PORT;
+			if (parse_hostport(&p, s->host, sizeof s->host,
+					   &s->port))
 				return META_EURL;
 		}
-		memcpy(a->host, p, n);
-		q = p + n;
+	} else if (parse_hostport(&p, a->host, sizeof a->host, &a->port)) {
+		return META_EURL;
 	}
-	if (*q == ':') {
-		size_t n = strcspn(q + 1, "/");
-		if (parse_num(q + 1, n, 65535, &v) || v == 0)
-			return META_EURL;
-		a->port = (int)v;
-		q += 1 + n;
-	}
-	if (*q == '/') {
-		q++;
-		if (*q) {
-			if (parse_num(q, strlen(q), 1000000, &v))
+	if (*p == '/') {
+		size_t n = strcspn(++p, "?#");
+		if (n) {
+			if (parse_num(p, n, 1000000, &v))
 				return META_EURL;
 			a->db = (int)v;
-			q += strlen(q);
+			p += n;
 		}
 	}
-	return *q ? META_EURL : 0;
+	if (*p == '?')
+		return url_params(p + 1, a, 0);
+	return *p ? META_EURL : 0;
 }
 
 static int url_parse_unix(const char *p, struct addr *a)
 {
 	size_t n = strcspn(p, "?#");
-	long v;
 
 	if (n == 0 || p[0] != '/' || n >= sizeof a->path)
 		return META_EURL;
@@ -154,33 +238,30 @@ static int url_parse_unix(const char *p, struct addr *a)
 	p += n;
 	if (*p == '#')
 		return META_EURL;
-	if (*p == '?') {
-		p++;
-		while (*p) {
-			size_t len = strcspn(p, "&");
-			if (len < 3 || strncmp(p, "db=", 3) != 0 ||
-			    parse_num(p + 3, len - 3, 1000000, &v))
-				return META_EURL;
-			a->db = (int)v;
-			p += len;
-			if (*p == '&' && *++p == '\0')
-				return META_EURL;
-		}
-	}
-	return 0;
+	return *p == '?' ? url_params(p + 1, a, 1) : 0;
 }
 
 static int url_parse(const char *url, struct addr *a)
 {
+	int err;
+
 	memset(a, 0, sizeof *a);
 	a->port = 6379;
+	a->wait_timeout = WAIT_TIMEOUT_S;
+	a->failover_timeout = -1;
 	if (!url)
 		return META_EURL;
 	if (strncmp(url, "redis://", 8) == 0)
-		return url_parse_redis(url + 8, a);
-	if (strncmp(url, "unix://", 7) == 0)
-		return url_parse_unix(url + 7, a);
-	return META_EURL;
+		err = url_parse_redis(url + 8, a);
+	else if (strncmp(url, "unix://", 7) == 0)
+		err = url_parse_unix(url + 7, a);
+	else
+		err = META_EURL;
+	if (a->failover_timeout < 0)
+		a->failover_timeout = a->master[0] ? FAILOVER_TIMEOUT_S : 0;
+	if (a->master[0])
+		a->host[0] = '\0'; /* none found yet */
+	return err;
 }
 
 void meta_url_redact(const char *url, char *buf, size_t cap)
@@ -369,25 +450,214 @@ static int error_class(const char *s)
 	return META_EPROTO;
 }
 
+/* An AUTH refused only because the server has no password: fine. */
+static int auth_unneeded(const char *err)
+{
+	return strstr(err, "without any password configured") ||
+	       strstr(err, "no password is set");
+}
+
+void redis_server_addr(struct meta *m, char *buf, size_t cap)
+{
+	pthread_mutex_lock(&m->pool_lock);
+	if (m->addr.path[0])
+		snprintf(buf, cap, "%s", m->addr.path);
+	else if (!m->addr.host[0])
+		snprintf(buf, cap, "(none yet)");
+	else if (strchr(m->addr.host, ':'))
+		snprintf(buf, cap, "[%s]:%d", m->addr.host, m->addr.port);
+	else
+		snprintf(buf, cap, "%s:%d", m->addr.host, m->addr.port);
+	pthread_mutex_unlock(&m->pool_lock);
+}
+
+/* ---- sentinels ------------------------------------------------------- */
+
+/*
+ * Ask sentinel s where the master is: 0 and its address in host, port;
+ * META_ENOMASTER when the sentinel knows no master of that name;
+ * META_EUNREACH when it did not answer (down, refused the password, not a
+ * sentinel), logged.
+ */
+static int sentinel_ask(struct meta *m, const struct hostport *s, char *host,
+			size_t cap, int *port)
+{
+	struct timeval t = {SENTINEL_TIMEOUT_MS / 1000,
+			    (SENTINEL_TIMEOUT_MS % 1000) * 1000};
+	redisContext *rc = redisConnectWithTimeout(s->host, s->port, t);
+	redisReply *r = NULL;
+	int err = META_EUNREACH;
+
+	if (!rc)
+		return ENOMEM;
+	if (rc->err || redisSetTimeout(rc, t) != REDIS_OK) {
+		log_debug("sentinel %s:%d of '%s': %s", s->host, s->port,
+			  m->where, rc->errstr);
+		goto free_rc;
+	}
+	if (m->addr.sentinel_pass[0]) {
+		r = redisCommand(rc, "AUTH %s", m->addr.sentinel_pass);
+		if (!r ||
+		    (r->type == REDIS_REPLY_ERROR && !auth_unneeded(r->str))) {
+			log_err("sentinel %s:%d of '%s' refused the password "
+				"(GRANARY_SENTINEL_PASSWORD): %s",
+				s->host, s->port, m->where,
+				r ? r->str : rc->errstr);
+			goto free_r;
+		}
+		freeReplyObject(r);
+	}
+	r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s",
+			 m->addr.master);
+	if (!r)
+		goto free_rc;
+	if (r->type == REDIS_REPLY_NIL) {
+		err = META_ENOMASTER;
+	} else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		   r->element[0]->type == REDIS_REPLY_STRING &&
+		   r->element[1]->type == REDIS_REPLY_STRING &&
+		   (size_t)r->element[0]->len < cap &&
+		   atoi(r->element[1]->str) > 0) {
+		memcpy(host, r->element[0]->str, (size_t)r->element[0]->len);
+		host[r->element[0]->len] = '\0';
+		*port = atoi(r->element[1]->str);
+		err = 0;
+	} else {
+		log_err("sentinel %s:%d of '%s' gave no master address: %s",
+			s->host, s->port, m->where,
+			r->type == REDIS_REPLY_ERROR ? r->str : "odd reply");
+	}
+free_r:
+	if (r)
+		freeReplyObject(r);
+free_rc:
+	redisFree(rc);
+	return err;
+}
+
+/*
+ * The master's address from the first sentinel that knows it, starting
+ * with the one that answered last (*k gets its index): a sentinel that is
+ * down costs every later connect a timeout otherwise. META_ENOMASTER when
+ * the sentinels that answered all know no such master, META_ESENTINEL
+ * when none answered.
+ */
+static int sentinel_find(struct meta *m, char *host, size_t cap, int *port,
+			 int *k)
+{
+	int n = m->addr.nsentinel, first = atomic_load(&m->sentinel_first);
+	int unknown = 0;
+
+	for (int i = 0; i < n; i++) {
+		int err;
+		*k = (first + i) % n;
+		err = sentinel_ask(m, &m->addr.sentinel[*k], host, cap, port);
+		if (!err) {
+			atomic_store(&m->sentinel_first, *k);
+			return 0;
+		}
+		if (err == META_ENOMASTER)
+			unknown++;
+		else if (err != META_EUNREACH)
+			return err;
+	}
+	if (unknown) {
+		log_err("the sentinels of '%s' know no master named '%s'",
+			m->where, m->addr.master);
+		return META_ENOMASTER;
+	}
+	if (redis_log_ok(m))
+		log_err("no sentinel of '%s' answered", m->where);
+	return META_ESENTINEL;
+}
+
+/* With sentinels, the server they name must say it is the master: after
+ * a failover a sentinel may still name the old one for a while. */
+static int role_check(struct meta *m, redisContext *rc, const char *host,
+		      int port)
+{
+	redisReply *r = redisCommand(rc, "ROLE");
+	int err = 0;
+
+	if (!r)
+		return META_EUNREACH;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    strcmp(r->element[0]->str, "master") != 0) {
+		if (redis_log_ok(m))
+			log_warn("redis at %s:%d, the master of '%s' for the "
+				 "sentinels, is not a master (%s): a failover "
+				 "under way?",
+				 host, port, m->where,
+				 r->type == REDIS_REPLY_ARRAY && r->elements &&
+					 r->element[0]->type ==
+					     REDIS_REPLY_STRING
+				     ? r->element[0]->str
+				     : "no role");
+		err = META_EUNREACH;
+	}
+	freeReplyObject(r);
+	return err;
+}
+
+/* The master the sentinels named is reachable: the one in use now. */
+static void master_use(struct meta *m, const char *host, int port)
+{
+	int changed;
+
+	pthread_mutex_lock(&m->pool_lock);
+	changed = strcmp(m->addr.host, host) != 0 || m->addr.port != port;
+	if (changed) {
+		if (m->addr.host[0])
+			log_warn("the master of '%s' is now %s:%d (was %s:%d)",
+				 m->where, host, port, m->addr.host,
+				 m->addr.port);
+		snprintf(m->addr.host, sizeof m->addr.host, "%s", host);
+		m->addr.port = port;
+	}
+	pthread_mutex_unlock(&m->pool_lock);
+}
+
+/* ---- connections, continued ------------------------------------------ */
+
+/*
+ * Connect c to the server: the URL's, or the master the sentinels name
+ * now (asked at every connect, which is rare: at open, then after a
+ * connection failed). Then AUTH, ROLE (sentinels only), SELECT.
+ */
 static int conn_connect(struct meta *m, struct conn *c)
 {
 	struct timeval ct = {CONNECT_TIMEOUT_S, 0};
 	struct timeval ot = {COMMAND_TIMEOUT_S, 0};
 	redisContext *rc;
 	redisReply *r;
-	int err = 0;
+	char host[256];
+	int port = m->addr.port, k = 0, err = 0;
 
+	/* a WAIT's reply comes after up to wait_timeout */
+	if (m->addr.wait)
+		ot.tv_sec += m->addr.wait_timeout;
 	pthread_mutex_lock(&m->pool_lock);
 	c->epoch = m->epoch;
 	pthread_mutex_unlock(&m->pool_lock);
+	if (m->addr.master[0]) {
+		err = sentinel_find(m, host, sizeof host, &port, &k);
+		if (err)
+			return err;
+	} else {
+		snprintf(host, sizeof host, "%s", m->addr.host);
+	}
 	if (m->addr.path[0])
 		rc = redisConnectUnixWithTimeout(m->addr.path, ct);
 	else
-		rc = redisConnectWithTimeout(m->addr.host, m->addr.port, ct);
+		rc = redisConnectWithTimeout(host, port, ct);
 	if (!rc)
 		return ENOMEM;
 	if (rc->err) {
-		if (redis_log_ok(m))
+		if (redis_log_ok(m) && m->addr.master[0])
+			log_err("cannot reach redis at '%s', master %s:%d: %s",
+				m->where, host, port, rc->errstr);
+		else if (redis_log_ok(m))
 			log_err("cannot reach redis at '%s': %s", m->where,
 				rc->errstr);
 		err = META_EUNREACH;
@@ -409,14 +679,17 @@ static int conn_connect(struct meta *m, struct conn *c)
 			err = META_EUNREACH;
 			goto free_rc;
 		}
-		if (r->type == REDIS_REPLY_ERROR &&
-		    !strstr(r->str, "without any password configured") &&
-		    !strstr(r->str, "no password is set")) {
+		if (r->type == REDIS_REPLY_ERROR && !auth_unneeded(r->str)) {
 			log_err("redis at '%s' refused the password: %s",
 				m->where, r->str);
 			err = META_EAUTH;
 		}
 		freeReplyObject(r);
+		if (err)
+			goto free_rc;
+	}
+	if (m->addr.master[0]) {
+		err = role_check(m, rc, host, port);
 		if (err)
 			goto free_rc;
 	}
@@ -437,11 +710,31 @@ static int conn_connect(struct meta *m, struct conn *c)
 		if (err)
 			goto free_rc;
 	}
+	if (m->addr.master[0])
+		master_use(m, host, port);
 	c->rc = rc;
 	return 0;
 free_rc:
+	/* the sentinel asked first named a master that is gone: ask the
+	 * next one first next time */
+	if (m->addr.master[0] && err == META_EUNREACH)
+		atomic_store(&m->sentinel_first, (k + 1) % m->addr.nsentinel);
 	redisFree(rc);
 	return err;
+}
+
+/*
+ * Is c closed by the server (or holding what nobody asked for)? Looked at
+ * before a request goes out: a connection the server dropped while idle
+ * (restart, kill, a failover's CLIENT KILL) is then replaced before
+ * anything is sent on it, so that the request cannot be lost on the way
+ * and need not be reported as "may or may not have happened".
+ */
+static int conn_closed(struct conn *c)
+{
+	struct pollfd p = {.fd = c->rc->fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) != 0;
 }
 
 static struct conn *pool_take(struct meta *m)
@@ -535,22 +828,100 @@ void redis_cmd_script(struct meta *m, struct cmd *c, enum script s)
 	c->script = (int)s;
 }
 
-static int conn_exec(struct meta *m, struct conn *c, const struct req *reqs,
-		     int n, redisReply **out)
+/* Reads that change nothing: no WAIT after them in the no-loss mode.
+ * A command not listed (every script) is taken for a change. */
+static int req_is_read(const struct req *r)
 {
-	int i, got = 0;
+	static const char *const reads[] = {
+	    "GET",	 "MGET",  "HGET",   "HMGET",  "HGETALL",  "HEXISTS",
+	    "HKEYS",	 "HLEN",  "HSCAN",  "SCAN",   "SSCAN",	  "ZSCAN",
+	    "ZCOUNT",	 "ZCARD", "ZRANGE", "ZSCORE", "SMEMBERS", "SCARD",
+	    "LRANGE",	 "LLEN",  "EXISTS", "TYPE",   "TIME",	  "PING",
+	    "INFO",	 "ROLE",  "CONFIG", "DBSIZE", "MEMORY",	  "FCALL_RO",
+	    "EVALSHA_RO"};
+
+	for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++)
+		if (r->len[0] == strlen(reads[i]) &&
+		    strncasecmp(r->argv[0], reads[i], r->len[0]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Scripts the no-loss mode does not WAIT after: they read (lookup,
+ * session_dead), or keep a client's own books (its opens and closes, its
+ * heartbeat, the bytes it has pending), whose loss in a failover loses no
+ * data a caller was told is safe. Reading files then goes on while no
+ * replica is up; only changes fail.
+ */
+static int script_nowait(int s)
+{
+	return s == SC_LOOKUP || s == SC_SESSION_DEAD || s == SC_OPEN ||
+	       s == SC_CLOSE || s == SC_HEARTBEAT || s == SC_SPACE_USAGE;
+}
+
+/* Does this pipeline change the database, in the no-loss mode? */
+static int reqs_wait(struct meta *m, const struct req *reqs, int n)
+{
+	if (!m->addr.wait)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (reqs[i].script >= 0 ? !script_nowait(reqs[i].script)
+					: !req_is_read(&reqs[i]))
+			return 1;
+	return 0;
+}
+
+/* Errors of conn_exec and redis_run_reqs's inner steps, never returned */
+#define RUN_RELOAD (-1) /* the server lacks the scripts: load, resend */
+#define RUN_SHORT  (-2) /* fewer replicas than ?wait=N acknowledged */
+
+/*
+ * Send reqs on c and read their replies into out. With wait (the no-loss
+ * mode), a WAIT for the URL's replicas follows in the same pipeline, so
+ * that it costs no round trip of its own; RUN_SHORT when fewer replicas
+ * than asked acknowledged in time (the replies are handed out all the
+ * same). EIO when the connection failed (c is dropped).
+ */
+static int conn_exec(struct meta *m, struct conn *c, const struct req *reqs,
+		     int n, redisReply **out, int wait)
+{
+	int i, got = 0, err = 0;
 
 	for (i = 0; i < n; i++)
 		if (redisAppendCommandArgv(c->rc, reqs[i].argc, reqs[i].argv,
 					   reqs[i].len) != REDIS_OK)
 			goto fail;
+	if (wait && redisAppendCommand(c->rc, "WAIT %d %d", m->addr.wait,
+				       m->addr.wait_timeout * 1000) != REDIS_OK)
+		goto fail;
 	for (got = 0; got < n; got++) {
 		void *r;
 		if (redisGetReply(c->rc, &r) != REDIS_OK || !r)
 			goto fail;
 		out[got] = r;
 	}
-	return 0;
+	if (wait) {
+		redisReply *r;
+		if (redisGetReply(c->rc, (void **)&r) != REDIS_OK || !r)
+			goto fail;
+		if (r->type != REDIS_REPLY_INTEGER ||
+		    r->integer < m->addr.wait) {
+			if (redis_log_ok(m))
+				log_err(
+				    "redis at '%s': %s%lld of the %d "
+				    "replicas asked for (?wait=) had a "
+				    "change after %d s: the call fails",
+				    m->where,
+				    r->type == REDIS_REPLY_ERROR ? r->str : "",
+				    r->type == REDIS_REPLY_INTEGER ? r->integer
+								   : 0LL,
+				    m->addr.wait, m->addr.wait_timeout);
+			err = RUN_SHORT;
+		}
+		freeReplyObject(r);
+	}
+	return err;
 fail:
 	if (redis_log_ok(m))
 		log_err("lost connection to redis at '%s': %s", m->where,
@@ -617,7 +988,7 @@ static int conn_time(struct meta *m, struct conn *c, int64_t *now)
 	size_t len[1] = {4};
 	struct req req = {1, argv, len, -1};
 	redisReply *r;
-	int err = conn_exec(m, c, &req, 1, &r);
+	int err = conn_exec(m, c, &req, 1, &r, 0);
 
 	if (err)
 		return err;
@@ -667,7 +1038,7 @@ static int lib_delete(struct meta *m, struct conn *c, const redisReply *name,
 	size_t len[3] = {8, 6, (size_t)name->len};
 	struct req req = {3, argv, len, -1};
 	redisReply *r;
-	int err = conn_exec(m, c, &req, 1, &r);
+	int err = conn_exec(m, c, &req, 1, &r, 0);
 
 	if (!err) {
 		*n += r->type != REDIS_REPLY_ERROR;
@@ -700,7 +1071,7 @@ static int libs_sweep(struct meta *m, struct conn *c, int64_t now, int *own)
 	int err, n = 0;
 
 	*own = LIB_ABSENT;
-	err = conn_exec(m, c, &req, 1, &r);
+	err = conn_exec(m, c, &req, 1, &r, 0);
 	if (err)
 		return err;
 	for (size_t i = 0;
@@ -759,7 +1130,7 @@ static int library_load(struct meta *m, struct conn *c, int64_t now, int open,
 		return ENOMEM;
 	argv[2 + replace] = text;
 	len[2 + replace] = strlen(text);
-	err = conn_exec(m, c, &req, 1, &r);
+	err = conn_exec(m, c, &req, 1, &r, 0);
 	free(text);
 	if (err)
 		return err;
@@ -821,7 +1192,7 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
 		len[i][2] = strlen(m->script_text[i]);
 		reqs[i] = (struct req){3, argv[i], len[i], -1};
 	}
-	err = conn_exec(m, c, reqs, SC_N, out);
+	err = conn_exec(m, c, reqs, SC_N, out, 0);
 	if (err)
 		return err;
 	for (i = 0; i < SC_N; i++) {
@@ -845,59 +1216,174 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
 }
 
 /*
+ * The first error reply of out[0..n) as an error. RUN_RELOAD when a
+ * script sent alone found the server without the scripts (it did not
+ * run) and reload allows; *refused when the server refused it without
+ * running it for not being a master (any more, or yet): READONLY,
+ * LOADING, MASTERDOWN.
+ */
+static int replies_check(struct meta *m, const struct req *reqs, int n,
+			 redisReply **out, int reload, int *refused)
+{
+	for (int i = 0; i < n; i++) {
+		const char *s = out[i]->str;
+		int err;
+
+		if (out[i]->type != REDIS_REPLY_ERROR)
+			continue;
+		if (reqs[i].script >= 0 && n == 1 && reload &&
+		    (strncmp(s, "NOSCRIPT", 8) == 0 ||
+		     strstr(s, "Function not found")))
+			return RUN_RELOAD;
+		*refused = !strncmp(s, "READONLY", 8) ||
+			   !strncmp(s, "LOADING", 7) ||
+			   !strncmp(s, "MASTERDOWN", 10);
+		err = error_class(s);
+		if (err == META_EPROTO || redis_log_ok(m))
+			log_err("redis at '%s' answered an error: %s", m->where,
+				s);
+		return err;
+	}
+	return 0;
+}
+
+/* How a call that failed is sent again (redis_run_reqs). */
+struct retry {
+	int tries;
+	int delay_ms;	  /* the pause before the next try */
+	int64_t deadline; /* CLOCK_MONOTONIC ms: the last try starts before */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * May a call that failed with err be sent again? Only if it cannot run
+ * twice: the server refused it without running it (notrun), or it was
+ * never sent (no connection, scripts lost), or it is idempotent
+ * (RUN_RETRY) and the connection failed under it. A change whose
+ * connection failed after it was sent may have run, and may have reached
+ * a replica that is the master now: it is not sent again, its caller gets
+ * EIO (SCHEMA.md, "Connections"). Without failover (?failover_timeout=0,
+ * the default of URLs without sentinels) only an idempotent call goes
+ * again, once, at once; with it any that may, until failover_timeout
+ * seconds have passed since the first failure, pausing from 50 ms up to
+ * 1 s between tries, the master looked for again at each.
+ */
+static int retry_again(struct meta *m, struct retry *rt, int err, int notrun,
+		       int sent, int flags)
+{
+	int may = notrun || (err == EIO && (flags & RUN_RETRY)) ||
+		  (!sent && (err == EIO || err == META_EUNREACH ||
+			     err == META_ESENTINEL));
+	int64_t now;
+
+	if (!may)
+		return 0;
+	if (m->addr.failover_timeout <= 0)
+		return err == EIO && (flags & RUN_RETRY) && rt->tries++ == 0;
+	now = now_ms();
+	if (rt->tries++ == 0) {
+		rt->deadline = now + m->addr.failover_timeout * 1000LL;
+		if (redis_log_ok(m))
+			log_warn("redis at '%s' failed (%s): looking for the "
+				 "master for up to %d s",
+				 m->where, gr_strerror(err),
+				 m->addr.failover_timeout);
+	} else if (now >= rt->deadline) {
+		log_err("redis at '%s': no master for %d s, giving up (%s)",
+			m->where, m->addr.failover_timeout, gr_strerror(err));
+		return 0;
+	}
+	if (rt->delay_ms) {
+		int64_t d = rt->delay_ms < rt->deadline - now
+				? rt->delay_ms
+				: rt->deadline - now;
+		struct timespec ts = {d / 1000, (d % 1000) * 1000000};
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	rt->delay_ms = rt->delay_ms ? rt->delay_ms * 2 : 50;
+	if (rt->delay_ms > 1000)
+		rt->delay_ms = 1000;
+	return 1;
+}
+
+static void replies_free(redisReply **out, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (out[i])
+			freeReplyObject(out[i]);
+		out[i] = NULL;
+	}
+}
+
+/*
  * Send reqs (pipelined) on one pooled connection and hand out the
- * replies. Error replies become errors. A script sent alone that the
- * server lacks (restarted: scripts are not persisted) is loaded and sent
- * again: NOSCRIPT means it did not run. Scripts are never pipelined with
- * other commands, which would have run. With RUN_RETRY a connection
- * failure is retried once on a fresh connection.
+ * replies. Error replies become errors (unless RUN_RAW). A script sent
+ * alone that the server lacks (restarted, or a new master: scripts are
+ * not replicated to every server) is loaded and sent again: NOSCRIPT
+ * means it did not run. Scripts are never pipelined with other commands,
+ * which would have run. A connection the server closed while it was idle
+ * is replaced before anything is sent. What is sent again after a failure
+ * and for how long: retry_again. In the no-loss mode (?wait=N) a change
+ * returns only once N replicas have it, else EIO.
  */
 int redis_run_reqs(struct meta *m, int flags, const struct req *reqs, int n,
 		   redisReply **out)
 {
 	struct conn *c = pool_take(m);
-	int i, err, tries = 0, loaded = 0;
+	struct retry rt = {0};
+	int i, err, sent, refused, loaded = 0, wait = reqs_wait(m, reqs, n);
 
 again:
 	for (i = 0; i < n; i++)
 		out[i] = NULL;
+	sent = refused = 0;
+	if (c->rc && conn_closed(c))
+		conn_failed(m, c);
 	err = c->rc ? 0 : conn_connect(m, c);
-	if (!err)
-		err = conn_exec(m, c, reqs, n, out);
-	if (err == EIO && (flags & RUN_RETRY) && tries++ == 0)
-		goto again;
-	if (err)
-		goto put;
-	for (i = 0; i < n && !err; i++) {
-		if (out[i]->type != REDIS_REPLY_ERROR)
-			continue;
-		if (reqs[i].script >= 0 && n == 1 && !loaded &&
-		    (strncmp(out[i]->str, "NOSCRIPT", 8) == 0 ||
-		     strstr(out[i]->str, "Function not found"))) {
-			err = -1;
-			break;
-		}
-		err = error_class(out[i]->str);
-		if (err == META_EPROTO || redis_log_ok(m))
-			log_err("redis at '%s' answered an error: %s", m->where,
-				out[i]->str);
+	if (!err) {
+		sent = 1;
+		err = conn_exec(m, c, reqs, n, out, wait);
 	}
-	if (err) {
-		for (i = 0; i < n; i++) {
-			freeReplyObject(out[i]);
-			out[i] = NULL;
-		}
+	if ((!err || err == RUN_SHORT) && !(flags & RUN_RAW)) {
+		int e = replies_check(m, reqs, n, out, !loaded, &refused);
+		err = e ? e : err;
 	}
-	if (err == -1) {
+	if (err == RUN_RELOAD) {
+		replies_free(out, n);
 		log_info("reloading the scripts into redis at '%s' "
-			 "(restarted or flushed?)",
+			 "(restarted, flushed, or a new master?)",
 			 m->where);
 		loaded = 1;
 		err = scripts_load(m, c, 0);
 		if (!err)
 			goto again;
+		sent = 0; /* the call itself did not run */
 	}
-put:
+	if (err == RUN_SHORT) {
+		/* WAIT waits for this connection's last change: one that
+		 * never reached a replica would hold every later call on it */
+		conn_drop(c);
+		err = EIO;
+		refused = 0;
+		sent = 1;
+		flags &= ~RUN_RETRY; /* it ran: a retry would WAIT again */
+	}
+	if (err && refused && m->addr.failover_timeout > 0)
+		conn_failed(m, c); /* a replica now: so are idle peers' */
+	if (err) {
+		replies_free(out, n);
+		if (retry_again(m, &rt, err,
+				refused && (n == 1 || (flags & RUN_RETRY)),
+				sent, flags))
+			goto again;
+	}
 	pool_put(m, c);
 	return err;
 }
@@ -1037,7 +1523,8 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out)
 	err = url_parse(url, &m->addr);
 	if (err) {
 		log_err("malformed metadata URL '%s': expected "
-			"redis://[:PASSWORD@]HOST[:PORT]/DB or "
+			"redis://[:PASSWORD@]HOST[:PORT]/DB, "
+			"redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB or "
 			"unix:///PATH/redis.sock?db=N",
 			m->where);
 		goto free_m;
@@ -1049,6 +1536,14 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out)
 			goto free_m;
 		}
 		strcpy(m->addr.pass, pw);
+	}
+	pw = getenv("GRANARY_SENTINEL_PASSWORD");
+	if (pw && *pw && m->addr.master[0]) {
+		if (strlen(pw) >= sizeof m->addr.sentinel_pass) {
+			err = META_EURL;
+			goto free_m;
+		}
+		strcpy(m->addr.sentinel_pass, pw);
 	}
 	if (opts)
 		m->opts = *opts;

@@ -40,7 +40,9 @@ int redis_id_take(struct meta *m, const char *counter, uint64_t batch,
 		redis_cmd_init(&c, "INCRBY");
 		redis_cmd_str(&c, counter);
 		redis_cmd_u64(&c, batch);
-		err = redis_run(m, 0, &c, &r);
+		/* sent again after a failure: a batch that got lost on the
+		 * way leaves a gap, never a duplicate */
+		err = redis_run(m, RUN_RETRY, &c, &r);
 		if (!err) {
 			if (r->type != REDIS_REPLY_INTEGER ||
 			    r->integer < (long long)batch)

@@ -39,48 +39,43 @@ static int reply_i64(const redisReply *r, int64_t *v)
 	return 0;
 }
 
-int meta_server_time(struct meta *m, int64_t *sec, uint32_t *nsec)
+/* Run c, whose reply is two numbers: *a and *b. */
+static int run_pair(struct meta *m, const struct cmd *c, int64_t *a, int64_t *b)
 {
-	struct cmd c;
 	redisReply *r;
-	int64_t us = 0;
-	int err;
+	int err = redis_run(m, RUN_RETRY, c, &r);
 
-	redis_cmd_init(&c, "TIME");
-	err = redis_run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
 		err = META_EPROTO;
 	if (!err)
-		err = reply_i64(r->element[0], sec);
+		err = reply_i64(r->element[0], a);
 	if (!err)
-		err = reply_i64(r->element[1], &us);
-	*nsec = (uint32_t)(us * 1000);
+		err = reply_i64(r->element[1], b);
 	freeReplyObject(r);
+	return err;
+}
+
+int meta_server_time(struct meta *m, int64_t *sec, uint32_t *nsec)
+{
+	struct cmd c;
+	int64_t us = 0;
+
+	redis_cmd_init(&c, "TIME");
+	int err = run_pair(m, &c, sec, &us);
+	*nsec = (uint32_t)(us * 1000);
 	return err;
 }
 
 int meta_fsck_counters(struct meta *m, int64_t *inodes, int64_t *used)
 {
 	struct cmd c;
-	redisReply *r;
-	int err;
 
 	redis_cmd_init(&c, "MGET");
 	redis_cmd_str(&c, "totalinodes");
 	redis_cmd_str(&c, "usedspace");
-	err = redis_run(m, RUN_RETRY, &c, &r);
-	if (err)
-		return err;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
-		err = META_EPROTO;
-	if (!err)
-		err = reply_i64(r->element[0], inodes);
-	if (!err)
-		err = reply_i64(r->element[1], used);
-	freeReplyObject(r);
-	return err;
+	return run_pair(m, &c, inodes, used);
 }
 
 /* ---- reading again ----------------------------------------------------- */
@@ -274,7 +269,89 @@ int meta_fsck_stray_chunks(struct meta *m, uint64_t ino, uint32_t idx, int tail,
 	return 0;
 }
 
+int meta_fsck_pending(struct meta *m, int64_t *pending, int64_t *sum)
+{
+	struct cmd c;
+
+	redis_cmd_init(&c, "EVAL");
+	redis_cmd_str(&c,
+		      "local s = 0 "
+		      "for _, v in ipairs(redis.call('HVALS', "
+		      "'sessionpending')) do s = s + (tonumber(v) or 0) end "
+		      "return {redis.call('GET', 'pendingspace') or '0', "
+		      "string.format('%d', s)}");
+	redis_cmd_str(&c, "0");
+	return run_pair(m, &c, pending, sum);
+}
+
+/* A command answering an integer: *v its value. */
+static int run_int(struct meta *m, const struct cmd *c, int64_t *v)
+{
+	redisReply *r;
+	int err = redis_run(m, RUN_RETRY, c, &r);
+
+	if (err)
+		return err;
+	if (r->type == REDIS_REPLY_INTEGER)
+		*v = r->integer;
+	else if (r->type == REDIS_REPLY_NIL)
+		*v = 0;
+	else if (r->type == REDIS_REPLY_STRING)
+		*v = 1;
+	else
+		err = META_EPROTO;
+	freeReplyObject(r);
+	return err;
+}
+
+int meta_fsck_delfile(struct meta *m, uint64_t ino, uint64_t length,
+		      int *member)
+{
+	struct cmd c;
+	int64_t v = 0;
+
+	redis_cmd_init(&c, "ZSCORE");
+	redis_cmd_str(&c, "delfiles");
+	redis_cmd_fmt(&c, "%" PRIu64 ":%" PRIu64, ino, length);
+	int err = run_int(m, &c, &v);
+	*member = !err && v;
+	return err;
+}
+
+int meta_fsck_open(struct meta *m, uint64_t sid, uint64_t ino, int *exists)
+{
+	struct cmd c;
+	int64_t v = 0;
+
+	if (ino) {
+		redis_cmd_init(&c, "HEXISTS");
+		redis_cmd_key(&c, "o", ino);
+		redis_cmd_u64(&c, sid);
+	} else {
+		redis_cmd_init(&c, "EXISTS");
+		redis_cmd_key(&c, "so", sid);
+	}
+	int err = run_int(m, &c, &v);
+	*exists = !err && v;
+	return err;
+}
+
 /* ---- repairs ----------------------------------------------------------- */
+
+/* Repair script s with the n (1 or 2) numbers a, b as its arguments. */
+static int fix_nums(struct meta *m, enum script s, int n, uint64_t a,
+		    uint64_t b)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, s);
+	redis_cmd_u64(&c, a);
+	if (n > 1)
+		redis_cmd_u64(&c, b);
+	return redis_run_script_void(m, &c);
+}
 
 int meta_fsck_fix_inode(struct meta *m, const struct meta_fsck_inode *was,
 			uint32_t nlink, uint64_t parent, int lost_found)
@@ -357,14 +434,7 @@ int meta_fsck_fix_sliceref(struct meta *m, uint64_t id, int64_t was,
 
 int meta_fsck_fix_stray_chunks(struct meta *m, uint64_t ino, uint64_t length)
 {
-	struct cmd c;
-
-	if (m->opts.read_only)
-		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_CHUNKS);
-	redis_cmd_u64(&c, ino);
-	redis_cmd_u64(&c, length);
-	return redis_run_script_void(m, &c);
+	return fix_nums(m, SC_FSCK_CHUNKS, 2, ino, length);
 }
 
 int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total)
@@ -392,11 +462,92 @@ int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total)
 
 int meta_fsck_fix_session(struct meta *m, uint64_t sid)
 {
+	return fix_nums(m, SC_FSCK_SESSION, 1, sid, 0);
+}
+
+int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
+			   int64_t dead)
+{
+	return fix_set(m, "packdead", pack, was, dead);
+}
+
+int meta_fsck_fix_delfile(struct meta *m, uint64_t ino, uint64_t length)
+{
+	return fix_nums(m, SC_FSCK_DELFILE, 2, ino, length);
+}
+
+int meta_fsck_fix_chunk(struct meta *m, const struct meta_fsck_inode *was,
+			uint32_t idx)
+{
 	struct cmd c;
 
 	if (m->opts.read_only)
 		return EROFS;
-	redis_cmd_script(m, &c, SC_FSCK_SESSION);
-	redis_cmd_u64(&c, sid);
+	if (!was->exists || was->corrupt)
+		return EINVAL;
+	redis_cmd_script(m, &c, SC_FSCK_CHUNK);
+	redis_cmd_u64(&c, was->ino);
+	redis_cmd_bin(&c, was->rec, was->rec_len);
+	redis_cmd_u64(&c, idx);
 	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_pending(struct meta *m, int64_t was)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_FSCK_PENDING);
+	redis_cmd_i64(&c, was);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_fsck_fix_open(struct meta *m, uint64_t sid, uint64_t ino)
+{
+	struct cmd c;
+	redisReply *r;
+	int err, left;
+
+	if (m->opts.read_only)
+		return EROFS;
+	do {
+		redis_cmd_script(m, &c, SC_FSCK_OPEN);
+		redis_cmd_u64(&c, sid);
+		if (ino)
+			redis_cmd_u64(&c, ino);
+		else
+			redis_cmd_str(&c, "");
+		if ((err = redis_run_script(m, 0, &c, &r)))
+			return err;
+		left = r->elements > 1 &&
+		       r->element[1]->type == REDIS_REPLY_INTEGER &&
+		       r->element[1]->integer > 0;
+		freeReplyObject(r);
+	} while (!ino && left);
+	return 0;
+}
+
+int meta_fsck_fix_staging(struct meta *m, uint64_t sid,
+			  const char *const *names, size_t n)
+{
+	enum { PER = CMD_MAX - 4 }; /* names a call */
+	struct cmd c;
+	int err = 0;
+
+	if (m->opts.read_only)
+		return EROFS;
+	for (size_t i = 0; !err && i < n; i += PER) {
+		redis_cmd_script(m, &c, SC_FSCK_STAGING);
+		redis_cmd_u64(&c, sid);
+		for (size_t j = i; j < n && j < i + PER; j++)
+			redis_cmd_str(&c, names[j]);
+		err = redis_run_script_void(m, &c);
+	}
+	return err;
+}
+
+int meta_fsck_fix_dead(struct meta *m, uint64_t id, uint64_t pack)
+{
+	return fix_nums(m, SC_FSCK_DEAD, 2, id, pack);
 }

@@ -38,12 +38,30 @@ extern const char redis_lua_prelude[];
 extern const char *const redis_script_name[SC_N];
 extern const char *const redis_script_body[SC_N];
 
-struct addr {
+#define SENTINELS_MAX 16
+
+struct hostport {
 	char host[256];
+	int port;
+};
+
+/* A metadata URL, parsed (SCHEMA.md, "Connections"). */
+struct addr {
+	char host[256]; /* the server; with sentinels the master in use,
+			   protected by pool_lock (empty before the first) */
 	int port;
 	char path[PATH_MAX]; /* unix socket; empty for TCP */
 	int db;
 	char user[256], pass[512];
+	char master[256]; /* the master's name at the sentinels; empty: the
+			     URL names the server itself */
+	struct hostport sentinel[SENTINELS_MAX];
+	int nsentinel;
+	char sentinel_pass[512]; /* GRANARY_SENTINEL_PASSWORD */
+	int wait;		 /* ?wait=N: replicas a change waits for */
+	int wait_timeout;	 /* ?wait_timeout=S: how long it waits */
+	int failover_timeout;	 /* ?failover_timeout=S: how long calls look
+				    for the master again; 0: they do not */
 };
 
 struct conn {
@@ -86,7 +104,8 @@ struct meta {
 			    heartbeat thread starts, freed after it ends */
 	size_t sess_info_len;
 
-	_Atomic int64_t last_log; /* rate limit of connection error lines */
+	_Atomic int64_t last_log;   /* rate limit of connection error lines */
+	_Atomic int sentinel_first; /* the sentinel asked first */
 };
 
 /* ---- commands (redis_conn.c) ----------------------------------------- */
@@ -111,6 +130,7 @@ struct req {
 };
 
 #define RUN_RETRY 1 /* idempotent: may be sent again after a reconnect */
+#define RUN_RAW	  2 /* error replies are handed out, not turned to errors */
 
 void redis_cmd_init(struct cmd *c, const char *name);
 /* The command that runs script s (FCALL or EVALSHA, no keys); the
@@ -155,6 +175,9 @@ int redis_run_script_void(struct meta *m, const struct cmd *c);
 
 /* At most one connection error line a second (1: this one may log). */
 int redis_log_ok(struct meta *m);
+/* The server in use: "HOST:PORT" or the socket's path (with sentinels,
+ * the master they named last). */
+void redis_server_addr(struct meta *m, char *buf, size_t cap);
 
 /* ---- records (redis_conn.c) ------------------------------------------ */
 
@@ -184,5 +207,30 @@ int redis_id_take(struct meta *m, const char *counter, uint64_t batch,
  * name's own errors, EINVAL for META_VERSIONS, EEXIST for "." and ".."
  * (redis_ns.c). */
 int redis_new_name_check(struct meta *m, const char *name);
+
+/* ---- walks (redis_scan.c), for the dump (redis_dump.c) --------------- */
+
+/* One page of SCAN (key NULL), HSCAN or ZSCAN (zset) of key from *cursor
+ * ("0" to start, "0" again when done); *out, inside *r (the caller's to
+ * free): {key...} or {field, value...}. */
+int redis_scan_page(struct meta *m, const char *key, int zset, char *cursor,
+		    size_t cap, redisReply **r, const redisReply **out);
+/* Every field (member) of hash (zset) key with its value (score), page by
+ * page; a field may come twice (HSCAN of a resized hash). */
+typedef int (*redis_field_fn)(struct meta *m, const redisReply *f,
+			      const redisReply *v, void *ctx);
+int redis_fields_walk(struct meta *m, const char *key, int zset,
+		      redis_field_fn fn, void *ctx);
+/* A decimal number that is the whole of [p, p+n): 1, else 0. */
+int redis_parse_u64(const char *p, size_t n, uint64_t *v);
+/* What a walk handed out already (SCAN repeats keys of a resized table):
+ * a kind and one or two numbers, or a name (its 64-bit hash). add and
+ * name: 1 when met before, else 0 (remembered) or -ENOMEM. */
+struct redis_seen;
+struct redis_seen *redis_seen_new(void); /* NULL: out of memory */
+int redis_seen_add(struct redis_seen *s, char kind, uint64_t a, uint32_t b);
+int redis_seen_name(struct redis_seen *s, const char *p, size_t n);
+void redis_seen_clear(struct redis_seen *s);
+void redis_seen_free(struct redis_seen *s); /* NULL-safe */
 
 #endif

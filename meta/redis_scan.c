@@ -221,10 +221,21 @@ static int refs_key_seen(struct seen *sn, const redisReply *k)
 	return seen_add(sn, k->str[0], a, (uint32_t)b);
 }
 
+/* A chunk list (ref: its place) to fn as META_REF_LIST, when lists. */
+static int list_of(const struct meta_ref *ref, int lists, meta_ref_fn fn,
+		   void *arg)
+{
+	struct meta_ref l = {.from = META_REF_LIST,
+			     .ino = ref->ino,
+			     .idx = ref->idx,
+			     .tail = ref->tail};
+	return lists ? fn(arg, &l) : 0;
+}
+
 /* The chunk lists (c<ino>_<idx>) and inode hashes (n<h>, for their tail
  * fields) of one SCAN page not met before, read in one pipeline. */
 static int refs_page(struct meta *m, struct seen *sn, const redisReply *keys,
-		     meta_ref_fn fn, void *arg)
+		     int lists, meta_ref_fn fn, void *arg)
 {
 	size_t n = keys->elements;
 	struct req *reqs = calloc(n ? n : 1, sizeof *reqs);
@@ -278,8 +289,10 @@ static int refs_page(struct meta *m, struct seen *sn, const redisReply *keys,
 			    v->type != REDIS_REPLY_STRING)
 				continue;
 			ref.idx = (uint32_t)idx;
-			err = refs_of(m, k->str, v->str, (size_t)v->len, &ref,
-				      fn, arg);
+			err = list_of(&ref, lists, fn, arg);
+			if (!err)
+				err = refs_of(m, k->str, v->str, (size_t)v->len,
+					      &ref, fn, arg);
 			continue;
 		}
 		/* n<h>: fields 32..63 are the tails of inodes 32h + f - 32 */
@@ -301,8 +314,10 @@ static int refs_page(struct meta *m, struct seen *sn, const redisReply *keys,
 			ref.ino = 32 * h + fi - 32;
 			ref.idx = 0;
 			ref.tail = 1;
-			err = refs_of(m, where, t->str, (size_t)t->len, &ref,
-				      fn, arg);
+			err = list_of(&ref, lists, fn, arg);
+			if (!err)
+				err = refs_of(m, where, t->str, (size_t)t->len,
+					      &ref, fn, arg);
 		}
 	}
 	for (size_t i = 0; i < n && out; i++)
@@ -432,7 +447,21 @@ static int refs_delayed(struct meta *m, meta_ref_fn fn, void *arg)
 	return err;
 }
 
-int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
+int meta_scan_refs_pending(struct meta *m, meta_ref_fn fn, void *arg)
+{
+	/* delayslices first: reclaim moves its ripe records to delslices,
+	 * so a record moving meanwhile is met at least once */
+	int err = refs_delayed(m, fn, arg);
+	if (!err)
+		err = refs_delslices(m, fn, arg);
+	if (!err)
+		err = refs_hash(m, "stagedead", fn, arg);
+	if (!err)
+		err = refs_hash(m, "staging", fn, arg);
+	return err;
+}
+
+static int scan_refs(struct meta *m, int lists, meta_ref_fn fn, void *arg)
 {
 	char cursor[32] = "0";
 	struct seen sn;
@@ -447,18 +476,87 @@ int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
 				&r, &keys);
 		if (err)
 			break;
-		err = refs_page(m, &sn, keys, fn, arg);
+		err = refs_page(m, &sn, keys, lists, fn, arg);
 		freeReplyObject(r);
 	} while (!err && strcmp(cursor, "0") != 0);
 	seen_release(&sn);
-	if (!err)
-		err = refs_delslices(m, fn, arg);
-	if (!err)
-		err = refs_delayed(m, fn, arg);
-	if (!err)
-		err = refs_hash(m, "stagedead", fn, arg);
-	if (!err)
-		err = refs_hash(m, "staging", fn, arg);
+	return err ? err : meta_scan_refs_pending(m, fn, arg);
+}
+
+int meta_scan_refs(struct meta *m, meta_ref_fn fn, void *arg)
+{
+	return scan_refs(m, 0, fn, arg);
+}
+
+int meta_scan_refs_lists(struct meta *m, meta_ref_fn fn, void *arg)
+{
+	return scan_refs(m, 1, fn, arg);
+}
+
+int meta_scan_chunks(struct meta *m, const struct meta_chunk_at *v, size_t n,
+		     meta_ref_fn fn, void *arg)
+{
+	size_t nreq = 0;
+	struct req *reqs = calloc(2 * n + 1, sizeof *reqs);
+	const char **argv = calloc(6 * n + 1, sizeof *argv);
+	size_t *lens = calloc(6 * n + 1, sizeof *lens);
+	char(*keys)[32] = calloc(2 * n + 1, sizeof *keys);
+	char(*flds)[8] = calloc(n + 1, sizeof *flds);
+	redisReply **out = calloc(2 * n + 1, sizeof *out);
+	int err = reqs && argv && lens && keys && flds && out ? 0 : ENOMEM;
+
+	/* chunk 0: HGET of the tail field, then GET c<ino>_0; others GET */
+	for (size_t i = 0; !err && i < n; i++) {
+		const char **a = argv + 3 * nreq;
+		size_t *l = lens + 3 * nreq;
+		if (!v[i].idx) {
+			a[0] = "HGET";
+			a[1] = keys[nreq];
+			a[2] = flds[i];
+			snprintf(keys[nreq], sizeof keys[0], "n%" PRIu64,
+				 v[i].ino / INO_PER_HASH);
+			snprintf(
+			    flds[i], sizeof flds[0], "%u",
+			    (unsigned)(v[i].ino % INO_PER_HASH + INO_PER_HASH));
+			for (int j = 0; j < 3; j++)
+				l[j] = strlen(a[j]);
+			reqs[nreq++] = (struct req){3, a, l, -1};
+			a += 3;
+			l += 3;
+		}
+		a[0] = "GET";
+		a[1] = keys[nreq];
+		snprintf(keys[nreq], sizeof keys[0], "c%" PRIu64 "_%" PRIu32,
+			 v[i].ino, v[i].idx);
+		l[0] = 3;
+		l[1] = strlen(a[1]);
+		reqs[nreq++] = (struct req){2, a, l, -1};
+	}
+	if (!err && nreq)
+		err = redis_run_reqs(m, RUN_RETRY, reqs, (int)nreq, out);
+	for (size_t i = 0, q = 0; !err && i < n; i++) {
+		for (int tail = !v[i].idx; !err && tail >= 0; tail--, q++) {
+			struct meta_ref ref = {.from = META_REF_CHUNK,
+					       .ino = v[i].ino,
+					       .idx = v[i].idx,
+					       .tail = tail};
+			const redisReply *r = out[q];
+			if (r->type != REDIS_REPLY_STRING)
+				continue;
+			err = list_of(&ref, 1, fn, arg);
+			if (!err)
+				err = refs_of(m, keys[q], r->str,
+					      (size_t)r->len, &ref, fn, arg);
+		}
+	}
+	for (size_t q = 0; out && q < nreq; q++)
+		freeReplyObject(out[q]);
+	free(out);
+	free(flds);
+	free(keys);
+	free(lens);
+	free(argv);
+	free(reqs);
 	return err;
 }
 
@@ -568,7 +666,7 @@ int meta_pack_forget(struct meta *m, uint64_t pack)
 /* ---- pages of keys --------------------------------------------------- */
 
 /* What keys_page hands each reply to: the key's number (n<h>: h, d<ino>:
- * ino), the key and the reply to `cmd key extra...`. */
+ * ino, so<sid>: sid), the key and the reply to `cmd key extra...`. */
 typedef int (*key_reply_fn)(struct meta *m, uint64_t num, const char *key,
 			    const redisReply *v, void *ctx);
 
@@ -598,7 +696,9 @@ static int keys_page(struct meta *m, struct seen *sn, const redisReply *keys,
 			err = META_EPROTO;
 			goto out;
 		}
-		if (!parse_u64(k->str + 1, (size_t)k->len - 1, &num))
+		size_t skip = strcspn(k->str, "0123456789");
+		if (skip >= (size_t)k->len ||
+		    !parse_u64(k->str + skip, (size_t)k->len - skip, &num))
 			continue;
 		int dup = seen_add(sn, k->str[0], num, 0);
 		if (dup < 0) {
@@ -811,6 +911,31 @@ int meta_scan_dirents(struct meta *m, meta_dirent_fn fn, void *arg)
 	return err;
 }
 
+int meta_scan_dir(struct meta *m, uint64_t dir, meta_dirent_fn fn, void *arg)
+{
+	struct dirent_walk w = {fn, arg, {{0}, NULL}};
+	char key[32];
+	struct cmd c;
+	redisReply *r;
+	int err = seen_init(&w.names);
+
+	if (err)
+		return err;
+	snprintf(key, sizeof key, "d%" PRIu64, dir);
+	redis_cmd_init(&c, "HSCAN");
+	redis_cmd_str(&c, key);
+	redis_cmd_str(&c, "0");
+	redis_cmd_str(&c, "COUNT");
+	redis_cmd_u64(&c, PAGE);
+	err = redis_run(m, RUN_RETRY, &c, &r);
+	if (!err) {
+		err = dir_of(m, dir, key, r, &w);
+		freeReplyObject(r);
+	}
+	seen_release(&w.names);
+	return err;
+}
+
 /* ---- the volume's hashes and sorted sets ----------------------------- */
 
 typedef int (*field_fn)(struct meta *m, const redisReply *f,
@@ -953,4 +1078,94 @@ int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg)
 	if (!err)
 		err = fields_walk(m, "sessionpending", 0, sid_field, &c);
 	return err;
+}
+
+/* ---- opens ----------------------------------------------------------- */
+
+/* o<ino> (HGETALL: sid -> count) or so<sid> (SMEMBERS: inodes). */
+static int opens_of(struct meta *m, uint64_t num, const char *key,
+		    const redisReply *v, void *ctx)
+{
+	struct cb *c = ctx;
+	int in_so = key[0] == 's', err = 0;
+	size_t step = in_so ? 1 : 2;
+	(void)m;
+	if (v->type != REDIS_REPLY_ARRAY)
+		return 0; /* gone meanwhile */
+	for (size_t j = 0; j < v->elements && !err; j += step) {
+		const redisReply *e = v->element[j];
+		uint64_t x;
+		if (e->type != REDIS_REPLY_STRING ||
+		    !parse_u64(e->str, (size_t)e->len, &x))
+			continue;
+		err = ((meta_open_fn)c->fn)(c->arg, in_so ? num : x,
+					    in_so ? x : num, in_so);
+	}
+	return err;
+}
+
+int meta_scan_opens(struct meta *m, meta_open_fn fn, void *arg)
+{
+	struct cb c = {(void *)fn, arg, 0};
+	int err = keys_walk(m, "o[0-9]*", "HGETALL", NULL, 0, opens_of, &c);
+	if (!err)
+		err =
+		    keys_walk(m, "so[0-9]*", "SMEMBERS", NULL, 0, opens_of, &c);
+	return err;
+}
+
+/* ---- for the dump (redis_dump.c) ------------------------------------- */
+
+int redis_scan_page(struct meta *m, const char *key, int zset, char *cursor,
+		    size_t cap, redisReply **r, const redisReply **out)
+{
+	return scan_page_of(m, key, zset, NULL, cursor, cap, r, out);
+}
+
+int redis_fields_walk(struct meta *m, const char *key, int zset,
+		      redis_field_fn fn, void *ctx)
+{
+	return fields_walk(m, key, zset, fn, ctx);
+}
+
+int redis_parse_u64(const char *p, size_t n, uint64_t *v)
+{
+	return parse_u64(p, n, v);
+}
+
+struct redis_seen {
+	struct seen s;
+};
+
+struct redis_seen *redis_seen_new(void)
+{
+	struct redis_seen *s = malloc(sizeof *s);
+	if (s && seen_init(&s->s)) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+int redis_seen_add(struct redis_seen *s, char kind, uint64_t a, uint32_t b)
+{
+	return seen_add(&s->s, kind, a, b);
+}
+
+int redis_seen_name(struct redis_seen *s, const char *p, size_t n)
+{
+	return seen_add(&s->s, 'e', name_hash(p, n), 0);
+}
+
+void redis_seen_clear(struct redis_seen *s)
+{
+	seen_clear(&s->s);
+}
+
+void redis_seen_free(struct redis_seen *s)
+{
+	if (s) {
+		seen_release(&s->s);
+		free(s);
+	}
 }

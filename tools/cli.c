@@ -22,6 +22,7 @@
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "meta/meta.h"
+#include "meta/meta_server.h"
 #include "meta/meta_volume.h"
 
 /* ---- messages ---------------------------------------------------------- */
@@ -308,10 +309,27 @@ int cli_meta_open(const char *url, const struct meta_opts *opts,
 	switch (err) {
 	case META_EURL:
 		cli_error("malformed metadata URL '%s': expected "
-			  "redis://[:PASSWORD@]HOST[:PORT]/DB or "
-			  "unix:///PATH/redis.sock?db=N",
+			  "redis://[:PASSWORD@]HOST[:PORT]/DB, "
+			  "redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB "
+			  "or unix:///PATH/redis.sock?db=N",
 			  shown);
 		break;
+	case META_ESENTINEL:
+		cli_error("no sentinel of '%s' answered", shown);
+		cli_hint("are redis-sentinel running there, and the hosts and "
+			 "ports right (26379 unless given)? A password for "
+			 "them goes in GRANARY_SENTINEL_PASSWORD");
+		break;
+	case META_ENOMASTER: {
+		const char *name = strstr(shown, "://");
+		name = strrchr(name, '@') ? strrchr(name, '@') + 1 : name + 3;
+		cli_error("the sentinels of '%s' know no master named "
+			  "'%.*s'",
+			  shown, (int)strcspn(name, ","), name);
+		cli_hint("the name is the one of 'sentinel monitor NAME' in "
+			 "sentinel.conf (redis-cli -p 26379 SENTINEL MASTERS)");
+		break;
+	}
 	case META_EUNREACH:
 		cli_error(
 		    "cannot reach redis at '%s' (is redis-server running, "
@@ -352,6 +370,42 @@ int cli_volume_open(const char *url, const struct meta_opts *opts,
 		*out = NULL;
 	}
 	return err;
+}
+
+int cli_server_warn(const struct meta_server *s, const char *shown)
+{
+	int risks = meta_server_risks(s);
+	char used[32], max[32];
+
+	if (risks & META_RISK_EVICT)
+		cli_error("warning: redis at '%s' may evict keys "
+			  "(maxmemory-policy %s), and an evicted key is "
+			  "metadata lost: set maxmemory-policy noeviction",
+			  shown, s->policy);
+	if (risks & META_RISK_NOPERSIST)
+		cli_error("warning: redis at '%s' keeps nothing on disk "
+			  "(appendonly no, no save points): a restart loses "
+			  "the volume; set appendonly yes",
+			  shown);
+	if (risks & META_RISK_FULL) {
+		cli_format_size(s->used_memory, used, sizeof used);
+		cli_format_size(s->maxmemory, max, sizeof max);
+		cli_error("warning: redis at '%s' uses %d%% of its maxmemory "
+			  "(%s of %s), and when full it refuses every change: "
+			  "raise maxmemory",
+			  shown, (int)(s->used_memory * 100 / s->maxmemory),
+			  used, max);
+	}
+	return risks;
+}
+
+int cli_server_check(struct meta *m, const char *shown)
+{
+	struct meta_server s;
+
+	if (meta_server_info(m, &s))
+		return 0;
+	return cli_server_warn(&s, shown);
 }
 
 int cli_volume_store(const struct meta_volume *v, const char *marker_needed,

@@ -34,6 +34,8 @@ int cmd_version(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
 
@@ -109,6 +111,18 @@ struct meta_volume;
 int cli_volume_open(const char *url, const struct meta_opts *opts,
 		    struct meta **out, struct meta_volume *v, char *shown,
 		    size_t cap);
+
+struct meta_server;
+/*
+ * One "granary: warning: ..." line on stderr for each risk of the Redis
+ * server s (meta_server_risks: keys it may evict, nothing kept on disk,
+ * memory nearly full), each saying what to do; shown names it (a redacted
+ * URL). Returns the risks found.
+ */
+int cli_server_warn(const struct meta_server *s, const char *shown);
+/* meta_server_info then cli_server_warn, for format and mount: a server
+ * that cannot tell is no error (nothing is printed, 0 returned). */
+int cli_server_check(struct meta *m, const char *shown);
 
 struct objstore;
 /*

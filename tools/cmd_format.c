@@ -31,7 +31,9 @@ static const char usage[] =
     "does not change that). A storage holding more than 100,000 objects\n"
     "is refused: too many to look through.\n"
     "\n"
-    "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB or\n"
+    "  META_URL             redis://[:PASSWORD@]HOST[:PORT]/DB,\n"
+    "                       redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],...\n"
+    "                       /DB (Redis Sentinel) or\n"
     "                       unix:///PATH/redis.sock?db=N (a password may\n"
     "                       also come from GRANARY_META_PASSWORD)\n"
     "  NAME                 1 to 255 characters of A-Z a-z 0-9 . _ -\n"
@@ -60,6 +62,9 @@ static const char usage[] =
     "                       its data objects are not deleted\n"
     "  --no-store-keys      do not save the S3 keys in the settings: every\n"
     "                       mount then needs them in its environment\n"
+    "  --strict             refuse a redis server that may evict keys,\n"
+    "                       keeps nothing on disk or is nearly full\n"
+    "                       (without it, a warning says so)\n"
     "  -h, --help           show this help\n"
     "\n"
     "S3 keys come from GRANARY_S3_ACCESS_KEY and GRANARY_S3_SECRET_KEY, or\n"
@@ -74,6 +79,7 @@ enum {
 	OPT_CAPACITY,
 	OPT_FORCE,
 	OPT_NO_STORE_KEYS,
+	OPT_STRICT,
 	OPT_TRASH_DAYS
 };
 
@@ -84,6 +90,7 @@ static const struct option options[] = {
     {"capacity", required_argument, NULL, OPT_CAPACITY},
     {"force", no_argument, NULL, OPT_FORCE},
     {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
+    {"strict", no_argument, NULL, OPT_STRICT},
     {"trash-days", required_argument, NULL, OPT_TRASH_DAYS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -312,7 +319,7 @@ int cmd_format(int argc, char **argv)
 	const struct objstore_creds *use_creds;
 	struct other outer, unread;
 	int unread_err = 0;
-	int force = 0, store_keys = 1, exists = 0, had_owner = 0;
+	int force = 0, store_keys = 1, exists = 0, had_owner = 0, strict = 0;
 	int ret = CLI_EXIT_FAIL;
 	uint64_t size;
 	int c, err;
@@ -361,6 +368,9 @@ int cmd_format(int argc, char **argv)
 			break;
 		case OPT_NO_STORE_KEYS:
 			store_keys = 0;
+			break;
+		case OPT_STRICT:
+			strict = 1;
 			break;
 		case OPT_TRASH_DAYS:
 			if (cli_trash_days_arg(optarg, &v.trash_days))
@@ -429,6 +439,12 @@ int cmd_format(int argc, char **argv)
 	} else if (err != META_ENOVOLUME) {
 		cli_error("cannot read the volume settings at '%s': %s", shown,
 			  gr_strerror(err));
+		goto close_meta;
+	}
+	if (cli_server_check(m, shown) && strict) {
+		cli_error("refusing redis at '%s' (--strict): fix what the "
+			  "warnings above say first",
+			  shown);
 		goto close_meta;
 	}
 

@@ -25,19 +25,31 @@ static const char usage[] =
     "\n"
     "Check a volume's metadata: every directory entry against its inode,\n"
     "link counts, inodes nothing reaches, chunk lists of inodes that are\n"
-    "gone, the inode and space counters, slice reference counts, packs,\n"
-    "and what clients that are gone left behind. Each problem is printed\n"
+    "gone or past a file's length, the inode, space and pending-space\n"
+    "counters, slice reference counts, packs, and what clients that are\n"
+    "gone left behind (fields, opens, staged names). Each problem is printed\n"
     "with the path of the file concerned. Safe beside mounted clients:\n"
     "what a client changes during the check is not judged.\n"
     "\n"
+    "  -p, --path DIR      check only the tree under DIR (\"/a/b\" from the\n"
+    "                      volume's root; a file: that file): its entries,\n"
+    "                      inodes, link counts, chunk lists, the reference\n"
+    "                      counts and packs of its slices (with --objects\n"
+    "                      and --deep: its objects). Counts that names or\n"
+    "                      files outside DIR may account for are not\n"
+    "                      judged (a file's nlink above its names in DIR,\n"
+    "                      a sliceref above its references in DIR), nor\n"
+    "                      are the volume's counters, orphans, stray chunk\n"
+    "                      lists, sessions, opens and staging\n"
     "  -o, --objects       also list the store: every referenced object\n"
     "                      there, of its size\n"
     "  -d, --deep          also read every referenced object and check it\n"
     "                      (implies --objects; reads the whole volume)\n"
     "  -r, --repair        fix what is safe to: the counters, link counts,\n"
     "                      entries, reference counts, inodes nothing names\n"
-    "                      (linked in /lost+found as #INODE); inodes a\n"
-    "                      client has open are skipped\n"
+    "                      (linked in /lost+found as #INODE), what clients\n"
+    "                      that are gone left; inodes a client has open\n"
+    "                      are skipped (with --path: what it found there)\n"
     "  -t, --threads N     parallel reads of --deep (default 8, at most 256)\n"
     "  -q, --quiet         no progress line\n"
     "      --json          print the report as JSON\n"
@@ -50,6 +62,7 @@ static const char usage[] =
 enum { OPT_JSON = 256 };
 
 static const struct option options[] = {
+    {"path", required_argument, NULL, 'p'},
     {"objects", no_argument, NULL, 'o'},
     {"deep", no_argument, NULL, 'd'},
     {"repair", no_argument, NULL, 'r'},
@@ -162,6 +175,11 @@ static void json(const struct meta_volume *v, const struct fsck_opts *fo,
 	printf(", \"objects_checked\": %s, \"deep\": %s, \"repair\": %s",
 	       fo->objects || fo->deep ? "true" : "false",
 	       fo->deep ? "true" : "false", fo->repair ? "true" : "false");
+	printf(", \"path\": ");
+	if (fo->path)
+		cli_json_string(stdout, fo->path);
+	else
+		fputs("null", stdout);
 	printf(", \"clean\": %s", clean ? "true" : "false");
 	printf(", \"inodes\": %" PRIu64 ", \"dirs\": %" PRIu64
 	       ", \"files\": %" PRIu64 ", \"symlinks\": %" PRIu64
@@ -174,8 +192,9 @@ static void json(const struct meta_volume *v, const struct fsck_opts *fo,
 	printf(", \"objects\": %" PRIu64 ", \"object_bytes\": %" PRIu64
 	       ", \"verified\": %" PRIu64 ", \"verified_bytes\": %" PRIu64,
 	       r->objects, r->object_bytes, r->verified, r->verified_bytes);
-	printf(", \"changed\": %" PRIu64 ", \"counters_changed\": %s",
-	       r->changed, r->counters_changed ? "true" : "false");
+	printf(", \"outside\": %" PRIu64 ", \"changed\": %" PRIu64
+	       ", \"counters_changed\": %s",
+	       r->outside, r->changed, r->counters_changed ? "true" : "false");
 	printf(", \"problems\": %" PRIu64 ", \"fixed\": %" PRIu64
 	       ", \"skipped\": %" PRIu64 ", \"unfixed\": %" PRIu64,
 	       r->problems, r->fixed, r->skipped, r->unfixed);
@@ -195,6 +214,8 @@ static void human(const struct meta_volume *v, const struct fsck_opts *fo,
 	char a[32];
 
 	printf("volume '%s' (uuid %s)\n", v->name, v->uuid);
+	if (fo->path)
+		printf("tree      '%s'\n", fo->path);
 	printf("checked   %" PRIu64 " inodes (%" PRIu64 " directories, %" PRIu64
 	       " files, %" PRIu64 " symlinks, %" PRIu64 " others), %" PRIu64
 	       " entries\n",
@@ -217,6 +238,14 @@ static void human(const struct meta_volume *v, const struct fsck_opts *fo,
 		printf("not judged: %" PRIu64 " inodes of snapshots being "
 		       "built or deleted\n",
 		       r->in_flux);
+	if (fo->path)
+		printf("not judged: volume-wide checks skipped (--path): the "
+		       "counters, orphans, stray chunk lists, sessions, opens "
+		       "and staging\n");
+	if (r->outside)
+		printf("not judged: %" PRIu64 " link and reference counts "
+		       "that names or files outside '%s' may account for\n",
+		       r->outside, fo->path);
 	if (r->changed || r->counters_changed)
 		printf("not judged: %" PRIu64 " things clients changed during "
 		       "the check%s\n",
@@ -253,8 +282,21 @@ int cmd_fsck(int argc, char **argv)
 	char shown[1024];
 	int c, err, quiet = 0, as_json = 0, ret = CLI_EXIT_FAIL;
 
-	while ((c = getopt_long(argc, argv, ":odrt:qh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:odrt:qh", options, NULL)) !=
+	       -1) {
 		switch (c) {
+		case 'p':
+			if (optarg[0] != '/') {
+				cli_error("--path '%s' is not absolute",
+					  optarg);
+				cli_hint(
+				    "give the path from the volume's root, "
+				    "as '/%s'",
+				    optarg);
+				return CLI_EXIT_USAGE;
+			}
+			fo.path = optarg;
+			break;
 		case 'o':
 			fo.objects = 1;
 			break;
@@ -307,6 +349,15 @@ int cmd_fsck(int argc, char **argv)
 	fo.problem_arg = &out;
 	err = fsck_run(m, store, &fo, &r);
 	clear_line(&out);
+	if (err && fo.path && (err == ENOENT || err == ENOTDIR)) {
+		cli_error("--path '%s': %s in the volume at '%s'", fo.path,
+			  err == ENOENT ? "no such file or directory"
+					: "a part of it is not a directory",
+			  shown);
+		cli_hint("give the path from the volume's root, as mounted "
+			 "(a mount at /mnt/v shows /mnt/v/a/b as '/a/b')");
+		goto out;
+	}
 	if (err) {
 		cli_error("fsck of the volume at '%s' stopped: %s (the check "
 			  "is incomplete)",

@@ -17,6 +17,7 @@
 
 #include "fs/fs.h"
 #include "lib/log.h"
+#include "meta/meta.h"
 #include "tools/cli.h"
 
 static const char usage[] =
@@ -60,6 +61,12 @@ static const char usage[] =
     "  --no-compact           do not compact the slice lists of chunks this\n"
     "                         client keeps appending to (see granary gc\n"
     "                         --compact)\n"
+    "  --backup-meta S        back the metadata up into the store every S\n"
+    "                         (default 1h; 0 turns it off); one client of\n"
+    "                         the volume at a time does it (see granary\n"
+    "                         load --from-store)\n"
+    "  --backup-keep N        metadata backups kept in the store (default\n"
+    "                         12)\n"
     "  --pack-window S        longest a pack waits for more files before it\n"
     "                         is uploaded (default 10ms; 2s with\n"
     "                         --writeback)\n"
@@ -87,7 +94,11 @@ static const char usage[] =
     "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
     "override the ones kept in the volume settings at format.\n"
     "A password in META_URL is hidden from ps; GRANARY_META_PASSWORD keeps\n"
-    "it off the command line altogether.\n";
+    "it off the command line altogether. META_URL may name Redis Sentinels:\n"
+    "redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB; ?wait=N makes each\n"
+    "change wait for N replicas (docs/operations.md, \"Redis\").\n"
+    "A redis server that may evict keys, keeps nothing on disk or is nearly\n"
+    "full gets a warning (the mount goes on).\n";
 
 enum {
 	OPT_READ_ONLY = 256,
@@ -110,7 +121,9 @@ enum {
 	OPT_PACK_WINDOW,
 	OPT_WRITEBACK,
 	OPT_DIRECT_READ,
-	OPT_NAME_CACHE_SIZE
+	OPT_NAME_CACHE_SIZE,
+	OPT_BACKUP_META,
+	OPT_BACKUP_KEEP
 };
 
 static const char optstring[] = ":fdo:h";
@@ -136,6 +149,8 @@ static const struct option options[] = {
     {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
     {"direct-read", required_argument, NULL, OPT_DIRECT_READ},
     {"name-cache-size", required_argument, NULL, OPT_NAME_CACHE_SIZE},
+    {"backup-meta", required_argument, NULL, OPT_BACKUP_META},
+    {"backup-keep", required_argument, NULL, OPT_BACKUP_KEEP},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -228,6 +243,21 @@ static void reexec_canonical(int argc, char **argv, const char *arg,
 	fflush(NULL);
 	execv("/proc/self/exe", nargv);
 	free(nargv); /* exec failed: carry on with the given spelling */
+}
+
+/* Warn, on the terminal of whoever mounts, of a Redis server that puts the
+ * volume at risk. A server that cannot be asked is the mount's to report. */
+static void redis_check(const char *url)
+{
+	struct meta_opts mo = {.pool_size = 1, .read_only = 1};
+	struct meta *m;
+	char shown[1024];
+
+	if (meta_open(url, &mo, &m))
+		return;
+	meta_url_redact(url, shown, sizeof shown);
+	cli_server_check(m, shown);
+	meta_close(m);
 }
 
 /* ---- the daemon's report to the waiting parent ------------------------ */
@@ -390,7 +420,8 @@ static int check_mountpoint(const char *arg, char *canon)
 
 int cmd_mount(int argc, char **argv)
 {
-	struct fs_opts o = {.attr_timeout = -1,
+	struct fs_opts o = {.backup_interval = -1,
+			    .attr_timeout = -1,
 			    .entry_timeout = -1,
 			    .cache_size = UINT64_MAX,
 			    .free_ratio = -1,
@@ -508,6 +539,29 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case OPT_NO_COMPACT:
 			o.no_compact = 1;
+			break;
+		case OPT_BACKUP_META: {
+			double sec;
+			if (cli_parse_seconds(optarg, &sec) ||
+			    (sec > 0 && sec < 1) || sec > 365 * 86400.0) {
+				cli_error(
+				    "bad interval '%s' for --backup-meta: "
+				    "want 1s to 365d, or 0 for no "
+				    "backups",
+				    optarg);
+				goto free_opts;
+			}
+			o.backup_interval = (int64_t)sec;
+			break;
+		}
+		case OPT_BACKUP_KEEP:
+			if (cli_parse_int(optarg, 1, 10000, &n)) {
+				cli_error("bad count '%s' for --backup-keep: "
+					  "want 1 to 10000",
+					  optarg);
+				goto free_opts;
+			}
+			o.backup_keep = (unsigned)n;
 			break;
 		case OPT_NO_PACK:
 			o.pack_max = 0;
@@ -628,6 +682,7 @@ int cmd_mount(int argc, char **argv)
 		goto free_url;
 	}
 
+	redis_check(meta_url);
 	if (foreground) {
 		ret = serve(&o, &rep);
 		goto close_log;

@@ -4,6 +4,7 @@
  * table) or for scripts (--json). Secrets are never shown, only whether
  * they are set.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 
 #include "fs/store/codec.h"
 #include "meta/meta.h"
+#include "meta/meta_dump.h"
+#include "meta/meta_server.h"
 #include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
@@ -19,7 +22,10 @@ static const char usage[] =
     "usage: granary status META_URL [--json]\n"
     "\n"
     "Show the settings of the volume at META_URL (S3 keys only as set or\n"
-    "not set), the clients that have it mounted, and its usage.\n"
+    "not set), the clients that have it mounted, its usage, and the redis\n"
+    "server that holds it (version, the master in use, memory,\n"
+    "persistence). A server that may evict keys, keeps nothing on disk or\n"
+    "is nearly full gets a warning on stderr.\n"
     "\n"
     "  --json       one JSON object instead of text\n"
     "  -h, --help   show this help\n";
@@ -91,7 +97,48 @@ static void format_age(int64_t now, int64_t t, char *buf, size_t cap)
 
 /* ---- text -------------------------------------------------------------- */
 
+/* The redis server's lines (r NULL: it could not tell). */
+static void print_server(const struct meta_server *r)
+{
+	char a[64], b[64];
+
+	if (!r) {
+		printf("%-14s%s\n", "redis:", "(cannot tell)");
+		return;
+	}
+	printf("%-14s%s at %s", "redis:", r->version, r->addr);
+	if (r->master[0])
+		printf(" (master '%s' of the sentinels)", r->master);
+	printf(", %d replica%s\n", r->replicas, r->replicas == 1 ? "" : "s");
+	cli_format_size(r->used_memory, a, sizeof(a));
+	if (r->maxmemory) {
+		cli_format_size(r->maxmemory, b, sizeof(b));
+		printf("%-14s%s used of maxmemory %s (%d%%), policy %s\n",
+		       "redis memory:", a, b,
+		       (int)(r->used_memory * 100 / r->maxmemory), r->policy);
+	} else {
+		printf("%-14s%s used, no maxmemory, policy %s\n",
+		       "redis memory:", a, r->policy);
+	}
+	format_time(r->rdb_last_save, b, sizeof(b));
+	printf("%-14sAOF %s", "redis disk:", r->aof ? "on" : "off");
+	if (r->aof)
+		printf(" (last write %s)", r->aof_status);
+	if (!r->config)
+		printf(", RDB save points unknown (CONFIG refused)");
+	else if (r->save[0])
+		printf(", RDB save points '%s'", r->save);
+	else
+		printf(", no RDB save points");
+	printf(", last RDB save %s (%s)\n", b, r->rdb_status);
+	if (r->wait)
+		printf("%-14seach change waits for %d replica%s (?wait=)\n",
+		       "no-loss mode:", r->wait, r->wait == 1 ? "" : "s");
+}
+
 static void print_text(const struct meta_volume *v, const struct meta_usage *u,
+		       const struct meta_backup *bk,
+		       const struct meta_server *r,
 		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
@@ -133,8 +180,22 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		snprintf(b, sizeof(b), "off");
 	LINE("trash", "%s in %llu entries (%s; counted in used)", a,
 	     (unsigned long long)tu->entries, b);
-	LINE("sessions", "%zu", n);
+	if (bk->name[0]) {
+		format_time(bk->time, a, sizeof(a));
+		cli_format_size(bk->bytes, b, sizeof(b));
+		LINE("meta backup", "%s, %s, %llu inodes, by %s (session %llu)",
+		     a, b, (unsigned long long)bk->inodes, bk->host,
+		     (unsigned long long)bk->sid);
+	} else {
+		LINE("meta backup", "none yet");
+	}
+	if (bk->failed) {
+		format_time(bk->failed, a, sizeof(a));
+		LINE("backup failed", "%s: %s", a, bk->error);
+	}
 #undef LINE
+	print_server(r);
+	printf("%-14s%zu\n", "sessions:", n);
 	if (!n)
 		return;
 
@@ -171,8 +232,60 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 
 /* ---- JSON -------------------------------------------------------------- */
 
+static void print_json_server(const struct meta_server *r)
+{
+	int risks;
+
+	if (!r) {
+		printf("  \"redis\": null,\n");
+		return;
+	}
+	risks = meta_server_risks(r);
+	printf("  \"redis\": {\"version\": ");
+	cli_json_string(stdout, r->version);
+	printf(", \"address\": ");
+	cli_json_string(stdout, r->addr);
+	printf(", \"sentinel_master\": ");
+	if (r->master[0])
+		cli_json_string(stdout, r->master);
+	else
+		printf("null");
+	printf(",\n    \"replicas\": %d, \"wait_replicas\": %d, "
+	       "\"used_memory\": %llu, \"maxmemory\": %llu, "
+	       "\"maxmemory_policy\": ",
+	       r->replicas, r->wait, (unsigned long long)r->used_memory,
+	       (unsigned long long)r->maxmemory);
+	cli_json_string(stdout, r->policy);
+	printf(",\n    \"config_readable\": %s, \"aof\": %s, "
+	       "\"aof_last_write_status\": ",
+	       r->config ? "true" : "false", r->aof ? "true" : "false");
+	cli_json_string(stdout, r->aof_status);
+	printf(", \"save\": ");
+	if (r->config)
+		cli_json_string(stdout, r->save);
+	else
+		printf("null");
+	printf(",\n    \"rdb_last_save\": %lld, \"rdb_last_bgsave_status\": ",
+	       (long long)r->rdb_last_save);
+	cli_json_string(stdout, r->rdb_status);
+	printf(",\n    \"warnings\": [");
+	printf("%s", risks & META_RISK_EVICT ? "\"evicts\"" : "");
+	printf("%s%s",
+	       risks & META_RISK_EVICT && risks & META_RISK_NOPERSIST ? ", "
+								      : "",
+	       risks & META_RISK_NOPERSIST ? "\"no_persistence\"" : "");
+	printf("%s%s",
+	       risks & META_RISK_FULL &&
+		       risks & (META_RISK_EVICT | META_RISK_NOPERSIST)
+		   ? ", "
+		   : "",
+	       risks & META_RISK_FULL ? "\"nearly_full\"" : "");
+	printf("]},\n");
+}
+
 static void print_json(const char *url, const struct meta_volume *v,
-		       const struct meta_usage *u,
+		       const struct meta_usage *u, const struct meta_backup *bk,
+		       const struct meta_server *r,
 		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
@@ -198,6 +311,18 @@ static void print_json(const char *url, const struct meta_volume *v,
 	       "\"trash_bytes\": %llu, \"trash_entries\": %llu},\n",
 	       (unsigned long long)u->used_bytes, (unsigned long long)u->inodes,
 	       (unsigned long long)tu->bytes, (unsigned long long)tu->entries);
+	printf("  \"meta_backup\": {\"name\": ");
+	cli_json_string(stdout, bk->name);
+	printf(", \"time\": %lld, \"sid\": %llu, \"host\": ",
+	       (long long)bk->time, (unsigned long long)bk->sid);
+	cli_json_string(stdout, bk->host);
+	printf(", \"bytes\": %llu, \"inodes\": %llu, \"seconds\": %.3f, "
+	       "\"failed\": %lld, \"error\": ",
+	       (unsigned long long)bk->bytes, (unsigned long long)bk->inodes,
+	       bk->seconds, (long long)bk->failed);
+	cli_json_string(stdout, bk->error);
+	printf("},\n");
+	print_json_server(r);
 	printf("  \"sessions\": [");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s\n    {\"sid\": %llu, \"host\": ", i ? "," : "",
@@ -224,6 +349,7 @@ int cmd_status(int argc, char **argv)
 	struct meta_opts mo = {.pool_size = 1, .read_only = 1};
 	struct meta_volume v;
 	struct meta_usage u;
+	struct meta_server srv, *r = &srv;
 	struct meta_trash_usage tu;
 	struct meta_session *s = NULL;
 	struct meta *m = NULL;
@@ -266,10 +392,26 @@ int cmd_status(int argc, char **argv)
 	}
 	if (n > 1)
 		qsort(s, n, sizeof(*s), by_sid);
+	struct meta_backup bk;
+	err = meta_backup_last(m, &bk);
+	if (err && err != ENOENT) {
+		cli_error("cannot read the metadata backups of volume '%s': %s",
+			  v.name, gr_strerror(err));
+		free(s);
+		goto close_meta;
+	}
+	err = meta_server_info(m, &srv);
+	if (err) {
+		cli_error("warning: cannot read the state of redis at '%s': %s",
+			  shown, gr_strerror(err));
+		r = NULL;
+	} else {
+		cli_server_warn(&srv, shown);
+	}
 	if (json)
-		print_json(shown, &v, &u, &tu, s, n);
+		print_json(shown, &v, &u, &bk, r, &tu, s, n);
 	else
-		print_text(&v, &u, &tu, s, n);
+		print_text(&v, &u, &bk, r, &tu, s, n);
 	ret = CLI_EXIT_OK;
 	free(s);
 close_meta:

@@ -8,8 +8,8 @@ set -e
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev libxml2-dev
-liblz4-dev libxxhash-dev libssl-dev libcriterion-dev redis-server
-redis-tools attr procps psmisc"
+liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
+redis-tools redis-sentinel attr procps psmisc"
 case ${1:-} in
 --bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
 "") ;;

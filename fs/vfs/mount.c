@@ -28,6 +28,7 @@
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "fs/vfs/closer.h"
+#include "fs/vfs/backupd.h"
 #include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/namecache.h"
@@ -631,15 +632,36 @@ void vfs_set_kernel(struct fs *fs, const struct vfs_kernel *k)
 
 void vfs_started(struct fs *fs)
 {
-	if (!fs->read_only &&
-	    pthread_create(&fs->reclaimer, NULL, reclaimer_main, fs) == 0)
+	if (fs->read_only)
+		return;
+	if (pthread_create(&fs->reclaimer, NULL, reclaimer_main, fs) == 0)
 		fs->reclaimer_running = 1;
+	int64_t every = fs->o->backup_interval;
+	if (every) {
+		/* a store of its own: no disk cache, and the client's
+		 * figures (granary.stats) count its data alone */
+		struct objstore_creds creds = {0};
+		struct objstore *s = NULL;
+		mount_creds(fs, &creds);
+		int err = objstore_open(fs->vol.storage, &creds, &s);
+		if (!err)
+			err = backupd_open(fs->meta, s,
+					   every < 0 ? BACKUP_INTERVAL : every,
+					   fs->o->backup_keep, &fs->backupd);
+		if (err) {
+			objstore_close(s);
+			log_warn("no metadata backups from this client: %s",
+				 gr_strerror(err));
+		}
+	}
 }
 
 void vfs_close_fs(struct fs *fs)
 {
 	if (!fs)
 		return;
+	backupd_close(fs->backupd); /* a backup under way is cut short */
+	fs->backupd = NULL;
 	vfs_flush_all(fs); /* destroy flushed already unless the kernel died */
 	closer_close(fs->closer); /* its releases may free data to reclaim */
 	fs->closer = NULL;

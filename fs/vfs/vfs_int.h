@@ -97,6 +97,7 @@ struct fs {
 	uint64_t ra_streams;
 	struct chunkstore *cs;
 	struct compactq *compactq; /* background compaction; NULL: none */
+	struct backupd *backupd;   /* metadata backups; NULL: none */
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
 	struct stage *stage;   /* writeback: blocks of big files; or NULL */

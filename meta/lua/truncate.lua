@@ -18,12 +18,7 @@ if nl < ol then
 	-- chunks entirely past the new length go; cost is one step per chunk
 	-- of the old length, sparse or not
 	for idx = math.ceil(nl / CHUNK), math.ceil(ol / CHUNK) - 1 do
-		if idx == 0 then
-			recs_unref(tail_get(ino))
-			tail_set(ino, '')
-		else
-			chunk_drop(ino, idx)
-		end
+		chunk_cut(ino, idx)
 	end
 	-- the boundary chunk keeps its slices; a hole over the cut-off tail
 	-- makes a later extension read zeros there

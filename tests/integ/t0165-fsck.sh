@@ -4,8 +4,12 @@
 # --deep too); objects deleted or changed in the store and metadata damaged
 # with redis-cli are reported (exit 1) with the path of the file concerned;
 # --repair fixes what it may (not the objects) and leaves an inode a live
-# client has open; fsck is clean again and every file reads back. Bad input
-# exits 2; no volume or no redis exits 1.
+# client has open; fsck is clean again and every file reads back. What
+# clients that are gone left (opens, pending bytes), a live file in
+# delfiles, chunk lists past a file's length or of holes only: found and
+# repaired. --path checks one tree: damage outside it is not reported,
+# inside it is (exit 1) and repaired. Bad input exits 2; no volume, no
+# redis or a --path that names nothing exits 1.
 . "$(dirname "$0")/lib.sh"
 
 # fsck ARGS...: run granary fsck on $META; stdout in $TMP/fsck.out, stderr
@@ -72,6 +76,7 @@ ino_sub=$(stat -c %i "$A/dir/sub")
 ino_dir=$(stat -c %i "$A/dir")
 ino_f=$(stat -c %i "$A/other/f")
 ino_s3=$(stat -c %i "$A/other/s3")
+ino_other=$(stat -c %i "$A/other")
 umount_vol "$A"
 
 expect_fsck 0
@@ -205,6 +210,68 @@ umount_vol "$A"
 if [ "$LISTS" = 1 ]; then expect_fsck 0 --deep; else expect_fsck 0; fi
 said "no problems found"
 ok "beside a client creating, linking, renaming and deleting: 3 checks and a --repair found nothing; clean after"
+
+# --- what gone clients left, a live file in delfiles, chunk lists past a
+# file's length or of holes only, all made with redis-cli
+# rec_hole: a 17-byte hole record (form 2, pos 0, id 0, 4096 bytes)
+rec_hole() { printf '\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00'; }
+rcli set pendingspace 777 >/dev/null
+rcli hset "o$ino_s3" 987654 1 >/dev/null
+rcli sadd so987654 "$ino_s3" >/dev/null
+rcli zadd delfiles 1 "$ino_f:5000" >/dev/null
+rec_hole | rcli -x set "c${ino_f}_1" >/dev/null
+rec_hole | rcli -x set c888888_0 >/dev/null
+expect_fsck 1 --json -q
+check_eq "$(jfield problems)" 6 "problems in --json"
+for k in pendingspace open-gone delfile-live chunk-past-length stray-chunks; do
+	jq -e ".by_kind[\"$k\"] > 0" "$TMP/fsck.out" >/dev/null || fail "no $k in: $(head -c 2000 "$TMP/fsck.out")"
+done
+check_eq "$(jq -r '.list[] | select(.kind == "chunk-past-length") | .path' "$TMP/fsck.out")" /other/f "path of the chunk past f's length"
+check_eq "$(jq -r '.list[] | select(.kind == "open-gone" and .ino != 0) | .path' "$TMP/fsck.out")" /other/s3 "path of the open of a gone session"
+expect_fsck 0 --repair
+said "6 problems found: 6 fixed, 0 skipped"
+expect_fsck 0
+check_eq "$(rcli get pendingspace)" 0 "pendingspace after the repair"
+check_eq "$(rcli exists so987654 "c${ino_f}_1")" 0 "so987654 and f's chunk 1 after the repair"
+check_eq "$(rcli zscore delfiles "$ino_f:5000")" "" "f in delfiles after the repair"
+mount_vol "$META" "$A"
+cmp -s "$TMP/src/other/f" "$A/other/f" || fail "/other/f changed by the repair"
+cmp -s "$TMP/src/other/s3" "$A/other/s3" || fail "/other/s3 changed by the repair"
+umount_vol "$A"
+expect_fsck 0
+ok "pendingspace, opens of a gone session, a live file in delfiles, chunk lists past a length and of holes only: found (exit 1), repaired, clean; the files read back"
+
+# --- --path: one tree. Damage in /dir is not /other's; damage in /other
+# is, and is repaired there only
+expect_fsck 0 --path /other
+said "no problems found"
+said "volume-wide checks skipped (--path)"
+# /other/hard's other name is /dir/small: its nlink is not judged there
+said "not judged: "
+set_nlink "$ino_dir" 9
+printf '\x01\x3f\x42\x0f' | rcli -x hset "d$ino_other" ghost >/dev/null
+set_nlink "$ino_s3" 0
+expect_fsck 1 --path /other
+said "/other/ghost: the entry names inode 999999, which does not exist"
+said "/other/s3: nlink is 0, 1 entries name it"
+! grep -q "^/dir" "$TMP/fsck.out" || fail "--path /other reported /dir: $(cat "$TMP/fsck.out")"
+expect_fsck 1 --path /dir -q
+said "/dir: nlink is 9, 2 + 0 subdirectories make 2"
+! grep -q "^/other" "$TMP/fsck.out" || fail "--path /dir reported /other: $(cat "$TMP/fsck.out")"
+expect_fsck 0 --path "/lost+found/#$ino_sub"
+expect_fsck 1 --path /other/s3 -q
+said "/other/s3: nlink is 0, 1 entries name it"
+expect_fsck 0 --path /other --repair -q
+said "2 problems found: 2 fixed"
+expect_fsck 0 --path /other
+expect_fsck 1 -q
+said "/dir: nlink is 9"
+expect_fsck 0 --repair -q
+expect_fsck 0
+expect_exit 1 "--path '/nope': no such file or directory" "$GRANARY" fsck --path /nope "$META"
+expect_exit 1 "not a directory" "$GRANARY" fsck --path /other/f/x "$META"
+expect_exit 2 "not absolute" "$GRANARY" fsck --path other "$META"
+ok "--path: damage outside the tree not reported, inside reported (exit 1) and repaired there only; a path of nothing exits 1, a relative one 2"
 
 # --- bad input
 expect_exit 2 "unrecognized|unknown|invalid" "$GRANARY" fsck --bogus "$META"

@@ -13,6 +13,18 @@ svc_free_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
+# svc_wait_redis LOG REDIS-CLI-ARGS...: wait (up to 5 s) until the server
+# redis-cli reaches with ARGS answers PING; else say so, naming its LOG.
+svc_wait_redis() {
+	local log=$1; shift
+	for _ in $(seq 1 100); do
+		redis-cli "$@" ping >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	echo "services: redis-server did not start (see $log)" >&2
+	return 1
+}
+
 # svc_start_redis DIR: redis-server on DIR/redis.sock, no persistence
 # (SVC_REDIS_PERSIST=1: an fsync'd append-only file in DIR, so a restart on
 # the same DIR keeps the data).
@@ -27,12 +39,7 @@ svc_start_redis() {
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
 	GRANARY_TEST_REDIS_PID=$pid
-	for _ in $(seq 1 100); do
-		redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	redis-cli -s "$dir/redis.sock" ping >/dev/null 2>&1 ||
-		{ echo "services: redis-server did not start (see $dir/redis.log)" >&2; return 1; }
+	svc_wait_redis "$dir/redis.log" -s "$dir/redis.sock" || return 1
 	export GRANARY_TEST_REDIS_SOCK="$dir/redis.sock"
 	export GRANARY_TEST_REDIS="unix://$dir/redis.sock"
 }
@@ -82,4 +89,106 @@ svc_stop_all() {
 	for p in $SVC_PIDS; do kill "$p" 2>/dev/null; done
 	for p in $SVC_PIDS; do wait "$p" 2>/dev/null; done
 	SVC_PIDS=""
+}
+
+# ---- replication and Sentinel (tests/integ/t0180-failover.sh, bench/) ----
+
+# svc_start_redis_tcp DIR [PORT] [REDIS-SERVER ARGS...]: a redis-server on
+# 127.0.0.1:PORT (a free port when PORT is empty or 0), its files in DIR,
+# no persistence unless ARGS say otherwise (--replicaof HOST PORT makes a
+# replica, which syncs at once: no diskless-sync delay). Sets
+# SVC_REDIS_PORT and SVC_REDIS_PID (stopped by svc_stop_all, or kill it by
+# that PID to simulate a crash).
+svc_start_redis_tcp() {
+	local dir=$1 port=${2:-0}; shift; [ $# -gt 0 ] && shift
+	[ "$port" = 0 ] && port=$(svc_free_port)
+	mkdir -p "$dir"
+	redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+		--save '' --appendonly no --databases 64 \
+		--repl-diskless-sync-delay 0 \
+		--daemonize no --logfile "$dir/redis.log" "$@" &
+	local pid=$!
+	SVC_PIDS="$SVC_PIDS $pid"
+	svc_wait_redis "$dir/redis.log" -p "$port" || return 1
+	SVC_REDIS_PORT=$port
+	SVC_REDIS_PID=$pid
+}
+
+# svc_wait_replica PORT: wait (up to 10 s) until the replica on PORT is in
+# sync with its master.
+svc_wait_replica() {
+	local port=$1
+	for _ in $(seq 1 200); do
+		redis-cli -p "$port" info replication 2>/dev/null |
+			grep -q '^master_link_status:up' && return 0
+		sleep 0.05
+	done
+	echo "services: the replica on port $port did not sync" >&2
+	return 1
+}
+
+# svc_start_sentinels DIR N NAME MASTER_PORT: N redis-sentinel processes
+# on free loopback ports watching the master 127.0.0.1:MASTER_PORT under
+# NAME, quorum N/2+1, quick to act (the master is down after 1 s without
+# an answer; a failover is retried after 5 s). Each has a config file of
+# its own in DIR/sK (sentinels rewrite it). Sets SVC_SENTINEL_PORTS (the
+# ports, space separated), SVC_SENTINEL_PIDS and SVC_SENTINEL_HOSTS
+# ("127.0.0.1:P1,127.0.0.1:P2,...", for a metadata URL).
+svc_start_sentinels() {
+	local dir=$1 n=$2 name=$3 mport=$4 k port pid
+	SVC_SENTINEL_PORTS="" SVC_SENTINEL_PIDS="" SVC_SENTINEL_HOSTS=""
+	for k in $(seq 1 "$n"); do
+		port=$(svc_free_port)
+		mkdir -p "$dir/s$k"
+		cat >"$dir/s$k/sentinel.conf" <<-CONF
+		port $port
+		bind 127.0.0.1
+		daemonize no
+		dir $dir/s$k
+		logfile $dir/s$k/sentinel.log
+		sentinel monitor $name 127.0.0.1 $mport $((n / 2 + 1))
+		sentinel down-after-milliseconds $name 1000
+		sentinel failover-timeout $name 5000
+		sentinel parallel-syncs $name 1
+		CONF
+		redis-sentinel "$dir/s$k/sentinel.conf" &
+		pid=$!
+		SVC_PIDS="$SVC_PIDS $pid"
+		SVC_SENTINEL_PIDS="$SVC_SENTINEL_PIDS $pid"
+		SVC_SENTINEL_PORTS="$SVC_SENTINEL_PORTS $port"
+		SVC_SENTINEL_HOSTS="$SVC_SENTINEL_HOSTS${SVC_SENTINEL_HOSTS:+,}127.0.0.1:$port"
+	done
+	for port in $SVC_SENTINEL_PORTS; do
+		for _ in $(seq 1 100); do
+			redis-cli -p "$port" sentinel get-master-addr-by-name "$name" 2>/dev/null |
+				grep -q . && break
+			sleep 0.05
+		done
+		redis-cli -p "$port" ping >/dev/null 2>&1 ||
+			{ echo "services: redis-sentinel on port $port did not start (see $dir)" >&2; return 1; }
+	done
+	# a failover needs a quorum of sentinels that know each other (they
+	# meet through the master every 2 s) and the replicas (INFO)
+	for port in $SVC_SENTINEL_PORTS; do
+		for _ in $(seq 1 200); do
+			[ "$(svc_sentinel_field "$port" "$name" num-other-sentinels)" = $((n - 1)) ] && break
+			sleep 0.05
+		done
+		[ "$(svc_sentinel_field "$port" "$name" num-other-sentinels)" = $((n - 1)) ] ||
+			{ echo "services: the sentinel on port $port did not meet the others" >&2; return 1; }
+	done
+}
+
+# svc_sentinel_field PORT NAME FIELD: a field of SENTINEL MASTER NAME
+# (num-slaves, num-other-sentinels, flags, ...) at the sentinel on PORT.
+svc_sentinel_field() {
+	redis-cli -p "$1" sentinel master "$2" 2>/dev/null |
+		awk -v f="$3" 'NR % 2 == 1 && $0 == f { getline; print; exit }'
+}
+
+# svc_sentinel_master NAME: the master's port the first sentinel names.
+svc_sentinel_master() {
+	local p
+	p=${SVC_SENTINEL_PORTS# }; p=${p%% *}
+	redis-cli -p "$p" sentinel get-master-addr-by-name "$1" 2>/dev/null | sed -n 2p
 }

@@ -270,21 +270,35 @@ static void dump(const struct seen *s)
 #define F_DEEP	  2
 #define F_REPAIR  4
 
-static struct fsck_report run(struct vol *v, int flags, struct seen *s)
+/* fsck_run of the tree under path (NULL: the volume): its error. */
+static int run_err(struct vol *v, int flags, const char *path, struct seen *s,
+		   struct fsck_report *r)
 {
 	struct fsck_opts o = {.block_size = BS,
 			      .objects = !!(flags & F_OBJECTS),
 			      .deep = !!(flags & F_DEEP),
 			      .repair = !!(flags & F_REPAIR),
 			      .threads = 2,
+			      .path = path,
 			      .problem = on_problem,
 			      .problem_arg = s};
-	struct fsck_report r;
 	seen_free(s);
-	int err = fsck_run(v->m, v->s, &o, &r);
+	return fsck_run(v->m, v->s, &o, r);
+}
+
+static struct fsck_report run_at(struct vol *v, int flags, const char *path,
+				 struct seen *s)
+{
+	struct fsck_report r;
+	int err = run_err(v, flags, path, s, &r);
 	cr_assert_eq(err, 0, "fsck_run: %s", gr_strerror(err));
 	cr_assert_eq(r.problems, (uint64_t)s->n);
 	return r;
+}
+
+static struct fsck_report run(struct vol *v, int flags, struct seen *s)
+{
+	return run_at(v, flags, NULL, s);
 }
 
 /* The problem of kind with that path (or, path NULL, that inode), and
@@ -757,6 +771,271 @@ Test(fsck, loops_and_names)
 	if (r.problems != 2)
 		dump(&s);
 	cr_expect_eq(r.unfixed, 2);
+	seen_free(&s);
+	vol_close(&v);
+}
+
+/* A 17-byte short slice record (form 2) of slice id, size bytes at pos
+ * 0 (id 0: a hole). */
+static void short_rec(unsigned char rec[17], uint64_t id, uint32_t size)
+{
+	memset(rec, 0, 17);
+	rec[0] = 2;
+	for (int i = 0; i < 8; i++)
+		rec[5 + i] = (unsigned char)(id >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		rec[13 + i] = (unsigned char)(size >> (8 * i));
+}
+
+static long long rint_of(struct vol *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	redisReply *r = redisvCommand(v->rc, fmt, ap);
+	va_end(ap);
+	cr_assert(r && (r->type == REDIS_REPLY_INTEGER ||
+			r->type == REDIS_REPLY_STRING ||
+			r->type == REDIS_REPLY_NIL));
+	long long n = r->type == REDIS_REPLY_INTEGER  ? r->integer
+		      : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+						      : -1;
+	freeReplyObject(r);
+	return n;
+}
+
+/* --path: damage outside the tree is not reported, damage inside is
+ * (and repaired); what names and files outside may account for (a hard
+ * link's other name, a snapshot's share of a slice) is not judged; a
+ * path that names nothing, or goes through a file, is an error. */
+Test(fsck, path_subtree)
+{
+	struct vol v;
+	struct tree t;
+	struct seen s = {0};
+	struct fsck_report r;
+	uint64_t gcopy;
+
+	vol_open(&v);
+	build(&v, &t);
+	/* g shared with a copy inside /d2, f1 with /snap outside it */
+	cr_assert_eq(meta_snapshot(v.m, NULL, t.g, t.sub, "gcopy", NULL), 0);
+	cr_assert_eq(meta_lookup(v.m, t.sub, "gcopy", &gcopy, NULL), 0);
+	r = run_at(&v, F_OBJECTS | F_DEEP, "/d2", &s);
+	cr_expect_eq(r.problems, 0);
+	if (s.n)
+		dump(&s);
+	/* /d2/link's other name /d1/f1, its slice's share in /snap */
+	cr_expect_eq(r.outside, 2, "outside %" PRIu64, r.outside);
+	cr_expect_eq(r.files, 4, "files %" PRIu64,
+		     r.files); /* link, g, gcopy, big */
+	cr_expect_eq(r.dirs, 2);
+	/* big's 5 blocks, f1's 3, g's 1 (gcopy shares it) */
+	cr_expect_eq(r.objects, 9, "objects %" PRIu64, r.objects);
+
+	/* outside /d2 */
+	set_field(&v, t.d1, 0, 5);
+	entry(&v, t.d1, "ghost", META_FILE, 999999);
+	/* inside: a link count too low, a parent, an entry of no inode, the
+	 * copy's share of g's slice forgotten */
+	set_field(&v, t.g, 0, 0);
+	set_field(&v, t.sub, 1, 1);
+	entry(&v, t.d2, "ghost2", META_FILE, 999998);
+	rcmd(&v, "HDEL sliceref %" PRIu64, t.g_id);
+
+	r = run_at(&v, 0, "/d2", &s);
+	EXPECT(&s, FSCK_NLINK, "/d2/sub/g", t.g);
+	EXPECT(&s, FSCK_DIR_PARENT, "/d2/sub", t.sub);
+	EXPECT(&s, FSCK_ENTRY_NO_INODE, "/d2/ghost2", 999998);
+	/* named by whichever of g and gcopy the walk met first */
+	cr_expect(find(&s, FSCK_SLICEREF, NULL, t.g) >= 0 ||
+		  find(&s, FSCK_SLICEREF, NULL, gcopy) >= 0);
+	cr_expect_eq(r.problems, 4, "problems %" PRIu64, r.problems);
+	if (r.problems != 4)
+		dump(&s);
+	/* the tree's top as given, of a file too */
+	r = run_at(&v, 0, "/d2/sub", &s);
+	EXPECT(&s, FSCK_NLINK, "/d2/sub/g", t.g);
+	EXPECT(&s, FSCK_DIR_PARENT, "/d2/sub", t.sub);
+	cr_expect(find(&s, FSCK_SLICEREF, NULL, t.g) >= 0 ||
+		  find(&s, FSCK_SLICEREF, NULL, gcopy) >= 0);
+	cr_expect_eq(r.problems, 3, "problems %" PRIu64, r.problems);
+	r = run_at(&v, 0, "/d2/sub/g", &s);
+	EXPECT(&s, FSCK_NLINK, "/d2/sub/g", t.g);
+	cr_expect_eq(r.problems, 1, "problems %" PRIu64, r.problems);
+	r = run_at(&v, 0, "/d1", &s);
+	EXPECT(&s, FSCK_DIR_NLINK, "/d1", t.d1);
+	EXPECT(&s, FSCK_ENTRY_NO_INODE, "/d1/ghost", 999999);
+	cr_expect_eq(r.problems, 2, "problems %" PRIu64, r.problems);
+
+	/* repaired in the tree only */
+	r = run_at(&v, F_REPAIR, "/d2", &s);
+	cr_expect_eq(r.fixed, 4, "fixed %" PRIu64, r.fixed);
+	r = run_at(&v, F_OBJECTS, "/d2", &s);
+	cr_expect_eq(r.problems, 0);
+	r = run(&v, 0, &s);
+	EXPECT(&s, FSCK_DIR_NLINK, "/d1", t.d1);
+	EXPECT(&s, FSCK_ENTRY_NO_INODE, "/d1/ghost", 999999);
+	cr_expect_eq(r.problems, 2, "problems %" PRIu64, r.problems);
+	if (r.problems != 2)
+		dump(&s);
+	struct meta_attr a;
+	cr_assert_eq(meta_getattr(v.m, t.g, &a), 0);
+	cr_expect_eq(a.nlink, 1);
+	cr_expect_eq(rint_of(&v, "HGET sliceref %" PRIu64, t.g_id), 1);
+
+	/* bad paths */
+	cr_expect_eq(run_err(&v, 0, "/nope", &s, &r), ENOENT);
+	cr_expect_eq(run_err(&v, 0, "/d2/sub/g/x", &s, &r), ENOTDIR);
+	cr_expect_eq(run_err(&v, 0, "d2", &s, &r), EINVAL);
+	/* the root as the tree: no volume-wide checks, same problems */
+	r = run_at(&v, 0, "/", &s);
+	cr_expect_eq(r.problems, 2, "problems %" PRIu64, r.problems);
+	/* a pack's dead bytes past its total, repaired from a tree whose
+	 * walk does not know the frames outside it: to 0, the safe side */
+	long long total = rint_of(&v, "HGET packs %" PRIu64, t.P);
+	rcmd(&v, "HSET packdead %" PRIu64 " %lld", t.P, total + 1);
+	rcmd(&v, "INCRBY totalinodes 5"); /* volume-wide: not judged */
+	r = run_at(&v, F_REPAIR, "/small1", &s);
+	EXPECT(&s, FSCK_PACK_DEAD, "/small1", t.small[1]);
+	cr_expect_eq(r.problems, 1, "problems %" PRIu64, r.problems);
+	cr_expect_eq(r.fixed, 1);
+	cr_expect_eq(rint_of(&v, "HEXISTS packdead %" PRIu64, t.P), 0);
+	seen_free(&s);
+	vol_close(&v);
+}
+
+/* The kinds added last, each made on purpose with raw commands: found,
+ * repaired, and clean after. */
+Test(fsck, gaps_found_and_repaired)
+{
+	struct vol v;
+	struct tree t;
+	struct seen s = {0};
+	unsigned char rec[17];
+	uint64_t holes = 777777;
+
+	vol_open(&v);
+	build(&v, &t);
+	/* a stray chunk list of holes only */
+	short_rec(rec, 0, 4096);
+	rcmd(&v, "SET c%" PRIu64 "_0 %b", holes, rec, sizeof rec);
+	/* a live file waiting in delfiles */
+	rcmd(&v, "ZADD delfiles 1 %" PRIu64 ":1000", t.small[0]);
+	/* a chunk list past big's length (its block in the store) */
+	{
+		char blk[700];
+		uint64_t id = new_id(&v);
+		fill(blk, sizeof blk, 11);
+		cr_assert_eq(chunkstore_put_block(v.cs, id, 0, blk, 700), 0);
+		short_rec(rec, id, 700);
+		rcmd(&v, "SET c%" PRIu64 "_2 %b", t.big, rec, sizeof rec);
+	}
+	/* pendingspace with no session pending anything */
+	rcmd(&v, "SET pendingspace 500");
+	/* opens of session 4242, which is not registered: g, and inner,
+	 * unlinked meanwhile */
+	rcmd(&v, "HDEL d%" PRIu64 " inner", t.orph);
+	set_field(&v, t.inner, 0, 0);
+	rcmd(&v, "HSET o%" PRIu64 " 4242 1", t.g);
+	rcmd(&v, "HSET o%" PRIu64 " 4242 1", t.inner);
+	rcmd(&v, "SADD so4242 %" PRIu64 " %" PRIu64, t.g, t.inner);
+	/* a staged block of session 4242, a dead record parked for it */
+	uint64_t sid_slice = new_id(&v);
+	short_rec(rec, sid_slice, 300);
+	rcmd(&v, "HSET staging b%" PRIu64 "_0 4242", sid_slice);
+	rcmd(&v, "HSET stagedead %" PRIu64 " %b", sid_slice, rec, sizeof rec);
+	/* a pack's dead bytes past its total */
+	long long total = rint_of(&v, "HGET packs %" PRIu64, t.P);
+	rcmd(&v, "HSET packdead %" PRIu64 " %lld", t.P, total + 100);
+	/* g's slice waiting for deletion */
+	short_rec(rec, t.g_id, 1000);
+	rcmd(&v, "RPUSH delslices %b", rec, sizeof rec);
+
+	struct fsck_report r = run(&v, 0, &s);
+	EXPECT(&s, FSCK_STRAY_CHUNKS, NULL, holes);
+	EXPECT(&s, FSCK_DELFILE_LIVE, "/small0", t.small[0]);
+	EXPECT(&s, FSCK_CHUNK_PAST_END, "/d2/big", t.big);
+	EXPECT(&s, FSCK_PENDINGSPACE, NULL, 0);
+	EXPECT(&s, FSCK_OPEN_GONE, "/d2/sub/g", t.g);
+	EXPECT(&s, FSCK_OPEN_GONE, NULL, t.inner);
+	EXPECT(&s, FSCK_OPEN_GONE, NULL, 0); /* so4242 */
+	EXPECT(&s, FSCK_STAGING, NULL, 0);
+	EXPECT(&s, FSCK_PACK_DEAD, NULL, t.small[0]);
+	EXPECT(&s, FSCK_SLICE_DEAD, "/d2/sub/g", t.g);
+	cr_expect_eq(r.problems, 10, "problems %" PRIu64, r.problems);
+	if (r.problems != 10)
+		dump(&s);
+
+	/* without --objects, a dead slice is not taken back */
+	r = run(&v, F_REPAIR, &s);
+	int i = find(&s, FSCK_SLICE_DEAD, "/d2/sub/g", t.g);
+	cr_expect(i >= 0 && s.p[i].fix == FSCK_FIX_CANNOT);
+	cr_expect_eq(r.fixed, 9, "fixed %" PRIu64, r.fixed);
+	for (int k = 0; k < s.n; k++)
+		if (s.p[k].kind != FSCK_SLICE_DEAD)
+			cr_expect_eq(s.p[k].fix, FSCK_FIX_DONE, "%s not fixed",
+				     fsck_kind_name(s.p[k].kind));
+	r = run(&v, F_OBJECTS | F_REPAIR, &s);
+	EXPECT(&s, FSCK_SLICE_DEAD, "/d2/sub/g", t.g);
+	cr_expect_eq(r.problems, 1, "problems %" PRIu64, r.problems);
+	cr_expect_eq(r.fixed, 1);
+	if (r.problems != 1)
+		dump(&s);
+
+	r = run(&v, F_OBJECTS | F_DEEP, &s);
+	cr_expect_eq(r.problems, 0, "problems %" PRIu64, r.problems);
+	if (s.n)
+		dump(&s);
+	/* what the repairs did, as a client sees it */
+	cr_expect(reads_back(&v, t.g, 1000, 2));
+	cr_expect(reads_back(&v, t.small[0], 1000, 50));
+	struct meta_attr a;
+	cr_expect_eq(meta_getattr(v.m, t.inner, &a), ENOENT,
+		     "the unlinked file the dead session held is deleted");
+	cr_expect_eq(rint_of(&v, "EXISTS so4242"), 0);
+	cr_expect_eq(rint_of(&v, "HLEN staging"), 0);
+	cr_expect_eq(rint_of(&v, "GET pendingspace"), 0);
+	cr_expect_eq(rint_of(&v, "EXISTS c%" PRIu64 "_2", t.big), 0);
+	cr_expect_eq(rint_of(&v, "HEXISTS packdead %" PRIu64, t.P), 0);
+	/* reclamation takes the holes' list, inner's, the parked and the
+	 * dropped slices; g's stays */
+	struct meta_slice dead[8];
+	size_t n, g_freed = 0;
+	do {
+		cr_assert_eq(meta_reclaim(v.m, dead, 8, &n), 0);
+		for (size_t k = 0; k < n; k++)
+			g_freed += dead[k].id == t.g_id;
+	} while (n);
+	cr_expect_eq(g_freed, 0);
+	cr_expect_eq(rint_of(&v, "EXISTS c%" PRIu64 "_0", holes), 0);
+	r = run(&v, F_OBJECTS, &s);
+	cr_expect_eq(r.problems, 0);
+	seen_free(&s);
+	vol_close(&v);
+}
+
+/* A slice both referenced and waiting for deletion whose objects are
+ * gone is not taken back: the file's data is lost. */
+Test(fsck, dead_slice_without_objects)
+{
+	struct vol v;
+	struct tree t;
+	struct seen s = {0};
+	unsigned char rec[17];
+	char key[128];
+
+	vol_open(&v);
+	build(&v, &t);
+	short_rec(rec, t.g_id, 1000);
+	rcmd(&v, "RPUSH delslices %b", rec, sizeof rec);
+	chunkstore_key(t.g_id, 0, 1000, key, sizeof key);
+	cr_assert_eq(objstore_del(v.s, key), 0);
+	struct fsck_report r = run(&v, F_OBJECTS | F_REPAIR, &s);
+	EXPECT(&s, FSCK_SLICE_DEAD, "/d2/sub/g", t.g);
+	EXPECT(&s, FSCK_OBJECT_MISSING, "/d2/sub/g", t.g);
+	cr_expect_eq(r.problems, 2);
+	cr_expect_eq(r.unfixed, 2);
+	cr_expect_eq(rint_of(&v, "LLEN delslices"), 1);
 	seen_free(&s);
 	vol_close(&v);
 }

@@ -307,6 +307,15 @@ local function chunk_drop(ino, idx)
 	recs_unref(s)
 	redis.call('DEL', k)
 end
+-- drop chunk idx of a live file as truncate does (chunk 0: its tail)
+local function chunk_cut(ino, idx)
+	if idx == 0 then
+		recs_unref(tail_get(ino))
+		tail_set(ino, '')
+	else
+		chunk_drop(ino, idx)
+	end
+end
 
 -- bytes of data (records with a slice id) that chunk list s shows in
 -- [lo, hi): newer records cover older ones. A list of more than
@@ -442,6 +451,23 @@ local function staged_blocks(id, size)
 		end
 	end
 	return false
+end
+-- staged object name ('b<id>_<idx>' or 'p<pack>') is in the store now, or
+-- never will be: the name goes, and a dead record parked for it goes back
+-- to delslices once nothing of its slice or pack is staged
+local function staging_release(name)
+	redis.call('HDEL', 'staging', name)
+	local k = string.match(name, '^b(%d+)_%d+$') or name
+	local rec = redis.call('HGET', 'stagedead', k)
+	local ready = rec and true
+	if rec and k ~= name then
+		local _, _, id, size = rec_at(rec, 1)
+		ready = not staged_blocks(id, size)
+	end
+	if ready then
+		redis.call('RPUSH', 'delslices', rec)
+		redis.call('HDEL', 'stagedead', k)
+	end
 end
 -- plen more dead bytes in pack; a pack whose dead bytes reach its
 -- recorded total is forgotten and handed out (appended to out) for its

@@ -1,0 +1,290 @@
+/*
+ * cmd_load.c - `granary load`: build a volume from a dump (`granary
+ * dump`, docs/dump-format.md), plain or LZ4-compressed, in an empty Redis
+ * database (meta_dump.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/data/backup.h"
+#include "fs/store/objstore.h"
+#include "lib/lz4stream.h"
+#include "meta/meta.h"
+#include "meta/meta_dump.h"
+#include "meta/meta_volume.h"
+#include "tools/cli.h"
+#include "tools/progress.h"
+
+static const char usage[] =
+    "usage: granary load [options] META_URL FILE|-\n"
+    "       granary load [options] META_URL --from-store STORAGE_URL\n"
+    "\n"
+    "Build the volume of a dump ('granary dump') in the redis database at\n"
+    "META_URL, which must be empty (a database holding a volume, or any\n"
+    "key, is refused). FILE ('-': stdin) may be plain or LZ4-compressed.\n"
+    "The volume keeps its name, uuid and storage URL: its data objects\n"
+    "are those of the dumped volume, in the same store. A stream that is\n"
+    "not a dump, of a newer format, damaged or cut short is refused; what\n"
+    "was loaded before is then left in the database, without settings (no\n"
+    "client mounts it): empty the database before loading again.\n"
+    "\n"
+    "  --from-store URL    load the newest metadata backup the mounted\n"
+    "                      clients keep in the volume's store at URL\n"
+    "                      (mount --backup-meta; 'granary status' shows\n"
+    "                      the last one) instead of a FILE\n"
+    "  --backup NAME       with --from-store: that backup, not the newest\n"
+    "  --no-store-keys     do not save the S3 keys in the settings\n"
+    "  -q, --quiet         no progress line and no summary\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "A dump holds no S3 keys: they come from GRANARY_S3_ACCESS_KEY and\n"
+    "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,\n"
+    "and are saved in the settings as 'granary format' saves them (never on\n"
+    "a command line, where ps would show them). Without them every mount\n"
+    "needs them in its environment.\n"
+    "\n"
+    "exit status: 0 when the volume is loaded, 1 when it is not, 2 on a\n"
+    "usage error.\n";
+
+enum { OPT_NO_STORE_KEYS = 256, OPT_FROM_STORE, OPT_BACKUP };
+
+static const struct option options[] = {
+    {"from-store", required_argument, NULL, OPT_FROM_STORE},
+    {"backup", required_argument, NULL, OPT_BACKUP},
+    {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static ssize_t fd_read(void *arg, void *p, size_t cap)
+{
+	int fd = *(int *)arg;
+	for (;;) {
+		ssize_t r = read(fd, p, cap);
+		if (r >= 0 || errno != EINTR)
+			return r < 0 ? -errno : r;
+	}
+}
+
+static void on_progress(void *arg, const struct meta_dump_stats *st)
+{
+	char b[32];
+	cli_format_size(st->bytes, b, sizeof b);
+	status_line_print(arg, 0,
+			  "load: %" PRIu64 " inodes, %" PRIu64
+			  " entries, %" PRIu64 " lines, %s",
+			  st->inodes, st->entries, st->lines, b);
+}
+
+/* Why the database is refused: a volume (named), or other keys. */
+static void refused(struct meta *m, const char *shown)
+{
+	struct meta_volume v;
+	int err = meta_load_volume(m, &v);
+
+	if (err == 0 || err == META_EVERSION) {
+		cli_error("redis at '%s' already holds volume '%s' (uuid %s)",
+			  shown, v.name, v.uuid);
+		cli_hint("load into an empty database (another DB number); "
+			 "to replace that volume, empty its database first");
+	} else {
+		cli_error("redis at '%s' is not empty: it holds keys but no "
+			  "volume (a load cut short?)",
+			  shown);
+		cli_hint("empty it (redis-cli -n DB FLUSHDB) if nothing in it "
+			 "is to be kept, then load again");
+	}
+}
+
+static int print_name(void *arg, const struct backup_info *b)
+{
+	(void)arg;
+	fprintf(stderr, "  %s\n", b->name);
+	return 0;
+}
+
+/* The backup of the store at url (name, or the newest) to read: 0, or
+ * the error told. */
+static int open_backup(const char *url, const char *name,
+		       const struct objstore_creds *creds,
+		       struct objstore **store, struct backup_reader **r,
+		       char *file, size_t cap)
+{
+	struct backup_info b;
+	int err = objstore_open(url, creds, store);
+	if (err) {
+		cli_error("cannot open storage '%s': %s", url,
+			  gr_strerror(err));
+		return err;
+	}
+	err = name ? backup_stat(*store, name, &b) : backup_latest(*store, &b);
+	if (err == ENOENT && name) {
+		size_t n = 0;
+		cli_error("storage '%s' holds no complete backup '%s'", url,
+			  name);
+		fprintf(stderr, "hint: the backups it holds, oldest first:\n");
+		backup_list(*store, print_name, NULL, &n);
+		if (!n)
+			fprintf(stderr, "  (none)\n");
+		return err;
+	}
+	if (err == ENOENT) {
+		cli_error("storage '%s' holds no metadata backup", url);
+		cli_hint("the mounted clients write one every --backup-meta "
+			 "(default 1h); is this the volume's storage URL (see "
+			 "'granary status' or the format command)?");
+		return err;
+	}
+	if (err) {
+		cli_error("cannot read the backups in '%s': %s", url,
+			  gr_strerror(err));
+		return err;
+	}
+	snprintf(file, cap, "backup %s", b.name);
+	if ((err = backup_open(*store, &b, r)))
+		cli_error("out of memory");
+	return err;
+}
+
+int cmd_load(int argc, char **argv)
+{
+	struct meta_load_opts o = {0};
+	struct meta_dump_stats st;
+	struct objstore_creds creds = {0};
+	struct status_line line;
+	struct lz4stream_source *src = NULL;
+	struct meta *m = NULL;
+	const char *file;
+	char shown[1024], why[256];
+	struct timespec t0, t1;
+	int fd = STDIN_FILENO, c, err, quiet = 0, store_keys = 1;
+	int ret = CLI_EXIT_FAIL;
+	const char *from_store = NULL, *backup = NULL;
+	struct objstore *store = NULL;
+	struct backup_reader *br = NULL;
+	char what[128];
+
+	while ((c = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_NO_STORE_KEYS:
+			store_keys = 0;
+			break;
+		case OPT_FROM_STORE:
+			from_store = optarg;
+			break;
+		case OPT_BACKUP:
+			backup = optarg;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			return cli_usage(usage, CLI_EXIT_OK);
+		default:
+			return cli_bad_option(c, argv, usage);
+		}
+	}
+	if (backup && !from_store) {
+		cli_error("--backup needs --from-store");
+		return cli_usage(usage, CLI_EXIT_USAGE);
+	}
+	if (argc - optind != (from_store ? 1 : 2)) {
+		cli_error(argc - optind < (from_store ? 1 : 2)
+			      ? (from_store ? "META_URL is required"
+					    : "META_URL and FILE are required")
+			  : from_store ? "a FILE and --from-store: give one"
+				       : "too many arguments");
+		return cli_usage(usage, CLI_EXIT_USAGE);
+	}
+	if (from_store) {
+		file = what;
+		objstore_env_creds(&creds);
+		if (open_backup(from_store, backup, &creds, &store, &br, what,
+				sizeof what))
+			goto out;
+	} else if (strcmp((file = argv[optind + 1]), "-")) {
+		fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			cli_error("cannot open '%s': %s", file,
+				  strerror(errno));
+			return CLI_EXIT_FAIL;
+		}
+	} else {
+		file = "stdin";
+	}
+	if (cli_meta_open(argv[optind], NULL, &m))
+		goto out;
+	meta_url_redact(argv[optind], shown, sizeof shown);
+	if (br ? lz4stream_source_open(backup_read, br, &src)
+	       : lz4stream_source_open(fd_read, &fd, &src)) {
+		cli_error("out of memory");
+		goto out;
+	}
+	if (store_keys && (creds.access_key || !objstore_env_creds(&creds))) {
+		o.access_key = creds.access_key;
+		o.secret_key = creds.secret_key;
+	}
+	status_line_init(&line, quiet);
+	o.progress = on_progress;
+	o.progress_arg = &line;
+	o.why = why;
+	o.why_cap = sizeof why;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = meta_load(m, &o, lz4stream_source_read, src, &st);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	status_line_clear(&line);
+	if (err == META_EEXIST) {
+		refused(m, shown);
+		goto out;
+	}
+	if (err) {
+		if (err == EINVAL)
+			cli_error("'%s' is not a whole granary dump: %s", file,
+				  why);
+		else if (err == EBADMSG)
+			cli_error("'%s': the compressed stream is damaged or "
+				  "cut short",
+				  file);
+		else
+			cli_error("load into '%s' failed: %s", shown,
+				  gr_strerror(err));
+		if (st.lines)
+			cli_hint("the database may hold part of it, without "
+				 "settings (no client mounts it): empty it "
+				 "before loading again");
+		goto out;
+	}
+	if (!quiet) {
+		struct meta_volume v;
+		char a[32];
+		double s = (double)(t1.tv_sec - t0.tv_sec) +
+			   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		if (meta_load_volume(m, &v))
+			memset(&v, 0, sizeof v);
+		cli_format_size(st.bytes, a, sizeof a);
+		fprintf(stderr,
+			"loaded volume '%s' (uuid %s, storage %s): %" PRIu64
+			" inodes, %" PRIu64 " entries, %" PRIu64
+			" slices from %" PRIu64 " lines, %s%s in %.1f s\n",
+			v.name, v.uuid, v.storage, st.inodes, st.entries,
+			st.slices, st.lines, a,
+			lz4stream_source_compressed(src) ? " (LZ4)" : "", s);
+	}
+	ret = CLI_EXIT_OK;
+out:
+	lz4stream_source_close(src);
+	backup_close(br);
+	objstore_close(store);
+	if (fd != STDIN_FILENO)
+		close(fd);
+	meta_close(m);
+	return ret;
+}
