@@ -25,6 +25,8 @@
 #define META_NAME_MAX	    255
 /* the name that reaches a directory's versions (meta_snap.h): reserved */
 #define META_VERSIONS ".versions"
+/* the trash at the root of the volume (meta_trash.h): reserved there */
+#define META_TRASH ".trash"
 
 enum meta_type {
 	META_FILE = 1,

@@ -18,13 +18,20 @@ struct meta_volume {
 	uint32_t block_size; /* bytes, <= 16 MiB */
 	uint32_t compress;   /* enum codec_compress */
 	uint32_t format_version;
-	uint64_t capacity; /* bytes, 0 = unlimited */
-	int64_t created;   /* unix seconds */
+	uint64_t capacity;   /* bytes, 0 = unlimited */
+	int64_t created;     /* unix seconds */
+	uint32_t trash_days; /* removed files kept this long; 0: no trash
+				(meta_trash.h) */
 };
 
 /* Write settings and the root directory; META_EEXIST unless force (force
  * wipes every granary key in the database first). */
 int meta_format(struct meta *m, const struct meta_volume *v, int force);
+/* Change one setting of a formatted volume (field of the `setting` hash,
+ * SCHEMA.md) to a decimal value: only "trash_days" today (EINVAL for
+ * others); META_ENOVOLUME when there is no volume. Clients see it at
+ * their next use of it (the namespace scripts read it every time). */
+int meta_volume_set(struct meta *m, const char *field, uint64_t value);
 /* META_EVERSION (logged: what to do) when the volume's format is not
  * META_FORMAT_VERSION; v is filled all the same. */
 int meta_load_volume(struct meta *m, struct meta_volume *v);

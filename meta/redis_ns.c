@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sys/xattr.h>
 
+#include "meta/meta_trash.h"
 #include "meta/redis_int.h"
 #include "lib/log.h"
 
@@ -262,10 +263,35 @@ static int run_entry_script(struct meta *m, enum script s, uint64_t parent,
 	return redis_run_script_void(m, &c);
 }
 
+/* A script answering {0, inode moved into the trash}: that inode into
+ * *trashed (may be NULL). Never retried. */
+static int run_trashing_script(struct meta *m, const struct cmd *c,
+			       uint64_t *trashed)
+{
+	redisReply *r;
+	int err = redis_run_script(m, 0, c, &r);
+
+	if (err)
+		return err;
+	if (trashed)
+		*trashed = r->elements > 1 ? redis_reply_u64(r->element[1]) : 0;
+	freeReplyObject(r);
+	return 0;
+}
+
 int meta_unlink(struct meta *m, uint64_t parent, const char *name)
 {
+	return meta_unlink_trashed(m, parent, name, NULL);
+}
+
+int meta_unlink_trashed(struct meta *m, uint64_t parent, const char *name,
+			uint64_t *trashed)
+{
+	struct cmd c;
 	int err;
 
+	if (trashed)
+		*trashed = 0;
 	if (m->opts.read_only)
 		return EROFS;
 	err = name_check(name);
@@ -273,7 +299,10 @@ int meta_unlink(struct meta *m, uint64_t parent, const char *name)
 		return err;
 	if (is_dot(name))
 		return EISDIR;
-	return run_entry_script(m, SC_UNLINK, parent, name);
+	redis_cmd_script(m, &c, SC_UNLINK);
+	redis_cmd_u64(&c, parent);
+	redis_cmd_str(&c, name);
+	return run_trashing_script(m, &c, trashed);
 }
 
 int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
@@ -295,9 +324,19 @@ int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
 int meta_rename(struct meta *m, uint64_t parent, const char *name,
 		uint64_t newparent, const char *newname, unsigned flags)
 {
+	return meta_rename_trashed(m, parent, name, newparent, newname, flags,
+				   NULL);
+}
+
+int meta_rename_trashed(struct meta *m, uint64_t parent, const char *name,
+			uint64_t newparent, const char *newname, unsigned flags,
+			uint64_t *trashed)
+{
 	struct cmd c;
 	int err;
 
+	if (trashed)
+		*trashed = 0;
 	if (m->opts.read_only)
 		return EROFS;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
@@ -318,7 +357,7 @@ int meta_rename(struct meta *m, uint64_t parent, const char *name,
 	redis_cmd_u64(&c, newparent);
 	redis_cmd_str(&c, newname);
 	redis_cmd_u64(&c, flags == RENAME_NOREPLACE ? 1 : flags ? 2 : 0);
-	return redis_run_script_void(m, &c);
+	return run_trashing_script(m, &c, trashed);
 }
 
 int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,

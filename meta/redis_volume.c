@@ -84,6 +84,8 @@ int meta_format(struct meta *m, const struct meta_volume *v, int force)
 	redis_cmd_u64(&c, v->capacity);
 	redis_cmd_str(&c, "created");
 	redis_cmd_i64(&c, v->created);
+	redis_cmd_str(&c, "trash_days");
+	redis_cmd_u64(&c, v->trash_days);
 	err = redis_run_script_void(m, &c);
 	if (err == ENOTEMPTY) {
 		log_err("refusing to format the database at '%s': it holds "
@@ -98,6 +100,21 @@ int meta_format(struct meta *m, const struct meta_volume *v, int force)
 		return META_EEXIST;
 	}
 	return err;
+}
+
+int meta_volume_set(struct meta *m, const char *field, uint64_t value)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (strcmp(field, "trash_days"))
+		return EINVAL;
+	redis_cmd_script(m, &c, SC_VOLUME_SET);
+	redis_cmd_str(&c, field);
+	redis_cmd_u64(&c, value);
+	int err = redis_run_script_void(m, &c);
+	return err == ENODEV ? META_ENOVOLUME : err;
 }
 
 static void copy_field(char *dst, size_t cap, const redisReply *r)
@@ -162,6 +179,9 @@ static int load_volume(struct meta *m, struct meta_volume *v, int quiet)
 			v->capacity = redis_field_u64(val);
 		else if (!strcmp(k->str, "created"))
 			v->created = (int64_t)redis_field_u64(val);
+		/* absent in volumes formatted before the trash: 0, off */
+		else if (!strcmp(k->str, "trash_days"))
+			v->trash_days = (uint32_t)redis_field_u64(val);
 	}
 	if (v->format_version == 0)
 		err = META_EPROTO;

@@ -176,6 +176,20 @@ int cli_threads_arg(const char *s, int *out)
 	return 0;
 }
 
+int cli_trash_days_arg(const char *s, uint32_t *out)
+{
+	long n;
+
+	if (cli_parse_int(s, 0, CLI_TRASH_DAYS_MAX, &n)) {
+		cli_error("bad --trash-days '%s': a number of days from 0 (no "
+			  "trash) to %d",
+			  s, CLI_TRASH_DAYS_MAX);
+		return EINVAL;
+	}
+	*out = (uint32_t)n;
+	return 0;
+}
+
 int cli_parse_int(const char *s, long min, long max, long *out)
 {
 	char *end;

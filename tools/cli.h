@@ -36,6 +36,8 @@ int cmd_gc(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_trash(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -77,6 +79,10 @@ int cli_parse_int(const char *s, long min, long max, long *out);
 /* The value of --threads (1..256) into *out: 0, or the error printed and
  * EINVAL. */
 int cli_threads_arg(const char *s, int *out);
+/* The value of --trash-days (0..CLI_TRASH_DAYS_MAX) into *out: 0, or the
+ * error printed and EINVAL. */
+#define CLI_TRASH_DAYS_MAX 3650
+int cli_trash_days_arg(const char *s, uint32_t *out);
 
 /* ---- helpers ---------------------------------------------------------- */
 /* A random (version 4) UUID, 36 characters + NUL, from OpenSSL RAND_bytes.

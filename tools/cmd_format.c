@@ -53,6 +53,11 @@ static const char usage[] =
     "                       SIZE/64 (4M to 64M) written, so the volume can\n"
     "                       hold a little more: at most that much per other\n"
     "                       client writing at once (docs/operations.md)\n"
+    "  --trash-days N       keep removed files and directories N days in\n"
+    "                       the trash at the volume's root, where root can\n"
+    "                       restore them (granary trash); 0: no trash,\n"
+    "                       removal frees the space at once (default 1;\n"
+    "                       change it later with granary config)\n"
     "  --force              replace an existing volume in this database;\n"
     "                       its data objects are not deleted\n"
     "  --no-store-keys      do not save the S3 keys in the settings: every\n"
@@ -74,7 +79,8 @@ enum {
 	OPT_CAPACITY,
 	OPT_FORCE,
 	OPT_NO_STORE_KEYS,
-	OPT_STRICT
+	OPT_STRICT,
+	OPT_TRASH_DAYS
 };
 
 static const struct option options[] = {
@@ -85,6 +91,7 @@ static const struct option options[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
     {"strict", no_argument, NULL, OPT_STRICT},
+    {"trash-days", required_argument, NULL, OPT_TRASH_DAYS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -92,6 +99,9 @@ static const struct option options[] = {
 #define BLOCK_MIN     (4u << 10)
 #define BLOCK_MAX     (16u << 20)
 #define BLOCK_DEFAULT (4u << 20)
+/* a day: an rm regretted the same day is undone, and the space of a
+ * dataset deleted to make room comes back by the next one */
+#define TRASH_DAYS_DEFAULT 1
 
 static int name_valid(const char *name)
 {
@@ -316,6 +326,7 @@ int cmd_format(int argc, char **argv)
 
 	v.block_size = BLOCK_DEFAULT;
 	v.compress = CODEC_LZ4;
+	v.trash_days = TRASH_DAYS_DEFAULT;
 	while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_STORAGE:
@@ -360,6 +371,10 @@ int cmd_format(int argc, char **argv)
 			break;
 		case OPT_STRICT:
 			strict = 1;
+			break;
+		case OPT_TRASH_DAYS:
+			if (cli_trash_days_arg(optarg, &v.trash_days))
+				return CLI_EXIT_USAGE;
 			break;
 		case 'h':
 			return cli_usage(usage, CLI_EXIT_OK);

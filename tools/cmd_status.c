@@ -14,6 +14,7 @@
 #include "meta/meta.h"
 #include "meta/meta_dump.h"
 #include "meta/meta_server.h"
+#include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
 
@@ -138,6 +139,7 @@ static void print_server(const struct meta_server *r)
 static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		       const struct meta_backup *bk,
 		       const struct meta_server *r,
+		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
 	char a[64], b[64];
@@ -169,6 +171,15 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	cli_format_size(u->used_bytes, a, sizeof(a));
 	LINE("used", "%s (%llu bytes)", a, (unsigned long long)u->used_bytes);
 	LINE("inodes", "%llu", (unsigned long long)u->inodes);
+	/* part of "used" until purged */
+	cli_format_size(tu->bytes, a, sizeof(a));
+	if (v->trash_days)
+		snprintf(b, sizeof(b), "kept %u day%s", v->trash_days,
+			 v->trash_days == 1 ? "" : "s");
+	else
+		snprintf(b, sizeof(b), "off");
+	LINE("trash", "%s in %llu entries (%s; counted in used)", a,
+	     (unsigned long long)tu->entries, b);
 	if (bk->name[0]) {
 		format_time(bk->time, a, sizeof(a));
 		cli_format_size(bk->bytes, b, sizeof(b));
@@ -275,6 +286,7 @@ static void print_json_server(const struct meta_server *r)
 static void print_json(const char *url, const struct meta_volume *v,
 		       const struct meta_usage *u, const struct meta_backup *bk,
 		       const struct meta_server *r,
+		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
 	int64_t now = (int64_t)time(NULL);
@@ -291,13 +303,14 @@ static void print_json(const char *url, const struct meta_volume *v,
 	       set_or_not(v->access_key), set_or_not(v->secret_key));
 	printf("    \"block_size\": %u,\n    \"compress\": \"%s\",\n"
 	       "    \"capacity\": %llu,\n    \"format_version\": %u,\n"
-	       "    \"created\": %lld\n  },\n",
+	       "    \"created\": %lld,\n    \"trash_days\": %u\n  },\n",
 	       v->block_size, compress_name(v->compress),
 	       (unsigned long long)v->capacity, v->format_version,
-	       (long long)v->created);
-	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu},\n",
-	       (unsigned long long)u->used_bytes,
-	       (unsigned long long)u->inodes);
+	       (long long)v->created, v->trash_days);
+	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu, "
+	       "\"trash_bytes\": %llu, \"trash_entries\": %llu},\n",
+	       (unsigned long long)u->used_bytes, (unsigned long long)u->inodes,
+	       (unsigned long long)tu->bytes, (unsigned long long)tu->entries);
 	printf("  \"meta_backup\": {\"name\": ");
 	cli_json_string(stdout, bk->name);
 	printf(", \"time\": %lld, \"sid\": %llu, \"host\": ",
@@ -337,6 +350,7 @@ int cmd_status(int argc, char **argv)
 	struct meta_volume v;
 	struct meta_usage u;
 	struct meta_server srv, *r = &srv;
+	struct meta_trash_usage tu;
 	struct meta_session *s = NULL;
 	struct meta *m = NULL;
 	char shown[1024];
@@ -361,6 +375,12 @@ int cmd_status(int argc, char **argv)
 	err = meta_usage(m, &u);
 	if (err) {
 		cli_error("cannot read the usage of volume '%s': %s", v.name,
+			  gr_strerror(err));
+		goto close_meta;
+	}
+	err = meta_trash_usage(m, &tu);
+	if (err) {
+		cli_error("cannot read the trash of volume '%s': %s", v.name,
 			  gr_strerror(err));
 		goto close_meta;
 	}
@@ -389,9 +409,9 @@ int cmd_status(int argc, char **argv)
 		cli_server_warn(&srv, shown);
 	}
 	if (json)
-		print_json(shown, &v, &u, &bk, r, s, n);
+		print_json(shown, &v, &u, &bk, r, &tu, s, n);
 	else
-		print_text(&v, &u, &bk, r, s, n);
+		print_text(&v, &u, &bk, r, &tu, s, n);
 	ret = CLI_EXIT_OK;
 	free(s);
 close_meta:

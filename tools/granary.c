@@ -50,6 +50,10 @@ static const struct cmd commands[] = {
      "write a volume's metadata as JSON lines (a backup)"},
     {"load", cmd_load, CMD_LOG_STDERR,
      "build a volume from a dump in an empty database"},
+    {"config", cmd_config, CMD_LOG_STDERR,
+     "show a volume's settings, change the ones that may change"},
+    {"trash", cmd_trash, CMD_LOG_STDERR,
+     "list, restore or purge what was removed (kept trash-days)"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

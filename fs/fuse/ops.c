@@ -149,7 +149,8 @@ static void op_destroy(void *userdata)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct vfs_entry e;
-	int err = vfs_lookup(fs_of(req), parent, name, &e);
+	struct vfs_caller c = caller_of(req);
+	int err = vfs_lookup(fs_of(req), &c, parent, name, &e);
 	reply_entry(req, "lookup", err, &e);
 }
 
@@ -441,8 +442,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dirbuf b = {req, malloc(size), size, 0, plus};
 	if (!b.buf)
 		return reply_err(req, "readdir", ENOMEM);
-	int err = vfs_readdir(fs_of(req), (struct vfs_dh *)(uintptr_t)fi->fh,
-			      ino, off, plus, dir_add, &b);
+	struct vfs_caller c = caller_of(req);
+	int err =
+	    vfs_readdir(fs_of(req), &c, (struct vfs_dh *)(uintptr_t)fi->fh, ino,
+			off, plus, dir_add, &b);
 	if (err)
 		reply_err(req, "readdir", err);
 	else

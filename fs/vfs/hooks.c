@@ -22,3 +22,13 @@ unsigned hooks_compact_delay(void)
 {
 	return 0;
 }
+
+unsigned hooks_trash_period(void)
+{
+	return 0;
+}
+
+long hooks_trash_skew(void)
+{
+	return 0;
+}

@@ -20,5 +20,10 @@ int hooks_kill_before_commit(void);
 /* Seconds the slices a background compaction replaced wait before
  * reclamation; 0: META_COMPACT_DELAY (tests/integ/t0162). */
 unsigned hooks_compact_delay(void);
+/* Seconds between a client's turns at purging the trash; 0: the default
+ * (mount.c). And seconds the purge's clock runs ahead of the server's,
+ * so that what was just removed counts as days old (tests/integ/t0175). */
+unsigned hooks_trash_period(void);
+long hooks_trash_skew(void);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "meta/meta_snap.h"
 #include "meta/meta_objects.h"
+#include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/packer.h"
@@ -55,6 +56,43 @@ void reclaim_soon(void *arg)
  * the background ticks: space_tick, the staged bytes for status. */
 /* How often a client looks for snapshots left by dead clients. */
 #define SNAPSHOT_CLEANUP_NS (30 * (int64_t)1000000000)
+
+/* How often a client tries for the turn at purging the trash (one
+ * client a period does it, whichever takes the turn first), and how long
+ * after the mount it first tries. */
+#define TRASH_PURGE_PERIOD 300
+#define TRASH_PURGE_FIRST  60
+
+/* Hour directories of the trash older than the volume's trash_days go,
+ * with what they hold; their files' data then waits for reclamation. */
+static void trash_purge_tick(struct fs *fs)
+{
+	unsigned period = hooks_trash_period();
+	if (!period)
+		period = TRASH_PURGE_PERIOD;
+	int64_t now = mono_ns();
+	if (!fs->purge_next)
+		fs->purge_next = now + (int64_t)(period < TRASH_PURGE_FIRST
+						     ? period
+						     : TRASH_PURGE_FIRST) *
+					   1000000000;
+	if (now < fs->purge_next)
+		return;
+	fs->purge_next = now + (int64_t)period * 1000000000;
+	struct meta_trash_purged p;
+	int ran;
+	int err = meta_trash_purge_due(fs->meta, period, hooks_trash_skew(),
+				       &ran, &p);
+	if (err)
+		log_warn("trash: purge: %s", gr_strerror(err));
+	if (p.entries)
+		space_changed(fs->space);
+	if (!err && (p.entries || p.hours))
+		log_info("trash: purged %llu entries in %llu hour "
+			 "directories older than the volume's trash-days",
+			 (unsigned long long)p.entries,
+			 (unsigned long long)p.hours);
+}
 
 static void *reclaimer_main(void *arg)
 {
@@ -95,6 +133,7 @@ static void *reclaimer_main(void *arg)
 				    k);
 			next_cleanup = mono_ns() + SNAPSHOT_CLEANUP_NS;
 		}
+		trash_purge_tick(fs);
 		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
 		if (err)
 			log_warn("reclaim: %s", gr_strerror(err));

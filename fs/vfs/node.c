@@ -113,6 +113,7 @@ void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	if (n) {
 		n->nlookup++;
 		n->frozen |= frozen;
+		n->trashed = 0; /* a name reaches it again */
 		if (frozen)
 			__atomic_store_n(&fs->any_frozen, 1, __ATOMIC_RELAXED);
 	}
@@ -150,6 +151,37 @@ int frozen(struct fs *fs, uint64_t ino)
 		f = n->frozen;
 	pthread_mutex_unlock(&fs->table_lock);
 	return f;
+}
+
+/*
+ * A file this client removed into the trash keeps a name there, and so a
+ * link count of 1; through descriptors still open it shows 0, as after an
+ * unlink (POSIX), until a lookup reaches it by a name again (a restore).
+ * Other clients' descriptors show 1 (docs/operations.md, "Trash").
+ */
+void node_mark_trashed(struct fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_find_locked(fs, ino);
+	if (n) {
+		n->trashed = 1;
+		__atomic_store_n(&fs->any_trashed, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&fs->table_lock);
+}
+
+int node_trashed(struct fs *fs, uint64_t ino)
+{
+	int t = 0;
+
+	if (!__atomic_load_n(&fs->any_trashed, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_find_locked(fs, ino);
+	if (n)
+		t = n->trashed;
+	pthread_mutex_unlock(&fs->table_lock);
+	return t;
 }
 
 void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
@@ -217,6 +249,8 @@ void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	st->st_ino = vfs_f_ino(fs, ino);
 	st->st_mode = type_bits(a->type) | (a->mode & 07777);
 	st->st_nlink = a->nlink;
+	if (a->type == META_FILE && a->nlink == 1 && node_trashed(fs, ino))
+		st->st_nlink = 0;
 	st->st_uid = a->uid;
 	st->st_gid = a->gid;
 	st->st_rdev = a->rdev;
@@ -258,8 +292,8 @@ void entry_take(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	e->ino = vfs_f_ino(fs, ino);
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
-	attr_to_stat(fs, ino, a, length, &e->attr);
 	node_lookup_ref(fs, ino, a, frozen);
+	attr_to_stat(fs, ino, a, length, &e->attr);
 }
 
 /*

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "fs/data/writer.h"
 #include "fs/vfs/namecache.h"
@@ -37,21 +38,52 @@ static uint8_t meta_type_of(mode_t mode)
 	}
 }
 
+/* ---- the trash: root's alone ---------------------------------------- */
+
+/*
+ * The trash (META_TRASH at the volume's root) is there for root only:
+ * other callers do not see it listed and their lookups of it find
+ * nothing (ENOENT), as if it did not exist. The kernel would answer them
+ * from the entry root's lookup left in its cache: the entry is handed out
+ * with no entry timeout, so that every walk through the name asks again,
+ * as its caller. Entering it is refused by its mode (0700) anyway.
+ */
+static int trash_entry(struct fs *fs, uint64_t vparent, const char *name,
+		       uint64_t ino)
+{
+	if (vparent != META_ROOT_INO || strcmp(name, META_TRASH))
+		return 0;
+	uint64_t t = __atomic_load_n(&fs->trash_ino, __ATOMIC_RELAXED);
+	/* learned once: the trash, once made, stays */
+	if (!t && meta_trash_ino(fs->meta, &t) == 0 && t)
+		__atomic_store_n(&fs->trash_ino, t, __ATOMIC_RELAXED);
+	return t == ino;
+}
+
+static int trash_hidden(struct fs *fs, const struct vfs_caller *c,
+			uint64_t vparent, const char *name, uint64_t ino)
+{
+	return c->uid != 0 && trash_entry(fs, vparent, name, ino);
+}
+
 /* ---- names and attributes ------------------------------------------- */
 
-int vfs_lookup(struct fs *fs, uint64_t parent, const char *name,
-	       struct vfs_entry *e)
+int vfs_lookup(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
+	       const char *name, struct vfs_entry *e)
 {
-	uint64_t ino;
+	uint64_t ino, vparent = vfs_m_ino(fs, parent);
 	struct meta_attr a;
 	int err = 0;
 	int fz = frozen(fs, parent) || !strcmp(name, META_VERSIONS);
 	if (!fs->read_only) {
-		err = meta_lookup(fs->meta, vfs_m_ino(fs, parent), name, &ino,
-				  &a);
+		err = meta_lookup(fs->meta, vparent, name, &ino, &a);
+		if (!err && trash_hidden(fs, c, vparent, name, ino))
+			return ENOENT;
 		if (!err)
 			entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz,
 				   e);
+		if (!err && trash_entry(fs, vparent, name, ino))
+			e->entry_timeout = 0;
 		return err;
 	}
 	/* read-only: from the name cache, else one round trip that also
@@ -68,12 +100,18 @@ int vfs_lookup(struct fs *fs, uint64_t parent, const char *name,
 			namecache_put(fs->names, vfs_m_ino(fs, parent), name,
 				      ino, &a, s, n);
 	}
+	if (trash_hidden(fs, c, vparent, name, ino)) {
+		free(s);
+		return ENOENT;
+	}
 	/* pinned, so the slice list lands in the node the kernel will open */
 	struct node *pin = node_get(fs, ino, 1);
 	if (a.type == META_FILE)
 		node_cache_chunk0(fs, ino, s, n);
 	free(s);
 	entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz, e);
+	if (trash_entry(fs, vparent, name, ino))
+		e->entry_timeout = 0;
 	node_unpin(fs, pin);
 	return 0;
 }
@@ -218,11 +256,15 @@ int vfs_mknod(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 
 int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
 {
+	uint64_t trashed;
 	if (frozen(fs, parent))
 		return EROFS;
-	int err = meta_unlink(fs->meta, vfs_m_ino(fs, parent), name);
+	int err = meta_unlink_trashed(fs->meta, vfs_m_ino(fs, parent), name,
+				      &trashed);
 	ns_changed(fs);
-	if (!err)
+	if (!err && trashed)
+		node_mark_trashed(fs, trashed);
+	else if (!err)
 		reclaim_soon(fs);
 	return err;
 }
@@ -243,9 +285,13 @@ int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
 		return EINVAL;
 	if (frozen(fs, parent) || frozen(fs, newparent))
 		return EROFS;
-	int err = meta_rename(fs->meta, vfs_m_ino(fs, parent), name,
-			      vfs_m_ino(fs, newparent), newname, flags);
+	uint64_t trashed;
+	int err = meta_rename_trashed(fs->meta, vfs_m_ino(fs, parent), name,
+				      vfs_m_ino(fs, newparent), newname, flags,
+				      &trashed);
 	ns_changed(fs);
+	if (!err && trashed)
+		node_mark_trashed(fs, trashed);
 	space_changed(fs->space); /* a file replaced may be gone */
 	return err;
 }
@@ -293,7 +339,6 @@ int vfs_statfs(struct fs *fs, struct statvfs *sv)
 
 int vfs_opendir(struct fs *fs, uint64_t ino, struct vfs_dh **out, int *keep)
 {
-	(void)ino;
 	struct vfs_dh *d = calloc(1, sizeof(*d));
 	if (!d)
 		return ENOMEM;
@@ -302,12 +347,15 @@ int vfs_opendir(struct fs *fs, uint64_t ino, struct vfs_dh **out, int *keep)
 	 * timeout: a DataLoader's walk of a dataset is then free after the
 	 * first epoch */
 	*keep = fs->read_only;
+	/* but not the root's, which differs by caller (trash_hidden) */
+	if (vfs_m_ino(fs, ino) == META_ROOT_INO)
+		*keep = 0;
 	*out = d;
 	return 0;
 }
 
-int vfs_readdir(struct fs *fs, struct vfs_dh *d, uint64_t ino, off_t off,
-		int plus,
+int vfs_readdir(struct fs *fs, const struct vfs_caller *c, struct vfs_dh *d,
+		uint64_t ino, off_t off, int plus,
 		int (*add)(void *arg, const char *name, const struct stat *st,
 			   const struct vfs_entry *e, off_t next),
 		void *arg)
@@ -346,6 +394,9 @@ int vfs_readdir(struct fs *fs, struct vfs_dh *d, uint64_t ino, off_t off,
 		} else {
 			e = &d->ents[i - 2];
 			name = e->name;
+			if (trash_hidden(fs, c, vfs_m_ino(fs, ino), name,
+					 e->ino))
+				continue;
 			st.st_ino = vfs_f_ino(fs, e->ino);
 			st.st_mode = type_bits(e->type);
 		}
@@ -357,6 +408,8 @@ int vfs_readdir(struct fs *fs, struct vfs_dh *d, uint64_t ino, off_t off,
 			attr_to_stat(fs, e->ino, &e->attr,
 				     visible_length(fs, e->ino, &e->attr),
 				     &ent.attr);
+			if (trash_entry(fs, vfs_m_ino(fs, ino), name, e->ino))
+				ent.entry_timeout = 0;
 			ep = &ent;
 		}
 		if (add(arg, name, &st, ep, i + 1))

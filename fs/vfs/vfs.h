@@ -92,8 +92,10 @@ uint64_t vfs_direct_read(const struct fs *fs); /* UINT64_MAX: off */
 const char *vfs_volume_name(const struct fs *fs);
 
 /* ---- names and attributes ------------------------------------------- */
-int vfs_lookup(struct fs *fs, uint64_t parent, const char *name,
-	       struct vfs_entry *e);
+/* The trash (META_TRASH at the volume's root) is root's: other callers'
+ * lookups and listings do not find it. */
+int vfs_lookup(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
+	       const char *name, struct vfs_entry *e);
 void vfs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 int vfs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout);
 /* set: VFS_SET_* bits */
@@ -146,8 +148,8 @@ int vfs_opendir(struct fs *fs, uint64_t ino, struct vfs_dh **dh, int *keep);
  * with plus, e (NULL for . and ..) is a lookup the kernel takes when add
  * returns 0.
  */
-int vfs_readdir(struct fs *fs, struct vfs_dh *dh, uint64_t ino, off_t off,
-		int plus,
+int vfs_readdir(struct fs *fs, const struct vfs_caller *c, struct vfs_dh *dh,
+		uint64_t ino, off_t off, int plus,
 		int (*add)(void *arg, const char *name, const struct stat *st,
 			   const struct vfs_entry *e, off_t next),
 		void *arg);

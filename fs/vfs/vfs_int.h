@@ -51,6 +51,9 @@ struct node {
 				fs->table_lock */
 	int frozen;	     /* inside a version (DIR/.versions/...): read-only;
 				set once; protected by fs->table_lock */
+	int trashed;	     /* this client moved it into the trash: open
+				descriptors show link count 0 (node_trashed);
+				protected by fs->table_lock */
 
 	pthread_mutex_t lock;	/* after table_lock's release, before writer */
 	struct writer *writer;	/* protected by lock; NULL until first write */
@@ -104,6 +107,11 @@ struct fs {
 	uint64_t root;	     /* volume inode served as FUSE_ROOT_ID */
 	int root_frozen;     /* --subdir inside a version: read-only */
 	int any_frozen;	     /* atomic: some node was ever marked frozen */
+	int any_trashed;     /* atomic: some node was ever marked trashed */
+	uint64_t trash_ino;  /* atomic: the volume's trash (META_TRASH at
+				the root); 0: none known yet */
+	int64_t purge_next;  /* reclaimer thread only: the next turn at the
+				trash's purge (mono_ns) */
 	double attr_timeout, entry_timeout;
 	int read_only;
 	struct vfs_kernel kern; /* set before the first request */
@@ -155,7 +163,9 @@ void node_unpin(struct fs *fs, struct node *n);			/* NULL-safe */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		     int frozen);
 void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
-int frozen(struct fs *fs, uint64_t ino); /* kernel ino */
+int frozen(struct fs *fs, uint64_t ino);	     /* kernel ino */
+void node_mark_trashed(struct fs *fs, uint64_t ino); /* volume ino */
+int node_trashed(struct fs *fs, uint64_t ino);	     /* volume ino */
 void chunk_cache_clear(struct node *n);
 void node_note_attr(struct node *n, const struct meta_attr *a);
 int node_unchanged(const struct node *n, const struct meta_attr *a);

@@ -8,6 +8,10 @@ local p, err = getdir(parent)
 if not p then
 	return {err}
 end
+err = name_guard(parent, p, name)
+if err ~= 0 then
+	return {err}
+end
 if redis.call('HEXISTS', key('d', parent), name) == 1 then
 	return {EEXIST}
 end

@@ -1,6 +1,9 @@
+-- lib: trash
 -- ARGV: parent, name, newparent, newname, flags (0, 1 = RENAME_NOREPLACE,
 -- 2 = RENAME_EXCHANGE). Every check comes before the first write: a Lua
--- error does not roll back what a script already did.
+-- error does not roll back what a script already did. Returns {0, the
+-- inode the rename replaced and moved into the trash (0: none)}. Names
+-- leave the trash by rename (a restore by hand), never enter it.
 local P, N, NP, NN = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local flags = tonumber(ARGV[5])
 local exchange = flags == 2
@@ -18,6 +21,14 @@ if not se then
 	return {ENOENT}
 end
 local sino, sty = dent_unpack(se)
+local sdepth = trash_depth(P, pa)
+if sino == trash_ino() or sdepth == 1 or (exchange and sdepth ~= 0) then
+	return {EPERM}
+end
+err = name_guard(NP, npa, NN)
+if err ~= 0 then
+	return {err}
+end
 local de = redis.call('HGET', key('d', NP), NN)
 local dino, dty
 if de then
@@ -81,6 +92,7 @@ if not exchange and de then
 	end
 end
 -- all checked: apply
+local trashed = 0
 if exchange then
 	redis.call('HSET', key('d', P), N, de)
 	redis.call('HSET', key('d', NP), NN, se)
@@ -96,16 +108,20 @@ if exchange then
 	end
 	touch(dino, false)
 else
+	if sdepth == 2 then
+		trash_take(P, N, sa)
+	end
+	-- the name replaced is removed as unlink and rmdir remove
 	if de then
 		if dty == DIR then
 			npa.nlink = npa.nlink - 1
-			inode_destroy(dino)
-		else
-			if da.nlink > 0 then
-				da.nlink = da.nlink - 1
+			if not trash_put(NP, NN, dino, da) then
+				inode_destroy(dino)
 			end
-			touch(dino, false)
-			inode_release(dino)
+		elseif da.nlink == 1 and trash_put(NP, NN, dino, da) then
+			trashed = dino
+		else
+			link_drop(dino, da)
 		end
 	end
 	redis.call('HDEL', key('d', P), N)
@@ -119,4 +135,4 @@ touch(sino, false)
 touch(P, true)
 touch(NP, true)
 iflush()
-return {0}
+return {0, trashed}

@@ -1,4 +1,7 @@
--- ARGV: parent, name.
+-- lib: trash
+-- ARGV: parent, name. An empty directory removed goes into the trash
+-- when there is one; inside the trash, removal is final (an hour
+-- directory emptied by hand too), and the trash itself stays (EPERM).
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
@@ -15,16 +18,28 @@ end
 if ino == 1 then
 	return {EBUSY}
 end
+if ino == trash_ino() then
+	return {EPERM}
+end
 if redis.call('HLEN', key('d', ino)) > 0 then
 	return {ENOTEMPTY}
 end
+local depth = trash_depth(parent, p)
 redis.call('HDEL', key('d', parent), name)
 if p.nlink > 2 then
 	p.nlink = p.nlink - 1
 end
 touch(parent, true)
-if iget(ino) then
-	inode_destroy(ino)
+local a = iget(ino)
+if a then
+	if depth == 1 then
+		trash_hour_drop(ino)
+	elseif depth == 2 then
+		trash_take(parent, name, a)
+	end
+	if depth ~= 0 or not trash_put(parent, name, ino, a) then
+		inode_destroy(ino)
+	end
 end
 iflush()
 return {0}

@@ -5,6 +5,14 @@ local a = iget(ino)
 if not a then
 	return {ENOENT}
 end
+-- the trash and its hour directories keep their owner and mode (root's,
+-- 0700): what is removed stays out of others' sight
+if a.ty == DIR and (bit.band(set, 7) ~= 0) then
+	local depth = trash_depth(ino, a)
+	if depth == 1 or depth == 2 then
+		return {EPERM}
+	end
+end
 local function has(f)
 	return bit.band(set, f) ~= 0
 end

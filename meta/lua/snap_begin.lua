@@ -10,6 +10,10 @@ local p, err = getdir(P)
 if not p then
 	return {err}
 end
+err = name_guard(P, p, name)
+if err ~= 0 then
+	return {err}
+end
 local v = irec(src)
 if not v then
 	return {ENOENT}

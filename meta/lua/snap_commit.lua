@@ -12,6 +12,10 @@ local p, err = getdir(P)
 if not p then
 	return {err}
 end
+err = name_guard(P, p, name)
+if err ~= 0 then
+	return {err}
+end
 if redis.call('HEXISTS', key('d', P), name) == 1 then
 	return {EEXIST}
 end

@@ -1,4 +1,7 @@
--- ARGV: parent, name.
+-- lib: trash
+-- ARGV: parent, name. Returns {0, the inode moved into the trash (0:
+-- none: the name was not the last, or the trash is off, or this was a
+-- deletion inside the trash, which is final)}.
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
@@ -12,15 +15,19 @@ local ino, ty = dent_unpack(e)
 if ty == DIR then
 	return {EISDIR}
 end
+local depth = trash_depth(parent, p)
 redis.call('HDEL', key('d', parent), name)
 touch(parent, true)
-local a = iget(ino)
+local a, trashed = iget(ino), 0
 if a then
-	if a.nlink > 0 then
-		a.nlink = a.nlink - 1
+	if depth == 2 then
+		trash_take(parent, name, a)
 	end
-	touch(ino, false)
-	inode_release(ino)
+	if a.nlink == 1 and depth == 0 and trash_put(parent, name, ino, a) then
+		trashed = ino
+	else
+		link_drop(ino, a)
+	end
 end
 iflush()
-return {0}
+return {0, trashed}

@@ -1,7 +1,8 @@
 /*
  * hooks.c - the test build's fault injection (fs/vfs/hooks.h), from
  * GRANARY_TEST_SNAPSHOT_KILL_AFTER, GRANARY_TEST_STAGE_DELAY_MS,
- * GRANARY_TEST_KILL_BEFORE_COMMIT and GRANARY_TEST_COMPACT_DELAY.  Linked
+ * GRANARY_TEST_KILL_BEFORE_COMMIT, GRANARY_TEST_COMPACT_DELAY,
+ * GRANARY_TEST_TRASH_PERIOD and GRANARY_TEST_TRASH_SKEW.  Linked
  * into $(O)/tests/hooks/granary only, ahead of the library, whose
  * do-nothing hooks it replaces.
  */
@@ -31,4 +32,16 @@ unsigned hooks_compact_delay(void)
 {
 	const char *v = getenv("GRANARY_TEST_COMPACT_DELAY");
 	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+unsigned hooks_trash_period(void)
+{
+	const char *v = getenv("GRANARY_TEST_TRASH_PERIOD");
+	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+long hooks_trash_skew(void)
+{
+	const char *v = getenv("GRANARY_TEST_TRASH_SKEW");
+	return v ? strtol(v, NULL, 10) : 0;
 }

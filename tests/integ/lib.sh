@@ -178,8 +178,12 @@ next_db() {
 # new_volume NAME [FORMAT ARGS...]: format a fresh volume on the storage
 # family $GRANARY_STORAGE; sets META, STORAGE, and DATA_DIRS (the local
 # directories that hold its objects: the file:// pool, or s3rver's files).
+# The trash is off (--trash-days ${TRASH_DAYS:-0}) unless ARGS or
+# TRASH_DAYS say otherwise: most tests count the objects and the space a
+# removal frees at once.
 new_volume() {
-	local name=$1 db; shift
+	local name=$1 db trash=(--trash-days "${TRASH_DAYS:-0}"); shift
+	[[ " $* " != *" --trash-days "* ]] || trash=()
 	need_redis
 	db=$(next_db)
 	redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db" flushdb >/dev/null
@@ -197,7 +201,7 @@ new_volume() {
 		;;
 	*) fail "unknown GRANARY_STORAGE '$GRANARY_STORAGE'" ;;
 	esac
-	"$GRANARY" format "$META" "$name" --storage "$STORAGE" "$@" \
+	"$GRANARY" format "$META" "$name" --storage "$STORAGE" "${trash[@]}" "$@" \
 		>"$TMP/format-$name.out" 2>&1 ||
 		fail "granary format $name failed: $(cat "$TMP/format-$name.out")"
 }

@@ -8,7 +8,8 @@ local FILE, DIR, SYMLINK, BLK, CHR = 1, 2, 3, 5, 6 --C: META_FILE, META_DIR, MET
 local EPERM, ENOENT, EBUSY, EEXIST, ENODEV = @EPERM@, @ENOENT@, @EBUSY@, @EEXIST@, @ENODEV@
 local ENOTDIR, EISDIR, EINVAL, ENOTEMPTY, ENODATA = @ENOTDIR@, @EISDIR@, @EINVAL@, @ENOTEMPTY@, @ENODATA@
 local S_ISUID, S_ISGID, S_IXGRP = 2048, 1024, 8 --C: S_ISUID, S_ISGID, S_IXGRP
-local VERSIONS = @META_VERSIONS@
+local VERSIONS, TRASH = @META_VERSIONS@, @META_TRASH@
+local NAMEMAX = 255 --C: META_NAME_MAX
 local AFMT, ALEN = '<BBHI4I4I4I8I8i5I4i5I4i5I4', 59 --C: _, ATTR_LEN
 -- slice records: full (form 1), or short (2) for a whole slice; 3 and 4
 -- are 2 and 1 followed by the frame's place in a pack: pack, poff, plen
@@ -180,6 +181,44 @@ local function getdir(ino)
 	end
 	return a
 end
+-- The trash (SCHEMA.md, "Trash"): a directory at the root whose inode is
+-- the key 'trash', holding hour directories, each holding what was
+-- removed in that hour. The inode of the trash, false when there is none
+-- (read once a call).
+local tino
+local function trash_ino()
+	if tino == nil then
+		tino = tonumber(redis.call('GET', 'trash') or '0')
+	end
+	return tino ~= 0 and tino
+end
+-- Where directory ino (record a) is: 0 outside the trash, 1 the trash,
+-- 2 an hour directory, 3 a directory removed into an hour directory.
+-- Nothing deeper exists: nothing can be made inside (name_guard), and a
+-- directory is removed empty.
+local function trash_depth(ino, a)
+	local t = trash_ino()
+	if not t then
+		return 0
+	end
+	if ino == t then
+		return 1
+	elseif a.par == t then
+		return 2
+	end
+	local pa = iget(a.par)
+	return pa and pa.par == t and 3 or 0
+end
+-- May the name be made (created, linked, renamed to) in directory parent
+-- (record p)? 0, EINVAL for the trash's name at the root (reserved, as
+-- VERSIONS is everywhere), EPERM inside the trash.
+local function name_guard(parent, p, name)
+	if parent == 1 and name == TRASH then
+		return EINVAL
+	end
+	return trash_depth(parent, p) ~= 0 and EPERM or 0
+end
+
 -- ctime, and mtime too when m
 local function touch(ino, m)
 	local a = iget(ino)
@@ -383,6 +422,15 @@ local function inode_release(ino)
 	end
 	return false
 end
+-- a name of non-directory ino (record a) is gone: one link less, and
+-- the inode deleted once it has none and nobody has it open
+local function link_drop(ino, a)
+	if a.nlink > 0 then
+		a.nlink = a.nlink - 1
+	end
+	touch(ino, false)
+	inode_release(ino)
+end
 -- Objects staged on a client's disk and not yet in the store (writeback)
 -- are named in staging ('b<id>_<idx>' a block, 'p<pack>' a pack); the
 -- record that would have their objects deleted waits in stagedead until
@@ -449,4 +497,5 @@ end
 -- call to the next and so calls this first
 local function fresh()
 	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil
+	tino = nil
 end

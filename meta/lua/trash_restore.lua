@@ -1,0 +1,44 @@
+-- lib: trash
+-- ARGV: hour directory inode, entry name in it, new parent, new name.
+-- Puts the entry back in the namespace under the new name: ENOENT when
+-- the entry or the parent is gone, EEXIST when the name is taken, EPERM
+-- when the parent is in the trash (restore it first). Returns {0, ino}.
+local h, tname = tonumber(ARGV[1]), ARGV[2]
+local np, nn = tonumber(ARGV[3]), ARGV[4]
+local ha = iget(h)
+if not ha or ha.ty ~= DIR or trash_depth(h, ha) ~= 2 then
+	return {ENOENT}
+end
+local e = redis.call('HGET', key('d', h), tname)
+if not e then
+	return {ENOENT}
+end
+local ino, ty = dent_unpack(e)
+local npa, err = getdir(np)
+if not npa then
+	return {err}
+end
+err = name_guard(np, npa, nn)
+if err ~= 0 then
+	return {err}
+end
+if redis.call('HEXISTS', key('d', np), nn) == 1 then
+	return {EEXIST}
+end
+local a = iget(ino)
+if not a then
+	error('granary: directory entry without inode')
+end
+trash_take(h, tname, a)
+redis.call('HDEL', key('d', h), tname)
+redis.call('HSET', key('d', np), nn, e)
+if ty == DIR then
+	a.par = np
+	ha.nlink = ha.nlink - 1
+	npa.nlink = npa.nlink + 1
+end
+touch(h, true)
+touch(np, true)
+touch(ino, false)
+iflush()
+return {0, ino}

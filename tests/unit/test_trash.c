@@ -1,0 +1,438 @@
+/*
+ * test_trash.c - the trash of the Redis engine (meta/meta_trash.h) against
+ * a real redis-server (GRANARY_TEST_REDIS): unlink, rename over and rmdir
+ * put what they remove into the trash while it is on and free it while it
+ * is off; hard links lose a name only; restore; purge frees the data
+ * (delfiles, then reclamation); the reserved name and the trash's rules.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "meta/meta_objects.h"
+#include "meta/meta_snap.h"
+#include "meta/meta_trash.h"
+#include "meta/meta_volume.h"
+#include "meta/meta.h"
+
+#define DB 60 /* each test wipes it with format --force */
+
+static char sock[4096];
+
+static const char *test_sock(void)
+{
+	const char *u = getenv("GRANARY_TEST_REDIS");
+	if (!u || !*u)
+		cr_skip_test(
+		    "GRANARY_TEST_REDIS unset (run tests/run-unit.sh)");
+	cr_assert(strncmp(u, "unix://", 7) == 0);
+	size_t n = strcspn(u + 7, "?");
+	cr_assert(n < sizeof sock);
+	memcpy(sock, u + 7, n);
+	sock[n] = '\0';
+	return sock;
+}
+
+/* A handle on a fresh volume keeping removed files `days` days. */
+static struct meta *fresh(uint32_t days)
+{
+	char url[4200];
+	struct meta *m = NULL;
+	struct meta_volume v;
+
+	snprintf(url, sizeof url, "unix://%s?db=%d", test_sock(), DB);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	memset(&v, 0, sizeof v);
+	snprintf(v.name, sizeof v.name, "trash");
+	snprintf(v.storage, sizeof v.storage, "mem://");
+	v.trash_days = days;
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	return m;
+}
+
+static long long rint_(const char *fmt, const char *arg)
+{
+	redisContext *c = redisConnectUnix(test_sock());
+	cr_assert(c && !c->err);
+	redisReply *r = redisCommand(c, "SELECT %d", DB);
+	freeReplyObject(r);
+	r = redisCommand(c, fmt, arg);
+	cr_assert(r);
+	long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+		      : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+						      : 0;
+	freeReplyObject(r);
+	redisFree(c);
+	return v;
+}
+
+static long long delfiles(void)
+{
+	return rint_("ZCARD %s", "delfiles");
+}
+
+static uint64_t mk(struct meta *m, uint64_t parent, const char *name,
+		   uint8_t type)
+{
+	uint64_t ino = 0;
+	int err =
+	    meta_mknod(m, parent, name, type, type == META_DIR ? 0755 : 0644,
+		       1000, 1000, 0, NULL, &ino, NULL);
+	cr_assert_eq(err, 0, "mknod %s: %s", name, gr_strerror(err));
+	return ino;
+}
+
+/* A file of len bytes (one slice) named name in parent. */
+static uint64_t mkfile(struct meta *m, uint64_t parent, const char *name,
+		       uint32_t len)
+{
+	uint64_t ino = mk(m, parent, name, META_FILE), id;
+	struct meta_chunk_slice s = {0};
+
+	if (!len)
+		return ino;
+	cr_assert_eq(meta_new_slice_id(m, &id), 0);
+	s.s = (struct meta_slice){.id = id, .size = len, .len = len};
+	cr_assert_eq(meta_write(m, ino, &s, 1, NULL), 0);
+	return ino;
+}
+
+static struct meta_attr attr(struct meta *m, uint64_t ino)
+{
+	struct meta_attr a;
+	cr_assert_eq(meta_getattr(m, ino, &a), 0);
+	return a;
+}
+
+/* The one entry of the trash that holds ino. */
+static struct meta_trash_entry *find(struct meta_trash_entry *e, size_t n,
+				     uint64_t ino)
+{
+	for (size_t i = 0; i < n; i++)
+		if (e[i].ino == ino)
+			return &e[i];
+	return NULL;
+}
+
+Test(trash, unlink_goes_to_trash)
+{
+	struct meta *m = fresh(1);
+	struct meta_trash_entry *e;
+	struct meta_trash_usage u;
+	struct meta_usage mu;
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t f = mkfile(m, d, "f", 5000), trashed = 0, t;
+	size_t n;
+
+	cr_assert_eq(meta_unlink_trashed(m, d, "f", &trashed), 0);
+	cr_assert_eq(trashed, f);
+	cr_assert_eq(meta_lookup(m, d, "f", NULL, NULL), ENOENT);
+	cr_assert_eq(attr(m, f).nlink, 1, "the trash's name counts");
+	cr_assert_eq(delfiles(), 0, "nothing freed");
+	cr_assert_eq(meta_usage(m, &mu), 0);
+	cr_assert_eq(mu.used_bytes, 5000, "the trash counts as used");
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.bytes, 5000);
+	cr_assert_eq(u.entries, 1);
+
+	/* .trash at the root, root's, 0700, and one hour directory of now */
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_TRASH, &t, NULL), 0);
+	struct meta_attr ta = attr(m, t);
+	cr_assert_eq(ta.mode, 0700);
+	cr_assert_eq(ta.uid, 0);
+	cr_assert_eq(meta_trash_list(m, &e, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(e[0].ino, f);
+	cr_assert_eq(e[0].parent, d);
+	cr_assert_str_eq(e[0].orig, "f");
+	char want[64];
+	snprintf(want, sizeof want, "%" PRIu64 "-%" PRIu64 "-f", d, f);
+	cr_assert_str_eq(e[0].name, want);
+	int64_t start = meta_trash_hour_start(e[0].hour), now = time(NULL);
+	cr_assert(start <= now && now < start + 3600 + 5, "hour %s", e[0].hour);
+	cr_assert_eq(e[0].attr.length, 5000);
+	meta_trash_entries_free(e, n);
+	meta_close(m);
+}
+
+Test(trash, off_frees_at_once)
+{
+	struct meta *m = fresh(0);
+	uint64_t f = mkfile(m, META_ROOT_INO, "f", 100), trashed = 1, t = 9;
+
+	cr_assert_eq(meta_unlink_trashed(m, META_ROOT_INO, "f", &trashed), 0);
+	cr_assert_eq(trashed, 0);
+	cr_assert_eq(meta_getattr(m, f, &(struct meta_attr){0}), ENOENT);
+	cr_assert_eq(delfiles(), 1);
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	cr_assert_eq(t, 0, "no trash made while it is off");
+	meta_close(m);
+}
+
+Test(trash, hard_links_lose_a_name)
+{
+	struct meta *m = fresh(1);
+	uint64_t f = mkfile(m, META_ROOT_INO, "a", 10), trashed = 1;
+	struct meta_trash_usage u;
+
+	cr_assert_eq(meta_link(m, f, META_ROOT_INO, "b", NULL), 0);
+	cr_assert_eq(meta_unlink_trashed(m, META_ROOT_INO, "a", &trashed), 0);
+	cr_assert_eq(trashed, 0);
+	cr_assert_eq(attr(m, f).nlink, 1);
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.entries, 0);
+	/* the last one goes to the trash */
+	cr_assert_eq(meta_unlink_trashed(m, META_ROOT_INO, "b", &trashed), 0);
+	cr_assert_eq(trashed, f);
+	meta_close(m);
+}
+
+Test(trash, rename_over_and_rmdir)
+{
+	struct meta *m = fresh(1);
+	uint64_t old = mkfile(m, META_ROOT_INO, "x", 300);
+	uint64_t neu = mkfile(m, META_ROOT_INO, "x.new", 7), trashed = 0;
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t e = mk(m, META_ROOT_INO, "e", META_DIR), t;
+	struct meta_trash_entry *l;
+	size_t n;
+
+	cr_assert_eq(meta_rename_trashed(m, META_ROOT_INO, "x.new",
+					 META_ROOT_INO, "x", 0, &trashed),
+		     0);
+	cr_assert_eq(trashed, old);
+	uint64_t now_x;
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, "x", &now_x, NULL), 0);
+	cr_assert_eq(now_x, neu);
+	/* an empty directory removed, and one renamed over */
+	cr_assert_eq(meta_rmdir(m, META_ROOT_INO, "d"), 0);
+	cr_assert_eq(meta_rename(m, META_ROOT_INO, "x", META_ROOT_INO, "y", 0),
+		     0);
+	uint64_t f = mk(m, META_ROOT_INO, "g", META_DIR);
+	cr_assert_eq(meta_rename(m, META_ROOT_INO, "g", META_ROOT_INO, "e", 0),
+		     0);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert(find(l, n, old) && find(l, n, d) && find(l, n, e));
+	cr_assert_eq(attr(m, d).parent, find(l, n, d)->hour_ino);
+	cr_assert_eq(attr(m, find(l, n, d)->hour_ino).nlink, 4,
+		     "two directories in the hour");
+	meta_trash_entries_free(l, n);
+	/* the root: its own 2, the trash, e (now f) */
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	cr_assert_eq(attr(m, META_ROOT_INO).nlink, 4);
+	cr_assert_eq(attr(m, f).parent, META_ROOT_INO);
+	meta_close(m);
+}
+
+Test(trash, restore)
+{
+	struct meta *m = fresh(1);
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t f = mkfile(m, d, "f", 42);
+	struct meta_trash_entry *l;
+	struct meta_trash_usage u;
+	size_t n;
+
+	cr_assert_eq(meta_unlink(m, d, "f"), 0);
+	cr_assert_eq(meta_rmdir(m, META_ROOT_INO, "d"), 0);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 2);
+	struct meta_trash_entry *ed = find(l, n, d), *ef = find(l, n, f);
+	/* the file's directory is in the trash: restore it first */
+	cr_assert_eq(
+	    meta_trash_restore(m, ef->hour_ino, ef->name, ef->parent, ef->orig),
+	    EPERM);
+	cr_assert_eq(
+	    meta_trash_restore(m, ed->hour_ino, ed->name, ed->parent, ed->orig),
+	    0);
+	cr_assert_eq(attr(m, d).parent, META_ROOT_INO);
+	cr_assert_eq(
+	    meta_trash_restore(m, ef->hour_ino, ef->name, ef->parent, ef->orig),
+	    0);
+	uint64_t got;
+	cr_assert_eq(meta_lookup(m, d, "f", &got, NULL), 0);
+	cr_assert_eq(got, f);
+	cr_assert_eq(attr(m, f).nlink, 1);
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.entries, 0);
+	cr_assert_eq(u.bytes, 0);
+	/* gone from the trash: a second restore finds nothing */
+	cr_assert_eq(
+	    meta_trash_restore(m, ef->hour_ino, ef->name, ef->parent, ef->orig),
+	    ENOENT);
+	meta_trash_entries_free(l, n);
+
+	/* a taken name is refused, another one is fine */
+	cr_assert_eq(meta_unlink(m, d, "f"), 0);
+	mkfile(m, d, "f", 1);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(meta_trash_restore(m, l[0].hour_ino, l[0].name, d, "f"),
+		     EEXIST);
+	cr_assert_eq(meta_trash_restore(m, l[0].hour_ino, l[0].name, d, "f2"),
+		     0);
+	meta_trash_entries_free(l, n);
+	meta_close(m);
+}
+
+Test(trash, purge_frees)
+{
+	struct meta *m = fresh(1);
+	struct meta_trash_purged p;
+	struct meta_trash_usage u;
+	struct meta_usage mu;
+	struct meta_slice dead[8];
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), t;
+	size_t n;
+	int ran;
+
+	mkfile(m, d, "a", 1000);
+	mkfile(m, d, "b", 2000);
+	cr_assert_eq(meta_unlink(m, d, "a"), 0);
+	cr_assert_eq(meta_unlink(m, d, "b"), 0);
+	cr_assert_eq(meta_rmdir(m, META_ROOT_INO, "d"), 0);
+	/* not old enough */
+	cr_assert_eq(meta_trash_purge(m, time(NULL) - 86400, &p), 0);
+	cr_assert_eq(p.entries, 0);
+	cr_assert_eq(meta_trash_purge_due(m, 60, 0, &ran, &p), 0);
+	cr_assert_eq(ran, 1);
+	cr_assert_eq(p.entries, 0, "younger than a day");
+	/* another client's turn is taken for the period */
+	cr_assert_eq(meta_trash_purge_due(m, 60, 2 * 86400, &ran, &p), 0);
+	cr_assert_eq(ran, 0);
+	cr_assert_eq(delfiles(), 0);
+	cr_assert_eq(meta_trash_purge(m, INT64_MAX, &p), 0);
+	cr_assert_eq(p.entries, 3);
+	cr_assert_eq(p.hours, 1);
+	cr_assert_eq(delfiles(), 2, "the files' data waits for reclamation");
+	cr_assert_eq(meta_reclaim(m, dead, 8, &n), 0);
+	cr_assert_eq(n, 2, "both slices dead");
+	cr_assert_eq(meta_usage(m, &mu), 0);
+	cr_assert_eq(mu.used_bytes, 0);
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.entries + u.bytes, 0);
+	/* the trash stays, empty */
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	cr_assert_eq(attr(m, t).nlink, 2);
+	cr_assert_eq(rint_("EXISTS %s", "trashcount"), 0);
+	meta_close(m);
+}
+
+Test(trash, rules)
+{
+	struct meta *m = fresh(1);
+	uint64_t t, h, f = mkfile(m, META_ROOT_INO, "f", 10), x;
+	struct meta_trash_entry *l;
+	size_t n;
+
+	/* the name is reserved at the root only */
+	cr_assert_eq(meta_mknod(m, META_ROOT_INO, META_TRASH, META_DIR, 0755, 0,
+				0, 0, NULL, &x, NULL),
+		     EINVAL);
+	uint64_t sub = mk(m, META_ROOT_INO, "sub", META_DIR);
+	mk(m, sub, META_TRASH, META_DIR);
+	cr_assert_eq(meta_unlink(m, META_ROOT_INO, "f"), 0);
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	h = l[0].hour_ino;
+	/* nothing is made, linked or renamed into it */
+	cr_assert_eq(
+	    meta_mknod(m, t, "x", META_FILE, 0644, 0, 0, 0, NULL, &x, NULL),
+	    EPERM);
+	cr_assert_eq(
+	    meta_mknod(m, h, "x", META_FILE, 0644, 0, 0, 0, NULL, &x, NULL),
+	    EPERM);
+	uint64_t g = mkfile(m, META_ROOT_INO, "g", 1);
+	cr_assert_eq(meta_link(m, g, h, "g", NULL), EPERM);
+	cr_assert_eq(meta_rename(m, META_ROOT_INO, "g", h, "g", 0), EPERM);
+	cr_assert_eq(
+	    meta_rename(m, META_ROOT_INO, "g", META_ROOT_INO, META_TRASH, 0),
+	    EINVAL);
+	cr_assert_eq(meta_snapshot(m, NULL, g, h, "g", NULL), EPERM);
+	cr_assert_eq(meta_snapshot(m, NULL, sub, t, "s", NULL), EPERM);
+	/* the trash and its hours stay */
+	cr_assert_eq(meta_rmdir(m, META_ROOT_INO, META_TRASH), EPERM);
+	cr_assert_eq(
+	    meta_rename(m, META_ROOT_INO, META_TRASH, META_ROOT_INO, "t2", 0),
+	    EPERM);
+	cr_assert_eq(meta_rename(m, t, l[0].hour, META_ROOT_INO, "h2", 0),
+		     EPERM);
+	cr_assert_eq(meta_rmdir(m, t, l[0].hour), ENOTEMPTY);
+	struct meta_attr in = {.mode = 0777};
+	cr_assert_eq(meta_setattr(m, t, META_SET_MODE, &in, NULL), EPERM);
+	/* deleting inside the trash is final */
+	cr_assert_eq(meta_unlink(m, h, l[0].name), 0);
+	cr_assert_eq(meta_getattr(m, f, &(struct meta_attr){0}), ENOENT);
+	cr_assert_eq(delfiles(), 1);
+	/* an hour emptied by hand can go */
+	cr_assert_eq(meta_rmdir(m, t, l[0].hour), 0);
+	meta_trash_entries_free(l, n);
+	meta_close(m);
+}
+
+Test(trash, long_name)
+{
+	struct meta *m = fresh(1);
+	char name[META_NAME_MAX + 1];
+	struct meta_trash_entry *l;
+	size_t n;
+
+	/* 2-byte characters, so that the cut lands inside one */
+	for (size_t i = 0; i + 1 < sizeof name; i += 2)
+		memcpy(name + i, "\xc3\xa9", 2);
+	name[META_NAME_MAX - 1] = 'x';
+	name[META_NAME_MAX] = '\0';
+	uint64_t f = mkfile(m, META_ROOT_INO, name, 3);
+	cr_assert_eq(meta_unlink(m, META_ROOT_INO, name), 0);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_leq(strlen(l[0].name), META_NAME_MAX);
+	cr_assert_str_eq(l[0].orig, name, "the whole name is kept");
+	/* the cut name ends on a whole character */
+	size_t k = strlen(l[0].name);
+	cr_assert_eq((unsigned char)l[0].name[k - 1], 0xa9);
+	cr_assert_eq(meta_trash_restore(m, l[0].hour_ino, l[0].name,
+					l[0].parent, l[0].orig),
+		     0);
+	uint64_t got;
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, name, &got, NULL), 0);
+	cr_assert_eq(got, f);
+	char tn[32];
+	snprintf(tn, sizeof tn, "tn%" PRIu64, l[0].hour_ino);
+	cr_assert_eq(rint_("EXISTS %s", tn), 0, "the long name went along");
+	meta_trash_entries_free(l, n);
+	meta_close(m);
+}
+
+Test(trash, setting_changes)
+{
+	struct meta *m = fresh(0);
+	struct meta_volume v;
+	uint64_t trashed;
+
+	cr_assert_eq(meta_volume_set(m, "trash_days", 3), 0);
+	cr_assert_eq(meta_load_volume(m, &v), 0);
+	cr_assert_eq(v.trash_days, 3);
+	cr_assert_eq(meta_volume_set(m, "capacity", 3), EINVAL);
+	uint64_t f = mkfile(m, META_ROOT_INO, "f", 1);
+	cr_assert_eq(meta_unlink_trashed(m, META_ROOT_INO, "f", &trashed), 0);
+	cr_assert_eq(trashed, f, "seen at once by the scripts");
+	meta_close(m);
+}
+
+Test(trash, hour_names)
+{
+	cr_assert_eq(meta_trash_hour_start("1970-01-01-01"), 3600);
+	cr_assert_eq(meta_trash_hour_start("2024-02-29-23"), 1709247600);
+	cr_assert_eq(meta_trash_hour_start("2024-02-29-24"), -1);
+	cr_assert_eq(meta_trash_hour_start("2024-02-29"), -1);
+	cr_assert_eq(meta_trash_hour_start("2024-02-29-2x"), -1);
+}
