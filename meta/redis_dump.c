@@ -770,6 +770,79 @@ static int num_walk(struct dump *d, const char *hash, const char *type,
 	return err;
 }
 
+/* ---- the trash (SCHEMA.md) --------------------------------------------- */
+
+/* A whole name of an entry of hour directory h whose trash name was cut:
+ * tn<h> holds trash name -> original name. */
+struct tn_walk {
+	struct dump *d;
+	uint64_t hour;
+};
+
+static int trashname_field(struct meta *m, const redisReply *f,
+			   const redisReply *v, void *ctx)
+{
+	struct tn_walk *w = ctx;
+	(void)m;
+	if (field_dup(w->d, f))
+		return w->d->err;
+	out_fmt(w->d, "{\"type\":\"trashname\",\"dir\":%" PRIu64, w->hour);
+	out_reply_bytes(w->d, "name", f);
+	out_reply_bytes(w->d, "orig", v);
+	out_raw(w->d, "}", 1);
+	out_eol(w->d);
+	return w->d->err;
+}
+
+/* trashcount's fields are the hour directories: each one's tn<h>. */
+static int trash_hour_field(struct meta *m, const redisReply *f,
+			    const redisReply *v, void *ctx)
+{
+	struct dump *d = ctx;
+	uint64_t hour;
+	char key[32];
+	(void)v;
+	if (!redis_parse_u64(f->str, (size_t)f->len, &hour))
+		return 0;
+	struct tn_walk w = {d, hour};
+	snprintf(key, sizeof key, "tn%" PRIu64, hour);
+	return redis_fields_walk(m, key, 0, trashname_field, &w);
+}
+
+/* The trash's inode, its counters and its cut names, so that a loaded
+ * volume keeps its trash (and what is in it) as a trash. */
+static int dump_trash(struct dump *d)
+{
+	struct cmd c;
+	redisReply *r;
+	uint64_t ino;
+
+	redis_cmd_init(&c, "GET");
+	redis_cmd_str(&c, "trash");
+	int err = redis_run(d->m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type == REDIS_REPLY_STRING &&
+	    redis_parse_u64(r->str, (size_t)r->len, &ino)) {
+		out_fmt(d, "{\"type\":\"trash\",\"ino\":%" PRIu64 "}", ino);
+		out_eol(d);
+	}
+	freeReplyObject(r);
+	if (!err)
+		err = num_walk(d, "trashcount", "trashcount", "dir", "count");
+	if (!err)
+		err = num_walk(d, "trashbytes", "trashbytes", "dir", "bytes");
+	if (!err) {
+		/* an hour walked twice (HSCAN) gives its names once: a trash
+		 * name holds the entry's inode, so it is one of its kind */
+		redis_seen_clear(d->seen);
+		err = redis_fields_walk(d->m, "trashcount", 0, trash_hour_field,
+					d);
+		redis_seen_clear(d->seen);
+	}
+	return err ? err : d->err;
+}
+
 /* A detached snapshot being built or deleted: "<sid>:<time>[:d]". */
 static int snapshot_field(struct meta *m, const redisReply *f,
 			  const redisReply *v, void *ctx)
@@ -952,6 +1025,8 @@ int meta_dump(struct meta *m, const struct meta_dump_opts *o, meta_sink_fn sink,
 		err = num_walk(&d, "sliceref", "sliceref", "id", "extra");
 	if (!err)
 		err = dump_inodes(&d);
+	if (!err)
+		err = dump_trash(&d);
 	if (!err)
 		err = num_walk(&d, "packs", "pack", "pack", "total");
 	if (!err)

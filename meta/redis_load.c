@@ -914,6 +914,50 @@ static int load_num(struct load *l, json_t *o, const char *hash,
 	return b_end(l);
 }
 
+/* The trash (SCHEMA.md): its inode, an hour's counter, a cut name. */
+static int load_trash(struct load *l, json_t *o, const char *t)
+{
+	uint64_t ino, n;
+	const char *name, *orig;
+	size_t nn, on;
+	unsigned char *own1, *own2 = NULL;
+	int err;
+
+	if (!strcmp(t, "trash")) {
+		if (j_u64(l, o, "ino", &ino))
+			return EINVAL;
+		b_cmd(l, "SET");
+		b_str(l, "trash");
+		b_fmt(l, "%" PRIu64, rmap(l, ino));
+		return b_end(l);
+	}
+	if (j_u64(l, o, "dir", &ino))
+		return EINVAL;
+	if (!strcmp(t, "trashname")) {
+		err = j_bytes(l, o, "name", &name, &nn, &own1, 0);
+		if (!err)
+			err = j_bytes(l, o, "orig", &orig, &on, &own2, 0);
+		if (!err) {
+			b_cmd(l, "HSET");
+			b_fmt(l, "tn%" PRIu64, rmap(l, ino));
+			b_arg(l, name, nn);
+			b_arg(l, orig, on);
+			err = b_end(l);
+		}
+		free(own1);
+		free(own2);
+		return err;
+	}
+	const char *v = !strcmp(t, "trashcount") ? "count" : "bytes";
+	if (j_u64(l, o, v, &n))
+		return EINVAL;
+	b_cmd(l, "HSET");
+	b_str(l, t);
+	b_fmt(l, "%" PRIu64, rmap(l, ino));
+	b_fmt(l, "%" PRIu64, n);
+	return b_end(l);
+}
+
 /* A detached copy: abandoned here (no session of the dump lives on), a
  * tree handed over whole that the cleaners delete (SCHEMA.md). */
 static int load_snapshot(struct load *l, json_t *o)
@@ -1046,6 +1090,9 @@ static int load_line(struct load *l, char *s, size_t n)
 		err = load_num(l, o, "packdead", "pack", "dead");
 	else if (!strcmp(t, "snapshot"))
 		err = load_snapshot(l, o);
+	else if (!strcmp(t, "trash") || !strcmp(t, "trashcount") ||
+		 !strcmp(t, "trashbytes") || !strcmp(t, "trashname"))
+		err = load_trash(l, o, t);
 	else if (!strcmp(t, "end"))
 		err = load_trailer(l, o);
 	else

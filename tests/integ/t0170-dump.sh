@@ -9,7 +9,7 @@
 # message and the right exit status.
 . "$(dirname "$0")/lib.sh"
 
-new_volume dump
+new_volume dump --trash-days 1
 SRC_META=$META
 A=$TMP/a W=$TMP/w L=$TMP/l
 mount_vol "$META" "$A"
@@ -40,8 +40,17 @@ setfattr -n granary.sync -v 1 "$W/small-wb"
 "$GRANARY" snapshot "$A/ds" "$A/snap" >/dev/null || fail "snapshot"
 "$GRANARY" version create "$A/ds" v1 -m "first" >/dev/null || fail "version"
 echo changed >>"$A/ds/cat/c2.jpg"
+# the trash: an rm -rf'ed tree, and a name cut to fit its trash name
+mkdir -p "$A/gone/sub"
+random_file "$A/gone/sub/g1" 7000
+random_file "$A/gone/g2" 300
+LONG=$(printf 'm%.0s' $(seq 1 250))
+echo long >"$A/ds/$LONG"
+rm -rf "$A/gone" "$A/ds/$LONG"
+"$GRANARY" trash list "$META" --json | jq -S . >"$TMP/trash-a" || fail "trash list"
+grep -q "/ds/$LONG" "$TMP/trash-a" || fail "the long name is not in the trash list"
 sleep 1.2 # the attribute caches of the other client
-ok "a volume of every kind of object, two clients mounted"
+ok "a volume of every kind of object (a tree and a long name in the trash), two clients mounted"
 
 # ---- dump, plain and compressed, beside the clients
 out=$("$GRANARY" dump "$META" "$TMP/d1.jsonl" 2>&1) || fail "dump: $out"
@@ -101,6 +110,12 @@ ok "the loaded volume lists the same tree, attributes, xattrs and links, and rea
 
 out=$("$GRANARY" fsck "$META2" 2>&1) || fail "fsck of the loaded volume: $out"
 ok "fsck of the loaded volume is clean"
+"$GRANARY" trash list "$META2" --json | jq -S . >"$TMP/trash-l" || fail "trash list of the loaded volume"
+diff "$TMP/trash-a" "$TMP/trash-l" || fail "the loaded volume's trash lists otherwise"
+check_eq "$("$GRANARY" status --json "$META2" | jq -c '[.usage.trash_bytes, .usage.trash_entries]')" \
+	"$("$GRANARY" status --json "$SRC_META" | jq -c '[.usage.trash_bytes, .usage.trash_entries]')" \
+	"the trash's bytes and entries in status"
+ok "the loaded volume's trash holds the same entries (the long name whole), counted alike"
 
 "$GRANARY" dump -q "$META2" "$TMP/d2.jsonl" || fail "second dump"
 sed 1d "$TMP/d1.jsonl" | sort >"$TMP/s1"
@@ -112,6 +127,21 @@ META3=$(fresh_db)
 "$GRANARY" dump -q "$META3" - | sed 1d | sort >"$TMP/s3"
 diff "$TMP/s1" "$TMP/s3" >/dev/null || fail "the dump of the .lz4 load differs"
 ok "a dump of the loaded volume equals the first but for its header; the .lz4 dump loads alike"
+
+# the loaded volume's trash is a trash: a restore brings the tree back
+# whole, and an rm goes to it
+entry=$(jq -r '.. | objects | select(.path? == "/gone") | .entry' "$TMP/trash-l" | head -n 1)
+[ -n "$entry" ] || fail "no /gone in the trash list: $(head -c 600 "$TMP/trash-l")"
+"$GRANARY" trash restore "$META3" "$entry" >"$TMP/restore.out" 2>&1 ||
+	fail "trash restore on the loaded volume: $(cat "$TMP/restore.out")"
+R=$TMP/r
+mount_vol "$META3" "$R"
+cmp "$A/ds/cat/c3.jpg" "$R/ds/cat/c3.jpg" || fail "c3 on the restored volume"
+check_eq "$(stat -c %s "$R/gone/sub/g1")" 7000 "a file of the tree restored from the loaded trash"
+rm "$R/ds/cat/c3.jpg"
+"$GRANARY" trash list "$META3" | grep -q " /ds/cat/c3.jpg$" || fail "rm on the loaded volume did not go to its trash"
+umount_vol "$R"
+ok "on a loaded volume, trash restore brings a tree back and rm goes to the trash"
 
 # ---- bad input
 expect_exit 2 "unknown option" "$GRANARY" dump --bogus "$META" "$TMP/x"
