@@ -178,8 +178,9 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 			 v->trash_days == 1 ? "" : "s");
 	else
 		snprintf(b, sizeof(b), "off");
-	LINE("trash", "%s in %llu entries (%s; counted in used)", a,
-	     (unsigned long long)tu->entries, b);
+	LINE("trash", "%s in %llu entr%s (%s; counted in used)", a,
+	     (unsigned long long)tu->entries, tu->entries == 1 ? "y" : "ies",
+	     b);
 	if (bk->name[0]) {
 		format_time(bk->time, a, sizeof(a));
 		cli_format_size(bk->bytes, b, sizeof(b));
