@@ -403,8 +403,8 @@ static int lock_interrupted(void *arg)
 	return fuse_req_interrupted(arg);
 }
 
-static void op_getlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock)
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
 {
 	int err = vfs_getlk(fs_of(req), ino, fi->lock_owner, lock);
 	if (err)
@@ -412,16 +412,16 @@ static void op_getlk(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_lock(req, lock);
 }
 
-static void op_setlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock, int sleep)
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
 {
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "setlk",
 		  vfs_setlk(fs_of(req), ino, fi->lock_owner, lock, sleep, &w));
 }
 
-static void op_flock(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, int op)
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
 {
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "flock",

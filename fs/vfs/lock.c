@@ -210,8 +210,8 @@ static int lock_from(const struct flock *f, struct meta_lock *lk)
 	if (f->l_start < 0 || f->l_len < 0)
 		return EINVAL;
 	lk->start = (uint64_t)f->l_start;
-	lk->end = f->l_len == 0 ? META_LOCK_EOF
-				: lk->start + (uint64_t)f->l_len - 1;
+	lk->end =
+	    f->l_len == 0 ? META_LOCK_EOF : lk->start + (uint64_t)f->l_len - 1;
 	lk->pid = (uint32_t)f->l_pid;
 	return 0;
 }

@@ -31,8 +31,8 @@ static struct meta *lopen(int ttl, int format)
 
 	if (!u || !*u)
 		cr_skip_test("GRANARY_TEST_REDIS unset (no redis to test on)");
-	snprintf(url, sizeof url, "unix://%.*s?db=%d",
-		 (int)strcspn(u + 7, "?"), u + 7, DB_L);
+	snprintf(url, sizeof url, "unix://%.*s?db=%d", (int)strcspn(u + 7, "?"),
+		 u + 7, DB_L);
 	cr_assert_eq(meta_open(url, &o, &m), 0, "meta_open %s", url);
 	if (format) {
 		struct meta_volume v;
@@ -47,10 +47,12 @@ static struct meta *lopen(int ttl, int format)
 	return m;
 }
 
-static int set(struct meta *m, int kind, uint64_t owner, int type,
-	       uint64_t s, uint64_t e, struct meta_lock *c)
+static int set(struct meta *m, int kind, uint64_t owner, int type, uint64_t s,
+	       uint64_t e, struct meta_lock *c)
 {
-	struct meta_lock lk = {.type = type, .start = s, .end = e,
+	struct meta_lock lk = {.type = type,
+			       .start = s,
+			       .end = e,
 			       .pid = (uint32_t)(1000 + owner)};
 	return meta_lock_set(m, kind, 7, owner, &lk, c);
 }
@@ -63,8 +65,8 @@ static struct meta_lock get(struct meta *m, uint64_t owner, int type,
 	return c;
 }
 
-#define P META_LOCK_POSIX
-#define F META_LOCK_FLOCK
+#define P  META_LOCK_POSIX
+#define F  META_LOCK_FLOCK
 #define RD META_LOCK_RD
 #define WR META_LOCK_WR
 #define UN META_LOCK_UN
@@ -81,10 +83,10 @@ Test(lock, conflicts_by_type_and_range)
 		  "conflict %d %lu %lu %u", c.type, (unsigned long)c.start,
 		  (unsigned long)c.end, c.pid);
 	cr_assert_eq(c.sid, meta_session_id(m));
-	cr_assert_eq(set(m, P, 2, WR, 100, 199, NULL), 0);  /* touching */
-	cr_assert_eq(set(m, P, 2, RD, 250, 260, NULL), 0);  /* read-read */
+	cr_assert_eq(set(m, P, 2, WR, 100, 199, NULL), 0); /* touching */
+	cr_assert_eq(set(m, P, 2, RD, 250, 260, NULL), 0); /* read-read */
 	cr_assert_eq(set(m, P, 3, WR, 299, 299, &c), EAGAIN);
-	cr_assert_eq(set(m, P, 3, RD, 0, 0, &c), EAGAIN);   /* read-write */
+	cr_assert_eq(set(m, P, 3, RD, 0, 0, &c), EAGAIN); /* read-write */
 	cr_assert_eq(set(m, P, 3, WR, 300, META_LOCK_EOF, NULL), 0);
 	/* ends past the largest one are cut to it: still a conflict */
 	cr_assert_eq(set(m, P, 1, RD, 1000, UINT64_MAX, &c), EAGAIN);
