@@ -101,12 +101,14 @@ local function lock_add(rs, ty, s, e)
 	return out
 end
 
--- Does session sid hold any lock on ino?
-local function lock_held(ino, sid)
+-- fn(k, field) for each lock field of session sid on ino (both tables),
+-- until it returns true: then true.
+local function lock_each(ino, sid, fn)
 	local pre = sid .. '_'
 	for _, kind in ipairs({'lf', 'lp'}) do
-		for _, who in ipairs(redis.call('HKEYS', key(kind, ino))) do
-			if string.sub(who, 1, #pre) == pre then
+		local k = key(kind, ino)
+		for _, who in ipairs(redis.call('HKEYS', k)) do
+			if string.sub(who, 1, #pre) == pre and fn(k, who) then
 				return true
 			end
 		end
@@ -114,15 +116,14 @@ local function lock_held(ino, sid)
 	return false
 end
 
+-- Does session sid hold any lock on ino?
+local function lock_held(ino, sid)
+	return lock_each(ino, sid, function() return true end)
+end
+
 -- Every lock of session sid on ino goes.
 local function lock_drop_session(ino, sid)
-	local pre = sid .. '_'
-	for _, kind in ipairs({'lf', 'lp'}) do
-		local k = key(kind, ino)
-		for _, who in ipairs(redis.call('HKEYS', k)) do
-			if string.sub(who, 1, #pre) == pre then
-				redis.call('HDEL', k, who)
-			end
-		end
-	end
+	lock_each(ino, sid, function(k, who)
+		redis.call('HDEL', k, who)
+	end)
 end
