@@ -150,7 +150,8 @@ check_eq "$out" "ok," "a POSIX lock of a killed client after the TTL"
 kill $fpid 2>/dev/null || true
 exec 7>&-
 # the surviving client's cleanup of the dead session drops its lock list
-wait_until 20 test -z "$(rcli --scan --pattern 'sl*')" ||
+no_lock_lists() { [ -z "$(rcli --scan --pattern 'sl*')" ]; }
+wait_until 20 no_lock_lists ||
 	fail "the dead session's lock list is still there: $(rcli --scan --pattern 'sl*')"
 ok "kill -9 of A's client: B gets its locks after the TTL ($((t1 - t0)) ms); cleanup drops them"
 fusermount3 -uz "$A" 2>/dev/null || true
