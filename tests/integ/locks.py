@@ -12,8 +12,9 @@ t0190-locks.sh (Python reaches F_GETLK and F_SETLKW through fcntl.fcntl).
      close2                 open FILE again and close that fd (POSIX: all
                             of this process's locks on FILE go)
      touch:PATH, gone:PATH  create PATH; wait until PATH does not exist
-  locks.py count LOCKFILE COUNTER N   N times: flock LOCKFILE, read
-                            COUNTER, write it + 1, fsync, close, unlock
+  locks.py count flock|lockf LOCKFILE COUNTER N   N times: lock LOCKFILE
+                            (fcntl.flock, or fcntl.lockf: a POSIX lock),
+                            read COUNTER, write it + 1, fsync, close, unlock
 """
 import errno
 import fcntl
@@ -68,10 +69,11 @@ def ops(path, todo):
         print(out, flush=True)
 
 
-def count(lockfile, counter, n):
+def count(how, lockfile, counter, n):
+    lock = fcntl.lockf if how == "lockf" else fcntl.flock
     for _ in range(n):
         with open(lockfile, "a") as lk:
-            fcntl.flock(lk, fcntl.LOCK_EX)
+            lock(lk, fcntl.LOCK_EX)
             with open(counter, "r+") as f:
                 v = int(f.read() or "0")
                 f.seek(0)
@@ -79,14 +81,14 @@ def count(lockfile, counter, n):
                 f.write("%d\n" % (v + 1))
                 f.flush()
                 os.fsync(f.fileno())
-            fcntl.flock(lk, fcntl.LOCK_UN)
+            lock(lk, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "ops":
         ops(sys.argv[2], sys.argv[3:])
-    elif len(sys.argv) == 5 and sys.argv[1] == "count":
-        count(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "count":
+        count(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         sys.stderr.write(__doc__)
         sys.exit(2)

@@ -107,17 +107,23 @@ check_eq "$out" "ok," "F_SETLKW on B after A's holder ended"
 wait $bgp
 ok "a process's POSIX locks go when it exits; F_SETLKW waits for them"
 
-# --- a lock-guarded counter from 3 processes on each mount
-echo 0 >"$A/counter"
-: >"$A/counter.lock"
-pids=""
-for mp in "$A" "$B" "$A" "$B" "$A" "$B"; do
-	$LOCKS count "$mp/counter.lock" "$mp/counter" 30 &
-	pids="$pids $!"
-done
-for p in $pids; do wait "$p" || fail "a counter process failed"; done
-check_eq "$(cat "$B/counter")" 180 "the counter after 6 x 30 locked increments"
-ok "6 processes on two mounts, 30 locked increments each: 180"
+# --- a lock-guarded counter from 3 processes on each mount: flock (as
+# Python's filelock takes it), then POSIX locks (lockf, as SQLite's)
+counter() { # HOW N: 6 processes, N increments each
+	local pids="" p mp
+	echo 0 >"$A/counter"
+	: >"$A/counter.lock"
+	for mp in "$A" "$B" "$A" "$B" "$A" "$B"; do
+		$LOCKS count "$1" "$mp/counter.lock" "$mp/counter" "$2" &
+		pids="$pids $!"
+	done
+	for p in $pids; do wait "$p" || fail "a $1 counter process failed"; done
+	check_eq "$(cat "$B/counter")" $((6 * $2)) "the counter after 6 x $2 $1-locked increments"
+}
+counter flock 30
+ok "6 processes on two mounts, 30 flock-locked increments each: 180"
+counter lockf 10
+ok "6 processes on two mounts, 10 lockf-locked increments each: 60"
 
 # --- read-only mount: shared and exclusive flock locks work there too
 R=$TMP/r
