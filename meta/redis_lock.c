@@ -58,11 +58,9 @@ int meta_lock_set(struct meta *m, enum meta_lock_kind kind, uint64_t ino,
 	redis_cmd_u64(&c, flock ? META_LOCK_EOF : clamp(lk->end));
 	redis_cmd_u64(&c, lk->pid);
 	redis_cmd_i64(&c, m->opts.session_ttl);
-	/* not retried: a grant that happened before a lost reply would
-	 * look like a conflict with ourselves the second time (it does not:
-	 * an owner never conflicts with itself), but an unlock resent after
-	 * another owner's grant must not drop anything it does not own
-	 * either - both are safe, yet the caller decides */
+	/* not resent after a broken connection: one owner's calls may race
+	 * (threads of a process), and a lock resent after the same owner's
+	 * later unlock would come back; the caller sees EIO instead */
 	int err = redis_run_script(m, 0, &c, &r);
 	if (err)
 		return err;
