@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "lib/endian.h"
+#include "meta/meta_lock.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"

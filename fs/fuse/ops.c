@@ -121,6 +121,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* the kernel clears setuid/setgid on write, truncate and chown with
 	 * a mode change (a setattr) when we do not claim to handle it */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/* locks go to the daemon, which grants them through the metadata
+	 * so that they hold between clients (fs/vfs/lock.c) */
+	if (conn->capable & FUSE_CAP_POSIX_LOCKS)
+		conn->want |= FUSE_CAP_POSIX_LOCKS;
+	if (conn->capable & FUSE_CAP_FLOCK_LOCKS)
+		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 	/* symlink targets never change: let the kernel cache them */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -342,23 +348,28 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
+/* A close: the kernel names the closing process's lock owner, whose POSIX
+ * locks on the file end with it (it keeps none of them itself). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	vfs_lock_close(fs_of(req), ino, fi->lock_owner, 0);
 	reply_err(req, "flush", vfs_flush(fs_of(req), fh_of(fi)));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
+	(void)ino;
 	(void)datasync;
-	op_flush(req, ino, fi);
+	reply_err(req, "fsync", vfs_flush(fs_of(req), fh_of(fi)));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	(void)ino;
+	/* the last close of an open file that took a flock lock */
+	if (fi->flock_release)
+		vfs_lock_close(fs_of(req), ino, fi->lock_owner, 1);
 	vfs_release(fs_of(req), fh_of(fi));
 	fuse_reply_err(req, 0);
 }
@@ -384,6 +395,38 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	(void)ino;
 	reply_err(req, "fallocate",
 		  vfs_fallocate(fs_of(req), fh_of(fi), mode, off, len));
+}
+
+/* ---- locks: flock(2) and fcntl(2), held across clients (vfs.h) ------- */
+
+static int lock_interrupted(void *arg)
+{
+	return fuse_req_interrupted(arg);
+}
+
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
+{
+	int err = vfs_getlk(fs_of(req), ino, fi->lock_owner, lock);
+	if (err)
+		return reply_err(req, "getlk", err);
+	fuse_reply_lock(req, lock);
+}
+
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
+{
+	struct vfs_wait w = {lock_interrupted, req};
+	reply_err(req, "setlk",
+		  vfs_setlk(fs_of(req), ino, fi->lock_owner, lock, sleep, &w));
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
+{
+	struct vfs_wait w = {lock_interrupted, req};
+	reply_err(req, "flock",
+		  vfs_flock(fs_of(req), ino, fi->lock_owner, op, &w));
 }
 
 /* ---- directories ---------------------------------------------------- */
@@ -600,6 +643,9 @@ const struct fuse_lowlevel_ops gfuse_ops = {
     .release = op_release,
     .fallocate = op_fallocate,
     .copy_file_range = op_copy_file_range,
+    .getlk = op_getlk,
+    .setlk = op_setlk,
+    .flock = op_flock,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,

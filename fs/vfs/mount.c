@@ -424,6 +424,7 @@ static void teardown(struct fs *fs)
 	objstore_close(fs->store);
 	meta_close(fs->meta);
 	space_free(fs->space);
+	lock_free(fs->locks);
 	struct hash_node *h, *next;
 	for (h = hash_first(&fs->nodes); h; h = next) {
 		struct node *n = hash_entry(h, struct node, hn);
@@ -575,6 +576,11 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	}
 	meta_url_redact(o->meta_url, url, sizeof(url));
 	struct meta_opts mo = {.read_only = o->read_only};
+	/* a test knob: the session TTL (60 s) after which a dead client's
+	 * opens and locks go; every client of a volume must use one value */
+	const char *ttl = getenv("GRANARY_SESSION_TTL");
+	if (ttl && atoi(ttl) > 0)
+		mo.session_ttl = atoi(ttl);
 	err = meta_open(o->meta_url, &mo, &fs->meta);
 	if (err) {
 		err = fail(msg, cap, err, "cannot open metadata '%s': %s", url,
@@ -585,6 +591,11 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	if (err) {
 		err = fail(msg, cap, err, "cannot load volume from '%s': %s",
 			   url, gr_strerror(err));
+		goto fail;
+	}
+	err = lock_open(&fs->locks);
+	if (err) {
+		err = fail(msg, cap, err, "out of memory");
 		goto fail;
 	}
 	err = space_open(fs->read_only ? 0 : fs->vol.capacity, space_usage, fs,

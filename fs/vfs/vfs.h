@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -166,5 +167,33 @@ int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, void **value, size_t *size);
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size);
 int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+
+/* ---- file locks (lock.c) ---------------------------------------------- */
+/*
+ * flock(2) and fcntl(2) locks, granted through the metadata: they hold
+ * between every client of the volume. owner is the kernel's lock owner
+ * (per open file for flock, per process for POSIX locks). A request that
+ * waits (flock without LOCK_NB, F_SETLKW) polls with a backoff of 5 ms
+ * doubling up to 100 ms, asks w (may be NULL) between tries whether the
+ * caller gave up (then EINTR), and fails with ENOLCK when VFS_LOCK_WAITERS
+ * requests wait already. Without waiting, a lock in the way is EAGAIN.
+ */
+#define VFS_LOCK_WAITERS 24 /* of the FUSE loop's 32 threads (session.c) */
+struct vfs_wait {
+	int (*interrupted)(void *arg);
+	void *arg;
+};
+/* op: LOCK_SH, LOCK_EX or LOCK_UN, with LOCK_NB */
+int vfs_flock(struct fs *fs, uint64_t ino, uint64_t owner, int op,
+	      const struct vfs_wait *w);
+/* F_GETLK: *f (SEEK_SET) becomes a lock in the way, or l_type F_UNLCK;
+ * l_pid is the holder's pid on its own node */
+int vfs_getlk(struct fs *fs, uint64_t ino, uint64_t owner, struct flock *f);
+/* F_SETLK (sleep 0), F_SETLKW (sleep 1); l_pid is the caller's */
+int vfs_setlk(struct fs *fs, uint64_t ino, uint64_t owner,
+	      const struct flock *f, int sleep, const struct vfs_wait *w);
+/* The owner's locks end: its POSIX locks (flock 0) on a flush of a close,
+ * its flock lock (flock 1) on the release of the open file. */
+void vfs_lock_close(struct fs *fs, uint64_t ino, uint64_t owner, int flock);
 
 #endif

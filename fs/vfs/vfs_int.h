@@ -133,12 +133,18 @@ struct fs {
 	struct closer *closer; /* releases of closed files; NULL: at once */
 
 	int session; /* registered with meta_session_open */
+	struct vfs_locks *locks; /* the owners of POSIX locks (lock.c) */
 	pthread_t reclaimer;
 	int reclaimer_running;
 	pthread_mutex_t rc_lock; /* leaf */
 	pthread_cond_t rc_cond;	 /* signalled on stop and on new garbage */
 	int stopping;		 /* protected by rc_lock */
 };
+
+/* lock.c: what it keeps of the locks this client granted */
+struct vfs_locks;
+int lock_open(struct vfs_locks **out); /* 0 or ENOMEM */
+void lock_free(struct vfs_locks *l);   /* NULL-safe */
 
 struct vfs_fh {
 	struct node *node;

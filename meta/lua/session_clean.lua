@@ -1,6 +1,8 @@
+-- lib: lock
 -- ARGV: sid, ttl (-1: unconditionally, the session's own close), max opens
--- to drop in this call. Returns {0, state}: 0 nothing done (gone, or alive
--- again), 1 session removed, 2 more opens left (call again).
+-- to drop (and max inodes whose locks to drop) in this call. Returns {0,
+-- state}: 0 nothing done (gone, or alive again), 1 session removed, 2 more
+-- opens or locks left (call again).
 local sid, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local hb = redis.call('ZSCORE', 'sessions', sid)
 if ttl >= 0 and (not hb or tonumber(hb) >= now() - ttl) then
@@ -12,7 +14,13 @@ for _, i in ipairs(redis.call('SPOP', 'so' .. sid, max)) do
 	inode_release(ino)
 end
 iflush()
-if redis.call('SCARD', 'so' .. sid) > 0 then
+-- its file locks go with it (other clients already ignore those of a
+-- session silent for ttl: lock_alive)
+for _, i in ipairs(redis.call('SPOP', 'sl' .. sid, max)) do
+	lock_drop_session(tonumber(i), sid)
+end
+if redis.call('SCARD', 'so' .. sid) > 0 or
+	redis.call('SCARD', 'sl' .. sid) > 0 then
 	return {0, 2}
 end
 redis.call('ZREM', 'sessions', sid)
