@@ -32,3 +32,8 @@ long hooks_trash_skew(void)
 {
 	return 0;
 }
+
+unsigned hooks_session_ttl(void)
+{
+	return 0;
+}

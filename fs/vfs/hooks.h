@@ -26,4 +26,9 @@ unsigned hooks_compact_delay(void);
 unsigned hooks_trash_period(void);
 long hooks_trash_skew(void);
 
+/* The session TTL in seconds, after which a dead client's opens and
+ * locks go; 0: the default (60 s). Every client of a volume must use one
+ * value (tests/integ/t0190: a killed lock holder). */
+unsigned hooks_session_ttl(void);
+
 #endif

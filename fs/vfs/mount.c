@@ -576,11 +576,9 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	}
 	meta_url_redact(o->meta_url, url, sizeof(url));
 	struct meta_opts mo = {.read_only = o->read_only};
-	/* a test knob: the session TTL (60 s) after which a dead client's
-	 * opens and locks go; every client of a volume must use one value */
-	const char *ttl = getenv("GRANARY_SESSION_TTL");
-	if (ttl && atoi(ttl) > 0)
-		mo.session_ttl = atoi(ttl);
+	/* tests only: a shorter session TTL (60 s) after which a dead
+	 * client's opens and locks go */
+	mo.session_ttl = (int)hooks_session_ttl();
 	err = meta_open(o->meta_url, &mo, &fs->meta);
 	if (err) {
 		err = fail(msg, cap, err, "cannot open metadata '%s': %s", url,

@@ -10,7 +10,9 @@
 
 LOCKS="python3 $TOPDIR/tests/integ/locks.py"
 # every client of the volume: a dead one's locks go after 3 s, not 60
-export GRANARY_SESSION_TTL=3
+# (the test build of the client, tests/hooks)
+GRANARY=$GRANARY_HOOKS
+export GRANARY_TEST_SESSION_TTL=3
 new_volume locks
 A=$TMP/a B=$TMP/b
 mount_vol "$META" "$A" --attr-timeout 0 --entry-timeout 0
