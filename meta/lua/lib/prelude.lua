@@ -63,14 +63,18 @@ local function stored(a)
 	end
 	return math.min(a.par - 1, a.len)
 end
+-- the chain of quotas a data script charges (quota_data), and how
+-- (both below, with the quotas)
+local qdata, quota_add = {}, nil
 -- the file's stored bytes become n (clamped to [0, length]);
--- usedspace follows. The caller writes the record (idirty).
+-- usedspace and the quotas of qdata follow. The caller writes the record (idirty).
 local function stored_set(a, n)
 	local o = stored(a)
 	n = math.max(0, math.min(n, a.len))
 	a.par = n + 1
 	if n ~= o then
 		redis.call('INCRBY', 'usedspace', d(n - o))
+		quota_add(qdata, n - o, 0)
 	end
 end
 
@@ -217,6 +221,161 @@ local function name_guard(parent, p, name)
 		return EINVAL
 	end
 	return trash_depth(parent, p) ~= 0 and EPERM or 0
+end
+
+-- Quotas (SCHEMA.md "Quotas", meta/meta_quota.h). 'quota' maps a
+-- directory to its limits (QFMT: bytes, inodes; 0 = none); 'quotaused'
+-- holds each one's usage, s<ino> stored bytes, i<ino> inodes below it,
+-- p<ino> the sum of the sessions' pending bytes (qp<ino>: sid -> bytes).
+local EDQUOT, EXDEV, EMLINK = @EDQUOT@, @EXDEV@, @EMLINK@
+local QNEST = 8 --C: META_QUOTA_NEST
+local QFMT = '<I8I8'
+local qany, qrec, qchains = nil, {}, {}
+-- Does the volume have any quota? (read once a call)
+local function quota_any()
+	if qany == nil then
+		qany = redis.call('EXISTS', 'quota') == 1
+	end
+	return qany
+end
+-- The chain of directory dir: the directories with a quota among dir and
+-- its ancestors, nearest first. {} when the volume has none, and for a
+-- directory in the trash, in a version (DIR/.versions/...) or in a
+-- detached tree (a snapshot being built): those are outside every quota.
+local function quota_chain(dir)
+	if not quota_any() then
+		return {}
+	end
+	local c = qchains[dir]
+	if c then
+		return c
+	end
+	local path, ino, n = {}, dir, 0
+	local t = trash_ino()
+	while true do
+		if ino == t then
+			qchains[dir] = {}
+			return qchains[dir]
+		end
+		path[#path + 1] = d(ino)
+		if ino == 1 then
+			break
+		end
+		local a = iget(ino)
+		if not a or a.ty ~= DIR or a.par == 0 then
+			qchains[dir] = {}
+			return qchains[dir]
+		end
+		ino = a.par
+		n = n + 1
+		if n > 100000 then
+			error('granary: directory loop')
+		end
+	end
+	-- a versions directory V of D has parent D and is vdirs[D]
+	if #path > 1 then
+		local up = {}
+		for i = 2, #path do
+			up[#up + 1] = path[i]
+		end
+		local v = redis.call('HMGET', 'vdirs', unpack(up))
+		for i = 1, #up do
+			if v[i] and v[i] == path[i] then
+				qchains[dir] = {}
+				return qchains[dir]
+			end
+		end
+	end
+	local r = redis.call('HMGET', 'quota', unpack(path))
+	c = {}
+	for i = 1, #path do
+		if r[i] then
+			local q = tonumber(path[i])
+			c[#c + 1] = q
+			qrec[q] = r[i]
+		end
+	end
+	qchains[dir] = c
+	return c
+end
+-- the members of chain a that are not in chain b
+local function quota_minus(a, b)
+	local out = {}
+	for _, q in ipairs(a) do
+		local found = false
+		for _, r in ipairs(b) do
+			if r == q then
+				found = true
+				break
+			end
+		end
+		if not found then
+			out[#out + 1] = q
+		end
+	end
+	return out
+end
+local function quota_same(a, b)
+	return #a == #b and #quota_minus(a, b) == 0
+end
+-- 0, or EDQUOT when adding ds bytes and di inodes to each quota of chain
+-- c would pass its limit. A creation (di > 0, ds 0) is refused when the
+-- bytes are used up. Pending bytes do not count here: they are the
+-- clients' to check (fs/vfs/quota.c).
+local function quota_room(c, ds, di)
+	for _, q in ipairs(c) do
+		local ms, mi = struct.unpack(QFMT, qrec[q])
+		if ms > 0 or mi > 0 then
+			local u = redis.call('HMGET', 'quotaused', 's' .. d(q),
+				'i' .. d(q))
+			local us, ui = tonumber(u[1] or 0), tonumber(u[2] or 0)
+			if mi > 0 and di > 0 and ui + di > mi then
+				return EDQUOT
+			end
+			if ms > 0 and ((ds > 0 and us + ds > ms) or
+				(ds == 0 and di > 0 and us >= ms)) then
+				return EDQUOT
+			end
+		end
+	end
+	return 0
+end
+-- add ds bytes and di inodes to each quota of chain c
+function quota_add(c, ds, di)
+	for _, q in ipairs(c) do
+		if ds ~= 0 then
+			redis.call('HINCRBY', 'quotaused', 's' .. d(q), d(ds))
+		end
+		if di ~= 0 then
+			redis.call('HINCRBY', 'quotaused', 'i' .. d(q), d(di))
+		end
+	end
+end
+-- usage moves from chain a to chain b (a rename): what they share keeps it
+local function quota_move(a, b, ds, di)
+	quota_add(quota_minus(a, b), -ds, -di)
+	quota_add(quota_minus(b, a), ds, di)
+end
+-- directory ino is gone: so is its quota, if it had one
+local function quota_drop(ino)
+	if quota_any() and redis.call('HDEL', 'quota', d(ino)) == 1 then
+		redis.call('HDEL', 'quotaused', 's' .. d(ino), 'i' .. d(ino),
+			'p' .. d(ino))
+		redis.call('DEL', key('qp', ino))
+		redis.call('INCR', 'quotagen')
+	end
+end
+-- The chain a data script charges (stored_set): the client's, ARGV
+-- string s of decimal inodes joined by ','; '' or nil: none. Nothing
+-- for a file with no name left (a quota counts names' inodes).
+local function quota_data(s, a)
+	qdata = {}
+	if not s or s == '' or a.nlink == 0 or not quota_any() then
+		return
+	end
+	for q in string.gmatch(s, '%d+') do
+		qdata[#qdata + 1] = tonumber(q)
+	end
 end
 
 -- ctime, and mtime too when m
