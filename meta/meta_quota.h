@@ -103,6 +103,11 @@ int meta_truncate_q(struct meta *m, const struct meta_qchain *c,
 int meta_fallocate_q(struct meta *m, const struct meta_qchain *c,
 		     uint64_t ino, int mode, uint64_t off, uint64_t len,
 		     struct meta_attr *out);
+/* meta_link (meta.h) told a directory that holds a name of ino (hint;
+ * 0: not known, then no check): EXDEV when newparent's chain is not
+ * hint's. */
+int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino,
+		uint64_t newparent, const char *newname, struct meta_attr *a);
 /* meta_clone_data (meta_snap.h): dst's stored bytes count in c. */
 int meta_clone_data_q(struct meta *m, const struct meta_qchain *c,
 		      uint64_t src, uint64_t dst, struct meta_attr *a);
