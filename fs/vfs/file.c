@@ -19,6 +19,7 @@
 #include "fs/data/reader.h"
 #include "fs/data/writer.h"
 #include "fs/vfs/closer.h"
+#include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/errors.h"
@@ -198,7 +199,7 @@ int vfs_create(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 	err = file_open(fs, n, flags, o, &a, 1);
 	node_unpin(fs, n);
 	if (!err)
-		entry_take(fs, ino, &a, a.length, 0, e);
+		entry_take(fs, vfs_m_ino(fs, parent), ino, &a, a.length, 0, e);
 	return err;
 }
 
@@ -377,8 +378,14 @@ int vfs_write(struct fs *fs, const struct vfs_caller *c, struct vfs_fh *h,
 	if (n->seen && n->attr.stored >= n->attr.length &&
 	    off + size <= n->attr.length)
 		charge = 0;
+	/* the same bytes count in the directory's quotas (EDQUOT), whose
+	 * chain the node keeps until they are committed or dropped */
+	if (!err && !n->taken)
+		err = node_quota_chain(fs, n);
 	if (!err)
 		err = space_take(fs->space, charge);
+	if (!err && (err = quota_take(&n->qc, charge)))
+		space_drop(fs->space, charge);
 	if (!err) {
 		n->taken += charge;
 		err = writer_write(w, off, buf, size);
@@ -437,9 +444,11 @@ static void file_unregister(struct fs *fs, uint64_t ino)
 }
 
 /* Cover [off, off+len) with hole slices (id 0): reads give zeros. The
- * range is cut at `limit` (the length, for modes that keep the size). */
-static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
-		       uint64_t limit, struct meta_attr *a)
+ * range is cut at `limit` (the length, for modes that keep the size). The
+ * bytes freed leave the quotas of c. */
+static int write_holes(struct fs *fs, const struct meta_qchain *c, uint64_t ino,
+		       uint64_t off, uint64_t len, uint64_t limit,
+		       struct meta_attr *a)
 {
 	uint64_t end = off + len < limit ? off + len : limit;
 	struct meta_chunk_slice s[64];
@@ -457,7 +466,7 @@ static int write_holes(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		n++;
 		off += take;
 		if (n == 64 || off >= end) {
-			err = meta_write(fs->meta, ino, s, n, a);
+			err = meta_write_q(fs->meta, c, ino, s, n, a);
 			n = 0;
 		}
 	}
@@ -523,14 +532,24 @@ int vfs_copy_file_range(struct fs *fs, struct vfs_fh *in, off_t off_in,
 		return err;
 	if (a.type != META_FILE || a.length == 0 || len < a.length)
 		return EOPNOTSUPP;
-	uint64_t n = a.length;
+	uint64_t n = a.length, n_stored = a.stored;
 
 	pthread_mutex_lock(&dst->lock);
 	err = node_flush(dst);
 	if (!err && dst->length != 0)
 		err = EOPNOTSUPP;
+	/* the copy's stored bytes count in dst's quotas: checked first */
+	if (!err)
+		err = node_quota_chain(fs, dst);
+	if (!err)
+		err = quota_take(&dst->qc, n_stored);
 	if (!err) {
-		err = meta_clone_data(fs->meta, src->ino, dst->ino, &a);
+		err = meta_clone_data_q(fs->meta, &dst->qc.c, src->ino,
+					dst->ino, &a);
+		if (err)
+			quota_drop(&dst->qc, n_stored);
+		else
+			quota_done(&dst->qc, n_stored);
 		if (err == EINVAL)
 			err = EOPNOTSUPP; /* not empty after all */
 		chunk_cache_clear(dst);
@@ -563,27 +582,37 @@ int vfs_fallocate(struct fs *fs, struct vfs_fh *h, int mode, off_t off,
 		return EINVAL;
 	pthread_mutex_lock(&n->lock);
 	err = node_flush(n);
+	if (!err)
+		err = node_quota_chain(fs, n);
 	if (!err && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
 		err = meta_getattr(fs->meta, n->ino, &a);
 		if (!err)
-			err = write_holes(fs, n->ino, off, len,
+			err = write_holes(fs, &n->qc.c, n->ino, off, len,
 					  (mode & FALLOC_FL_KEEP_SIZE)
 					      ? a.length
 					      : (uint64_t)off + len,
 					  &a);
 		chunk_cache_clear(n);
 		space_changed(fs->space);
+		quota_changed(&n->qc);
 	} else if (!err) {
-		/* allocating takes space from the capacity, as a write */
-		err = space_take(fs->space, (uint64_t)len);
+		/* allocating takes space from the capacity and the quotas,
+		 * as a write */
+		uint64_t bytes = (uint64_t)len;
+		err = space_take(fs->space, bytes);
+		if (!err && (err = quota_take(&n->qc, bytes)))
+			space_drop(fs->space, bytes);
 		if (!err) {
-			err = meta_fallocate(fs->meta, n->ino,
-					     mode & FALLOC_FL_KEEP_SIZE, off,
-					     len, &a);
-			if (err)
-				space_drop(fs->space, (uint64_t)len);
-			else
-				space_done(fs->space, (uint64_t)len);
+			err = meta_fallocate_q(fs->meta, &n->qc.c, n->ino,
+					       mode & FALLOC_FL_KEEP_SIZE, off,
+					       len, &a);
+			if (err) {
+				space_drop(fs->space, bytes);
+				quota_drop(&n->qc, bytes);
+			} else {
+				space_done(fs->space, bytes);
+				quota_done(&n->qc, bytes);
+			}
 		}
 	}
 	if (!err)

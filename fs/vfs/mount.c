@@ -32,6 +32,7 @@
 #include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/namecache.h"
+#include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
@@ -105,6 +106,8 @@ static void *reclaimer_main(void *arg)
 		size_t n = 0;
 		/* pending bytes that changed while no write came (space.h) */
 		space_tick(fs->space);
+		/* the quotas' generation; their gates' pending bytes */
+		quota_tick(fs->quota);
 		/* what this client holds staged, for `granary status` */
 		if (fs->writeback) {
 			struct packer_stats ps;
@@ -165,8 +168,9 @@ static void *reclaimer_main(void *arg)
 		if (!fs->stopping && (n == 0 || err)) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			/* 1 s with a capacity: space_tick's period */
-			ts.tv_sec += fs->vol.capacity ? 1 : 2;
+			/* 1 s: space_tick's period, and quota_tick's (a
+			 * quota set shows within about a second) */
+			ts.tv_sec += 1;
 			pthread_cond_timedwait(&fs->rc_cond, &fs->rc_lock, &ts);
 		}
 		int stop = fs->stopping;
@@ -424,6 +428,7 @@ static void teardown(struct fs *fs)
 	objstore_close(fs->store);
 	meta_close(fs->meta);
 	space_free(fs->space);
+	quota_free(fs->quota);
 	lock_free(fs->locks);
 	struct hash_node *h, *next;
 	for (h = hash_first(&fs->nodes); h; h = next) {
@@ -596,10 +601,16 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 		err = fail(msg, cap, err, "out of memory");
 		goto fail;
 	}
-	err = space_open(fs->read_only ? 0 : fs->vol.capacity, space_usage, fs,
-			 &fs->space);
+	err = space_open(fs->read_only ? 0 : fs->vol.capacity, "the volume",
+			 space_usage, fs, &fs->space);
 	if (err) {
 		err = fail(msg, cap, err, "out of memory");
+		goto fail;
+	}
+	err = quota_open(fs->meta, fs->read_only, &fs->quota);
+	if (err) {
+		err = fail(msg, cap, err, "cannot read the quotas of '%s': %s",
+			   url, gr_strerror(err));
 		goto fail;
 	}
 	err = open_data(fs, o, msg, cap);

@@ -106,12 +106,14 @@ void node_unpin(struct fs *fs, struct node *n)
  * found inside a version when frozen. A read-only client keeps the
  * attributes for the next open (see file_open). */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
-		     int frozen)
+		     int frozen, uint64_t parent)
 {
 	pthread_mutex_lock(&fs->table_lock);
 	struct node *n = node_get_locked(fs, ino, 1);
 	if (n) {
 		n->nlookup++;
+		if (parent)
+			__atomic_store_n(&n->parent, parent, __ATOMIC_RELAXED);
 		n->frozen |= frozen;
 		n->trashed = 0; /* a name reaches it again */
 		if (frozen)
@@ -126,6 +128,27 @@ void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		pthread_mutex_unlock(&n->lock);
 	}
 	node_unpin(fs, n);
+}
+
+/* A rename moved ino into directory parent (volume inodes). */
+void node_set_parent(struct fs *fs, uint64_t ino, uint64_t parent)
+{
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_find_locked(fs, ino);
+	if (n)
+		__atomic_store_n(&n->parent, parent, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&fs->table_lock);
+}
+
+uint64_t node_parent(struct fs *fs, uint64_t ino)
+{
+	uint64_t p = 0;
+	pthread_mutex_lock(&fs->table_lock);
+	struct node *n = node_find_locked(fs, ino);
+	if (n)
+		p = __atomic_load_n(&n->parent, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&fs->table_lock);
+	return p;
 }
 
 /*
@@ -166,6 +189,9 @@ void node_mark_trashed(struct fs *fs, uint64_t ino)
 	if (n) {
 		n->trashed = 1;
 		__atomic_store_n(&fs->any_trashed, 1, __ATOMIC_RELAXED);
+		/* the trash is outside every quota: its writes from now on
+		 * charge none */
+		__atomic_store_n(&n->parent, 0, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&fs->table_lock);
 }
@@ -285,14 +311,15 @@ uint64_t visible_length(struct fs *fs, uint64_t ino, const struct meta_attr *a)
 	return end > len ? end : len;
 }
 
-void entry_take(struct fs *fs, uint64_t ino, const struct meta_attr *a,
-		uint64_t length, int frozen, struct vfs_entry *e)
+void entry_take(struct fs *fs, uint64_t parent, uint64_t ino,
+		const struct meta_attr *a, uint64_t length, int frozen,
+		struct vfs_entry *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = vfs_f_ino(fs, ino);
 	e->attr_timeout = fs->attr_timeout;
 	e->entry_timeout = fs->entry_timeout;
-	node_lookup_ref(fs, ino, a, frozen);
+	node_lookup_ref(fs, ino, a, frozen, parent);
 	attr_to_stat(fs, ino, a, length, &e->attr);
 }
 
@@ -424,7 +451,7 @@ static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 	struct meta_attr a;
 	if (hooks_kill_before_commit())
 		raise(SIGKILL);
-	int err = meta_write(c->fs->meta, ino, s, n, &a);
+	int err = meta_write_q(c->fs->meta, &c->node->qc.c, ino, s, n, &a);
 	if (err)
 		return err;
 	for (size_t i = 0; i < n; i++)
@@ -438,6 +465,7 @@ static int wcb_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 		bytes = c->node->taken;
 	c->node->taken -= bytes;
 	space_done(c->fs->space, bytes);
+	quota_done(&c->node->qc, bytes);
 	chunk_cache_clear(c->node);
 	node_note_attr(c->node, &a);
 	return 0;
@@ -460,14 +488,31 @@ int node_writer(struct fs *fs, struct node *n, struct writer **out)
 	return 0;
 }
 
-/* What fs->space accepted for a node's writes and no commit took: none
- * of it will be committed (an overwrite counted twice, or data dropped
- * after an error). node->lock held. */
+/* What fs->space and the quotas accepted for a node's writes and no
+ * commit took: none of it will be committed (an overwrite counted twice,
+ * or data dropped after an error). node->lock held. */
 void node_space_drop(struct node *n)
 {
-	if (n->taken && n->writer)
+	if (n->taken && n->writer) {
 		space_drop(n->wctx.fs->space, n->taken);
+		quota_drop(&n->qc, n->taken);
+	}
 	n->taken = 0;
+}
+
+/*
+ * The quotas a node's bytes count in, from its parent hint, into n->qc:
+ * at a write that starts a new charge (n->taken 0), and before the data
+ * calls that change stored bytes themselves (truncate, fallocate, clone).
+ * Free without quotas. A parent gone (ENOENT, ENOTDIR) leaves the chain
+ * empty: the file's name is elsewhere now, or gone. node->lock held.
+ */
+int node_quota_chain(struct fs *fs, struct node *n)
+{
+	gr_assert(n->taken == 0);
+	uint64_t dir = __atomic_load_n(&n->parent, __ATOMIC_RELAXED);
+	int err = quota_chain_of(fs->quota, dir, &n->qc);
+	return err == ENOENT || err == ENOTDIR ? 0 : err;
 }
 
 /* Flush buffered writes of a node; node->lock held. */

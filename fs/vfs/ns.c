@@ -14,8 +14,10 @@
 #include "meta/meta_volume.h"
 #include "fs/data/writer.h"
 #include "fs/vfs/namecache.h"
+#include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
+#include "lib/errors.h"
 #include "lib/log.h"
 
 static uint8_t meta_type_of(mode_t mode)
@@ -80,8 +82,8 @@ int vfs_lookup(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 		if (!err && trash_hidden(fs, c, vparent, name, ino))
 			return ENOENT;
 		if (!err)
-			entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz,
-				   e);
+			entry_take(fs, vparent, ino, &a,
+				   visible_length(fs, ino, &a), fz, e);
 		if (!err && trash_entry(fs, vparent, name, ino))
 			e->entry_timeout = 0;
 		return err;
@@ -109,7 +111,7 @@ int vfs_lookup(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 	if (a.type == META_FILE)
 		node_cache_chunk0(fs, ino, s, n);
 	free(s);
-	entry_take(fs, ino, &a, visible_length(fs, ino, &a), fz, e);
+	entry_take(fs, vparent, ino, &a, visible_length(fs, ino, &a), fz, e);
 	if (trash_entry(fs, vparent, name, ino))
 		e->entry_timeout = 0;
 	node_unpin(fs, pin);
@@ -192,14 +194,21 @@ int vfs_setattr(struct fs *fs, uint64_t fino, const struct stat *st, int to_set,
 	 * close), nor survive a truncate that came after them.
 	 */
 	struct node *n = node_get(fs, ino, (to_set & VFS_SET_SIZE) != 0);
+	if (!n && (to_set & VFS_SET_SIZE))
+		return ENOMEM;
 	if (n) {
 		pthread_mutex_lock(&n->lock);
 		err = node_flush(n);
 	}
+	/* the stored bytes a truncate frees leave the file's quotas */
+	if (!err && (to_set & VFS_SET_SIZE))
+		err = node_quota_chain(fs, n);
 	if (!err && (to_set & VFS_SET_SIZE)) {
-		err = meta_truncate(fs->meta, ino, st->st_size, &out);
+		err =
+		    meta_truncate_q(fs->meta, &n->qc.c, ino, st->st_size, &out);
 		if (!err) {
 			space_changed(fs->space);
+			quota_changed(&n->qc);
 			chunk_cache_clear(n);
 			node_note_attr(n, &out);
 			have = 1;
@@ -219,8 +228,6 @@ int vfs_setattr(struct fs *fs, uint64_t fino, const struct stat *st, int to_set,
 	if (n) {
 		pthread_mutex_unlock(&n->lock);
 		node_unpin(fs, n);
-	} else if (to_set & VFS_SET_SIZE) {
-		err = ENOMEM;
 	}
 	ns_changed(fs);
 	if (err)
@@ -245,13 +252,25 @@ int vfs_mknod(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 	struct meta_attr a;
 	if (frozen(fs, parent))
 		return EROFS;
-	int err = meta_mknod(fs->meta, vfs_m_ino(fs, parent), name,
-			     meta_type_of(mode), mode & 07777, c->uid, c->gid,
-			     rdev, link, &ino, &a);
+	uint64_t vparent = vfs_m_ino(fs, parent);
+	int err =
+	    meta_mknod(fs->meta, vparent, name, meta_type_of(mode),
+		       mode & 07777, c->uid, c->gid, rdev, link, &ino, &a);
 	ns_changed(fs);
 	if (!err)
-		entry_take(fs, ino, &a, visible_length(fs, ino, &a), 0, e);
+		entry_take(fs, vparent, ino, &a, visible_length(fs, ino, &a), 0,
+			   e);
 	return err;
+}
+
+/* Space was freed in directory dir: its quotas read their usage again
+ * before the next write (the capacity does it in reclaim_soon). Free
+ * without quotas. */
+static void quota_freed(struct fs *fs, uint64_t dir)
+{
+	struct quota_chain qc;
+	if (quota_active(fs->quota) && quota_chain_of(fs->quota, dir, &qc) == 0)
+		quota_changed(&qc);
 }
 
 int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
@@ -262,6 +281,8 @@ int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
 	int err = meta_unlink_trashed(fs->meta, vfs_m_ino(fs, parent), name,
 				      &trashed);
 	ns_changed(fs);
+	if (!err)
+		quota_freed(fs, vfs_m_ino(fs, parent));
 	if (!err && trashed)
 		node_mark_trashed(fs, trashed);
 	else if (!err)
@@ -278,6 +299,66 @@ int vfs_rmdir(struct fs *fs, uint64_t parent, const char *name)
 	return err;
 }
 
+/*
+ * A rename between two directories with quotas about: what moves takes
+ * its usage to the other chain (the script's work), but this client must
+ * follow. A file's bytes buffered here are committed first, into the
+ * chain they were accepted for; the node's parent hint then names the new
+ * directory, and a directory that moved forgets its cached chain. That
+ * costs a lookup of each name that moves, only on a volume with quotas
+ * and only between two directories.
+ */
+struct quota_move {
+	uint64_t ino[2]; /* what moves: name's, and newname's on exchange */
+	uint8_t type[2];
+};
+
+static void quota_move_one(struct fs *fs, uint64_t dir, const char *name,
+			   uint64_t *ino, uint8_t *type)
+{
+	struct meta_attr a;
+	*ino = 0;
+	if (meta_lookup(fs->meta, dir, name, ino, &a)) {
+		*ino = 0;
+		return;
+	}
+	*type = a.type;
+	struct node *n = node_get(fs, *ino, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	int err = node_flush(n);
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+	if (err)
+		log_warn("rename: write-back of inode %llu failed: %s",
+			 (unsigned long long)*ino, gr_strerror(err));
+}
+
+static void quota_move_before(struct fs *fs, uint64_t dir, const char *name,
+			      uint64_t newdir, const char *newname,
+			      unsigned flags, struct quota_move *mv)
+{
+	memset(mv, 0, sizeof(*mv));
+	if (!quota_active(fs->quota) || dir == newdir)
+		return;
+	quota_move_one(fs, dir, name, &mv->ino[0], &mv->type[0]);
+	if (flags & VFS_RENAME_EXCHANGE)
+		quota_move_one(fs, newdir, newname, &mv->ino[1], &mv->type[1]);
+}
+
+static void quota_move_after(struct fs *fs, uint64_t dir, uint64_t newdir,
+			     const struct quota_move *mv)
+{
+	for (int i = 0; i < 2; i++) {
+		if (!mv->ino[i])
+			continue;
+		node_set_parent(fs, mv->ino[i], i ? dir : newdir);
+		if (mv->type[i] == META_DIR)
+			quota_forget(fs->quota, mv->ino[i]);
+	}
+}
+
 int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
 	       uint64_t newparent, const char *newname, unsigned flags)
 {
@@ -285,14 +366,19 @@ int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
 		return EINVAL;
 	if (frozen(fs, parent) || frozen(fs, newparent))
 		return EROFS;
+	uint64_t vp = vfs_m_ino(fs, parent), vnp = vfs_m_ino(fs, newparent);
+	struct quota_move mv;
+	quota_move_before(fs, vp, name, vnp, newname, flags, &mv);
 	uint64_t trashed;
-	int err = meta_rename_trashed(fs->meta, vfs_m_ino(fs, parent), name,
-				      vfs_m_ino(fs, newparent), newname, flags,
+	int err = meta_rename_trashed(fs->meta, vp, name, vnp, newname, flags,
 				      &trashed);
 	ns_changed(fs);
 	if (!err && trashed)
 		node_mark_trashed(fs, trashed);
 	space_changed(fs->space); /* a file replaced may be gone */
+	if (!err)
+		quota_move_after(fs, vp, vnp, &mv);
+	quota_freed(fs, vp);
 	return err;
 }
 
@@ -302,13 +388,40 @@ int vfs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	struct meta_attr a;
 	if (frozen(fs, ino) || frozen(fs, newparent))
 		return EROFS;
-	uint64_t vino = vfs_m_ino(fs, ino);
-	int err =
-	    meta_link(fs->meta, vino, vfs_m_ino(fs, newparent), newname, &a);
+	uint64_t vino = vfs_m_ino(fs, ino), vnp = vfs_m_ino(fs, newparent);
+	/* a hard link stays within the file's quotas (EXDEV): the script
+	 * compares newparent's chain with that of a directory the file is
+	 * known in */
+	int err = meta_link_q(fs->meta, node_parent(fs, vino), vino, vnp,
+			      newname, &a);
 	ns_changed(fs);
 	if (!err)
-		entry_take(fs, vino, &a, visible_length(fs, vino, &a), 0, e);
+		entry_take(fs, vnp, vino, &a, visible_length(fs, vino, &a), 0,
+			   e);
 	return err;
+}
+
+/* A --subdir mount whose directory has a quota shows the quota (df): its
+ * limits as the size, what is left of them as free; a field with no limit
+ * keeps the volume's figure. */
+static void statfs_quota(struct fs *fs, struct statvfs *sv)
+{
+	struct meta_quota mq;
+	if (fs->root == META_ROOT_INO || quota_statfs(fs->quota, fs->root, &mq))
+		return;
+	if (mq.max_space) {
+		uint64_t used = (mq.used_space + 4095) / 4096;
+		sv->f_blocks = mq.max_space / 4096;
+		sv->f_bfree = sv->f_bavail =
+		    used < sv->f_blocks ? sv->f_blocks - used : 0;
+	}
+	if (mq.max_inodes) {
+		sv->f_files = mq.max_inodes;
+		sv->f_ffree = sv->f_favail =
+		    mq.used_inodes < mq.max_inodes
+			? mq.max_inodes - mq.used_inodes
+			: 0;
+	}
 }
 
 int vfs_statfs(struct fs *fs, struct statvfs *sv)
@@ -332,6 +445,7 @@ int vfs_statfs(struct fs *fs, struct statvfs *sv)
 	sv->f_files = u.inodes + (1ull << 32);
 	sv->f_ffree = sv->f_favail = 1ull << 32;
 	sv->f_namemax = META_NAME_MAX;
+	statfs_quota(fs, sv);
 	return 0;
 }
 
@@ -415,7 +529,8 @@ int vfs_readdir(struct fs *fs, const struct vfs_caller *c, struct vfs_dh *d,
 		if (add(arg, name, &st, ep, i + 1))
 			break;
 		if (ep) {
-			node_lookup_ref(fs, e->ino, &e->attr, fz);
+			node_lookup_ref(fs, e->ino, &e->attr, fz,
+					vfs_m_ino(fs, ino));
 			if (fs->read_only && e->type == META_FILE)
 				node_cache_chunk0(fs, e->ino, e->chunk0,
 						  e->nchunk0);

@@ -5,6 +5,7 @@
  * accepted, plus this client's commits since and its pending bytes.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,10 @@
 #include "fs/vfs/space.h"
 
 struct space {
-	uint64_t limit; /* 0: none */
-	uint64_t step;	/* a reading is taken again after accepting this */
+	uint64_t limit; /* 0: none; atomic, written under lock */
+	uint64_t step;	/* a reading is taken again after accepting this;
+			   protected by lock */
+	char what[48];	/* the limit, in messages */
 	space_usage_fn usage;
 	void *arg;
 	pthread_mutex_t lock; /* leaf; protects the fields below */
@@ -38,18 +41,32 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int space_open(uint64_t limit, space_usage_fn usage, void *arg,
-	       struct space **out)
+static uint64_t step_of(uint64_t limit)
+{
+	uint64_t step = limit / 64;
+	if (step < SPACE_STEP_MIN)
+		step = SPACE_STEP_MIN;
+	if (step > SPACE_STEP_MAX)
+		step = SPACE_STEP_MAX;
+	return step;
+}
+
+/* The limit, read without the lock: a gate with none is free (every call
+ * returns at once). */
+static uint64_t limit_of(const struct space *s)
+{
+	return __atomic_load_n(&s->limit, __ATOMIC_RELAXED);
+}
+
+int space_open(uint64_t limit, const char *what, space_usage_fn usage,
+	       void *arg, struct space **out)
 {
 	struct space *s = calloc(1, sizeof(*s));
 	if (!s)
 		return ENOMEM;
 	s->limit = limit;
-	s->step = limit / 64;
-	if (s->step < SPACE_STEP_MIN)
-		s->step = SPACE_STEP_MIN;
-	if (s->step > SPACE_STEP_MAX)
-		s->step = SPACE_STEP_MAX;
+	s->step = step_of(limit);
+	snprintf(s->what, sizeof(s->what), "%s", what);
 	s->usage = usage;
 	s->arg = arg;
 	pthread_mutex_init(&s->lock, NULL);
@@ -86,9 +103,9 @@ static void round_trip(struct space *s)
 	pthread_cond_broadcast(&s->read);
 	s->taken -= taken;
 	if (err) {
-		log_warn("cannot read the volume's usage: %s; the capacity "
-			 "is judged from the last reading",
-			 strerror(err > 0 ? err : EIO));
+		log_warn("cannot read the usage of %s: %s; its limit is "
+			 "judged from the last reading",
+			 s->what, strerror(err > 0 ? err : EIO));
 		s->read_ns = asked; /* not again at once, nor per step */
 		return;
 	}
@@ -102,7 +119,7 @@ static void round_trip(struct space *s)
 int space_take(struct space *s, uint64_t bytes)
 {
 	int err = 0;
-	if (!s->limit || !bytes)
+	if (!limit_of(s) || !bytes)
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -118,7 +135,8 @@ int space_take(struct space *s, uint64_t bytes)
 			break; /* only old: the trip under way will do */
 	}
 	uint64_t view = s->used + s->committed + s->pending;
-	if (view > s->limit || bytes > s->limit - view)
+	/* (a limit lifted meanwhile refuses nothing) */
+	if (s->limit && (view > s->limit || bytes > s->limit - view))
 		err = ENOSPC;
 	else {
 		s->pending += bytes;
@@ -130,7 +148,7 @@ int space_take(struct space *s, uint64_t bytes)
 
 void space_done(struct space *s, uint64_t bytes)
 {
-	if (!s->limit || !bytes)
+	if (!limit_of(s) || !bytes)
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (bytes > s->pending)
@@ -142,7 +160,7 @@ void space_done(struct space *s, uint64_t bytes)
 
 void space_drop(struct space *s, uint64_t bytes)
 {
-	if (!s->limit || !bytes)
+	if (!limit_of(s) || !bytes)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->pending -= bytes < s->pending ? bytes : s->pending;
@@ -151,7 +169,7 @@ void space_drop(struct space *s, uint64_t bytes)
 
 void space_changed(struct space *s)
 {
-	if (!s->limit)
+	if (!limit_of(s))
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->read_ns = 0;
@@ -159,9 +177,21 @@ void space_changed(struct space *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void space_set_limit(struct space *s, uint64_t limit)
+{
+	pthread_mutex_lock(&s->lock);
+	if (limit != s->limit) {
+		__atomic_store_n(&s->limit, limit, __ATOMIC_RELAXED);
+		s->step = step_of(limit);
+		s->read_ns = 0;
+		s->changed++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 void space_tick(struct space *s)
 {
-	if (!s->limit)
+	if (!limit_of(s))
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (!s->busy && s->pending != s->told &&

@@ -43,9 +43,14 @@ struct space;
  * trip; 0 or an errno. */
 typedef int (*space_usage_fn)(void *arg, uint64_t pending, uint64_t *used);
 
-/* limit 0: no limit, every call below is free and never refuses. */
-int space_open(uint64_t limit, space_usage_fn usage, void *arg,
-	       struct space **out);
+/* limit 0: no limit, every call below is free and never refuses. what
+ * names the limit in messages ("the volume", "the quota of inode 12"; a
+ * copy is kept). */
+int space_open(uint64_t limit, const char *what, space_usage_fn usage,
+	       void *arg, struct space **out);
+/* The limit changed (a quota set again): the step follows, and the next
+ * space_take reads the usage again. Bytes pending stay pending. */
+void space_set_limit(struct space *s, uint64_t limit);
 void space_free(struct space *s); /* NULL-safe */
 
 /* Accept bytes more (pending until space_done or space_drop), or ENOSPC

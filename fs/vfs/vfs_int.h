@@ -8,9 +8,12 @@
  *                    node->lock: never take node->lock while holding it
  *   node->lock      (writer, length, chunk cache)
  *   writer/pool locks (writer.h)
- *   the space gate's lock (space.h): a leaf, taken under node->lock;
- *                    never held across its Redis round trip (space_take
- *                    may make or wait for one with node->lock held)
+ *   the quota handle's lock (quota.h): a leaf, taken under node->lock;
+ *                    never held across a round trip, nor with a gate's
+ *   the space gates' locks (space.h: the capacity's, each quota's): leaves,
+ *                    taken under node->lock, one at a time; never held
+ *                    across their Redis round trip (space_take may make
+ *                    or wait for one with node->lock held)
  * Writer callbacks (commit) run with node->lock held.
  */
 #ifndef GRANARY_VFS_INT_H
@@ -20,6 +23,7 @@
 #include <stdint.h>
 
 #include "fs/data/readahead.h"
+#include "fs/vfs/quota.h"
 #include "fs/vfs/vfs.h"
 #include "lib/hash.h"
 #include "meta/meta.h"
@@ -54,6 +58,9 @@ struct node {
 	int trashed;	     /* this client moved it into the trash: open
 				descriptors show link count 0 (node_trashed);
 				protected by fs->table_lock */
+	uint64_t parent;     /* atomic: a directory the kernel last found it
+				in (lookup, create, link, rename, readdirplus;
+				0: not known): where its quotas are looked up */
 
 	pthread_mutex_t lock;	/* after table_lock's release, before writer */
 	struct writer *writer;	/* protected by lock; NULL until first write */
@@ -77,6 +84,9 @@ struct node {
 		      open found none (see dio_allowed) */
 	uint64_t taken; /* protected by lock: bytes fs->space accepted for
 			   its buffered writes, not committed yet */
+	struct quota_chain qc; /* protected by lock: the quotas that taken
+				  counts in (node_quota_chain), the chain
+				  its commits charge */
 	uint64_t wend;	/* atomic, written under lock: one past the end of
 			   the writes buffered and not committed (0: none);
 			   stat reads it without the lock, which a flush
@@ -104,6 +114,7 @@ struct fs {
 	int writeback;	       /* packs and blocks are staged first */
 	struct meta_volume vol;
 	struct space *space; /* the volume's capacity, for every write */
+	struct quota *quota; /* the directory quotas (quota.h) */
 	uint64_t root;	     /* volume inode served as FUSE_ROOT_ID */
 	int root_frozen;     /* --subdir inside a version: read-only */
 	int any_frozen;	     /* atomic: some node was ever marked frozen */
@@ -166,8 +177,11 @@ uint64_t vfs_m_ino(struct fs *fs, uint64_t ino); /* kernel -> volume */
 uint64_t vfs_f_ino(struct fs *fs, uint64_t ino); /* volume -> kernel */
 struct node *node_get(struct fs *fs, uint64_t ino, int create); /* pinned */
 void node_unpin(struct fs *fs, struct node *n);			/* NULL-safe */
+/* parent: the volume directory it was found in (0: not known) */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
-		     int frozen);
+		     int frozen, uint64_t parent);
+void node_set_parent(struct fs *fs, uint64_t ino, uint64_t parent);
+uint64_t node_parent(struct fs *fs, uint64_t ino); /* 0: not known */
 void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 int frozen(struct fs *fs, uint64_t ino);	     /* kernel ino */
 void node_mark_trashed(struct fs *fs, uint64_t ino); /* volume ino */
@@ -186,14 +200,16 @@ void attr_to_stat(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		  uint64_t length, struct stat *st);
 uint64_t visible_length(struct fs *fs, uint64_t ino, const struct meta_attr *a);
 /* fill e for ino and count the kernel's lookup of it */
-void entry_take(struct fs *fs, uint64_t ino, const struct meta_attr *a,
-		uint64_t length, int frozen, struct vfs_entry *e);
+void entry_take(struct fs *fs, uint64_t parent, uint64_t ino,
+		const struct meta_attr *a, uint64_t length, int frozen,
+		struct vfs_entry *e);
 
 /* ---- the data path's glue (node.c) ---- */
 int node_writer(struct fs *fs, struct node *n, struct writer **out);
 int node_flush(struct node *n);
 void node_writer_close(struct node *n);
 void node_space_drop(struct node *n);
+int node_quota_chain(struct fs *fs, struct node *n);
 struct rctx {
 	struct fs *fs;
 	struct node *node;
