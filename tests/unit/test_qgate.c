@@ -1,0 +1,136 @@
+/*
+ * test_qgate.c - the client's quota gates (fs/vfs/quota.c over
+ * fs/vfs/space.c): a take over a chain takes from every gate or from none,
+ * a refusal is EDQUOT, a limit changed or lifted is seen at the next take,
+ * and done/drop/changed reach every gate of the chain. The usage each gate
+ * reads is a counter of the test's (no metadata).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fs/vfs/quota.h"
+#include "fs/vfs/space.h"
+
+#define MiB (1ull << 20)
+
+struct fake {
+	uint64_t used;	  /* what the "volume" counts for this quota */
+	uint64_t pending; /* last published */
+	int trips;
+};
+
+static int fake_usage(void *arg, uint64_t pending, uint64_t *used)
+{
+	struct fake *f = arg;
+	f->pending = pending;
+	f->trips++;
+	*used = f->used;
+	return 0;
+}
+
+/* a chain of n gates, limits lim[i] (0: an inode-only quota, no gate) */
+static void chain_make(struct quota_chain *c, struct fake *f,
+		       const uint64_t *lim, size_t n)
+{
+	memset(c, 0, sizeof(*c));
+	c->c.n = n;
+	for (size_t i = 0; i < n; i++) {
+		c->c.q[i] = 100 + i;
+		if (lim[i])
+			cr_assert_eq(space_open(lim[i], "test", fake_usage,
+						&f[i], &c->gate[i]),
+				     0);
+	}
+}
+
+static void chain_free(struct quota_chain *c)
+{
+	for (size_t i = 0; i < c->c.n; i++)
+		space_free(c->gate[i]);
+}
+
+Test(qgate, empty_chain_is_free)
+{
+	struct quota_chain c;
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(quota_take(&c, 1ull << 40), 0);
+	quota_done(&c, 1ull << 40);
+	quota_drop(&c, 1);
+	quota_changed(&c);
+	/* and a volume that never had a quota: no handle at all */
+	cr_assert_eq(quota_chain_of(NULL, 12, &c), 0);
+	cr_assert_eq(c.c.n, 0);
+	cr_assert_not(quota_active(NULL));
+}
+
+Test(qgate, take_all_or_none)
+{
+	struct fake f[3] = {{0}, {0}, {0}};
+	uint64_t lim[3] = {64 * MiB, 0, 16 * MiB};
+	struct quota_chain c;
+	chain_make(&c, f, lim, 3);
+
+	cr_assert_eq(quota_take(&c, 10 * MiB), 0);
+	/* the outer quota (16 MiB) refuses: the inner one keeps nothing */
+	cr_assert_eq(quota_take(&c, 8 * MiB), EDQUOT);
+	f[0].used = 0;
+	space_changed(c.gate[0]);
+	space_changed(c.gate[2]);
+	cr_assert_eq(quota_take(&c, 4 * MiB), 0);
+	/* both gates published 14 MiB pending: the refused 8 were undone */
+	cr_assert_eq(f[0].pending, 10 * MiB);
+	cr_assert_eq(f[2].pending, 10 * MiB);
+	space_changed(c.gate[0]);
+	space_changed(c.gate[2]);
+	cr_assert_eq(quota_take(&c, 0), 0);
+	cr_assert_eq(quota_take(&c, 1), 0); /* reads again: 14 MiB now */
+	cr_assert_eq(f[0].pending, 14 * MiB);
+	cr_assert_eq(f[2].pending, 14 * MiB);
+	chain_free(&c);
+}
+
+Test(qgate, done_drop_and_changed)
+{
+	struct fake f[2] = {{0}, {0}};
+	uint64_t lim[2] = {8 * MiB, 8 * MiB};
+	struct quota_chain c;
+	chain_make(&c, f, lim, 2);
+
+	cr_assert_eq(quota_take(&c, 6 * MiB), 0);
+	quota_drop(&c, 6 * MiB); /* never committed: the room is back */
+	cr_assert_eq(quota_take(&c, 8 * MiB), 0);
+	quota_done(&c, 8 * MiB); /* committed: the volume counts them */
+	f[0].used = f[1].used = 8 * MiB;
+	cr_assert_eq(quota_take(&c, 1), EDQUOT);
+	/* space freed: seen at once */
+	f[0].used = f[1].used = 2 * MiB;
+	quota_changed(&c);
+	cr_assert_eq(quota_take(&c, 6 * MiB), 0);
+	chain_free(&c);
+}
+
+Test(qgate, limit_changed_and_lifted)
+{
+	struct fake f = {0};
+	uint64_t lim = 8 * MiB;
+	struct quota_chain c;
+	chain_make(&c, &f, &lim, 1);
+
+	cr_assert_eq(quota_take(&c, 8 * MiB), 0);
+	cr_assert_eq(quota_take(&c, 1 * MiB), EDQUOT);
+	space_set_limit(c.gate[0], 16 * MiB);
+	int trips = f.trips;
+	cr_assert_eq(quota_take(&c, 1 * MiB), 0);
+	cr_assert_gt(f.trips, trips, "a new limit reads the usage again");
+	space_set_limit(c.gate[0], 0);
+	trips = f.trips;
+	cr_assert_eq(quota_take(&c, 1ull << 40), 0);
+	cr_assert_eq(f.trips, trips, "no limit: no round trip");
+	/* set again: the bytes still pending count */
+	space_set_limit(c.gate[0], 10 * MiB);
+	cr_assert_eq(quota_take(&c, 2 * MiB), EDQUOT);
+	cr_assert_eq(quota_take(&c, 1 * MiB), 0);
+	chain_free(&c);
+}
