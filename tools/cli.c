@@ -348,6 +348,29 @@ int cli_meta_open(const char *url, const struct meta_opts *opts,
 	return err;
 }
 
+int cli_resolve(struct meta *m, const char *path, uint64_t *ino,
+		struct meta_attr *a)
+{
+	char *copy = strdup(path), *save = NULL;
+	int err;
+
+	if (!copy)
+		return ENOMEM;
+	*ino = META_ROOT_INO;
+	err = meta_getattr(m, *ino, a);
+	for (char *p = strtok_r(copy, "/", &save); p && !err;
+	     p = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(p, "."))
+			continue;
+		if (a->type != META_DIR)
+			err = ENOTDIR;
+		else
+			err = meta_lookup(m, *ino, p, ino, a);
+	}
+	free(copy);
+	return err;
+}
+
 int cli_volume_open(const char *url, const struct meta_opts *opts,
 		    struct meta **out, struct meta_volume *v, char *shown,
 		    size_t cap)

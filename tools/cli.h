@@ -38,6 +38,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
+int cmd_quota(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -102,6 +103,16 @@ struct meta_opts;
  */
 int cli_meta_open(const char *url, const struct meta_opts *opts,
 		  struct meta **out);
+struct meta_attr;
+/*
+ * The inode a path in the volume names ("/a/b" from the volume's root;
+ * empty parts and "." are skipped), with its attributes, looked up name by
+ * name from the root without a mount. ENOENT, ENOTDIR (a part is not a
+ * directory), or the engine's error.
+ */
+int cli_resolve(struct meta *m, const char *path, uint64_t *ino,
+		struct meta_attr *a);
+
 struct meta_volume;
 /*
  * cli_meta_open() of the volume at url and its settings in *v, with url

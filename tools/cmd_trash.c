@@ -267,35 +267,13 @@ static struct meta_trash_entry *entry_find(struct tctx *t, const char *arg)
 	return NULL;
 }
 
-/* A path in the volume to the inode it names, ENOENT/ENOTDIR if not. */
-static int resolve(struct meta *m, const char *path, uint64_t *ino,
-		   struct meta_attr *a)
-{
-	char *copy = strdup(path), *save = NULL;
-	int err = 0;
-
-	if (!copy)
-		return ENOMEM;
-	*ino = META_ROOT_INO;
-	err = meta_getattr(m, *ino, a);
-	for (char *p = strtok_r(copy, "/", &save); p && !err;
-	     p = strtok_r(NULL, "/", &save)) {
-		if (a->type != META_DIR)
-			err = ENOTDIR;
-		else
-			err = meta_lookup(m, *ino, p, ino, a);
-	}
-	free(copy);
-	return err;
-}
-
 /* Where --to PATH puts an entry: into PATH when it is a directory (under
  * the entry's name, NULL name), else as PATH. */
 static int to_place(struct meta *m, const char *path, int many, uint64_t *dir,
 		    char **name)
 {
 	struct meta_attr a;
-	int err = resolve(m, path, dir, &a);
+	int err = cli_resolve(m, path, dir, &a);
 
 	*name = NULL;
 	if (!err && a.type == META_DIR)
@@ -315,7 +293,7 @@ static int to_place(struct meta *m, const char *path, int many, uint64_t *dir,
 	char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
 	if (!parent)
 		return ENOMEM;
-	err = resolve(m, parent, dir, &a);
+	err = cli_resolve(m, parent, dir, &a);
 	if (!err && a.type != META_DIR)
 		err = ENOTDIR;
 	if (err)
