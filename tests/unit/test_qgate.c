@@ -2,16 +2,23 @@
  * test_qgate.c - the client's quota gates (fs/vfs/quota.c over
  * fs/vfs/space.c): a take over a chain takes from every gate or from none,
  * a refusal is EDQUOT, a limit changed or lifted is seen at the next take,
- * and done/drop/changed reach every gate of the chain. The usage each gate
- * reads is a counter of the test's (no metadata).
+ * and done/drop/changed reach every gate of the chain (the usage each gate
+ * reads is a counter of the test's); and, against a real redis-server
+ * (GRANARY_TEST_REDIS, database 16), the handle over the volume's quotas:
+ * free and empty with none, a quota set or deleted seen at the next tick,
+ * chains with their gates, the statfs reading.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
+#include "meta/meta.h"
+#include "meta/meta_volume.h"
 
 #define MiB (1ull << 20)
 
@@ -133,4 +140,102 @@ Test(qgate, limit_changed_and_lifted)
 	cr_assert_eq(quota_take(&c, 2 * MiB), EDQUOT);
 	cr_assert_eq(quota_take(&c, 1 * MiB), 0);
 	chain_free(&c);
+}
+
+/* ---- the handle over a volume's quotas (Redis) ----------------------- */
+
+#define DB 16 /* free in tests/unit: see the other test files */
+
+static struct meta *fresh_volume(void)
+{
+	const char *u = getenv("GRANARY_TEST_REDIS");
+	char url[4200];
+	struct meta_volume v;
+	struct meta *m = NULL;
+
+	if (!u || strncmp(u, "unix://", 7))
+		cr_skip_test(
+		    "GRANARY_TEST_REDIS unset (run tests/run-unit.sh)");
+	snprintf(url, sizeof url, "unix://%.*s?db=%d", (int)strcspn(u + 7, "?"),
+		 u + 7, DB);
+	cr_assert_eq(meta_open(url, NULL, &m), 0);
+	memset(&v, 0, sizeof v);
+	snprintf(v.name, sizeof v.name, "qgate");
+	snprintf(v.storage, sizeof v.storage, "mem://");
+	cr_assert_eq(meta_format(m, &v, 1), 0);
+	return m;
+}
+
+static uint64_t mkdir_in(struct meta *m, uint64_t parent, const char *name)
+{
+	uint64_t ino = 0;
+	cr_assert_eq(meta_mknod(m, parent, name, META_DIR, 0755, 0, 0, 0, NULL,
+				&ino, NULL),
+		     0);
+	return ino;
+}
+
+Test(qgate, volume_quotas)
+{
+	struct meta *m = fresh_volume();
+	uint64_t a = mkdir_in(m, META_ROOT_INO, "a");
+	uint64_t b = mkdir_in(m, a, "b");
+	struct quota *q;
+	struct quota_chain c;
+	struct meta_quota mq;
+
+	/* none yet: inactive, every chain empty, statfs has nothing */
+	cr_assert_eq(quota_open(m, 0, &q), 0);
+	cr_assert_not(quota_active(q));
+	cr_assert_eq(quota_chain_of(q, b, &c), 0);
+	cr_assert_eq(c.c.n, 0);
+	cr_assert_eq(quota_statfs(q, a, &mq), ENOENT);
+
+	/* set: seen at the next tick, with a gate */
+	cr_assert_eq(meta_quota_set(m, a, 8 * MiB, 10, NULL), 0);
+	cr_assert_eq(quota_chain_of(q, b, &c), 0);
+	cr_assert_eq(c.c.n, 0, "before the tick, nothing changed");
+	quota_tick(q);
+	cr_assert(quota_active(q));
+	cr_assert_eq(quota_chain_of(q, b, &c), 0);
+	cr_assert_eq(c.c.n, 1);
+	cr_assert_eq(c.c.q[0], a);
+	cr_assert_not_null(c.gate[0]);
+	cr_assert_eq(quota_take(&c, 8 * MiB), 0);
+	cr_assert_eq(quota_take(&c, 1), EDQUOT);
+	quota_drop(&c, 8 * MiB);
+	cr_assert_eq(quota_statfs(q, a, &mq), 0);
+	cr_assert_eq(mq.max_space, 8 * MiB);
+	cr_assert_eq(mq.max_inodes, 10);
+	/* b was there before: a new quota's usage starts at 0 (the CLI
+	 * counts the tree) */
+	cr_assert_eq(mq.used_inodes, 0);
+	cr_assert_eq(quota_statfs(q, b, &mq), ENOENT);
+
+	/* a quota nested below: nearest first; inodes only: no gate */
+	cr_assert_eq(meta_quota_set(m, b, 0, 5, NULL), 0);
+	quota_tick(q);
+	cr_assert_eq(quota_chain_of(q, b, &c), 0);
+	cr_assert_eq(c.c.n, 2);
+	cr_assert_eq(c.c.q[0], b);
+	cr_assert_eq(c.c.q[1], a);
+	cr_assert_null(c.gate[0]);
+	cr_assert_not_null(c.gate[1]);
+
+	/* the outer one deleted: the gate a node may hold limits nothing */
+	struct quota_chain held = c;
+	cr_assert_eq(meta_quota_delete(m, a), 0);
+	quota_tick(q);
+	cr_assert_eq(quota_take(&held, 1ull << 40), 0);
+	quota_drop(&held, 1ull << 40);
+	cr_assert_eq(quota_chain_of(q, b, &c), 0);
+	cr_assert_eq(c.c.n, 1);
+	cr_assert_eq(c.c.q[0], b);
+	cr_assert_eq(quota_statfs(q, a, &mq), ENOENT);
+
+	/* a directory gone: no chain, and the error */
+	cr_assert_eq(quota_chain_of(q, 999999, &c), ENOENT);
+	cr_assert_eq(c.c.n, 0);
+	quota_free(q);
+	meta_close(m);
 }
