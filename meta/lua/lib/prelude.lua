@@ -664,4 +664,5 @@ end
 local function fresh()
 	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil
 	tino = nil
+	qany, qrec, qchains, qdata = nil, {}, {}, {}
 end
