@@ -363,8 +363,8 @@ int meta_rename_trashed(struct meta *m, uint64_t parent, const char *name,
 
 /* The script compares the chains of newparent and hint (meta_quota.h):
  * a hard link never joins an inode to quotas that do not count it. */
-int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino,
-		uint64_t newparent, const char *newname, struct meta_attr *a)
+int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino, uint64_t newparent,
+		const char *newname, struct meta_attr *a)
 {
 	struct cmd c;
 	int err;
