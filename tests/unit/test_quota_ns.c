@@ -124,6 +124,16 @@ static uint64_t mk(struct meta *m, uint64_t parent, const char *name,
 	return ino;
 }
 
+/* A new directory name in parent with a quota (usage 0: it is empty). */
+static uint64_t qdir(struct meta *m, uint64_t parent, const char *name,
+		     uint64_t space, uint64_t inodes)
+{
+	uint64_t ino = mk(m, parent, name, META_DIR);
+
+	qset(m, ino, space, inodes);
+	return ino;
+}
+
 static struct meta_attr attr(struct meta *m, uint64_t ino)
 {
 	struct meta_attr a;
@@ -219,9 +229,8 @@ static void recount_eq(struct meta *m, uint64_t dir, const char *when)
 Test(quota_ns, mknod_counts_inodes)
 {
 	struct meta *m = fresh(0);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), ino, sub;
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 0, 4), ino, sub;
 
-	qset(m, d, 0, 4);
 	mk(m, d, "f", META_FILE);
 	sub = mk(m, d, "sub", META_DIR);
 	mk(m, sub, "l", META_SYMLINK);
@@ -243,9 +252,8 @@ Test(quota_ns, mknod_counts_inodes)
 Test(quota_ns, mknod_edquot_when_bytes_used_up)
 {
 	struct meta *m = fresh(0);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), ino, f;
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 1000, 0), ino, f;
 
-	qset(m, d, 1000, 0);
 	f = mkfile(m, d, "f", 999);
 	USE(m, d, 999, 1);
 	mk(m, d, "g", META_FILE); /* a byte left: creation goes on */
@@ -260,9 +268,8 @@ Test(quota_ns, mknod_edquot_when_bytes_used_up)
 Test(quota_ns, unlink_frees_the_last_name_only)
 {
 	struct meta *m = fresh(0);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), f;
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 0, 0), f;
 
-	qset(m, d, 0, 0);
 	f = mkfile(m, d, "f", 4000);
 	cr_assert_eq(meta_link_q(m, d, f, d, "f2", NULL), 0);
 	USE(m, d, 4000, 1);
@@ -302,9 +309,8 @@ Test(quota_ns, unlink_of_an_open_file)
 Test(quota_ns, rmdir)
 {
 	struct meta *m = fresh(0);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 0, 0);
 
-	qset(m, d, 0, 0);
 	mk(m, d, "e", META_DIR);
 	USE(m, d, 0, 1);
 	cr_assert_eq(meta_rmdir(m, d, "e"), 0);
@@ -315,13 +321,11 @@ Test(quota_ns, rmdir)
 Test(quota_ns, rmdir_drops_the_quota)
 {
 	struct meta *m = fresh(0);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 0, 0);
 	uint64_t e, g;
 	struct meta_quota q;
 
-	qset(m, d, 0, 0);
-	e = mk(m, d, "e", META_DIR);
-	qset(m, e, 0, 5);
+	e = qdir(m, d, "e", 0, 5);
 	g = qgen(m);
 	cr_assert_eq(meta_rmdir(m, d, "e"), 0);
 	cr_assert_eq(meta_quota_get(m, e, &q), ENOENT);
@@ -333,13 +337,11 @@ Test(quota_ns, rmdir_drops_the_quota)
 Test(quota_ns, rmdir_into_the_trash_drops_the_quota)
 {
 	struct meta *m = fresh(1);
-	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR);
+	uint64_t d = qdir(m, META_ROOT_INO, "d", 0, 0);
 	uint64_t e;
 	struct meta_quota q;
 
-	qset(m, d, 0, 0);
-	e = mk(m, d, "e", META_DIR);
-	qset(m, e, 0, 5);
+	e = qdir(m, d, "e", 0, 5);
 	cr_assert_eq(meta_rmdir(m, d, "e"), 0);
 	cr_assert_eq(meta_quota_get(m, e, &q), ENOENT);
 	USE(m, d, 0, 0);
@@ -351,9 +353,8 @@ Test(quota_ns, rmdir_into_the_trash_drops_the_quota)
 Test(quota_ns, rename_within_a_chain)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR), x, y;
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0), x, y;
 
-	qset(m, a, 0, 0);
 	x = mk(m, a, "x", META_DIR);
 	y = mk(m, a, "y", META_DIR);
 	mkfile(m, x, "f", 300);
@@ -372,9 +373,8 @@ Test(quota_ns, rename_within_a_chain)
 Test(quota_ns, rename_file_out_and_in)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 1000, 3);
 
-	qset(m, a, 1000, 3);
 	mkfile(m, a, "f", 600);
 	USE(m, a, 600, 1);
 	cr_assert_eq(meta_rename(m, a, "f", META_ROOT_INO, "f", 0), 0);
@@ -409,11 +409,9 @@ Test(quota_ns, rename_file_out_and_in)
 Test(quota_ns, rename_between_nested_quotas)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR), b, c, deep;
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0), b, c, deep;
 
-	qset(m, a, 0, 0);
-	b = mk(m, a, "b", META_DIR);
-	qset(m, b, 0, 0);
+	b = qdir(m, a, "b", 0, 0);
 	c = mk(m, a, "c", META_DIR);
 	deep = mk(m, mk(m, b, "x", META_DIR), "y", META_DIR);
 	mkfile(m, deep, "f", 700);
@@ -434,12 +432,10 @@ Test(quota_ns, rename_between_nested_quotas)
 Test(quota_ns, rename_directories_across_chains)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
-	uint64_t b = mk(m, META_ROOT_INO, "b", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0);
+	uint64_t b = qdir(m, META_ROOT_INO, "b", 0, 10);
 	uint64_t full, q, g;
 
-	qset(m, a, 0, 0);
-	qset(m, b, 0, 10);
 	full = mk(m, a, "full", META_DIR);
 	mkfile(m, full, "f", 50);
 	mk(m, a, "empty", META_DIR);
@@ -455,8 +451,7 @@ Test(quota_ns, rename_directories_across_chains)
 	USE(m, a, 50, 2);
 	USE(m, b, 0, 1);
 	/* one with a quota of its own moves its usage */
-	q = mk(m, a, "q", META_DIR);
-	qset(m, q, 0, 0);
+	q = qdir(m, a, "q", 0, 0);
 	mkfile(m, mk(m, q, "sub", META_DIR), "g", 200);
 	mkfile(m, q, "h", 20);
 	USE(m, q, 220, 3);
@@ -488,9 +483,8 @@ Test(quota_ns, rename_directories_across_chains)
 Test(quota_ns, rename_replacing)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 1000, 0);
 
-	qset(m, a, 1000, 0);
 	mkfile(m, a, "old", 800);
 	mkfile(m, a, "new", 100);
 	USE(m, a, 900, 2);
@@ -523,9 +517,8 @@ Test(quota_ns, rename_replacing)
 Test(quota_ns, rename_exchange)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR), x;
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0), x;
 
-	qset(m, a, 0, 0);
 	x = mk(m, a, "x", META_DIR);
 	mkfile(m, a, "f", 10);
 	mkfile(m, x, "g", 20);
@@ -544,13 +537,11 @@ Test(quota_ns, rename_exchange)
 Test(quota_ns, link)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 3);
 	uint64_t x, b, f;
 
-	qset(m, a, 0, 3);
 	x = mk(m, a, "x", META_DIR);
-	b = mk(m, a, "b", META_DIR);
-	qset(m, b, 0, 0);
+	b = qdir(m, a, "b", 0, 0);
 	f = mkfile(m, x, "f", 10);
 	USE(m, a, 10, 3);
 	/* inside the chain, even at the inode limit: no new inode */
@@ -591,11 +582,10 @@ static struct meta_trash_entry trash_find(struct meta *m, uint64_t ino,
 Test(quota_ns, trash)
 {
 	struct meta *m = fresh(1);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR), f, e, t;
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 1000, 0), f, e, t;
 	struct meta_trash_entry te;
 	char name[300];
 
-	qset(m, a, 1000, 0);
 	f = mkfile(m, a, "f", 600);
 	e = mk(m, a, "e", META_DIR);
 	USE(m, a, 600, 2);
@@ -647,10 +637,9 @@ Test(quota_ns, snapshot_counts_its_copy)
 {
 	struct meta *m = fresh(0);
 	uint64_t src = snap_src(m, META_ROOT_INO);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR), one;
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0), one;
 	struct meta_snapshot_stats st;
 
-	qset(m, a, 0, 0);
 	cr_assert_eq(meta_snapshot(m, NULL, src, a, "copy", &st), 0);
 	USE(m, a, 1111, 6);
 	recount_eq(m, a, "snapshot");
@@ -674,12 +663,10 @@ Test(quota_ns, snapshot_counts_its_copy)
 Test(quota_ns, versions_count_in_nothing)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0);
 	uint64_t d, src;
 
-	qset(m, a, 0, 0);
-	d = mk(m, a, "d", META_DIR);
-	qset(m, d, 0, 0);
+	d = qdir(m, a, "d", 0, 0);
 	src = snap_src(m, d);
 	USE(m, d, 1111, 6);
 	USE(m, a, 1111, 7);
@@ -695,17 +682,14 @@ Test(quota_ns, versions_count_in_nothing)
 Test(quota_ns, version_restore_counts_the_restored_tree)
 {
 	struct meta *m = fresh(0);
-	uint64_t a = mk(m, META_ROOT_INO, "a", META_DIR);
+	uint64_t a = qdir(m, META_ROOT_INO, "a", 0, 0);
 	uint64_t d, src, x;
 
-	qset(m, a, 0, 0);
-	d = mk(m, a, "d", META_DIR);
-	qset(m, d, 0, 0);
+	d = qdir(m, a, "d", 0, 0);
 	src = snap_src(m, d);
 	cr_assert_eq(meta_version_create(m, NULL, d, "v1", NULL, NULL), 0);
 	/* d changes: more files, some gone, one with a quota of its own */
-	x = mk(m, d, "x", META_DIR);
-	qset(m, x, 0, 0);
+	x = qdir(m, d, "x", 0, 0);
 	mkfile(m, x, "big", 5000);
 	mkfile(m, d, "b2", 70);
 	cr_assert_eq(meta_unlink(m, src, "one"), 0);
@@ -844,12 +828,9 @@ Test(quota_ns, random_ops_match_a_recount, .timeout = 120)
 		seed = (unsigned)atoi(getenv("GRANARY_TEST_SEED"));
 	srand(seed);
 	cr_assert(t);
-	q[0] = mk(m, META_ROOT_INO, "A", META_DIR);
-	qset(m, q[0], 0, 0);
-	q[1] = mk(m, META_ROOT_INO, "B", META_DIR);
-	qset(m, q[1], 40000, 16);
-	q[2] = mk(m, q[0], "N", META_DIR);
-	qset(m, q[2], 30000, 0);
+	q[0] = qdir(m, META_ROOT_INO, "A", 0, 0);
+	q[1] = qdir(m, META_ROOT_INO, "B", 40000, 16);
+	q[2] = qdir(m, q[0], "N", 30000, 0);
 	mk(m, META_ROOT_INO, "O", META_DIR);
 	for (int step = 0; step < 600; step++) {
 		int err;
