@@ -169,8 +169,8 @@ Test(quota, chain_and_nesting)
 
 	d[0] = META_ROOT_INO;
 	for (int i = 1; i < 10; i++) {
-		char name[8];
-		snprintf(name, sizeof name, "d%d", i);
+		char name[16];
+		snprintf(name, sizeof name, "d%u", (unsigned)i % 10);
 		d[i] = mk(m, d[i - 1], name, META_DIR);
 	}
 	cr_assert_eq(meta_quota_chain(m, d[9], &c), 0);
