@@ -318,7 +318,7 @@ static int count_trees(struct meta *m, struct count *c, size_t n,
 
 	for (size_t i = 0; i < n; i++)
 		c[i].space = c[i].inodes = 0;
-	w.progress = progress_open("quota: counted", 0, 0, 0);
+	w.progress = progress_open("quota: counting", 0, 0, 0);
 	for (size_t i = 0; i < n && !err; i++)
 		if (top[i])
 			err = push(&w,
