@@ -75,6 +75,13 @@ int meta_new_slice_id(struct meta *m, uint64_t *id)
 int meta_truncate(struct meta *m, uint64_t ino, uint64_t length,
 		  struct meta_attr *out)
 {
+	return meta_truncate_q(m, NULL, ino, length, out);
+}
+
+int meta_truncate_q(struct meta *m, const struct meta_qchain *q, uint64_t ino,
+		    uint64_t length, struct meta_attr *out)
+{
+	char qs[QCHAIN_STR_MAX];
 	struct cmd c;
 
 	if (m->opts.read_only)
@@ -84,12 +91,21 @@ int meta_truncate(struct meta *m, uint64_t ino, uint64_t length,
 	redis_cmd_script(m, &c, SC_TRUNCATE);
 	redis_cmd_u64(&c, ino);
 	redis_cmd_u64(&c, length);
+	redis_cmd_qchain(&c, q, qs);
 	return redis_run_script_attr(m, &c, out);
 }
 
 int meta_fallocate(struct meta *m, uint64_t ino, int mode, uint64_t off,
 		   uint64_t len, struct meta_attr *out)
 {
+	return meta_fallocate_q(m, NULL, ino, mode, off, len, out);
+}
+
+int meta_fallocate_q(struct meta *m, const struct meta_qchain *q,
+		     uint64_t ino, int mode, uint64_t off, uint64_t len,
+		     struct meta_attr *out)
+{
+	char qs[QCHAIN_STR_MAX];
 	struct cmd c;
 
 	if (m->opts.read_only)
@@ -105,6 +121,7 @@ int meta_fallocate(struct meta *m, uint64_t ino, int mode, uint64_t off,
 	redis_cmd_u64(&c, mode ? 1 : 0);
 	redis_cmd_u64(&c, off);
 	redis_cmd_u64(&c, len);
+	redis_cmd_qchain(&c, q, qs);
 	return redis_run_script_attr(m, &c, out);
 }
 
@@ -291,6 +308,14 @@ static int rec_bad(const struct meta_slice *x)
 int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	       size_t n, struct meta_attr *a)
 {
+	return meta_write_q(m, NULL, ino, s, n, a);
+}
+
+int meta_write_q(struct meta *m, const struct meta_qchain *q, uint64_t ino,
+		 const struct meta_chunk_slice *s, size_t n,
+		 struct meta_attr *a)
+{
+	char qs[QCHAIN_STR_MAX];
 	struct cmd c;
 	uint8_t *buf;
 	size_t len = 0;
@@ -316,6 +341,7 @@ int meta_write(struct meta *m, uint64_t ino, const struct meta_chunk_slice *s,
 	redis_cmd_script(m, &c, SC_WRITE);
 	redis_cmd_u64(&c, ino);
 	redis_cmd_bin(&c, buf, len);
+	redis_cmd_qchain(&c, q, qs);
 	err = redis_run_script_attr(m, &c, a);
 	free(buf);
 	return err;
@@ -443,6 +469,13 @@ int meta_pack_move(struct meta *m, uint64_t ino, uint32_t idx,
 int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
 		    struct meta_attr *a)
 {
+	return meta_clone_data_q(m, NULL, src, dst, a);
+}
+
+int meta_clone_data_q(struct meta *m, const struct meta_qchain *q,
+		      uint64_t src, uint64_t dst, struct meta_attr *a)
+{
+	char qs[QCHAIN_STR_MAX];
 	struct cmd c;
 
 	if (m->opts.read_only)
@@ -450,6 +483,7 @@ int meta_clone_data(struct meta *m, uint64_t src, uint64_t dst,
 	redis_cmd_script(m, &c, SC_CLONE_DATA);
 	redis_cmd_u64(&c, src);
 	redis_cmd_u64(&c, dst);
+	redis_cmd_qchain(&c, q, qs);
 	return redis_run_script_attr(m, &c, a);
 }
 

@@ -843,6 +843,28 @@ static int dump_trash(struct dump *d)
 	return err ? err : d->err;
 }
 
+/* The directory quotas with their usage as read now (the clients' pending
+ * bytes are not carried: their sessions do not survive a load). */
+static int dump_quotas(struct dump *d)
+{
+	struct meta_quota *q;
+	size_t n;
+
+	int err = meta_quota_list(d->m, &q, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		out_fmt(d,
+			"{\"type\":\"quota\",\"dir\":%" PRIu64
+			",\"max_space\":%" PRIu64 ",\"max_inodes\":%" PRIu64
+			",\"used_space\":%" PRIu64 ",\"used_inodes\":%" PRIu64
+			"}",
+			q[i].ino, q[i].max_space, q[i].max_inodes,
+			q[i].used_space, q[i].used_inodes);
+		out_eol(d);
+	}
+	free(q);
+	return err ? err : d->err;
+}
+
 /* A detached snapshot being built or deleted: "<sid>:<time>[:d]". */
 static int snapshot_field(struct meta *m, const redisReply *f,
 			  const redisReply *v, void *ctx)
@@ -1027,6 +1049,8 @@ int meta_dump(struct meta *m, const struct meta_dump_opts *o, meta_sink_fn sink,
 		err = dump_inodes(&d);
 	if (!err)
 		err = dump_trash(&d);
+	if (!err)
+		err = dump_quotas(&d);
 	if (!err)
 		err = num_walk(&d, "packs", "pack", "pack", "total");
 	if (!err)

@@ -19,6 +19,7 @@
 #include "lib/endian.h"
 #include "meta/meta_lock.h"
 #include "meta/meta_objects.h"
+#include "meta/meta_quota.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
 #include "meta/meta.h"
@@ -143,6 +144,11 @@ void redis_cmd_fmt(struct cmd *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void redis_cmd_u64(struct cmd *c, uint64_t v);
 void redis_cmd_i64(struct cmd *c, int64_t v);
+/* A quota chain (meta_quota.h) as a script's argument: decimal inodes
+ * joined by ',' ("" for NULL or none), formatted into buf, which must
+ * outlive the run (redis_quota.c). */
+#define QCHAIN_STR_MAX (META_QUOTA_NEST * 21 + 1)
+void redis_cmd_qchain(struct cmd *c, const struct meta_qchain *q, char *buf);
 /* A per-inode key: prefix and decimal inode number ("d123"). */
 void redis_cmd_key(struct cmd *c, const char *prefix, uint64_t ino);
 /* The hash that holds inode ino, and the field of its attributes or, with

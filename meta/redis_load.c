@@ -958,6 +958,42 @@ static int load_trash(struct load *l, json_t *o, const char *t)
 	return b_end(l);
 }
 
+/* A directory quota (SCHEMA.md "Quotas"), its usage as dumped. A quota
+ * of the subtree loaded as the root is not kept: the root has none. */
+static int load_quota(struct load *l, json_t *o)
+{
+	uint64_t dir, ms, mi, us, ui;
+	unsigned char rec[16];
+
+	if (j_u64(l, o, "dir", &dir) || j_u64(l, o, "max_space", &ms) ||
+	    j_u64(l, o, "max_inodes", &mi) || j_u64(l, o, "used_space", &us) ||
+	    j_u64(l, o, "used_inodes", &ui))
+		return EINVAL;
+	if (rmap(l, dir) == META_ROOT_INO)
+		return 0;
+	st64(rec, ms);
+	st64(rec + 8, mi);
+	b_cmd(l, "HSET");
+	b_str(l, "quota");
+	b_fmt(l, "%" PRIu64, dir);
+	b_arg(l, rec, sizeof rec);
+	int err = b_end(l);
+	if (err)
+		return err;
+	b_cmd(l, "HSET");
+	b_str(l, "quotaused");
+	b_fmt(l, "s%" PRIu64, dir);
+	b_fmt(l, "%" PRIu64, us);
+	b_fmt(l, "i%" PRIu64, dir);
+	b_fmt(l, "%" PRIu64, ui);
+	err = b_end(l);
+	if (err)
+		return err;
+	b_cmd(l, "INCR");
+	b_str(l, "quotagen");
+	return b_end(l);
+}
+
 /* A detached copy: abandoned here (no session of the dump lives on), a
  * tree handed over whole that the cleaners delete (SCHEMA.md). */
 static int load_snapshot(struct load *l, json_t *o)
@@ -1093,6 +1129,8 @@ static int load_line(struct load *l, char *s, size_t n)
 	else if (!strcmp(t, "trash") || !strcmp(t, "trashcount") ||
 		 !strcmp(t, "trashbytes") || !strcmp(t, "trashname"))
 		err = load_trash(l, o, t);
+	else if (!strcmp(t, "quota"))
+		err = load_quota(l, o);
 	else if (!strcmp(t, "end"))
 		err = load_trailer(l, o);
 	else

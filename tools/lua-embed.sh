@@ -92,7 +92,6 @@ c_lines() {
 	echo "#include <sys/stat.h>"
 	echo
 	echo "#include \"meta/redis_int.h\""
-	echo "#include \"meta/meta_quota.h\""
 	echo
 	echo "#define S_(x) #x"
 	echo "#define S(x)  S_(x)"

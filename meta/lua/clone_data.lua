@@ -1,5 +1,5 @@
 -- lib: snap
--- ARGV: src, dst. Make the empty regular file dst hold src's data:
+-- ARGV: src, dst, the chain dst's bytes count in (quota_data). Make the empty regular file dst hold src's data:
 -- its chunk lists copied, one more reference per record (the data is
 -- shared copy-on-write, as a snapshot's). Returns {0, dst's attr}.
 local src, dst = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -30,5 +30,7 @@ mbytes, mstored = a.len, stored(a)
 b.len, b.par = a.len, mstored + 1
 touch(dst, true)
 made_flush()
+quota_data(ARGV[3], b)
+quota_add(qdata, mstored, 0)
 iflush()
 return {0, attr_pack(b)}

@@ -1,4 +1,5 @@
--- ARGV: ino, mode (0 or 1 = FALLOC_FL_KEEP_SIZE), offset, length. Space is
+-- ARGV: ino, mode (0 or 1 = FALLOC_FL_KEEP_SIZE), offset, length, the
+-- chain its bytes count in (quota_data). Space is
 -- not reserved (the object store has none to reserve): only the length.
 -- The range counts as stored bytes, as a write of it would (clamped to
 -- the length), so that the space is taken from the volume's capacity.
@@ -14,6 +15,7 @@ end
 if a.ty ~= FILE then
 	return {ENODEV}
 end
+quota_data(ARGV[5], a)
 local st = stored(a)
 stored_set(a, st)
 if mode == 0 and e > a.len then

@@ -12,4 +12,5 @@ if p then
 	redis.call('HDEL', 'sessionpending', sid)
 	redis.call('DECRBY', 'pendingspace', p)
 end
+quota_session_drop(sid)
 return {0}

@@ -31,4 +31,5 @@ if p then
 	redis.call('HDEL', 'sessionpending', sid)
 	redis.call('DECRBY', 'pendingspace', p)
 end
+quota_session_drop(sid)
 return {0, hb and 1 or 0}

@@ -1,4 +1,4 @@
--- ARGV: ino, length.
+-- ARGV: ino, length, the chain its bytes count in (quota_data).
 local ino, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local a = iget(ino)
 if not a then
@@ -10,6 +10,7 @@ end
 if a.ty ~= FILE then
 	return {EINVAL}
 end
+quota_data(ARGV[3], a)
 local ol = a.len
 -- stored bytes: a shorter file keeps at most its length, a longer one
 -- (sparse) what it had

@@ -1,5 +1,5 @@
 -- ARGV: ino, records: each a chunk index (u32 LE) and a slice record
--- (full or short), in order. A slice referenced twice by one call gets
+-- (full or short), in order; the chain its bytes count in (quota_data). A slice referenced twice by one call gets
 -- the extra reference counted in sliceref. Stored bytes: a data record
 -- adds its length (an overwrite is counted again: the sum is clamped to
 -- the length), a hole takes away the data it covers.
@@ -14,6 +14,7 @@ end
 if a.ty ~= FILE then
 	return {EINVAL}
 end
+quota_data(ARGV[3], a)
 local seen, len, t0, o = {}, a.len, {}, 1
 local st = stored(a)
 while o <= #recs do

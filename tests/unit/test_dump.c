@@ -19,6 +19,7 @@
 
 #include "lib/lz4stream.h"
 #include "meta/meta_dump.h"
+#include "meta/meta_quota.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_scan.h"
 #include "meta/meta_snap.h"
@@ -347,8 +348,16 @@ Test(dump, round_trip)
 	int64_t ra = 0, rb = 0;
 
 	build(a, &o);
+	/* a quota with its usage goes along */
+	uint64_t qd;
+	cr_assert_eq(meta_mknod(a, META_ROOT_INO, "quota-dir", META_DIR, 0755,
+				0, 0, 0, NULL, &qd, NULL),
+		     0);
+	cr_assert_eq(meta_quota_set(a, qd, 1 << 20, 99, NULL), 0);
+	cr_assert_eq(meta_quota_adjust(a, qd, 12345, 6), 0);
 	struct buf d1 = dump_of(a);
 	cr_assert(!strstr(d1.p, "SECRET"), "the keys are not in a dump");
+	cr_assert(strstr(d1.p, "\"type\":\"quota\""));
 	cr_assert(strstr(d1.p, "\"type\":\"delfile\""));
 	cr_assert(strstr(d1.p, "\"type\":\"delslice\""));
 	cr_assert(strstr(d1.p, "\"name_b64\":"), "a name not UTF-8");
@@ -367,6 +376,15 @@ Test(dump, round_trip)
 	cr_assert_eq(meta_scan_slicerefs(b, count_ref, &rb), 0);
 	cr_assert_eq(ra, rb);
 	cr_assert_gt(ra, 0, "the snapshot and version share slices");
+	struct meta_quota q;
+	cr_assert_eq(meta_quota_get(b, qd, &q), 0);
+	cr_assert_eq(q.max_space, 1 << 20);
+	cr_assert_eq(q.max_inodes, 99);
+	cr_assert_eq(q.used_space, 12345);
+	cr_assert_eq(q.used_inodes, 6);
+	uint64_t g;
+	cr_assert_eq(meta_quota_gen(b, &g), 0);
+	cr_assert_gt(g, 0, "the loaded volume's clients see its quotas");
 	/* the loaded volume goes on: reclamation frees what was waiting */
 	size_t sized;
 	reclaim_all(b, 3000, &sized);

@@ -365,6 +365,16 @@ local function quota_drop(ino)
 		redis.call('INCR', 'quotagen')
 	end
 end
+-- a session is gone: its pending bytes stop counting in every quota
+local function quota_session_drop(sid)
+	for _, q in ipairs(redis.call('HKEYS', 'quota')) do
+		local p = redis.call('HGET', 'qp' .. q, sid)
+		if p then
+			redis.call('HDEL', 'qp' .. q, sid)
+			redis.call('HINCRBY', 'quotaused', 'p' .. q, '-' .. p)
+		end
+	end
+end
 -- The chain a data script charges (stored_set): the client's, ARGV
 -- string s of decimal inodes joined by ','; '' or nil: none. Nothing
 -- for a file with no name left (a quota counts names' inodes).
@@ -657,4 +667,5 @@ end
 local function fresh()
 	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil
 	tino = nil
+	qany, qrec, qchains, qdata = nil, {}, {}, {}
 end
