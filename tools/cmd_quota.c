@@ -15,7 +15,6 @@
 
 #include "meta/meta.h"
 #include "meta/meta_quota.h"
-#include "meta/meta_scan.h"
 #include "meta/meta_volume.h"
 #include "tools/cli.h"
 #include "tools/progress.h"
@@ -87,12 +86,8 @@ struct qopts {
  * paths found so far. */
 struct qctx {
 	struct meta *m;
-	const char *shown; /* the URL, redacted */
-	struct {
-		uint64_t ino;
-		char *path; /* NULL: none (a detached tree) */
-	} * paths;
-	size_t npaths, cappaths;
+	const char *shown;	/* the URL, redacted */
+	struct cli_paths paths; /* of the quotas' directories */
 };
 
 /* ---- paths ------------------------------------------------------------ */
@@ -117,79 +112,6 @@ static char *path_clean(const char *path)
 		*w++ = '/';
 	*w = 0;
 	return out;
-}
-
-struct name_find {
-	uint64_t ino;
-	char *name;
-};
-
-#define NAME_FOUND (-1000000) /* stops meta_scan_dir: no engine error */
-
-static int name_match(void *arg, const struct meta_scan_dirent *e)
-{
-	struct name_find *f = arg;
-
-	if (e->corrupt || e->ino != f->ino)
-		return 0;
-	f->name = strdup(e->name);
-	return f->name ? NAME_FOUND : ENOMEM;
-}
-
-static const char *path_remember(struct qctx *t, uint64_t dir, char *path)
-{
-	if (t->npaths == t->cappaths) {
-		size_t cap = t->cappaths ? t->cappaths * 2 : 16;
-		void *p = realloc(t->paths, cap * sizeof *t->paths);
-		if (!p) {
-			free(path);
-			return NULL;
-		}
-		t->paths = p;
-		t->cappaths = cap;
-	}
-	t->paths[t->npaths].ino = dir;
-	t->paths[t->npaths++].path = path;
-	return path;
-}
-
-/*
- * The path of directory dir from the volume's root, NULL when it has none
- * (a detached tree) or cannot be read. A directory records its parent,
- * not its name: the name is searched for in the parent's entries, so the
- * cost is a scan of each ancestor not met before (paths are remembered).
- */
-static const char *dir_path(struct qctx *t, uint64_t dir, int depth)
-{
-	struct name_find f = {dir, NULL};
-	struct meta_attr a;
-	const char *up;
-	char *p;
-
-	if (dir == META_ROOT_INO)
-		return "/";
-	for (size_t i = 0; i < t->npaths; i++)
-		if (t->paths[i].ino == dir)
-			return t->paths[i].path;
-	if (depth > 4096 || meta_getattr(t->m, dir, &a) || a.type != META_DIR ||
-	    !a.parent)
-		return NULL;
-	if (!(up = dir_path(t, a.parent, depth + 1)))
-		return NULL;
-	if (meta_scan_dir(t->m, a.parent, name_match, &f) != NAME_FOUND)
-		return NULL;
-	p = malloc(strlen(up) + strlen(f.name) + 2);
-	if (p)
-		sprintf(p, "%s%s%s", up, strcmp(up, "/") ? "/" : "", f.name);
-	free(f.name);
-	return p ? path_remember(t, dir, p) : NULL;
-}
-
-static void paths_free(struct qctx *t)
-{
-	for (size_t i = 0; i < t->npaths; i++)
-		free(t->paths[i].path);
-	free(t->paths);
 }
 
 /* --path DIR to a directory's inode; 0, or the error printed and the exit
@@ -277,31 +199,38 @@ static struct count *count_of(struct walk *w, uint64_t ino)
 	return bsearch(&key, w->c, w->nc, sizeof *w->c, cmp_count);
 }
 
+/* v (n used of *cap elements of size bytes) with room for one more, or
+ * NULL when out of memory (v left as it was). */
+static void *grow(void *v, size_t n, size_t *cap, size_t size)
+{
+	size_t c = *cap ? *cap * 2 : 64;
+
+	if (n < *cap)
+		return v;
+	if ((v = realloc(v, c * size)))
+		*cap = c;
+	return v;
+}
+
 static int push(struct walk *w, const struct frame *f)
 {
-	if (w->nstack == w->capstack) {
-		size_t cap = w->capstack ? w->capstack * 2 : 64;
-		void *p = realloc(w->stack, cap * sizeof *w->stack);
-		if (!p)
-			return ENOMEM;
-		w->stack = p;
-		w->capstack = cap;
-	}
-	w->stack[w->nstack++] = *f;
+	struct frame *s = grow(w->stack, w->nstack, &w->capstack, sizeof *s);
+
+	if (!s)
+		return ENOMEM;
+	w->stack = s;
+	s[w->nstack++] = *f;
 	return 0;
 }
 
 static int link_note(struct walk *w, uint32_t q, uint64_t ino, uint64_t stored)
 {
-	if (w->nlinks == w->caplinks) {
-		size_t cap = w->caplinks ? w->caplinks * 2 : 64;
-		void *p = realloc(w->links, cap * sizeof *w->links);
-		if (!p)
-			return ENOMEM;
-		w->links = p;
-		w->caplinks = cap;
-	}
-	w->links[w->nlinks++] = (struct linked){q, ino, stored};
+	struct linked *l = grow(w->links, w->nlinks, &w->caplinks, sizeof *l);
+
+	if (!l)
+		return ENOMEM;
+	w->links = l;
+	l[w->nlinks++] = (struct linked){q, ino, stored};
 	return 0;
 }
 
@@ -389,7 +318,7 @@ static int count_trees(struct meta *m, struct count *c, size_t n,
 
 	for (size_t i = 0; i < n; i++)
 		c[i].space = c[i].inodes = 0;
-	w.progress = progress_open("quota: counted", 0, 0, 0);
+	w.progress = progress_open("quota: counting", 0, 0, 0);
 	for (size_t i = 0; i < n && !err; i++)
 		if (top[i])
 			err = push(&w,
@@ -597,7 +526,7 @@ static int do_list(struct qctx *t, const struct qopts *o)
 	else
 		printf("no quotas\n");
 	for (size_t i = 0; i < n; i++) {
-		const char *p = dir_path(t, q[i].ino, 0);
+		const char *p = cli_dir_path(&t->paths, q[i].ino);
 		if (o->json) {
 			printf("%s\n  ", i ? "," : "");
 			json_obj(p, &q[i]);
@@ -711,7 +640,7 @@ static int do_check(struct qctx *t, const char *path, const struct qopts *o)
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const char *p = dir_path(t, c[i].ino, 0);
+		const char *p = cli_dir_path(&t->paths, c[i].ino);
 		struct meta_quota q;
 		err = meta_quota_get(t->m, c[i].ino, &q);
 		if (err == ENOENT)
@@ -794,14 +723,8 @@ static int parse_opts(int argc, char **argv, struct qopts *o)
 	       -1) {
 		switch (c) {
 		case 'p':
-			if (optarg[0] != '/') {
-				cli_error("--path '%s' is not absolute",
-					  optarg);
-				cli_hint("give the path from the volume's "
-					 "root, as '/%s'",
-					 optarg);
+			if (cli_volume_path_arg(optarg))
 				return CLI_EXIT_USAGE;
-			}
 			o->path = optarg;
 			break;
 		case 'c':
@@ -874,6 +797,7 @@ int cmd_quota(int argc, char **argv)
 			    sizeof shown))
 		goto out;
 	t.shown = shown;
+	t.paths.m = t.m;
 	if (!strcmp(cmd, "set"))
 		ret = do_set(&t, path, &o);
 	else if (!strcmp(cmd, "get"))
@@ -884,7 +808,7 @@ int cmd_quota(int argc, char **argv)
 		ret = do_delete(&t, path);
 	else
 		ret = do_check(&t, path, &o);
-	paths_free(&t);
+	cli_paths_release(&t.paths);
 	meta_close(t.m);
 out:
 	free(path);
