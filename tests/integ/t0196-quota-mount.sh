@@ -2,10 +2,11 @@
 # t0196-quota-mount.sh - directory quotas as two mounted clients of one
 # volume see them (fs/vfs/quota.c, docs/operations.md "Quotas"): writes
 # from both stop with EDQUOT within the documented overshoot, and what
-# write() accepted reads back; a create past the inode limit is EDQUOT on
-# both; space freed is usable again; mv out of and into the quota moves
-# its usage (EDQUOT into a full one), mv of a non-empty directory copies;
-# df of a --subdir mount of the directory shows the quota.
+# write() accepted reads back; space freed is usable again; fallocate,
+# truncate and cp count; a create past the inode limit is EDQUOT on both;
+# mv out of and into the quota moves its usage (EDQUOT into a full one),
+# mv of a non-empty directory copies; df of a --subdir mount of the
+# directory shows the quota.
 . "$(dirname "$0")/lib.sh"
 
 LIM=$((8 << 20)) INODES=50
@@ -92,6 +93,22 @@ dd if="$TMP/src" of="$B/q/again-b" bs=1M count=2 status=none ||
 	fail "B cannot write into the quota a second after A freed space"
 check_eq "$(used_bytes)" $((4 << 20)) "quota usage after rm and two 2 MiB files"
 ok "space freed in a quota is usable again from both clients"
+
+# --- fallocate, truncate and cp (a whole-file clone) count too
+expect_errno "Disk quota exceeded" fallocate -l 6M "$A/q/fal"
+fallocate -l 2M "$A/q/fal" || fail "fallocate of 2 MiB into a quota with room"
+check_eq "$(used_bytes)" $((6 << 20)) "quota usage after fallocate"
+truncate -s 1M "$A/q/fal"
+check_eq "$(used_bytes)" $((5 << 20)) "quota usage after truncate"
+rm "$A/q/fal"
+head -c $((2 << 20)) "$TMP/src" >"$A/out/small"
+cp "$A/out/small" "$A/q/small" || fail "cp of 2 MiB into the quota"
+check_eq "$(used_bytes)" $((6 << 20)) "quota usage after cp"
+cmp "$A/out/small" "$B/q/small" || fail "the copy differs"
+expect_errno "Disk quota exceeded" cp "$A/out/big" "$A/q/big2"
+rm -f "$A/q/big2" "$A/q/small" "$A/out/small"
+check_eq "$(used_bytes)" $((4 << 20)) "quota usage after the removals"
+ok "fallocate, truncate and cp count in the quota; past it: EDQUOT"
 
 # --- inodes: creates stop at the limit, on both clients
 n=$(used_inodes) made=0
