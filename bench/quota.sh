@@ -7,7 +7,9 @@
 # conv=fsync of random bytes), each into a directory without a quota and
 # into one with a quota far from full (1 TiB, 10M inodes), back to back,
 # their order alternating, BENCH_Q_ROUNDS rounds (default 5); medians,
-# and the median of the rounds' ratios. Prints a table and writes it to
+# and the median of the rounds' ratios. Redis's own figures for the
+# ingest too (commands and their CPU time a file, INFO commandstats),
+# which the machine's load does not blur. Prints a table and writes it to
 # bench/results/quota-DATE.md.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,7 +41,7 @@ META="$GRANARY_TEST_REDIS?db=1"
 "$O/granary" format "$META" quota --storage "file://$TMP/pool" --force \
 	>/dev/null 2>&1 || { say "quota: format failed"; exit 1; }
 "$O/granary" mount "$META" "$MP" --log "$TMP/mount.log" \
-	--cache-dir "$TMP/cache" >/dev/null 2>&1 ||
+	--cache-dir "$TMP/cache" --backup-meta 0 >/dev/null 2>&1 ||
 	{ say "quota: mount failed (see $TMP/mount.log)"; exit 1; }
 mkdir "$MP/plain" "$MP/quota"
 "$O/granary" quota set "$META" --path /quota --capacity 1T --inodes 10000000 \
@@ -48,16 +50,32 @@ sleep 1.5 # the client reads the quotas' generation once a second
 say "quota: $CKPT_MB MiB of random bytes for the checkpoint"
 head -c $((CKPT_MB << 20)) /dev/urandom >"$TMP/ckpt.src"
 secs() { echo "$2 - $1" | bc -l; }
+SOCK=${GRANARY_TEST_REDIS#unix://}
+SOCK=${SOCK%%\?*}
+# Redis's counters: commands run (those scripts run included), their
+# CPU time in microseconds, and script calls (FCALL, EVALSHA)
+rstat() {
+	redis-cli -s "$SOCK" info commandstats | tr -d '\r' |
+		awk -F '[=,:]' '/^cmdstat_/ { c += $3; u += $5 }
+			/^cmdstat_(fcall|evalsha)/ { s += $3 }
+			END { print c + 0, u + 0, s + 0 }'
+}
+per_file() { echo "($2 - $1) / $N" | bc -l | xargs printf '%.1f'; }
 
 # ingest ROUND DIR, save ROUND DIR: one measure each
 ingest() {
-	local t0 t1 d=$MP/$2/ds$1
+	local t0 t1 r0 r1 d=$MP/$2/ds$1
 	sync
+	read -r -a r0 <<<"$(rstat)"
 	t0=$(now)
 	"$O/bench/gen_dataset" -n "$N" -d 1 -m 16 -s "$1" "$d" "$TMP/list" \
 		>/dev/null || { say "quota: ingest failed"; exit 1; }
 	t1=$(now)
+	read -r -a r1 <<<"$(rstat)"
 	put "$2" "ingest_r$1" "$(echo "$N / $(secs "$t0" "$t1")" | bc -l | xargs printf '%.0f')"
+	put "$2" "rcmds_r$1" "$(per_file "${r0[0]}" "${r1[0]}")"
+	put "$2" "rusec_r$1" "$(per_file "${r0[1]}" "${r1[1]}")"
+	put "$2" "rscripts_r$1" "$(per_file "${r0[2]}" "${r1[2]}")"
 	rm -rf "$d"
 }
 save() {
@@ -82,7 +100,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	say "  round $r: ingest $(get plain "ingest_r$r") vs $(get quota "ingest_r$r") files/s, checkpoint $(get plain "ckpt_r$r") vs $(get quota "ckpt_r$r") MiB/s"
 done
 for d in plain quota ratio; do
-	for k in ingest ckpt; do median "$d" "$k" "$ROUNDS"; done
+	for k in ingest ckpt rcmds rusec rscripts; do median "$d" "$k" "$ROUNDS"; done
 done
 qget=$("$O/granary" quota get "$META" --path /quota 2>&1 | tr '\n' ' ')
 "$O/granary" umount "$MP" >/dev/null
@@ -97,6 +115,9 @@ OUT=$TOP/bench/results/quota-$(date +%Y-%m-%d-%H%M).md
 	echo "|---|---|---|---|"
 	echo "| small-file ingest (files/s) | $(get plain ingest) | $(get quota ingest) | $(get ratio ingest)x |"
 	echo "| checkpoint save (MiB/s) | $(get plain ckpt) | $(get quota ckpt) | $(get ratio ckpt)x |"
+	echo "| ingest: script calls a file (FCALL/EVALSHA) | $(get plain rscripts) | $(get quota rscripts) | |"
+	echo "| ingest: Redis commands a file (scripts' included) | $(get plain rcmds) | $(get quota rcmds) | |"
+	echo "| ingest: Redis CPU a file (µs, commandstats) | $(get plain rusec) | $(get quota rusec) | |"
 	echo
 	echo "Rounds (files/s, MiB/s; no quota vs quota):"
 	echo
