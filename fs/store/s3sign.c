@@ -267,6 +267,20 @@ static int has_line_break(const char *s)
 	return s && strpbrk(s, "\r\n");
 }
 
+/* n bytes of a query's name or value, decoded, and encoded again when
+ * encode; NULL when out of memory */
+static char *query_part(const char *s, size_t n, int encode)
+{
+	struct sbuf raw = {0}, enc = {0};
+
+	sb_decode(&raw, s, n);
+	if (!encode || raw.err)
+		return sb_take(&raw);
+	sb_encode(&enc, raw.p ? raw.p : "", raw.len, 0);
+	sb_release(&raw);
+	return sb_take(&enc);
+}
+
 /*
  * The query's parameters, name and value each decoded and, when encode,
  * encoded again as V4 wants them (V2 signs the decoded values). A name
@@ -279,16 +293,13 @@ static int parse_query(const char *q, int encode, struct item **out,
 	size_t n = 0, cap = 0;
 	const char *p = q ? q : "";
 
-	while (*p) {
+	for (; *p; p += *p == '&') {
 		size_t len = strcspn(p, "&");
 		const char *eq = memchr(p, '=', len);
 		size_t nlen = eq ? (size_t)(eq - p) : len;
-		struct sbuf name = {0}, value = {0}, tmp = {0};
 
-		if (len == 0) {
-			p++;
+		if (len == 0)
 			continue;
-		}
 		if (n == cap) {
 			struct item *nv;
 
@@ -298,28 +309,14 @@ static int parse_query(const char *q, int encode, struct item **out,
 				goto fail_nomem;
 			v = nv;
 		}
-		sb_decode(&tmp, p, nlen);
-		if (encode)
-			sb_encode(&name, tmp.p ? tmp.p : "", tmp.len, 0);
-		else
-			sb_add(&name, tmp.p ? tmp.p : "", tmp.len);
-		tmp.len = 0;
-		if (eq)
-			sb_decode(&tmp, eq + 1, len - nlen - 1);
-		if (encode)
-			sb_encode(&value, tmp.p ? tmp.p : "", tmp.len, 0);
-		else
-			sb_add(&value, tmp.p ? tmp.p : "", tmp.len);
-		sb_release(&tmp);
-		v[n].name = sb_take(&name);
-		v[n].value = sb_take(&value);
+		v[n].name = query_part(p, nlen, encode);
+		v[n].value = eq ? query_part(eq + 1, len - nlen - 1, encode)
+				: strdup("");
 		v[n].seq = n;
 		n++;
 		if (!v[n - 1].name || !v[n - 1].value)
 			goto fail_nomem;
 		p += len;
-		if (*p == '&')
-			p++;
 	}
 	*out = v;
 	*nout = n;
