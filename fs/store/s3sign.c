@@ -8,6 +8,7 @@
 #include "fs/store/s3sign.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
@@ -188,17 +189,6 @@ size_t s3sign_uri_encode(const char *s, size_t n, int keep_slash, char *out,
 	return len;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* n bytes of s with each %XX made its byte; a '%' not followed by two hex
  * digits stays itself (and is encoded again, as %25) */
 static void sb_decode(struct sbuf *b, const char *s, size_t n)
@@ -208,8 +198,9 @@ static void sb_decode(struct sbuf *b, const char *s, size_t n)
 	for (i = 0; i < n; i++) {
 		int hi, lo;
 
-		if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
-		    (lo = hexval(s[i + 2])) >= 0) {
+		if (s[i] == '%' && i + 2 < n &&
+		    (hi = OPENSSL_hexchar2int((unsigned char)s[i + 1])) >= 0 &&
+		    (lo = OPENSSL_hexchar2int((unsigned char)s[i + 2])) >= 0) {
 			sb_putc(b, (char)(hi << 4 | lo));
 			i += 2;
 		} else {
@@ -496,7 +487,8 @@ static int v4_canonical(const struct s3sign_v4 *k, const struct s3sign_req *r,
 	err = parse_query(r->query, 1, &q, &nq);
 	if (err)
 		return err;
-	qsort(q, nq, sizeof *q, item_cmp_name_value);
+	if (nq) /* qsort wants an array, even of none */
+		qsort(q, nq, sizeof *q, item_cmp_name_value);
 	for (i = 0; i < nq; i++) {
 		if (i)
 			sb_putc(creq, '&');
@@ -732,7 +724,8 @@ static int v2_string_to_sign(const struct s3sign_req *r, struct sbuf *s)
 	err = parse_query(r->query, 0, &q, &nq);
 	if (err)
 		return err;
-	qsort(q, nq, sizeof *q, item_cmp_name);
+	if (nq) /* qsort wants an array, even of none */
+		qsort(q, nq, sizeof *q, item_cmp_name);
 	for (i = 0, k = 0; i < nq; i++) {
 		if (!v2_signed_param(q[i].name))
 			continue;
