@@ -439,12 +439,11 @@ static void sb_v4_normalized_path(struct sbuf *b, const char *path)
 	for (p = path; *p;) {
 		size_t len = strcspn(p, "/");
 
-		if ((len == 1 && p[0] == '.') || len == 0) {
-			/* nothing */
-		} else if (len == 2 && p[0] == '.' && p[1] == '.') {
+		/* "" (a repeated slash) and "." name the folder they are in */
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
 			if (n)
 				n--;
-		} else {
+		} else if (len && !(len == 1 && p[0] == '.')) {
 			seg[n] = p;
 			segn[n++] = len;
 		}
