@@ -6,8 +6,9 @@
  * and HMAC-SHA1 are OpenSSL's.
  *
  * Thread-safe. Returns 0 or a positive errno: EINVAL for a request that
- * cannot be signed (no method, a header name with a ':' or a line break),
- * ENOSPC when out's cap is too small, ENOMEM.
+ * cannot be signed (no method, a header name with a ':' or a line break,
+ * a header value with a line break, V4 without payload_hash), ENOSPC when
+ * out's cap is too small, ENOMEM.
  */
 #ifndef GRANARY_S3SIGN_H
 #define GRANARY_S3SIGN_H
@@ -63,10 +64,13 @@ int s3sign_v4(const struct s3sign_v4 *k, const struct s3sign_req *r,
 
 /*
  * The value of the Authorization header for r, signed with V2
- * ("AWS AK:<base64 HMAC-SHA1>"). The resource is r's path with the
- * subresources of its query that V2 signs (acl, uploads, uploadId,
- * partNumber, versionId, response-* ... sorted); the date is r's Date
- * header (or x-amz-date, which then signs in its place). sts as above.
+ * ("AWS AK:<base64 HMAC-SHA1>"). The resource is r's path, path-style
+ * ("/bucket/key": a virtual-hosted request passes "/bucket" + its path),
+ * with the subresources of its query that V2 signs (acl, uploads,
+ * uploadId, partNumber, versionId, response-* ... sorted, values
+ * decoded); the date is r's Date header, or x-amz-date, which then signs
+ * in its place: as an x-amz-* header, with the Date line empty (S3's
+ * rule). sts as above.
  */
 int s3sign_v2(const char *access_key, const char *secret_key,
 	      const struct s3sign_req *r, char *out, size_t cap, char **sts);
