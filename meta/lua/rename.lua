@@ -184,8 +184,6 @@ else
 		quota_add(cd, -rs, -ri)
 		if dty == DIR then
 			quota_drop(dino)
-		end
-		if dty == DIR then
 			npa.nlink = npa.nlink - 1
 			if not trash_put(NP, NN, dino, da) then
 				inode_destroy(dino)

@@ -480,6 +480,31 @@ Test(quota_ns, rename_directories_across_chains)
 	meta_close(m);
 }
 
+Test(quota_ns, rename_nests_at_most_eight_quotas)
+{
+	struct meta *m = fresh(0);
+	uint64_t a = META_ROOT_INO, b = META_ROOT_INO, b1 = 0, b2 = 0;
+	char name[16];
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof name, "a%d", i);
+		a = qdir(m, a, name, 0, 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof name, "b%d", i);
+		b = qdir(m, b, name, 0, 0);
+		b1 = i == 0 ? b : b1;
+		b2 = i == 1 ? b : b2;
+	}
+	/* 5 above, 4 in the tree moved: 9 on the path to b3 */
+	cr_assert_eq(meta_rename(m, META_ROOT_INO, "b0", a, "b0", 0), EMLINK);
+	/* 8 */
+	cr_assert_eq(meta_rename(m, b1, "b1", a, "b1", 0), 0);
+	USE(m, a, 0, 3);
+	recount_eq(m, b2, "nest");
+	meta_close(m);
+}
+
 Test(quota_ns, rename_replacing)
 {
 	struct meta *m = fresh(0);
