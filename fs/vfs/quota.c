@@ -219,10 +219,10 @@ void quota_tick(struct quota *q)
 		return;
 	/* gates are never freed while the handle lives: tick them unlocked
 	 * (space_tick may make a round trip) */
-	struct space *g[64];
 	size_t n = 0;
 	pthread_mutex_lock(&q->lock);
-	for (struct hash_node *h = hash_first(&q->gates); h && n < 64;
+	struct space **g = malloc((hash_count(&q->gates) + 1) * sizeof(*g));
+	for (struct hash_node *h = hash_first(&q->gates); g && h;
 	     h = hash_next(&q->gates, h)) {
 		struct qgate *e = hash_entry(h, struct qgate, hn);
 		if (e->gate)
@@ -231,6 +231,7 @@ void quota_tick(struct quota *q)
 	pthread_mutex_unlock(&q->lock);
 	for (size_t i = 0; i < n; i++)
 		space_tick(g[i]);
+	free(g); /* NULL: no tick this time, the next one will */
 }
 
 /* Fill out's gates from its chain; q->lock held. */

@@ -18,9 +18,9 @@
  * client never passes a byte limit; several writing at once may pass it
  * by about one step each (docs/operations.md, "Quotas: enforcement").
  *
- * Thread-safe. The handle's lock is a leaf: taken under node->lock, no
- * other lock (a gate's neither) is taken under it, and it is never held
- * across a round trip (vfs_int.h has the whole order).
+ * Thread-safe. The handle's lock is taken under node->lock; only a gate's
+ * lock is taken under it (a limit changed), and it is never held across
+ * a round trip (vfs_int.h has the whole order).
  */
 #ifndef GRANARY_QUOTA_H
 #define GRANARY_QUOTA_H

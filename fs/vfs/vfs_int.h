@@ -8,12 +8,13 @@
  *                    node->lock: never take node->lock while holding it
  *   node->lock      (writer, length, chunk cache)
  *   writer/pool locks (writer.h)
- *   the quota handle's lock (quota.h): a leaf, taken under node->lock;
- *                    never held across a round trip, nor with a gate's
+ *   the quota handle's lock (quota.h): taken under node->lock; never
+ *                    held across a round trip
  *   the space gates' locks (space.h: the capacity's, each quota's): leaves,
- *                    taken under node->lock, one at a time; never held
- *                    across their Redis round trip (space_take may make
- *                    or wait for one with node->lock held)
+ *                    taken under node->lock or the quota handle's, one
+ *                    at a time; never held across their Redis round trip
+ *                    (space_take may make or wait for one with
+ *                    node->lock held)
  * Writer callbacks (commit) run with node->lock held.
  */
 #ifndef GRANARY_VFS_INT_H
