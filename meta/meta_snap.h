@@ -45,7 +45,9 @@ struct meta_snapshot_stats {
  * leaves a detached copy that meta_snapshot_cleanup deletes once the
  * session is dead. Errors: ENOENT (src or dst_parent), ENOTDIR, EEXIST,
  * EINVAL (dst_parent inside the tree of src), EACCES (cred may not read
- * all of src; see struct meta_cred), ECANCELED (the half-made copy
+ * all of src; see struct meta_cred), EDQUOT (the copy's inodes or
+ * stored bytes do not fit in a quota above dst_parent: it counts there as
+ * a copy would, meta_quota.h), ECANCELED (the half-made copy
  * was taken for dead and deleted by a cleaner: this client stalled for
  * longer than the session TTL), or a metadata error. st may be NULL.
  */

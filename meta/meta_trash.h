@@ -44,7 +44,8 @@ void meta_trash_entries_free(struct meta_trash_entry *e, size_t n);
 /* Entry `name` of hour directory hour_ino back into the namespace as
  * newname in newparent, in one script: ENOENT (the entry or the parent is
  * gone), EEXIST (the name is taken), EPERM (the parent is in the trash:
- * restore it first), ENOTDIR, EINVAL (a reserved name). */
+ * restore it first), ENOTDIR, EINVAL (a reserved name), EDQUOT (it does
+ * not fit in the quotas above newparent, which count it again). */
 int meta_trash_restore(struct meta *m, uint64_t hour_ino, const char *name,
 		       uint64_t newparent, const char *newname);
 

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sys/xattr.h>
 
+#include "meta/meta_quota.h"
 #include "meta/meta_trash.h"
 #include "meta/redis_int.h"
 #include "lib/log.h"
@@ -360,8 +361,10 @@ int meta_rename_trashed(struct meta *m, uint64_t parent, const char *name,
 	return run_trashing_script(m, &c, trashed);
 }
 
-int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
-	      const char *newname, struct meta_attr *a)
+/* The script compares the chains of newparent and hint (meta_quota.h):
+ * a hard link never joins an inode to quotas that do not count it. */
+int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino, uint64_t newparent,
+		const char *newname, struct meta_attr *a)
 {
 	struct cmd c;
 	int err;
@@ -373,7 +376,14 @@ int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
 	redis_cmd_u64(&c, ino);
 	redis_cmd_u64(&c, newparent);
 	redis_cmd_str(&c, newname);
+	redis_cmd_u64(&c, hint);
 	return redis_run_script_attr(m, &c, a);
+}
+
+int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
+	      const char *newname, struct meta_attr *a)
+{
+	return meta_link_q(m, 0, ino, newparent, newname, a);
 }
 
 int meta_readlink(struct meta *m, uint64_t ino, char **target)

@@ -1,5 +1,10 @@
--- ARGV: ino, newparent, newname.
+-- ARGV: ino, newparent, newname, hint (a directory holding a name of
+-- ino; '0' or none: not known, not checked). A hard link is the same
+-- inode: it stays in the quotas that count it, so a link whose parent's
+-- chain is not the hint's is EXDEV (ln then fails, as across project
+-- quotas), and one inside the chain changes no usage.
 local ino, parent, name = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local hint = tonumber(ARGV[4] or '0')
 local a = iget(ino)
 if not a or a.nlink == 0 then
 	return {ENOENT}
@@ -17,6 +22,9 @@ if err ~= 0 then
 end
 if redis.call('HEXISTS', key('d', parent), name) == 1 then
 	return {EEXIST}
+end
+if hint ~= 0 and not quota_same(quota_chain(parent), quota_chain(hint)) then
+	return {EXDEV}
 end
 redis.call('HSET', key('d', parent), name, dent_pack(ino, a.ty))
 a.nlink = a.nlink + 1

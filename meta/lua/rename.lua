@@ -4,6 +4,10 @@
 -- error does not roll back what a script already did. Returns {0, the
 -- inode the rename replaced and moved into the trash (0: none)}. Names
 -- leave the trash by rename (a restore by hand), never enter it.
+-- Between two quota chains only what has a usage known without a walk
+-- moves (meta/meta_quota.h): a non-directory with one name, an empty
+-- directory, a directory with a quota of its own; the rest is EXDEV,
+-- which mv(1) turns into a copy. EDQUOT when it does not fit.
 local P, N, NP, NN = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local flags = tonumber(ARGV[5])
 local exchange = flags == 2
@@ -91,6 +95,70 @@ if not exchange and de then
 		return {ENOTEMPTY}
 	end
 end
+-- the most quotas on a path from directory top (included) down to a
+-- quota below it: what a move of top stacks on the quotas above it
+local function quota_nest(top)
+	local most = 0
+	for _, q in ipairs(redis.call('HKEYS', 'quota')) do
+		local ino, n, steps = tonumber(q), 0, 0
+		while true do
+			if redis.call('HEXISTS', 'quota', d(ino)) == 1 then
+				n = n + 1
+			end
+			if ino == top then
+				most = math.max(most, n)
+				break
+			end
+			local a = iget(ino)
+			if ino == 1 or not a or a.par == 0 then
+				break
+			end
+			ino = a.par
+			steps = steps + 1
+			if steps > 100000 then
+				error('granary: directory loop')
+			end
+		end
+	end
+	return most
+end
+-- quotas: cs the chain the name leaves, cd the one it enters; ms, mi
+-- the bytes and inodes that move between them; rs, ri what the replaced
+-- name frees in cd (removed as unlink and rmdir remove)
+local cs, cd = quota_chain(P), quota_chain(NP)
+local cross = not quota_same(cs, cd)
+local ms, mi, rs, ri = 0, 0, 0, 0
+if de and not exchange then
+	if dty == DIR then
+		ri = 1
+	elseif da.nlink == 1 then
+		rs, ri = qbytes(da), 1
+	end
+end
+if cross then
+	if exchange or (sty ~= DIR and sa.nlink > 1) then
+		return {EXDEV}
+	end
+	if sty ~= DIR then
+		ms, mi = qbytes(sa), 1
+	elseif redis.call('HEXISTS', 'quota', d(sino)) == 1 then
+		-- its usage is known: it moves whole, with the directory
+		local u = redis.call('HMGET', 'quotaused', 's' .. d(sino),
+			'i' .. d(sino))
+		ms = math.max(tonumber(u[1] or 0), 0)
+		mi = math.max(tonumber(u[2] or 0), 0) + 1
+		if #cd + quota_nest(sino) > QNEST then
+			return {EMLINK}
+		end
+	elseif redis.call('EXISTS', key('d', sino)) == 1 then
+		return {EXDEV}
+	else
+		mi = 1
+	end
+	if quota_room(quota_minus(cd, cs), ms - rs, mi - ri) ~= 0 then
+		return {EDQUOT}
+	end
+end
 -- all checked: apply
 local trashed = 0
 if exchange then
@@ -113,7 +181,9 @@ else
 	end
 	-- the name replaced is removed as unlink and rmdir remove
 	if de then
+		quota_add(cd, -rs, -ri)
 		if dty == DIR then
+			quota_drop(dino)
 			npa.nlink = npa.nlink - 1
 			if not trash_put(NP, NN, dino, da) then
 				inode_destroy(dino)
@@ -129,6 +199,14 @@ else
 	if sty == DIR and P ~= NP then
 		sa.par = NP
 		pa.nlink, npa.nlink = pa.nlink - 1, npa.nlink + 1
+	end
+	if cross then
+		quota_move(cs, cd, ms, mi)
+		-- the clients' cached chains of the directory (and of
+		-- those below it) are stale now
+		if sty == DIR then
+			redis.call('INCR', 'quotagen')
+		end
 	end
 end
 touch(sino, false)

@@ -2,6 +2,7 @@
 -- ARGV: parent, name. An empty directory removed goes into the trash
 -- when there is one; inside the trash, removal is final (an hour
 -- directory emptied by hand too), and the trash itself stays (EPERM).
+-- It leaves the quotas above the parent, and its own quota goes.
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
@@ -32,6 +33,8 @@ end
 touch(parent, true)
 local a = iget(ino)
 if a then
+	quota_add(quota_chain(parent), 0, -1)
+	quota_drop(ino)
 	if depth == 1 then
 		trash_hour_drop(ino)
 	elseif depth == 2 then

@@ -3,6 +3,8 @@
 -- finished copy; the same checks as snap_begin, since the namespace
 -- moved meanwhile. With dir, the copy is a version of dir: record is
 -- its stats and message (SCHEMA.md, v<dir>), stored with top and time.
+-- The copy's inodes and stored bytes now count in the quotas above the
+-- parent (none for a version): EDQUOT when they do not fit.
 local top, sid, src = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local P, name = tonumber(ARGV[4]), ARGV[5]
 if not snap_own(top, sid, false) then
@@ -26,6 +28,12 @@ local a = iget(top)
 if not a then
 	error('granary: snapshot top inode missing')
 end
+local qc = quota_chain(P)
+local qs, qi = snap_quota_made(top)
+if quota_room(qc, qs, qi) ~= 0 then
+	return {EDQUOT}
+end
+quota_add(qc, qs, qi)
 redis.call('HSET', key('d', P), name, dent_pack(top, DIR))
 a.par = P
 p.nlink = p.nlink + 1

@@ -118,7 +118,7 @@ while budget > 0 do
 		pos = pos + 1
 	end
 end
-made_flush()
+made_flush(top)
 iflush()
 if denied then
 	return {EACCES}

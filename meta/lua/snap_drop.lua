@@ -7,19 +7,27 @@
 -- with source 0 belongs to a tree handed over whole: its subdirectories
 -- are appended as found. Each entry is removed by exactly one call, so
 -- a call run twice does no harm. The last call
--- forgets the snapshot. Returns {0, pos, cursor, done}.
+-- forgets the snapshot. Returns {0, pos, cursor, done}. A tree a restore
+-- replaced frees what it deletes in the quotas that counted it (the
+-- chain in snapquota:<top>, those of them still there).
 local top, sid = tonumber(ARGV[1]), ARGV[2]
 local pos, cursor, budget = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 if not snap_own(top, sid, true) then
 	return {ECANCELED}
 end
-local dk, mk = snap_keys(top)
+local dk, mk, qk = snap_keys(top)
+local qc = {}
+for q in string.gmatch(redis.call('HGET', qk, 'c') or '', '%d+') do
+	if redis.call('HEXISTS', 'quota', q) == 1 then
+		qc[#qc + 1] = tonumber(q)
+	end
+end
 while budget > 0 do
 	local pair = redis.call('LINDEX', dk, pos)
 	if not pair then
 		iflush()
 		redis.call('HDEL', 'snapshots', d(top))
-		redis.call('DEL', dk, mk)
+		redis.call('DEL', dk, mk, qk)
 		return {0, pos, '0', 1}
 	end
 	local sdir, ddir = struct.unpack(PAIR, pair)
@@ -39,6 +47,9 @@ while budget > 0 do
 			end
 			local a = ty ~= DIR and iget(ino)
 			if a then
+				if a.nlink == 1 then
+					quota_add(qc, -qbytes(a), -1)
+				end
 				if a.nlink > 0 then
 					a.nlink = a.nlink - 1
 				end
@@ -51,6 +62,11 @@ while budget > 0 do
 	-- found by scanning again
 	if cursor == '0' and redis.call('HLEN', dd) == 0 then
 		if iget(ddir) then
+			-- the top is not what a restore replaced: the
+			-- restored directory keeps its inode
+			if ddir ~= top then
+				quota_add(qc, 0, -1)
+			end
 			inode_destroy(ddir)
 		end
 		pos = pos + 1

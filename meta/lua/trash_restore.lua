@@ -2,7 +2,10 @@
 -- ARGV: hour directory inode, entry name in it, new parent, new name.
 -- Puts the entry back in the namespace under the new name: ENOENT when
 -- the entry or the parent is gone, EEXIST when the name is taken, EPERM
--- when the parent is in the trash (restore it first). Returns {0, ino}.
+-- when the parent is in the trash (restore it first), EDQUOT when it
+-- does not fit in the quotas above the parent (the trash is outside
+-- every quota: a restore counts again, as a move into them would).
+-- Returns {0, ino}.
 local h, tname = tonumber(ARGV[1]), ARGV[2]
 local np, nn = tonumber(ARGV[3]), ARGV[4]
 local ha = iget(h)
@@ -29,6 +32,12 @@ local a = iget(ino)
 if not a then
 	error('granary: directory entry without inode')
 end
+-- a directory comes back empty (its entries follow one by one)
+local qc = quota_chain(np)
+if quota_room(qc, qbytes(a), 1) ~= 0 then
+	return {EDQUOT}
+end
+quota_add(qc, qbytes(a), 1)
 trash_take(h, tname, a)
 redis.call('HDEL', key('d', h), tname)
 redis.call('HSET', key('d', np), nn, e)

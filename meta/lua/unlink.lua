@@ -1,7 +1,8 @@
 -- lib: trash
 -- ARGV: parent, name. Returns {0, the inode moved into the trash (0:
 -- none: the name was not the last, or the trash is off, or this was a
--- deletion inside the trash, which is final)}.
+-- deletion inside the trash, which is final)}. The last name leaves the
+-- quotas above the parent, into the trash too (outside every quota).
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
@@ -22,6 +23,9 @@ local a, trashed = iget(ino), 0
 if a then
 	if depth == 2 then
 		trash_take(parent, name, a)
+	end
+	if a.nlink == 1 then
+		quota_add(quota_chain(parent), -qbytes(a), -1)
 	end
 	if a.nlink == 1 and depth == 0 and trash_put(parent, name, ino, a) then
 		trashed = ino

@@ -20,8 +20,8 @@ if ta then
 	ta.par = 0
 	idirty[top] = true
 end
-local dk, mk = snap_keys(top)
-redis.call('DEL', dk, mk)
+redis.call('DEL', snap_keys(top))
+local dk = snap_keys(top)
 redis.call('RPUSH', dk, struct.pack(PAIR, 0, top))
 snap_set(top, sid, false)
 iflush()

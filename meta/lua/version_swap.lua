@@ -4,6 +4,8 @@
 -- its inode, attributes and versions; subdirectories get their new
 -- parent), then top, now holding dir's old entries, is left to sid to
 -- drop (its walk restarted at the top with source 0). Returns {0}.
+-- The quotas above dir (its own included) count the restored entries
+-- at once, and lose the old ones as the drop deletes them (snapquota).
 local D, C, sid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if not snap_own(C, sid, false) then
 	return {ECANCELED}
@@ -45,8 +47,24 @@ a.nlink = 2 + adopt(dD, D)
 ca.nlink = 2 + adopt(dC, C)
 idirty[C] = true
 touch(D, true)
-local dk, mk = snap_keys(C)
-redis.call('DEL', dk, mk)
+local qc = quota_chain(D)
+local qs, qi = snap_quota_made(C)
+-- C's own inode stays out: D keeps its own
+quota_add(qc, qs, math.max(qi - 1, 0))
+local dk, mk, qk = snap_keys(C)
+redis.call('DEL', dk, mk, qk)
 redis.call('RPUSH', dk, struct.pack(PAIR, 0, C))
+if #qc > 0 then
+	local names = {}
+	for i, q in ipairs(qc) do
+		names[i] = d(q)
+	end
+	redis.call('HSET', qk, 'c', table.concat(names, ','))
+end
+-- quotas below D's old entries are detached now: the clients' cached
+-- chains may name them
+if quota_any() then
+	redis.call('INCR', 'quotagen')
+end
 iflush()
 return {0}

@@ -554,11 +554,18 @@ local function vdir_drop(ino)
 	redis.call('HSET', 'snapshots', v, '0:' .. d(now()))
 end
 
+-- what inode a (a name's last link) counts in a quota besides itself:
+-- the stored bytes of a regular file
+local function qbytes(a)
+	return a.ty == FILE and stored(a) or 0
+end
+
 -- no name and no opener left: delete the inode, queue its data
 local function inode_destroy(ino)
 	local a = iget(ino)
 	if a.ty == DIR then
 		vdir_drop(ino)
+		quota_drop(ino)
 	end
 	if a.ty == FILE then
 		-- chunk 0 moves out of the inode's hash (deleted below) to

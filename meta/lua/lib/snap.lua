@@ -5,7 +5,8 @@
 -- (":d" appended once it is being dropped), `snapdirs:<top>` lists every
 -- directory of the copy with its source (the walk's queue, then the drop's
 -- list), `snapmap:<top>` maps source files with more than one name to their
--- copy.
+-- copy, `snapquota:<top>` counts what the copy holds for the quotas of
+-- its destination (s stored bytes, i inodes; c: the chain a drop frees).
 local ECANCELED, EACCES = @ECANCELED@, @EACCES@
 local PAIR = '<I8I8'
 -- the caller's uid and groups (ARGV: u32 uid, then u32 groups, little
@@ -57,7 +58,8 @@ local function owned(v)
 		string.sub(v, 13)
 end
 local function snap_keys(top)
-	return 'snapdirs:' .. d(top), 'snapmap:' .. d(top)
+	return 'snapdirs:' .. d(top), 'snapmap:' .. d(top),
+		'snapquota:' .. d(top)
 end
 -- the entry of top in snapshots: sid (string), time, dropping
 local function snap_state(top)
@@ -109,7 +111,9 @@ end
 
 -- what this call made: inodes by kind, file bytes (lengths; stored:
 -- what usedspace counts), references to add (slice id -> count);
--- flushed once at the end by made_flush
+-- flushed once at the end by made_flush, which also counts the inodes
+-- and stored bytes of a detached copy (top) in snapquota:<top>: the
+-- copy is outside every quota until snap_commit links it
 local mfiles, mdirs, mothers, mbytes, refs = 0, 0, 0, 0, {}
 local mstored = 0
 local function refs_add(s)
@@ -122,13 +126,22 @@ local function refs_add(s)
 		o = o + n
 	end
 end
-local function made_flush()
+local function made_flush(top)
 	local n = mfiles + mdirs + mothers
 	if n > 0 then
 		redis.call('INCRBY', 'totalinodes', n)
 	end
 	if mstored > 0 then
 		redis.call('INCRBY', 'usedspace', d(mstored))
+	end
+	if top then
+		local _, _, qk = snap_keys(top)
+		if n > 0 then
+			redis.call('HINCRBY', qk, 'i', n)
+		end
+		if mstored > 0 then
+			redis.call('HINCRBY', qk, 's', d(mstored))
+		end
 	end
 	-- one more reference per copied record: a packed slice too, whose
 	-- dead bytes are counted only when its last reference goes
@@ -205,4 +218,10 @@ local function clone(src, v, ino, nlink, par)
 end
 local function made()
 	return mfiles, mdirs, mothers, mbytes
+end
+-- the stored bytes and inodes that the detached copy top holds
+local function snap_quota_made(top)
+	local _, _, qk = snap_keys(top)
+	local r = redis.call('HMGET', qk, 's', 'i')
+	return tonumber(r[1] or 0), tonumber(r[2] or 0)
 end
