@@ -22,6 +22,7 @@
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "meta/meta.h"
+#include "meta/meta_scan.h"
 #include "meta/meta_server.h"
 #include "meta/meta_volume.h"
 
@@ -190,6 +191,15 @@ int cli_trash_days_arg(const char *s, uint32_t *out)
 	return 0;
 }
 
+int cli_volume_path_arg(const char *s)
+{
+	if (s[0] == '/')
+		return 0;
+	cli_error("--path '%s' is not absolute", s);
+	cli_hint("give the path from the volume's root, as '/%s'", s);
+	return CLI_EXIT_USAGE;
+}
+
 int cli_parse_int(const char *s, long min, long max, long *out)
 {
 	char *end;
@@ -346,6 +356,125 @@ int cli_meta_open(const char *url, const struct meta_opts *opts,
 			  gr_strerror(err));
 	}
 	return err;
+}
+
+int cli_resolve(struct meta *m, const char *path, uint64_t *ino,
+		struct meta_attr *a)
+{
+	char *copy = strdup(path), *save = NULL;
+	int err;
+
+	if (!copy)
+		return ENOMEM;
+	*ino = META_ROOT_INO;
+	err = meta_getattr(m, *ino, a);
+	for (char *p = strtok_r(copy, "/", &save); p && !err;
+	     p = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(p, "."))
+			continue;
+		if (a->type != META_DIR)
+			err = ENOTDIR;
+		else
+			err = meta_lookup(m, *ino, p, ino, a);
+	}
+	free(copy);
+	return err;
+}
+
+/* ---- directories' paths ------------------------------------------------ */
+
+char *cli_path_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = malloc(a + b + 2);
+
+	if (p)
+		snprintf(p, a + b + 2, "%s%s%s", dir,
+			 a && dir[a - 1] == '/' ? "" : "/", name);
+	return p;
+}
+
+struct name_find {
+	uint64_t ino;
+	char *name;
+};
+
+#define NAME_FOUND (-1000000) /* stops meta_scan_dir; no engine error */
+
+static int name_match(void *arg, const struct meta_scan_dirent *e)
+{
+	struct name_find *f = arg;
+
+	if (e->corrupt || e->ino != f->ino)
+		return 0;
+	f->name = strdup(e->name);
+	return f->name ? NAME_FOUND : ENOMEM;
+}
+
+/* The path kept as dir's (path malloc'd, taken; may be NULL). */
+static const char *path_keep(struct cli_paths *c, uint64_t dir, char *path)
+{
+	if (path && c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		void *p = realloc(c->v, cap * sizeof *c->v);
+		if (!p) {
+			free(path);
+			return NULL;
+		}
+		c->v = p;
+		c->cap = cap;
+	}
+	if (path)
+		c->v[c->n++] = (struct cli_path){dir, path};
+	return path;
+}
+
+static const char *dir_path(struct cli_paths *c, uint64_t dir, int depth)
+{
+	struct name_find f = {dir, NULL};
+	struct meta_attr a;
+	const char *up, *name;
+	uint64_t parent;
+
+	if (dir == META_ROOT_INO)
+		return "/";
+	for (size_t i = 0; i < c->n; i++)
+		if (c->v[i].ino == dir)
+			return c->v[i].path;
+	if (depth > 4096)
+		return NULL; /* a loop: no path */
+	if (c->known && c->known(c->arg, dir, &parent, &name)) {
+		up = parent ? dir_path(c, parent, depth + 1) : NULL;
+		return up ? path_keep(c, dir, cli_path_join(up, name)) : NULL;
+	}
+	if (meta_getattr(c->m, dir, &a) || a.type != META_DIR || !a.parent ||
+	    !(up = dir_path(c, a.parent, depth + 1)))
+		return NULL;
+	if (meta_scan_dir(c->m, a.parent, name_match, &f) != NAME_FOUND)
+		return NULL;
+	const char *p = path_keep(c, dir, cli_path_join(up, f.name));
+	free(f.name);
+	return p;
+}
+
+const char *cli_dir_path(struct cli_paths *c, uint64_t dir)
+{
+	return dir_path(c, dir, 0);
+}
+
+void cli_paths_forget(struct cli_paths *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->v[i].path);
+	c->n = 0;
+}
+
+void cli_paths_release(struct cli_paths *c)
+{
+	cli_paths_forget(c);
+	free(c->v);
+	c->v = NULL;
+	c->cap = 0;
 }
 
 int cli_volume_open(const char *url, const struct meta_opts *opts,

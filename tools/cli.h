@@ -38,6 +38,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
+int cmd_quota(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]
@@ -74,6 +75,9 @@ int cli_parse_size(const char *s, uint64_t *out);
 /* Seconds, fractional allowed, optional suffix "ms", "s", "m" (minutes),
  * "h" or "d"; >= 0. */
 int cli_parse_seconds(const char *s, double *out);
+/* The value of a --path option, a path from the volume's root: 0 when
+ * absolute, or the error and a hint printed and 2 (usage). */
+int cli_volume_path_arg(const char *s);
 /* A count in [min, max]. */
 int cli_parse_int(const char *s, long min, long max, long *out);
 /* The value of --threads (1..256) into *out: 0, or the error printed and
@@ -102,6 +106,44 @@ struct meta_opts;
  */
 int cli_meta_open(const char *url, const struct meta_opts *opts,
 		  struct meta **out);
+struct meta_attr;
+/*
+ * The inode a path in the volume names ("/a/b" from the volume's root;
+ * empty parts and "." are skipped), with its attributes, looked up name by
+ * name from the root without a mount. ENOENT, ENOTDIR (a part is not a
+ * directory), or the engine's error.
+ */
+int cli_resolve(struct meta *m, const char *path, uint64_t *ino,
+		struct meta_attr *a);
+
+/*
+ * Paths of directories known by inode (quota list, trash list), found from
+ * the volume's root without a mount. A directory records its parent, not
+ * its name: the name is searched for in the parent's entries, so the cost
+ * is one scan of each ancestor not met before; paths found are kept here.
+ * known (may be NULL) names a directory the caller knows better (an entry
+ * of the trash: where it was): 1 with *parent (0: none) and *name set.
+ */
+struct cli_paths {
+	struct meta *m;
+	int (*known)(void *arg, uint64_t dir, uint64_t *parent,
+		     const char **name);
+	void *arg;
+	struct cli_path {
+		uint64_t ino;
+		char *path;
+	} * v; /* the paths found so far */
+	size_t n, cap;
+};
+/* dir's path ("/" for the root), valid until cli_paths_forget; NULL when
+ * it has none (a detached tree, a loop) or cannot be read. */
+const char *cli_dir_path(struct cli_paths *c, uint64_t dir);
+/* Forget the paths found (they changed); the struct stays usable. */
+void cli_paths_forget(struct cli_paths *c);
+void cli_paths_release(struct cli_paths *c);
+/* "dir/name" (one '/' between), malloc'd; NULL when out of memory. */
+char *cli_path_join(const char *dir, const char *name);
+
 struct meta_volume;
 /*
  * cli_meta_open() of the volume at url and its settings in *v, with url

@@ -286,15 +286,8 @@ int cmd_fsck(int argc, char **argv)
 	       -1) {
 		switch (c) {
 		case 'p':
-			if (optarg[0] != '/') {
-				cli_error("--path '%s' is not absolute",
-					  optarg);
-				cli_hint(
-				    "give the path from the volume's root, "
-				    "as '/%s'",
-				    optarg);
+			if (cli_volume_path_arg(optarg))
 				return CLI_EXIT_USAGE;
-			}
 			fo.path = optarg;
 			break;
 		case 'o':

@@ -71,12 +71,8 @@ struct tctx {
 	struct meta *m;
 	struct meta_trash_entry *e;
 	size_t n;
-	char *done; /* restore: entry i is back (1), or left (2) */
-	struct {
-		uint64_t ino;
-		char *path;
-	} * paths; /* directories' paths found so far */
-	size_t npaths, cappaths;
+	char *done;		/* restore: entry i is back (1), or left (2) */
+	struct cli_paths paths; /* directories' paths found so far */
 };
 
 static const char *type_name(uint8_t t)
@@ -96,94 +92,19 @@ static struct meta_trash_entry *entry_of_ino(struct tctx *t, uint64_t ino)
 	return NULL;
 }
 
-static char *path_join(const char *dir, const char *name)
+/* The trash's entries name where they were (cli_paths' known): the path
+ * of a directory in the trash is where it was. */
+static int trash_known(void *arg, uint64_t dir, uint64_t *parent,
+		       const char **name)
 {
-	size_t a = strlen(dir), b = strlen(name);
-	char *p = malloc(a + b + 2);
+	struct tctx *t = arg;
+	struct meta_trash_entry *te = entry_of_ino(t, dir);
 
-	if (p)
-		snprintf(p, a + b + 2, "%s%s%s", dir,
-			 a && dir[a - 1] == '/' ? "" : "/", name);
-	return p;
-}
-
-/* The name of directory dir in its parent: its entry there. */
-static char *name_in(struct meta *m, uint64_t parent, uint64_t dir)
-{
-	struct meta_dirent *d;
-	size_t n;
-	char *name = NULL;
-
-	if (meta_readdir(m, parent, 0, &d, &n))
-		return NULL;
-	for (size_t i = 0; i < n && !name; i++)
-		if (d[i].ino == dir)
-			name = strdup(d[i].name);
-	meta_dirents_free(d, n);
-	return name;
-}
-
-static const char *path_cached(struct tctx *t, uint64_t dir, char *path)
-{
-	if (!path)
-		return NULL;
-	if (t->npaths == t->cappaths) {
-		size_t cap = t->cappaths ? t->cappaths * 2 : 16;
-		void *p = realloc(t->paths, cap * sizeof *t->paths);
-		if (!p) {
-			free(path);
-			return NULL;
-		}
-		t->paths = p;
-		t->cappaths = cap;
-	}
-	t->paths[t->npaths].ino = dir;
-	t->paths[t->npaths++].path = path;
-	return path;
-}
-
-/*
- * The path (from the volume's root) of directory dir, or of where it was
- * when it is in the trash itself; NULL when it cannot be found (gone).
- * Each directory's name is found in a listing of its parent: the inode
- * records only the parent.
- */
-static const char *dir_path(struct tctx *t, uint64_t dir, int depth)
-{
-	struct meta_trash_entry *te;
-	struct meta_attr a;
-	const char *up;
-
-	if (dir == META_ROOT_INO)
-		return "/";
-	for (size_t i = 0; i < t->npaths; i++)
-		if (t->paths[i].ino == dir)
-			return t->paths[i].path;
-	if (depth > 4096)
-		return NULL; /* a loop: no path */
-	te = entry_of_ino(t, dir);
-	if (te && !t->done[te - t->e]) {
-		up = te->parent ? dir_path(t, te->parent, depth + 1) : NULL;
-		return up ? path_cached(t, dir, path_join(up, te->orig)) : NULL;
-	}
-	if (meta_getattr(t->m, dir, &a) || a.type != META_DIR)
-		return NULL;
-	up = dir_path(t, a.parent, depth + 1);
-	if (!up)
-		return NULL;
-	char *name = name_in(t->m, a.parent, dir);
-	if (!name)
-		return NULL;
-	const char *p = path_cached(t, dir, path_join(up, name));
-	free(name);
-	return p;
-}
-
-static void paths_forget(struct tctx *t)
-{
-	for (size_t i = 0; i < t->npaths; i++)
-		free(t->paths[i].path);
-	t->npaths = 0;
+	if (!te || t->done[te - t->e])
+		return 0;
+	*parent = te->parent;
+	*name = te->orig;
+	return 1;
 }
 
 /* ---- list ------------------------------------------------------------- */
@@ -205,7 +126,8 @@ static void list_text(struct tctx *t)
 	       "REMOVED FROM");
 	for (size_t i = 0; i < t->n; i++) {
 		struct meta_trash_entry *e = &t->e[i];
-		const char *dir = e->parent ? dir_path(t, e->parent, 0) : NULL;
+		const char *dir =
+		    e->parent ? cli_dir_path(&t->paths, e->parent) : NULL;
 		char entry[300];
 		snprintf(entry, sizeof entry, "%s/%s", e->hour, e->name);
 		cli_format_size(size_of(e), sz, sizeof sz);
@@ -224,7 +146,8 @@ static void list_json(struct tctx *t)
 	printf("[");
 	for (size_t i = 0; i < t->n; i++) {
 		struct meta_trash_entry *e = &t->e[i];
-		const char *dir = e->parent ? dir_path(t, e->parent, 0) : NULL;
+		const char *dir =
+		    e->parent ? cli_dir_path(&t->paths, e->parent) : NULL;
 		char entry[300];
 		snprintf(entry, sizeof entry, "%s/%s", e->hour, e->name);
 		printf("%s\n  {\"entry\": ", i ? "," : "");
@@ -238,7 +161,7 @@ static void list_json(struct tctx *t)
 		cli_json_string(stdout, e->orig);
 		printf(", \"path\": ");
 		if (dir) {
-			char *p = path_join(dir, e->orig);
+			char *p = cli_path_join(dir, e->orig);
 			cli_json_string(stdout, p ? p : "");
 			free(p);
 		} else {
@@ -267,35 +190,13 @@ static struct meta_trash_entry *entry_find(struct tctx *t, const char *arg)
 	return NULL;
 }
 
-/* A path in the volume to the inode it names, ENOENT/ENOTDIR if not. */
-static int resolve(struct meta *m, const char *path, uint64_t *ino,
-		   struct meta_attr *a)
-{
-	char *copy = strdup(path), *save = NULL;
-	int err = 0;
-
-	if (!copy)
-		return ENOMEM;
-	*ino = META_ROOT_INO;
-	err = meta_getattr(m, *ino, a);
-	for (char *p = strtok_r(copy, "/", &save); p && !err;
-	     p = strtok_r(NULL, "/", &save)) {
-		if (a->type != META_DIR)
-			err = ENOTDIR;
-		else
-			err = meta_lookup(m, *ino, p, ino, a);
-	}
-	free(copy);
-	return err;
-}
-
 /* Where --to PATH puts an entry: into PATH when it is a directory (under
  * the entry's name, NULL name), else as PATH. */
 static int to_place(struct meta *m, const char *path, int many, uint64_t *dir,
 		    char **name)
 {
 	struct meta_attr a;
-	int err = resolve(m, path, dir, &a);
+	int err = cli_resolve(m, path, dir, &a);
 
 	*name = NULL;
 	if (!err && a.type == META_DIR)
@@ -315,7 +216,7 @@ static int to_place(struct meta *m, const char *path, int many, uint64_t *dir,
 	char *parent = strndup(path, slash ? (size_t)(slash - path) : 0);
 	if (!parent)
 		return ENOMEM;
-	err = resolve(m, parent, dir, &a);
+	err = cli_resolve(m, parent, dir, &a);
 	if (!err && a.type != META_DIR)
 		err = ENOTDIR;
 	if (err)
@@ -331,7 +232,7 @@ static int to_place(struct meta *m, const char *path, int many, uint64_t *dir,
 static void restore_failed(struct tctx *t, const struct meta_trash_entry *e,
 			   uint64_t dir, const char *name, int err)
 {
-	const char *dp = dir_path(t, dir, 0);
+	const char *dp = cli_dir_path(&t->paths, dir);
 	struct meta_trash_entry *pe = entry_of_ino(t, dir);
 
 	if (err == EEXIST) {
@@ -406,7 +307,8 @@ static int restore_entry(struct tctx *t, size_t i, uint64_t dir,
 		return err;
 	}
 	t->done[i] = 1;
-	paths_forget(t); /* dir_path of what was in the trash changed */
+	cli_paths_forget(
+	    &t->paths); /* dir_path of what was in the trash changed */
 	(*n)++;
 	return e->attr.type == META_DIR ? restore_children(t, e->ino, n) : 0;
 }
@@ -450,7 +352,7 @@ static int do_restore(struct tctx *t, char **entries, int nent,
 		if (err)
 			ret = CLI_EXIT_FAIL;
 		if (t->done[e - t->e] == 1) {
-			const char *dp = dir_path(t, dir, 0);
+			const char *dp = cli_dir_path(&t->paths, dir);
 			printf("restored %s/%s as %s%s%s", e->hour, e->name,
 			       dp ? dp : "?", dp && strcmp(dp, "/") ? "/" : "",
 			       name);
@@ -597,6 +499,7 @@ int cmd_trash(int argc, char **argv)
 		ret = do_purge(t.m, &v, &o);
 		goto close_meta;
 	}
+	t.paths = (struct cli_paths){.m = t.m, .known = trash_known, .arg = &t};
 	err = meta_trash_list(t.m, &t.e, &t.n);
 	if (err) {
 		cli_error("cannot list the trash of volume '%s': %s", v.name,
@@ -618,8 +521,7 @@ int cmd_trash(int argc, char **argv)
 		ret = do_restore(&t, argv + optind + 2, argc - optind - 2, &o);
 	}
 free_list:
-	paths_forget(&t);
-	free(t.paths);
+	cli_paths_release(&t.paths);
 	free(t.done);
 	meta_trash_entries_free(t.e, t.n);
 close_meta:

@@ -54,6 +54,8 @@ static const struct cmd commands[] = {
      "show a volume's settings, change the ones that may change"},
     {"trash", cmd_trash, CMD_LOG_STDERR,
      "list, restore or purge what was removed (kept trash-days)"},
+    {"quota", cmd_quota, CMD_LOG_STDERR,
+     "set, show, list, remove and check directory quotas"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
