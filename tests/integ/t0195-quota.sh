@@ -9,13 +9,6 @@
 # namespace scripts: EDQUOT past a limit, EXDEV across quota boundaries.
 . "$(dirname "$0")/lib.sh"
 
-# What this build has: the namespace scripts keep usage (q-ns), the
-# clients enforce the limits (q-client). Decided from the sources, so the
-# checks are mandatory once the code is there.
-NS=0 CLIENT=0
-grep -q quota_ "$TOPDIR/meta/lua/mknod.lua" && NS=1
-[ -f "$TOPDIR/fs/vfs/quota.c" ] && CLIENT=1
-
 new_volume quota
 M=$TMP/mnt M2=$TMP/mnt2
 mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0
@@ -154,11 +147,7 @@ check_ok() { # check_ok DIR...: quota check's counts are find's for each DIR
 	for d in "$@"; do
 		check_eq "$(checked "$d")" "$(recount "$M$d")" "quota check's count of $d"
 	done
-	if [ "$NS" = 1 ]; then
-		check_eq "$rc" 0 "quota check after changes (the scripts keep usage): $(cat "$TMP/check.out")"
-	elif [ "$rc" = 1 ]; then
-		Q check "$META" --repair >/dev/null || fail "check --repair failed"
-	fi
+	check_eq "$rc" 0 "quota check after changes (the scripts keep usage): $(cat "$TMP/check.out")"
 }
 RANDOM=195
 for round in 1 2 3; do
@@ -193,12 +182,7 @@ for round in 1 2 3; do
 done
 check_eq "$(blocks "$M/proj")" "$(round512 "$M/proj")" "st_blocks after the changes"
 check_ok /proj /proj/sub/inner /other
-if [ "$NS" = 1 ]; then
-	ok "after random changes from two mounts, quota check counts what find does and agrees"
-else
-	ok "after random changes from two mounts, quota check counts what find does"
-	skip "check agrees with the recorded usage after changes: the namespace scripts (q-ns) are not in this build"
-fi
+ok "after random changes from two mounts, quota check counts what find does and agrees"
 
 # --- a usage corrupted on purpose: check exits 1, --repair fixes it
 rcli hincrby quotaused "s$(qget /proj ino)" 12345 >/dev/null
@@ -229,37 +213,29 @@ check_eq "$(Q list "$META" --json | jq -r '[.[].path] | sort | join(",")')" "/ot
 ok "delete removes a quota and leaves the tree"
 
 # --- the limits, enforced by the clients (q-client) and scripts (q-ns)
-if [ "$CLIENT" = 1 ] && [ "$NS" = 1 ]; then
-	mkdir "$M/lim"
-	Q set "$META" --path /lim --inodes 3 --capacity 1M >/dev/null || fail "set /lim failed"
-	touch "$M/lim/1" "$M/lim/2" "$M/lim/3"
-	expect_errno "Disk quota exceeded" touch "$M/lim/4"
-	expect_errno "Disk quota exceeded" mkdir "$M2/lim/d"
-	rm "$M/lim/3"
-	touch "$M2/lim/3" || fail "a creation after a removal under the limit failed"
-	ok "creations past --inodes fail with EDQUOT on both mounts"
-	expect_errno "Disk quota exceeded" dd if=/dev/zero of="$M/lim/1" bs=64k count=32 status=none
-	rm -f "$M/lim/1"
-	Q check "$META" --path /lim >/dev/null || fail "check of /lim after EDQUOT: $(Q check "$META" --path /lim 2>&1)"
-	ok "writes past --capacity fail with EDQUOT; the usage stays exact"
-else
-	skip "EDQUOT: the clients' enforcement (q-client) and the namespace scripts (q-ns) are not both in this build"
-fi
+mkdir "$M/lim"
+Q set "$META" --path /lim --inodes 3 --capacity 1M >/dev/null || fail "set /lim failed"
+touch "$M/lim/1" "$M/lim/2" "$M/lim/3"
+expect_errno "Disk quota exceeded" touch "$M/lim/4"
+expect_errno "Disk quota exceeded" mkdir "$M2/lim/d"
+rm "$M/lim/3"
+touch "$M2/lim/3" || fail "a creation after a removal under the limit failed"
+ok "creations past --inodes fail with EDQUOT on both mounts"
+expect_errno "Disk quota exceeded" dd if=/dev/zero of="$M/lim/1" bs=64k count=32 status=none
+rm -f "$M/lim/1"
+Q check "$META" --path /lim >/dev/null || fail "check of /lim after EDQUOT: $(Q check "$META" --path /lim 2>&1)"
+ok "writes past --capacity fail with EDQUOT; the usage stays exact"
 
 # --- rename and link across quota boundaries (q-ns)
-if [ "$NS" = 1 ]; then
-	mkdir -p "$M/proj/tree/deep" && echo t >"$M/proj/tree/deep/f"
-	expect_errno "Invalid cross-device link" python3 -c \
-		'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$M/proj/tree" "$M/other/tree"
-	mv "$M/proj/tree" "$M/other/tree" || fail "mv of a tree across quotas failed"
-	check_eq "$(cat "$M/other/tree/deep/f")" t "the tree mv copied"
-	echo l >"$M/proj/linked"
-	expect_errno "Invalid cross-device link" ln "$M/proj/linked" "$M/other/linked"
-	ln "$M/proj/linked" "$M/proj/sub/linked2" || fail "a link inside one quota failed"
-	Q check "$META" >"$TMP/check.out" || fail "check after renames: $(cat "$TMP/check.out")"
-	check_eq "$(checked /proj)" "$(recount "$M/proj")" "/proj after renames"
-	check_eq "$(checked /other)" "$(recount "$M/other")" "/other after renames"
-	ok "rename of a tree and link across quotas: EXDEV (mv copies); usage stays exact"
-else
-	skip "EXDEV across quotas: the namespace scripts (q-ns) are not in this build"
-fi
+mkdir -p "$M/proj/tree/deep" && echo t >"$M/proj/tree/deep/f"
+expect_errno "Invalid cross-device link" python3 -c \
+	'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$M/proj/tree" "$M/other/tree"
+mv "$M/proj/tree" "$M/other/tree" || fail "mv of a tree across quotas failed"
+check_eq "$(cat "$M/other/tree/deep/f")" t "the tree mv copied"
+echo l >"$M/proj/linked"
+expect_errno "Invalid cross-device link" ln "$M/proj/linked" "$M/other/linked"
+ln "$M/proj/linked" "$M/proj/sub/linked2" || fail "a link inside one quota failed"
+Q check "$META" >"$TMP/check.out" || fail "check after renames: $(cat "$TMP/check.out")"
+check_eq "$(checked /proj)" "$(recount "$M/proj")" "/proj after renames"
+check_eq "$(checked /other)" "$(recount "$M/other")" "/other after renames"
+ok "rename of a tree and link across quotas: EXDEV (mv copies); usage stays exact"

@@ -383,8 +383,18 @@ local function quota_data(s, a)
 	if not s or s == '' or a.nlink == 0 or not quota_any() then
 		return
 	end
+	local c = {}
 	for q in string.gmatch(s, '%d+') do
-		qdata[#qdata + 1] = tonumber(q)
+		c[#c + 1] = q
+	end
+	-- a client's chain may name a quota deleted since: not charged
+	if #c > 0 then
+		local r = redis.call('HMGET', 'quota', unpack(c))
+		for i = 1, #c do
+			if r[i] then
+				qdata[#qdata + 1] = tonumber(c[i])
+			end
+		end
 	end
 end
 
