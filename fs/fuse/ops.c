@@ -352,7 +352,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * locks on the file end with it (it keeps none of them itself). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	vfs_lock_close(fs_of(req), ino, fi->lock_owner, 0);
+	vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner, 0);
 	reply_err(req, "flush", vfs_flush(fs_of(req), fh_of(fi)));
 }
 
@@ -369,7 +369,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 {
 	/* the last close of an open file that took a flock lock */
 	if (fi->flock_release)
-		vfs_lock_close(fs_of(req), ino, fi->lock_owner, 1);
+		vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner,
+			       1);
 	vfs_release(fs_of(req), fh_of(fi));
 	fuse_reply_err(req, 0);
 }
@@ -418,7 +419,8 @@ static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "setlk",
-		  vfs_setlk(fs_of(req), ino, fi->lock_owner, lock, sleep, &w));
+		  vfs_setlk(fs_of(req), fh_of(fi), ino, fi->lock_owner, lock,
+			    sleep, &w));
 }
 
 static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

@@ -139,6 +139,7 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 	if (!h)
 		return ENOMEM; /* the open stays counted; release never comes */
 	h->node = n;
+	h->owners = NULL;
 	h->flags = flags;
 	h->dio = dio;
 	pthread_mutex_init(&h->ra_lock, NULL);
@@ -501,6 +502,7 @@ void vfs_release(struct fs *fs, struct vfs_fh *h)
 		if (unregister)
 			file_unregister(fs, n->ino);
 	}
+	lock_fh_release(fs, h);
 	node_unpin(fs, n);
 	fh_free(fs, h);
 }

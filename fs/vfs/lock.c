@@ -11,6 +11,15 @@
  * did not: every flush names its lock owner. The owners this client gave
  * POSIX locks to are remembered here (fs->locks), so that only their
  * flushes cost a round trip.
+ *
+ * Nor does it send an unlock when an open file description that holds
+ * locks of its own (F_OFD_SETLK: the owner is the open file, not a
+ * process) is closed for the last time. Each open file remembers the
+ * owners that locked through it (vfs_fh.owners) and marks those a close
+ * through it named: a process's owner is always named by its closes
+ * (every close flushes, with the closing process's owner), an open file's
+ * never. At the release, the owners never named are open files' own, and
+ * their locks end as on a local filesystem.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +41,15 @@ struct owned {
 	uint64_t ino, owner;
 };
 
+/* An owner that set a POSIX lock through an open file (vfs_fh.owners). */
+struct fh_owner {
+	struct fh_owner *next;
+	uint64_t owner;
+	int closed; /* a close through the open file named it */
+};
+
 struct vfs_locks {
-	pthread_mutex_t lock; /* leaf */
+	pthread_mutex_t lock; /* leaf; also protects every vfs_fh.owners */
 	struct hash owned;    /* struct owned; protected by lock */
 	int waiters;	      /* protected by lock */
 };
@@ -111,6 +127,30 @@ static int owned_take(struct vfs_locks *l, uint64_t ino, uint64_t owner)
 	pthread_mutex_unlock(&l->lock);
 	free(n ? hash_entry(n, struct owned, hn) : NULL);
 	return n != NULL;
+}
+
+/* ---- the owners of an open file -------------------------------------- */
+
+/* owner set a lock through h (closed 0), or a close through h named it
+ * (closed 1: marked if it is there, never added). A failed allocation is
+ * logged: that owner's open-file locks then outlive the release. */
+static void fh_owner_note(struct vfs_locks *l, struct vfs_fh *h,
+			  uint64_t owner, int closed)
+{
+	pthread_mutex_lock(&l->lock);
+	struct fh_owner *o = h->owners;
+	while (o && o->owner != owner)
+		o = o->next;
+	if (o)
+		o->closed = closed;
+	else if (!closed && (o = malloc(sizeof(*o)))) {
+		*o = (struct fh_owner){h->owners, owner, 0};
+		h->owners = o;
+	} else if (!closed)
+		log_warn("out of memory: the locks of an open file of inode "
+			 "%llu may outlive it",
+			 (unsigned long long)h->node->ino);
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* ---- waiting ---------------------------------------------------------- */
@@ -237,7 +277,7 @@ int vfs_getlk(struct fs *fs, uint64_t ino, uint64_t owner, struct flock *f)
 	return 0;
 }
 
-int vfs_setlk(struct fs *fs, uint64_t ino, uint64_t owner,
+int vfs_setlk(struct fs *fs, struct vfs_fh *fh, uint64_t ino, uint64_t owner,
 	      const struct flock *f, int sleep, const struct vfs_wait *w)
 {
 	struct meta_lock lk;
@@ -247,15 +287,18 @@ int vfs_setlk(struct fs *fs, uint64_t ino, uint64_t owner,
 		return err;
 	/* remembered before the grant: a flush racing with it then still
 	 * looks (one round trip too many at worst) */
-	if (lk.type != META_LOCK_UN)
+	if (lk.type != META_LOCK_UN) {
 		owned_add(fs->locks, mino, owner);
+		if (fh)
+			fh_owner_note(fs->locks, fh, owner, 0);
+	}
 	return set_wait(fs, META_LOCK_POSIX, mino, owner, &lk, sleep, w);
 }
 
-void vfs_lock_close(struct fs *fs, uint64_t ino, uint64_t owner, int flock)
+/* owner's locks of a kind on volume inode mino end */
+static void owner_drop(struct fs *fs, uint64_t mino, uint64_t owner, int flock)
 {
 	struct meta_lock lk = {.type = META_LOCK_UN, .end = META_LOCK_EOF};
-	uint64_t mino = vfs_m_ino(fs, ino);
 	enum meta_lock_kind kind = flock ? META_LOCK_FLOCK : META_LOCK_POSIX;
 	if (!flock && !owned_take(fs->locks, mino, owner))
 		return;
@@ -265,4 +308,27 @@ void vfs_lock_close(struct fs *fs, uint64_t ino, uint64_t owner, int flock)
 			 "go with this client's session",
 			 flock ? "flock" : "POSIX", (unsigned long long)mino,
 			 gr_strerror(err));
+}
+
+void vfs_lock_close(struct fs *fs, struct vfs_fh *fh, uint64_t ino,
+		    uint64_t owner, int flock)
+{
+	if (!flock && fh)
+		fh_owner_note(fs->locks, fh, owner, 1);
+	owner_drop(fs, vfs_m_ino(fs, ino), owner, flock);
+}
+
+void lock_fh_release(struct fs *fs, struct vfs_fh *h)
+{
+	pthread_mutex_lock(&fs->locks->lock);
+	struct fh_owner *o = h->owners;
+	h->owners = NULL;
+	pthread_mutex_unlock(&fs->locks->lock);
+	while (o) {
+		struct fh_owner *next = o->next;
+		if (!o->closed)
+			owner_drop(fs, h->node->ino, o->owner, 0);
+		free(o);
+		o = next;
+	}
 }

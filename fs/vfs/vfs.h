@@ -189,11 +189,14 @@ int vfs_flock(struct fs *fs, uint64_t ino, uint64_t owner, int op,
 /* F_GETLK: *f (SEEK_SET) becomes a lock in the way, or l_type F_UNLCK;
  * l_pid is the holder's pid on its own node */
 int vfs_getlk(struct fs *fs, uint64_t ino, uint64_t owner, struct flock *f);
-/* F_SETLK (sleep 0), F_SETLKW (sleep 1); l_pid is the caller's */
-int vfs_setlk(struct fs *fs, uint64_t ino, uint64_t owner,
+/* F_SETLK (sleep 0), F_SETLKW (sleep 1) through open file fh; l_pid is
+ * the caller's. An owner that never closes fh (an open file description's
+ * own locks, F_OFD_SETLK) loses its locks at fh's release (vfs_release). */
+int vfs_setlk(struct fs *fs, struct vfs_fh *fh, uint64_t ino, uint64_t owner,
 	      const struct flock *f, int sleep, const struct vfs_wait *w);
-/* The owner's locks end: its POSIX locks (flock 0) on a flush of a close,
- * its flock lock (flock 1) on the release of the open file. */
-void vfs_lock_close(struct fs *fs, uint64_t ino, uint64_t owner, int flock);
+/* The owner's locks end: its POSIX locks (flock 0) on a flush of a close
+ * of fh, its flock lock (flock 1) on the release of the open file. */
+void vfs_lock_close(struct fs *fs, struct vfs_fh *fh, uint64_t ino,
+		    uint64_t owner, int flock);
 
 #endif

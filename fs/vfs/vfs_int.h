@@ -157,9 +157,16 @@ struct fs {
 struct vfs_locks;
 int lock_open(struct vfs_locks **out); /* 0 or ENOMEM */
 void lock_free(struct vfs_locks *l);   /* NULL-safe */
+/* Open file h is released: the POSIX locks of its owners that never
+ * closed it end (open file description locks, F_OFD_SETLK). */
+void lock_fh_release(struct fs *fs, struct vfs_fh *h);
 
+struct fh_owner;
 struct vfs_fh {
 	struct node *node;
+	/* the owners that set POSIX locks through this open file (lock.c);
+	 * protected by fs->locks's lock */
+	struct fh_owner *owners;
 	int flags;
 	int dio;		 /* opened with direct_io */
 	pthread_mutex_t ra_lock; /* leaf; protects ra */

@@ -11,6 +11,9 @@ t0190-locks.sh (Python reaches F_GETLK and F_SETLKW through fcntl.fcntl).
                             "TYPE START LEN PID" (TYPE w or r)
      close2                 open FILE again and close that fd (POSIX: all
                             of this process's locks on FILE go)
+     o:S:L                  open FILE again (an open file of its own) and
+                            F_OFD_SETLK a write lock on it
+     oclose                 close that open file (its OFD locks go)
      touch:PATH, gone:PATH  create PATH; wait until PATH does not exist
   locks.py count flock|lockf LOCKFILE COUNTER N   N times: lock LOCKFILE
                             (fcntl.flock, or fcntl.lockf: a POSIX lock),
@@ -46,11 +49,19 @@ def setlk(fd, cmd, ty, start, length):
 def ops(path, todo):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     types = {"w": fcntl.F_WRLCK, "r": fcntl.F_RDLCK, "u": fcntl.F_UNLCK}
+    ofd = -1
     for op in todo:
         w = op.split(":", 1)
         if op == "close2":
             os.close(os.open(path, os.O_RDONLY))
             out = "ok"
+        elif op == "oclose":
+            os.close(ofd)
+            out = "ok"
+        elif w[0] == "o":
+            ofd = os.open(path, os.O_RDWR)
+            s, ln = (int(x) for x in w[1].split(":"))
+            out = setlk(ofd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK, s, ln)
         elif w[0] == "touch":
             open(w[1], "w").close()
             out = "ok"

@@ -109,6 +109,25 @@ check_eq "$out" "ok," "F_SETLKW on B after A's holder ended"
 wait $bgp
 ok "a process's POSIX locks go when it exits; F_SETLKW waits for them"
 
+# --- open file description locks (F_OFD_SETLK) end with their open file,
+# not with a close of another fd of the process, nor only at its exit
+$LOCKS ops "$A/rec" o:0:10 close2 touch:"$TMP/o1" gone:"$TMP/o1" oclose \
+	touch:"$TMP/o2" gone:"$TMP/o2" >"$TMP/ofd.out" &
+bgp=$!
+bg_track $bgp
+wait_until 10 test -e "$TMP/o1" || fail "the OFD holder did not start"
+out=$($LOCKS ops "$B/rec" w:0:10 | tr '\n' ,)
+check_eq "$out" "EAGAIN," "B against A's OFD lock, after A closed another fd"
+rm "$TMP/o1"
+wait_until 10 test -e "$TMP/o2" || fail "the OFD holder did not close"
+# the release follows the close asynchronously: allow it a moment
+wait_until 5 sh -c "[ \"\$($LOCKS ops '$B/rec' w:0:10)\" = ok ]" ||
+	fail "A's OFD lock outlived its open file (still held after the close)"
+rm "$TMP/o2"
+wait $bgp
+check_eq "$(tr '\n' , <"$TMP/ofd.out")" "ok,ok,ok,ok,ok,ok,ok," "the OFD holder's steps"
+ok "an open file description's lock holds across another fd's close and ends with its own close"
+
 # --- a lock-guarded counter from 3 processes on each mount: flock (as
 # Python's filelock takes it), then POSIX locks (lockf, as SQLite's)
 counter() { # HOW N: 6 processes, N increments each
