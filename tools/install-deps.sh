@@ -1,8 +1,9 @@
 #!/bin/sh
 # install-deps.sh [--bench] - install what granary needs to build, test and
 # run, only when it is missing: Debian packages, and the s3rver S3 test
-# server (npm) under .deps/ in the source tree. --bench: also the peers the
-# benchmarks compare with (s3fs, rclone) and gnuplot for their charts.
+# server and the aws4 signer of its V4-verifying front (npm) under .deps/
+# in the source tree. --bench: also the peers the benchmarks compare with
+# (s3fs, rclone) and gnuplot for their charts.
 # Idempotent; quiet when all is there.
 set -e
 cd "$(dirname "$0")/.."
@@ -46,5 +47,11 @@ if [ ! -x .deps/node_modules/.bin/s3rver ]; then
 	(cd .deps && [ -f package.json ] || echo '{"private":true}' > package.json)
 	(cd .deps && npm install --no-audit --no-fund --loglevel=error s3rver@3.7.1 >/dev/null) ||
 		{ echo "granary: npm install s3rver failed (needed by the tests only)" >&2; exit 1; }
+fi
+# The V4 signing package of the verifying front (tests/lib/s3v4-front.js).
+if [ ! -f .deps/node_modules/aws4/aws4.js ]; then
+	echo "granary: installing aws4 1.13.2 (npm) into .deps/"
+	(cd .deps && npm install --no-audit --no-fund --loglevel=error aws4@1.13.2 >/dev/null) ||
+		{ echo "granary: npm install aws4 failed (needed by the tests only)" >&2; exit 1; }
 fi
 exit 0

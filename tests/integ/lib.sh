@@ -138,6 +138,14 @@ need_s3() {
 	fi
 }
 
+# need_s3v4: the S3 server that verifies Signature V4 (run.sh's, else one
+# of this test's own): GRANARY_TEST_S3V4 (bucket granary-test) and its
+# _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION; see tests/lib/services.sh.
+need_s3v4() {
+	[ -n "${GRANARY_TEST_S3V4:-}" ] && return 0
+	svc_start_s3v4 "$TMP/s3v4" granary-test || fail "cannot start the V4-verifying S3 server"
+}
+
 # need_strict_s3: an s3rver of this test's own that checks signatures, so
 # refuses a wrong secret (the shared one accepts any: see
 # tests/lib/services.sh), over the same objects as the shared one; sets

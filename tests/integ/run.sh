@@ -1,6 +1,6 @@
 #!/bin/bash
 # run.sh BUILD_DIR [TEST...] - run the integration tests on real mounts.
-# Starts Redis and s3rver once, runs every tests/integ/t*.sh (or the named
+# Starts Redis, s3rver and the V4-verifying S3 server once, runs every tests/integ/t*.sh (or the named
 # ones) with GRANARY_STORAGE=file and again with =s3 (a script whose second
 # line is "# storage: file" runs once), each under a timeout, and ends with
 # "integ: N passed, M failed" (and the checks skipped: lines "ok N # skip
@@ -27,6 +27,7 @@ trap 'exit 130' INT TERM
 
 svc_start_redis "$ROOT/redis" || exit 1
 svc_start_s3rver "$ROOT/s3" granary-test || exit 1
+svc_start_s3v4 "$ROOT/s3v4" granary-test || exit 1
 export GRANARY_BUILD=$O GRANARY_INTEG_ROOT=$ROOT
 export GRANARY_INTEG_DBFILE=$ROOT/dbcounter GRANARY_TEST_S3_DATA=$ROOT/s3/data
 chmod 0755 "$ROOT" # t0060 runs commands as nobody under it

@@ -4,7 +4,9 @@
 #
 # Exports: GRANARY_TEST_REDIS (unix:///.../redis.sock?db=N URL base),
 #          GRANARY_TEST_REDIS_SOCK, GRANARY_TEST_S3 (s3+http://127.0.0.1:PORT),
-#          GRANARY_TEST_S3_PORT, GRANARY_S3_ACCESS_KEY/SECRET_KEY (s3rver's).
+#          GRANARY_TEST_S3_PORT, GRANARY_S3_ACCESS_KEY/SECRET_KEY (s3rver's);
+#          svc_start_s3v4 (a server that verifies Signature V4):
+#          GRANARY_TEST_S3V4 and its _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION.
 
 SVC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)
 SVC_PIDS=""
@@ -44,6 +46,17 @@ svc_start_redis() {
 	export GRANARY_TEST_REDIS="unix://$dir/redis.sock"
 }
 
+# svc_wait_port PORT NAME LOG: wait (up to 10 s) until 127.0.0.1:PORT
+# accepts a connection; else say that NAME did not start, naming its LOG.
+svc_wait_port() {
+	for _ in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "services: $2 did not start (see $3)" >&2
+	return 1
+}
+
 # svc_start_s3rver DIR [BUCKET...]: s3rver on a free loopback port, its
 # objects in DIR/data (env SVC_S3RVER_DATA=PATH: in PATH, e.g. another
 # s3rver's).
@@ -68,20 +81,45 @@ svc_start_s3rver() {
 	port=$(svc_free_port)
 	for b in "$@"; do args="$args --configure-bucket $b"; done
 	[ "${SVC_S3RVER_STRICT:-0}" = 1 ] || args="$args --allow-mismatched-signatures"
-	"$bin" -d "$data" -a 127.0.0.1 -p "$port" --silent $args \
+	# s3rver's ListObjectsV2 continuation tokens are DES-encrypted, which
+	# OpenSSL 3 has only in its legacy provider
+	NODE_OPTIONS="${NODE_OPTIONS:-} --openssl-legacy-provider" \
+		"$bin" -d "$data" -a 127.0.0.1 -p "$port" --silent $args \
 		>"$dir/s3rver.log" 2>&1 &
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
 	GRANARY_TEST_S3_PID=$pid
-	for _ in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-		sleep 0.05
-	done
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
-		{ echo "services: s3rver did not start (see $dir/s3rver.log)" >&2; return 1; }
+	svc_wait_port "$port" s3rver "$dir/s3rver.log" || return 1
 	export GRANARY_TEST_S3_PORT=$port
 	export GRANARY_TEST_S3="s3+http://127.0.0.1:$port"
 	export GRANARY_S3_ACCESS_KEY=S3RVER GRANARY_S3_SECRET_KEY=S3RVER
+}
+
+# svc_start_s3v4 DIR [BUCKET...]: an S3 server that verifies Signature V4:
+# tests/lib/s3v4-front.js (recomputes each request's signature with the
+# aws4 npm package) on a free loopback port, in front of an s3rver of its
+# own (objects in DIR/data) that only it reaches. Exports
+# GRANARY_TEST_S3V4 (s3+http://127.0.0.1:PORT, path-style),
+# GRANARY_TEST_S3V4_PORT, _ACCESS_KEY, _SECRET_KEY and _REGION (the only
+# credentials and region it accepts); leaves GRANARY_TEST_S3* alone.
+svc_start_s3v4() {
+	local dir=$1; shift
+	local saved=("${GRANARY_TEST_S3-}" "${GRANARY_TEST_S3_PORT-}" "${GRANARY_TEST_S3_PID-}")
+	local ak=GRANARYV4TEST sk=granary-v4-test-secret region=us-east-1 port
+	[ -f "$SVC_ROOT/.deps/node_modules/aws4/aws4.js" ] ||
+		{ echo "services: aws4 (npm) missing: run tools/install-deps.sh" >&2; return 1; }
+	svc_start_s3rver "$dir/s3rver" "$@" || return 1
+	local up=$GRANARY_TEST_S3_PORT
+	GRANARY_TEST_S3=${saved[0]} GRANARY_TEST_S3_PORT=${saved[1]} GRANARY_TEST_S3_PID=${saved[2]}
+	[ -n "$GRANARY_TEST_S3" ] || unset GRANARY_TEST_S3 GRANARY_TEST_S3_PORT GRANARY_TEST_S3_PID
+	port=$(svc_free_port)
+	node "$SVC_ROOT/tests/lib/s3v4-front.js" "$port" "$up" "$ak" "$sk" "$region" \
+		>"$dir/s3v4-front.log" 2>&1 &
+	SVC_PIDS="$SVC_PIDS $!"
+	svc_wait_port "$port" "the V4 front" "$dir/s3v4-front.log" || return 1
+	export GRANARY_TEST_S3V4="s3+http://127.0.0.1:$port" GRANARY_TEST_S3V4_PORT=$port
+	export GRANARY_TEST_S3V4_ACCESS_KEY=$ak GRANARY_TEST_S3V4_SECRET_KEY=$sk
+	export GRANARY_TEST_S3V4_REGION=$region
 }
 
 svc_stop_all() {
