@@ -5,9 +5,10 @@
 # requests signed by curl's own V4 signer (an implementation neither the
 # front's aws4 nor granary's) are served, byte-exact: PUT with a payload
 # hash and UNSIGNED-PAYLOAD, GET whole and with a signed Range, HEAD,
-# ListObjectsV2 with prefix and continuation-token, DELETE; a wrong secret,
-# a wrong region, no signature, a correct V2 signature and a body that
-# does not match its x-amz-content-sha256 are each refused with S3's code.
+# ListObjectsV2 with prefix and continuation-token, DELETE, path-style and
+# virtual-hosted-style; a wrong secret, a wrong region, no signature, a
+# correct V2 signature and a body that does not match its
+# x-amz-content-sha256 are each refused with S3's code.
 # Runs once: it tests the server, not a storage family.
 . "$(dirname "$0")/lib.sh"
 
@@ -84,6 +85,17 @@ ok "ListObjectsV2 with a prefix and a continuation-token: d/a, then d/b"
 check_eq "$(s3 -X DELETE -H "x-amz-content-sha256: $EMPTY" "$URL/d/b")" 204 "DELETE"
 check_eq "$(s3 -H "x-amz-content-sha256: $EMPTY" "$URL/d/b")" 404 "GET after DELETE"
 ok "DELETE: 204, then the object is gone"
+
+# virtual-hosted style: the bucket in the (signed) Host, reached on
+# loopback; s3rver takes BUCKET.s3.amazonaws.com as the bucket's host
+VH=granary-test.s3.amazonaws.com:$GRANARY_TEST_S3V4_PORT
+check_eq "$(s3 -H "x-amz-content-sha256: $EMPTY" --connect-to "$VH:127.0.0.1:$GRANARY_TEST_S3V4_PORT" \
+	"http://$VH/$P/d/a")" 200 "virtual-hosted-style GET"
+cmp -s "$TMP/body" "$TMP/a" || fail "virtual-hosted-style GET: bytes differ"
+req wrong-secret "$REGION" -H "x-amz-content-sha256: $EMPTY" \
+	--connect-to "$VH:127.0.0.1:$GRANARY_TEST_S3V4_PORT" "http://$VH/$P/d/a" >"$TMP/status"
+refused 403 SignatureDoesNotMatch "virtual-hosted-style GET, wrong secret"
+ok "virtual-hosted style: served when signed, refused with a wrong secret"
 
 # ---- what must be refused ----
 s3w() { req wrong-secret "$REGION" "$@" >"$TMP/status"; }

@@ -102,6 +102,8 @@ svc_start_s3rver() {
 # GRANARY_TEST_S3V4 (s3+http://127.0.0.1:PORT, path-style),
 # GRANARY_TEST_S3V4_PORT, _ACCESS_KEY, _SECRET_KEY and _REGION (the only
 # credentials and region it accepts); leaves GRANARY_TEST_S3* alone.
+# Virtual-hosted style: Host BUCKET.s3.amazonaws.com:PORT, connected to
+# 127.0.0.1:PORT (curl --connect-to, libcurl CURLOPT_CONNECT_TO).
 svc_start_s3v4() {
 	local dir=$1; shift
 	local saved=("${GRANARY_TEST_S3-}" "${GRANARY_TEST_S3_PORT-}" "${GRANARY_TEST_S3_PID-}")
