@@ -113,7 +113,7 @@ void objstore_close(struct objstore *s)
 	free(url);
 }
 
-/* ---- wrappers ---- */
+/* ---- argument checks and the fault hook ---- */
 
 /* Tests set fail_next/fail_err; consume one injected failure atomically so
  * concurrent callers fail exactly fail_next times in total. */

@@ -432,7 +432,7 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 
 	if (err)
 		return err;
-	do {
+	do { /* one attempt; a break leaves with r->status set */
 		r->status = S3StatusInternalError;
 		r->detail[0] = '\0';
 		memset(&r->w, 0, sizeof(r->w));
