@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 120 s: a gateway restart of 30 s, a failover that takes a minute and
+ * the reconnects after either cost a running read or write a pause, not
+ * an EIO; a store that stays away fails requests within two minutes. */
+#define FS_IO_RETRY_WINDOW 120
+
 struct fs_opts {
 	const char *meta_url;
 	const char *mountpoint;
@@ -34,6 +39,8 @@ struct fs_opts {
 	double free_ratio;     /* keep this fraction of the cache disk
 				  free; < 0: the default (0.1) */
 	int prefetch;	       /* prefetch threads; < 0: default 4; 0 off */
+	int io_retry_window;   /* seconds a store request rides out an
+				  outage; < 0: FS_IO_RETRY_WINDOW */
 	uint32_t pack_max;     /* pack slices up to this size; 0: no packing */
 	uint32_t pack_size;    /* seal packs at this size; 0: 4 MiB */
 	int pack_window_ms;    /* seal a pack this long after its first

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/store/objstore.h"
 #include "lib/log.h"
 #include "meta/meta.h"
 #include "tools/cli.h"
@@ -55,6 +56,10 @@ static const char usage[] =
     "  --prefetch N           background block fetchers for readahead,\n"
     "                         shared fairly by the files read at once\n"
     "                         (default 8; 0 disables)\n"
+    "  --io-retry-window S    ride out an object store outage for up to S\n"
+    "                         seconds (retries with backoff) before a read\n"
+    "                         or write fails with EIO (default 120; 0: no\n"
+    "                         retries)\n"
     "  --pack-max SIZE        pack files written whole up to this size,\n"
     "                         many to one object (default 1M, at most 16M)\n"
     "  --no-pack              do not pack: one object per file and block\n"
@@ -115,6 +120,7 @@ enum {
 	OPT_CACHE_SIZE,
 	OPT_FREE_RATIO,
 	OPT_PREFETCH,
+	OPT_IO_RETRY_WINDOW,
 	OPT_PACK_MAX,
 	OPT_NO_PACK,
 	OPT_NO_COMPACT,
@@ -141,6 +147,7 @@ static const struct option options[] = {
     {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
     {"free-space-ratio", required_argument, NULL, OPT_FREE_RATIO},
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
+    {"io-retry-window", required_argument, NULL, OPT_IO_RETRY_WINDOW},
     {"pack-max", required_argument, NULL, OPT_PACK_MAX},
     {"no-pack", no_argument, NULL, OPT_NO_PACK},
     {"no-compact", no_argument, NULL, OPT_NO_COMPACT},
@@ -426,6 +433,7 @@ int cmd_mount(int argc, char **argv)
 			    .cache_size = UINT64_MAX,
 			    .free_ratio = -1,
 			    .prefetch = -1,
+			    .io_retry_window = -1,
 			    .pack_max = 1u << 20,
 			    .pack_window_ms = -1};
 	struct report rep = {.fd = -1};
@@ -525,6 +533,16 @@ int cmd_mount(int argc, char **argv)
 				goto free_opts;
 			}
 			o.prefetch = (int)n;
+			break;
+		case OPT_IO_RETRY_WINDOW:
+			if (cli_parse_int(optarg, 0, OBJSTORE_RETRY_MAX_S,
+					  &n)) {
+				cli_error("bad seconds '%s' for "
+					  "--io-retry-window: want 0 to %d",
+					  optarg, OBJSTORE_RETRY_MAX_S);
+				goto free_opts;
+			}
+			o.io_retry_window = (int)n;
 			break;
 		case OPT_PACK_MAX:
 			if (cli_parse_size(optarg, &size) ||

@@ -1,12 +1,13 @@
 /*
  * objstore.c - the object store front door: URL dispatch to a backend, the
  * wrappers every caller goes through (argument checks, fault injection for
- * tests), the reachability probe and the error texts. Backends live in
+ * tests, retries through outages), the reachability probe and the error texts. Backends live in
  * objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "lib/bigbuf.h"
+#include "lib/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +30,25 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 #define STAT_ADD(s, f, n) __atomic_add_fetch(&(s)->st.f, (n), __ATOMIC_RELAXED)
 
 /* ---- open / close ---- */
+
+/* The window of GRANARY_IO_RETRY_WINDOW (seconds), or the default. */
+static unsigned env_window_ms(void)
+{
+	const char *e = getenv("GRANARY_IO_RETRY_WINDOW");
+	char *end;
+
+	if (!e || !*e)
+		return OBJSTORE_RETRY_WINDOW_MS;
+	unsigned long v = strtoul(e, &end, 10);
+	if (*end || v > OBJSTORE_RETRY_MAX_S) {
+		log_warn("GRANARY_IO_RETRY_WINDOW='%s' is not 0 to %d seconds: "
+			 "using %d ms",
+			 e, OBJSTORE_RETRY_MAX_S, OBJSTORE_RETRY_WINDOW_MS);
+		return OBJSTORE_RETRY_WINDOW_MS;
+	}
+	return (unsigned)v * 1000u;
+}
+
 
 int objstore_env_creds(struct objstore_creds *c)
 {
@@ -78,6 +98,7 @@ int objstore_open(const char *url, const struct objstore_creds *creds,
 	}
 	s->fail_next = 0;
 	s->fail_err = 0;
+	s->retry_window_ms = env_window_ms();
 	memset(&s->st, 0, sizeof(s->st));
 	*out = s;
 	return 0;
@@ -92,7 +113,7 @@ void objstore_close(struct objstore *s)
 	free(url);
 }
 
-/* ---- wrappers ---- */
+/* ---- argument checks and the fault hook ---- */
 
 /* Tests set fail_next/fail_err; consume one injected failure atomically so
  * concurrent callers fail exactly fail_next times in total. */
@@ -148,6 +169,160 @@ static int key_valid(const char *key)
 	return 1;
 }
 
+/* ---- retries ---- */
+
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS	 5000
+#define OUTAGE_LOG_S	 10 /* at most one "retrying" line per this */
+
+enum req_op { REQ_GET, REQ_PUT, REQ_DEL, REQ_HEAD, REQ_VIEW };
+
+/* One request's arguments, so that one loop can retry any of them. */
+struct req {
+	enum req_op op;
+	const char *key;
+	uint64_t off;
+	size_t len;
+	void **data;
+	size_t *got;
+	const void *put;
+	uint64_t *size;
+	struct objstore_view *view;
+};
+
+static const char *req_name(enum req_op op)
+{
+	static const char *names[] = {"get", "put", "delete", "head", "get"};
+	return names[op];
+}
+
+int objstore_transient(int err)
+{
+	return err == OBJSTORE_EUNREACH || err == OBJSTORE_ESERVER;
+}
+
+void objstore_set_retry_window(struct objstore *s, unsigned ms)
+{
+	if (s)
+		__atomic_store_n(&s->retry_window_ms, ms, __ATOMIC_RELAXED);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The pause before retry number n (0-based): 100 ms doubling up to 5 s,
+ * less up to half of it at random, so that the clients of one gateway do
+ * not come back in lockstep when it does. */
+static long backoff_ms(int n)
+{
+	static __thread unsigned int seed;
+	long ms = n >= 6 ? BACKOFF_MAX_MS : (long)BACKOFF_FIRST_MS << n;
+
+	if (ms > BACKOFF_MAX_MS)
+		ms = BACKOFF_MAX_MS;
+	if (!seed)
+		seed = (unsigned int)now_ms() ^ (unsigned int)gettid();
+	return ms - rand_r(&seed) % (ms / 2 + 1);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* One attempt, through the fault hook. */
+static int attempt(struct objstore *s, struct req *r)
+{
+	int err = injected_fault(s);
+
+	if (err)
+		return err;
+	switch (r->op) {
+	case REQ_GET:
+		return s->ops->get(s, r->key, r->off, r->len, r->data, r->got);
+	case REQ_PUT:
+		return s->ops->put(s, r->key, r->put, r->len);
+	case REQ_DEL:
+		return s->ops->del(s, r->key);
+	case REQ_HEAD:
+		return s->ops->head(s, r->key, r->size);
+	case REQ_VIEW:
+		if (s->ops->get_view)
+			return s->ops->get_view(s, r->key, r->view);
+		void *data = NULL;
+		size_t got = 0;
+		err = s->ops->get(s, r->key, 0, 0, &data, &got);
+		if (!err &&
+		    (err = objstore_view_of_mem(r->view, data, data, got)))
+			bigbuf_free(data);
+		return err;
+	}
+	return EINVAL;
+}
+
+/* "the store is not answering" once per OUTAGE_LOG_S for the process, not
+ * once per request: an outage under 8 readers is one line, not hundreds. */
+static void log_outage(struct objstore *s, struct req *r, int err)
+{
+	static int64_t last;
+	int64_t now = now_ms(), prev = __atomic_load_n(&last, __ATOMIC_RELAXED);
+
+	if (prev && now - prev < OUTAGE_LOG_S * 1000)
+		return;
+	if (!__atomic_compare_exchange_n(&last, &prev, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	log_warn("object store %s: %s of '%s' failed (%s): retrying for up to "
+		 "%u s",
+		 s->url, req_name(r->op), r->key, gr_strerror(err),
+		 s->retry_window_ms / 1000);
+}
+
+/*
+ * Run r, retrying transient errors until the window closes. The next
+ * pause is taken only if it ends inside the window, so a request gives up
+ * at most one attempt's time after it.
+ */
+static int run(struct objstore *s, struct req *r)
+{
+	unsigned window = __atomic_load_n(&s->retry_window_ms, __ATOMIC_RELAXED);
+	int64_t t0 = now_ms();
+	int err, n;
+
+	for (n = 0;; n++) {
+		err = attempt(s, r);
+		if (!objstore_transient(err)) {
+			if (n > 0 && !err)
+				log_info("object store %s: %s of '%s' "
+					 "succeeded after %d retries",
+					 s->url, req_name(r->op), r->key, n);
+			return err;
+		}
+		long pause = backoff_ms(n);
+		if (now_ms() - t0 + pause > (int64_t)window)
+			break;
+		if (n == 0)
+			log_outage(s, r, err);
+		STAT_ADD(s, retries, 1);
+		sleep_ms(pause);
+	}
+	STAT_ADD(s, gave_up, 1);
+	log_err("object store %s: %s of '%s' gave up after %d tries in %.1f s "
+		"(retry window %u s): %s",
+		s->url, req_name(r->op), r->key, n + 1,
+		(double)(now_ms() - t0) / 1000.0, window / 1000,
+		gr_strerror(err));
+	return err;
+}
+
+/* ---- wrappers ---- */
+
 int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		 void **data, size_t *got)
 {
@@ -159,9 +334,9 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	*got = 0;
 	if (!key_valid(key))
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
-	err = s->ops->get(s, key, off, len, data, got);
+	struct req r = {.op = REQ_GET, .key = key, .off = off, .len = len,
+			.data = data, .got = got};
+	err = run(s, &r);
 	STAT_ADD(s, gets, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
@@ -177,9 +352,9 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
 
 	if (!s || (!data && len) || !key_valid(key))
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
-	err = s->ops->put(s, key, data ? data : "", len);
+	struct req r = {.op = REQ_PUT, .key = key, .put = data ? data : "",
+			.len = len};
+	err = run(s, &r);
 	STAT_ADD(s, puts, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
@@ -194,9 +369,8 @@ int objstore_del(struct objstore *s, const char *key)
 
 	if (!s || !key_valid(key))
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
-	err = s->ops->del(s, key);
+	struct req r = {.op = REQ_DEL, .key = key};
+	err = run(s, &r);
 	STAT_ADD(s, dels, 1);
 	return err == ENOENT ? 0 : err;
 }
@@ -204,14 +378,13 @@ int objstore_del(struct objstore *s, const char *key)
 int objstore_head(struct objstore *s, const char *key, uint64_t *size)
 {
 	uint64_t dummy;
-	int err;
 
 	if (!s || !key_valid(key))
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
+	struct req r = {.op = REQ_HEAD, .key = key,
+			.size = size ? size : &dummy};
 	STAT_ADD(s, heads, 1);
-	return s->ops->head(s, key, size ? size : &dummy);
+	return run(s, &r);
 }
 
 /* ---- views ---- */
@@ -271,8 +444,6 @@ int objstore_view_of_fd(struct objstore_view *v, int fd, size_t len)
 int objstore_get_view(struct objstore *s, const char *key,
 		      struct objstore_view *v)
 {
-	void *data = NULL;
-	size_t got = 0;
 	int err;
 
 	if (!s || !v)
@@ -280,15 +451,8 @@ int objstore_get_view(struct objstore *s, const char *key,
 	memset(v, 0, sizeof(*v));
 	if (!key_valid(key))
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
-	if (s->ops->get_view) {
-		err = s->ops->get_view(s, key, v);
-	} else {
-		err = s->ops->get(s, key, 0, 0, &data, &got);
-		if (!err && (err = objstore_view_of_mem(v, data, data, got)))
-			bigbuf_free(data);
-	}
+	struct req r = {.op = REQ_VIEW, .key = key, .view = v};
+	err = run(s, &r);
 	STAT_ADD(s, gets, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
@@ -368,6 +532,8 @@ void objstore_get_stats(struct objstore *s, struct objstore_stats *st)
 	st->dels = __atomic_load_n(&s->st.dels, __ATOMIC_RELAXED);
 	st->heads = __atomic_load_n(&s->st.heads, __ATOMIC_RELAXED);
 	st->errors = __atomic_load_n(&s->st.errors, __ATOMIC_RELAXED);
+	st->retries = __atomic_load_n(&s->st.retries, __ATOMIC_RELAXED);
+	st->gave_up = __atomic_load_n(&s->st.gave_up, __ATOMIC_RELAXED);
 }
 
 int objstore_list_temps(struct objstore *s, objstore_list_fn fn, void *arg)

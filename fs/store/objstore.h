@@ -69,18 +69,40 @@ struct objstore_ops {
 	void (*close)(struct objstore *s);
 };
 
-/* Calls that reached the backend, counted by the wrappers. */
+/* Calls that reached the backend, counted by the wrappers; retries are
+ * the attempts made again after a transient error, gave_up the requests
+ * that still failed when their retry window closed. */
 struct objstore_stats {
 	uint64_t gets, get_bytes, puts, put_bytes, dels, heads, errors;
+	uint64_t retries, gave_up;
 };
 
 struct objstore {
 	const struct objstore_ops *ops;
 	char *url;		  /* as opened, without credentials */
 	struct objstore_stats st; /* updated atomically by the wrappers */
-	/* fault injection for tests: fail the next N calls with this error */
+	/* fault injection for tests: fail the next N attempts with this
+	 * error (each retry is an attempt) */
 	int fail_next, fail_err;
+	/* how long a request retries transient errors, in ms; 0: once */
+	unsigned retry_window_ms;
 };
+
+/*
+ * Outages. The wrappers retry a request whose attempt failed with a
+ * transient error (objstore_transient(): OBJSTORE_EUNREACH, ESERVER) with
+ * capped exponential backoff and jitter (100 ms doubling up to 5 s) until
+ * the store's retry window closes, then return that error (EIO at the
+ * FUSE boundary) with one log line. Other errors return at once: a
+ * refused key or signature, a missing bucket, a missing object. Backends
+ * make single attempts. objstore_open() sets the window from
+ * GRANARY_IO_RETRY_WINDOW (seconds) or else OBJSTORE_RETRY_WINDOW_MS;
+ * a mount sets its own (--io-retry-window) once the store answered.
+ */
+#define OBJSTORE_RETRY_WINDOW_MS 2000 /* tools: about the old 5 tries */
+#define OBJSTORE_RETRY_MAX_S	 86400
+int objstore_transient(int err);
+void objstore_set_retry_window(struct objstore *s, unsigned ms);
 
 /*
  * Open the store named by url. Credentials for s3: creds when both are

@@ -1,8 +1,10 @@
 /*
  * objstore_s3.c - the s3:// and s3+http:// backends: S3 (or MinIO, Ceph
  * RGW, s3rver) through libs3 2.0, path-style URIs, V2 signatures, one
- * request at a time per calling thread. Transient failures are retried here
- * with exponential backoff so callers see one verdict per operation.
+ * request at a time per calling thread. An object request is one attempt
+ * whose error says its class (OBJSTORE_EUNREACH, ESERVER: transient); the
+ * objstore wrappers retry those through an outage (objstore.h). A listing
+ * is paged, so its pages are retried here, S3_TRIES times each.
  *
  * Request time bound: libs3 2.0 has no per-request timeout, and a
  * synchronous call to a black-holed address waits for curl's default
@@ -10,8 +12,8 @@
  * thread's own S3RequestContext, driven by s3_drive() (runonce + select)
  * until it completes or its deadline passes: GRANARY_S3_TIMEOUT seconds
  * (default 10) plus 1 s per MiB of body. At the deadline the context is
- * destroyed, which aborts the transfer; a timeout is retried at most
- * S3_TIMEOUT_TRIES times and then reported as OBJSTORE_EUNREACH.
+ * destroyed, which aborts the transfer, and reported as OBJSTORE_EUNREACH
+ * (a list page's timeout is retried at most S3_TIMEOUT_TRIES times).
  */
 #include "fs/store/objstore.h"
 #include "lib/bigbuf.h"
@@ -28,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S3_TRIES	 5
+#define S3_TRIES	 5 /* of a list page */
 #define S3_TIMEOUT_TRIES 3 /* of the S3_TRIES: each one costs a deadline */
 #define S3_BACKOFF_MS	 100
 #define S3_LIST_PAGE	 1000
@@ -414,8 +416,8 @@ static int full_key(const struct s3_store *s, const char *key, char *out)
 }
 
 /*
- * Run one object request with retries. For OP_GET, r->want/off select the
- * range and the bytes land in r->buf/r->got.
+ * Run one object request, one attempt (the wrappers retry). For OP_GET,
+ * r->want/off select the range and the bytes land in r->buf/r->got.
  */
 static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 		  uint64_t off, struct s3_req *r)
@@ -426,12 +428,11 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 	char fk[S3_MAX_KEY_SIZE + 1];
 	S3RequestContext *c;
 	S3Status st;
-	int timeouts = 0;
 	int err = full_key(s, key, fk);
 
 	if (err)
 		return err;
-	for (int attempt = 0;; attempt++) {
+	do { /* one attempt; a break leaves with r->status set */
 		r->status = S3StatusInternalError;
 		r->detail[0] = '\0';
 		memset(&r->w, 0, sizeof(r->w));
@@ -467,15 +468,8 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 		}
 		if ((st = s3_drive(s, c, &r->w)) != S3StatusOK)
 			r->status = st;
-		if (r->w.timed_out) {
-			if (++timeouts >= S3_TIMEOUT_TRIES ||
-			    attempt + 1 >= S3_TRIES)
-				break;
-			log_debug("s3 %s of '%s' timed out, retrying",
-				  op_name(op), fk);
-			backoff(attempt);
-			continue;
-		}
+		if (r->w.timed_out)
+			break;
 
 		if (r->status == S3StatusAbortedByCallback && r->cb_err) {
 			if (r->cb_err == EIO)
@@ -491,22 +485,23 @@ static int s3_run(struct s3_store *s, enum s3_op op, const char *key,
 			r->status = S3StatusConnectionFailed;
 		if (r->status == S3StatusOK)
 			return 0;
-		if (!is_transient(r->status) || attempt + 1 >= S3_TRIES)
-			break;
-		log_debug("s3 %s of '%s' failed (%s), retrying", op_name(op),
-			  fk, S3_get_status_name(r->status));
-		backoff(attempt);
-	}
+	} while (0);
 
+	/* a transient failure is the wrappers' to log, once per outage */
 	if (r->w.timed_out) {
-		log_warn("s3 %s of '%s' in bucket '%s' at '%s' timed out: no "
-			 "answer within %.1f s, %d times",
-			 op_name(op), fk, s->bucket, s->host,
-			 s3_budget_ms(s, r->w.bytes) / 1000.0, timeouts);
+		log_debug("s3 %s of '%s' in bucket '%s' at '%s' timed out: no "
+			  "answer within %.1f s",
+			  op_name(op), fk, s->bucket, s->host,
+			  s3_budget_ms(s, r->w.bytes) / 1000.0);
 		return OBJSTORE_EUNREACH;
 	}
 	err = map_status(r->status);
-	if (err != ENOENT && r->status != S3StatusErrorInvalidRange)
+	if (objstore_transient(err))
+		log_debug("s3 %s of '%s' in bucket '%s' at '%s' failed: %s%s%s",
+			  op_name(op), fk, s->bucket, s->host,
+			  S3_get_status_name(r->status),
+			  r->detail[0] ? ": " : "", r->detail);
+	else if (err != ENOENT && r->status != S3StatusErrorInvalidRange)
 		log_warn("s3 %s of '%s' in bucket '%s' at '%s' failed: %s%s%s",
 			 op_name(op), fk, s->bucket, s->host,
 			 S3_get_status_name(r->status),

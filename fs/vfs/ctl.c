@@ -346,7 +346,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	int len = snprintf(
 	    buf, sizeof(buf),
 	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
-	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu}, "
+	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu, "
+	    "\"retries\": %llu, \"gave_up\": %llu}, "
 	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
@@ -366,6 +367,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
+	    (unsigned long long)st.retries, (unsigned long long)st.gave_up,
 	    (unsigned long long)cs.cache_hits,
 	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
 	    (unsigned long long)cs.prefetched,

@@ -461,6 +461,12 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err)
 		return fail(msg, cap, err, "%s", why);
+	/* The store answered: from now on ride out its outages. Not before,
+	 * so that a mount of a store that is not there is refused at once. */
+	objstore_set_retry_window(fs->store,
+				  1000u * (unsigned)(o->io_retry_window >= 0
+							 ? o->io_retry_window
+							 : FS_IO_RETRY_WINDOW));
 	err = open_disk_cache(fs, o);
 	if (err)
 		return fail(msg, cap, err,

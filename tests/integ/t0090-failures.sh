@@ -64,7 +64,8 @@ ok "a file open across a redis restart"
 if [ "$GRANARY_STORAGE" = s3 ]; then
 	umount_vol "$M"
 	# cold memory cache, and no disk cache (it holds "keep" by now)
-	mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0 --cache-size 0
+	mount_vol "$META" "$M" --attr-timeout 0 --entry-timeout 0 --cache-size 0 \
+		--io-retry-window 1 # EIO soon, not after the 120 s default
 	kill "$S3_PID"
 	wait "$S3_PID" 2>/dev/null || true
 	expect_errno "Input/output error" cat "$M/keep"

@@ -484,7 +484,9 @@ static void suite_faults(struct objstore *s)
 	expect_get(s, "fault", 0, 0, "abc", 3); /* failed put changed nothing */
 	s->fail_next = 1;
 	s->fail_err = OBJSTORE_EUNREACH;
+	objstore_set_retry_window(s, 0); /* no retries: the error at once */
 	cr_assert_eq(objstore_probe(s), OBJSTORE_EUNREACH);
+	objstore_set_retry_window(s, OBJSTORE_RETRY_WINDOW_MS);
 	s->fail_next = 1;
 	s->fail_err = 0; /* no error given: EIO */
 	cr_assert_eq(objstore_del(s, "fault"), EIO);
@@ -1511,11 +1513,13 @@ static struct objstore *open_mute(const char *timeout)
 	cr_assert_eq(setenv("GRANARY_S3_TIMEOUT", timeout, 1), 0);
 	cr_assert_eq(objstore_open(url, &creds, &s), 0);
 	unsetenv("GRANARY_S3_TIMEOUT"); /* read at open only */
+	objstore_set_retry_window(s, 3000);
 	return s;
 }
 
-/* Each failing call retries its timeouts (3 tries of ~1 s here): it must
- * neither give up at once nor wait for curl's own limits. */
+/* Each failing call retries its timeouts for the 3 s window (3 tries of
+ * ~1 s here): it must neither give up at once nor wait for curl's own
+ * limits. */
 static void expect_timeout(const char *what, int err, double secs)
 {
 	cr_assert_eq(err, OBJSTORE_EUNREACH, "%s: got %d (%s)", what, err,
@@ -1714,5 +1718,148 @@ Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
 	cr_assert_eq(seen, n, "listed %d of %d keys", seen, n);
 	struct list_stop st = {0};
 	cr_assert_eq(objstore_list(s, "many/", list_stop_cb, &st), 4242);
+	objstore_close(s);
+}
+
+/* ---- retries through outages (the wrappers' policy, on mem://) ---- */
+
+static struct objstore *open_retry(unsigned window_ms)
+{
+	struct objstore *s = NULL;
+
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	objstore_set_retry_window(s, window_ms);
+	cr_assert_eq(objstore_put(s, "k", "abc", 3), 0);
+	return s;
+}
+
+static void expect_retries(struct objstore *s, uint64_t retries,
+			   uint64_t gave_up)
+{
+	struct objstore_stats st;
+
+	objstore_get_stats(s, &st);
+	cr_assert_eq(st.retries, retries, "retries %llu, want %llu",
+		     (unsigned long long)st.retries,
+		     (unsigned long long)retries);
+	cr_assert_eq(st.gave_up, gave_up, "gave_up %llu, want %llu",
+		     (unsigned long long)st.gave_up,
+		     (unsigned long long)gave_up);
+}
+
+/* An outage shorter than the window is a pause: every request kind comes
+ * through it, one attempt per injected failure plus the one that works. */
+Test(objstore, retry_rides_out_transient_errors, .timeout = 30)
+{
+	struct objstore *s = open_retry(60000);
+	struct objstore_view v;
+	uint64_t size = 0;
+	void *d = NULL;
+	size_t got = 0;
+
+	s->fail_err = OBJSTORE_ESERVER;
+	s->fail_next = 4;
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), 0);
+	cr_assert_eq(got, 3);
+	cr_assert_eq(memcmp(d, "abc", 3), 0);
+	free(d);
+	cr_assert_eq(s->fail_next, 0);
+	expect_retries(s, 4, 0);
+
+	s->fail_err = OBJSTORE_EUNREACH;
+	s->fail_next = 2;
+	cr_assert_eq(objstore_put(s, "k2", "xy", 2), 0);
+	s->fail_next = 2;
+	cr_assert_eq(objstore_head(s, "k2", &size), 0);
+	cr_assert_eq(size, 2);
+	s->fail_next = 2;
+	cr_assert_eq(objstore_get_view(s, "k2", &v), 0);
+	cr_assert_eq(v.len, 2);
+	objstore_view_release(&v);
+	s->fail_next = 2;
+	cr_assert_eq(objstore_del(s, "k2"), 0);
+	cr_assert_eq(objstore_head(s, "k2", &size), ENOENT);
+	expect_retries(s, 12, 0);
+	objstore_close(s);
+}
+
+/* An outage longer than the window: the store's error after a few tries
+ * (100, 200 ms... pauses fit a 400 ms window 2 to 4 times), counted once
+ * as given up; the next request starts a window of its own. */
+Test(objstore, retry_gives_up_after_window, .timeout = 30)
+{
+	struct objstore *s = open_retry(400);
+	void *d = NULL;
+	size_t got = 0;
+
+	s->fail_err = OBJSTORE_EUNREACH;
+	s->fail_next = 1000;
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), OBJSTORE_EUNREACH);
+	cr_assert_null(d);
+	int tries = 1000 - s->fail_next;
+	cr_assert(tries >= 3 && tries <= 5, "%d tries in a 400 ms window",
+		  tries);
+	expect_retries(s, (uint64_t)tries - 1, 1);
+
+	s->fail_next = 1;
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), 0);
+	free(d);
+	expect_retries(s, (uint64_t)tries, 1);
+
+	/* window 0: one attempt, as a backend's own retries would be */
+	objstore_set_retry_window(s, 0);
+	s->fail_next = 1;
+	cr_assert_eq(objstore_put(s, "k", "z", 1), OBJSTORE_EUNREACH);
+	cr_assert_eq(s->fail_next, 0);
+	expect_retries(s, (uint64_t)tries, 2);
+	objstore_close(s);
+}
+
+/* Errors that no retry can cure come back from the first attempt, however
+ * long the window. */
+Test(objstore, retry_not_for_permanent_errors, .timeout = 30)
+{
+	int perm[] = {OBJSTORE_EAUTH, OBJSTORE_ENOBUCKET, EIO, ETIMEDOUT,
+		      EACCES, ENOSPC};
+	struct objstore *s = open_retry(60000);
+	void *d = NULL;
+	size_t got = 0;
+
+	for (size_t i = 0; i < sizeof(perm) / sizeof(perm[0]); i++) {
+		s->fail_err = perm[i];
+		s->fail_next = 5;
+		cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), perm[i]);
+		cr_assert_eq(s->fail_next, 4, "%s retried",
+			     gr_strerror(perm[i]));
+		cr_assert_eq(objstore_put(s, "k", "q", 1), perm[i]);
+		cr_assert_eq(s->fail_next, 3);
+	}
+	s->fail_next = 0;
+	/* a missing object is ENOENT at once */
+	cr_assert_eq(objstore_get(s, "nope", 0, 0, &d, &got), ENOENT);
+	expect_retries(s, 0, 0);
+	cr_assert(!objstore_transient(0) && !objstore_transient(ENOENT) &&
+		  !objstore_transient(OBJSTORE_EAUTH) &&
+		  objstore_transient(OBJSTORE_EUNREACH) &&
+		  objstore_transient(OBJSTORE_ESERVER));
+	objstore_close(s);
+}
+
+/* The tools' window comes from the environment. */
+Test(objstore, retry_window_from_env)
+{
+	struct objstore *s = NULL;
+
+	cr_assert_eq(setenv("GRANARY_IO_RETRY_WINDOW", "7", 1), 0);
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	cr_assert_eq(s->retry_window_ms, 7000);
+	objstore_close(s);
+	cr_assert_eq(setenv("GRANARY_IO_RETRY_WINDOW", "soon", 1), 0);
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	cr_assert_eq(s->retry_window_ms, OBJSTORE_RETRY_WINDOW_MS);
+	objstore_close(s);
+	unsetenv("GRANARY_IO_RETRY_WINDOW");
+	cr_assert_eq(objstore_open("mem://", NULL, &s), 0);
+	cr_assert_eq(s->retry_window_ms, OBJSTORE_RETRY_WINDOW_MS);
 	objstore_close(s);
 }
