@@ -26,34 +26,15 @@ for b in "$G" "$RD"; do
 done
 
 . "$ROOT/tests/lib/services.sh"
+. "$ROOT/bench/lib.sh"
 TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-pf.XXXXXX")
 MOUNTS=""
-cleanup() {
-	local mp
-	set +e # a killed service's wait status must not stop the cleanup
-	for mp in $MOUNTS; do
-		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null || true
-	done
-	svc_stop_all
-	# never rm -rf through a mount that would not go away
-	for mp in $MOUNTS; do
-		if awk -v mp="$mp" '$2 == mp { f = 1 } END { exit !f }' /proc/self/mounts; then
-			echo "packfetch: '$mp' is still mounted; left $TMP" >&2
-			return
-		fi
-	done
-	rm -rf "$TMP"
-}
+cleanup() { mounts_cleanup packfetch; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
-field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p; s/^$1=\([0-9.]*\).*/\1/p" | head -n 1; }
 ratio() { awk -v f="$1" -v r="$2" 'BEGIN { if (r > 0) printf "%.3f", f / r; else print "n/a" }'; }
-store_stat() { # MP FIELD: a "store" counter of the client's granary.stats
-	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
-		tr -d ' \n' | sed -n "s/.*\"store\":{[^}]*\"$2\":\([0-9]*\).*/\1/p"
-}
 # DIR PATTERN: objects (files) under DIR whose path matches, and their bytes
 objs() { find "$1" -type f -path "$2" -printf '%s\n' | awk '{ n++; b += $1 } END { printf "%d %d\n", n, b }'; }
 
@@ -81,16 +62,16 @@ row() { # LABEL NAME STORAGE_URL DB OBJDIR OBJPATTERN
 	"$G" mount "$GRANARY_TEST_REDIS?db=$db" "$mp" --log "$TMP/log-$name.log" \
 		--cache-dir "$TMP/cache-$name"
 	drop
-	b0=$(store_stat "$mp" get_bytes) g0=$(store_stat "$mp" gets)
+	b0=$(gstat "$mp" store get_bytes) g0=$(gstat "$mp" store gets)
 	out=$("$RD" -t "$T" -S "$SEED" "$TMP/list" "$mp")
-	b1=$(store_stat "$mp" get_bytes) g1=$(store_stat "$mp" gets)
-	read=$(echo "$out" | field bytes)
+	b1=$(gstat "$mp" store get_bytes) g1=$(gstat "$mp" store gets)
+	read=$(field "$out" bytes)
 	note=""
-	[ "$(echo "$out" | field errors)" = 0 ] || note="READ ERRORS"
+	[ "$(field "$out" errors)" = 0 ] || note="READ ERRORS"
 	diff -rq "$TMP/src/d" "$mp/d" >/dev/null || note="DATA MISMATCH"
 	echo "| $label | $N | $packs | $pbytes | $((g1 - g0)) | $((b1 - b0)) |" \
 		"$(ratio $((b1 - b0)) "$read") | $(ratio $((b1 - b0)) "$pbytes") |" \
-		"$(echo "$out" | field mib_per_s) | $note |" >>"$ROWS"
+		"$(field "$out" mib_per_s) | $note |" >>"$ROWS"
 	"$G" umount "$mp"
 }
 # s3rver keeps an object as KEY._S3rver_object under its bucket's directory
