@@ -36,7 +36,7 @@ struct slow_store {
 	long bad_at;
 	uint64_t order[64]; /* slice of each block get, in order */
 	int norder;	    /* __atomic */
-	int fail;	    /* __atomic; set: gets fail with it after the hold */
+	int fail; /* __atomic; set: gets fail with it after the hold */
 };
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
@@ -1480,8 +1480,7 @@ static void *pk_reader(void *arg)
 	pthread_barrier_wait(&pk->start);
 	int err = chunkstore_read_frame(cs, pk->slice0 + a->i, FRAME_RAW,
 					&pk->f[a->i], 0, FRAME_RAW, buf);
-	if (err != pk->want ||
-	    (!err && memcmp(buf, pk->raw[a->i], FRAME_RAW)))
+	if (err != pk->want || (!err && memcmp(buf, pk->raw[a->i], FRAME_RAW)))
 		__atomic_fetch_add(&pk->bad, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
@@ -1565,8 +1564,10 @@ Test(chunkstore, pack_frames_fetched_once_through_disk_cache, .timeout = 60)
 	/* and a later read tries the store again, and gets it once */
 	slow.fail = 0;
 	pk.want = 0;
-	cr_assert_eq(pk_read_all(&pk), 0, "%d readers got an error or wrong "
-		     "bytes", pk.bad);
+	cr_assert_eq(pk_read_all(&pk), 0,
+		     "%d readers got an error or wrong "
+		     "bytes",
+		     pk.bad);
 	cr_assert_eq(slow.gets, 2, "%d GETs in all for one pack read twice",
 		     slow.gets - 1);
 	struct diskcache_stats st;
