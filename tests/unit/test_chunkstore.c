@@ -953,6 +953,84 @@ Test(chunkstore, ranged_table_is_fetched_once)
 	teardown_cs();
 }
 
+/* Small reads of one cold block that miss at once wait for one fetch of
+ * its table: one GET of the prefix, then one ranged GET each. A failed
+ * fetch of the table fails them all; the next read fetches it again. */
+#define TABLE_READERS 8
+
+struct tr {
+	const unsigned char *data;
+	int want; /* what every read returns */
+	int bad;  /* __atomic */
+};
+
+struct tr_arg {
+	struct tr *tr;
+	int i;
+};
+
+static void *tr_reader(void *arg)
+{
+	struct tr_arg *a = arg;
+	unsigned char buf[PAGE];
+	uint32_t off = (uint32_t)a->i * 16 * PAGE + 100;
+
+	int err = chunkstore_read(cs, 23, BIG, off, PAGE, buf);
+	if (err != a->tr->want ||
+	    (!err && memcmp(buf, a->tr->data + off, PAGE)))
+		__atomic_fetch_add(&a->tr->bad, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* TABLE_READERS small reads at once, while the store holds the first
+ * GET; the GETs they made. */
+static int tr_read_all(struct tr *tr)
+{
+	pthread_t t[TABLE_READERS];
+	struct tr_arg a[TABLE_READERS];
+	int gets = slow.gets;
+
+	tr->bad = 0;
+	__atomic_store_n(&slow.hold, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < TABLE_READERS; i++) {
+		a[i] = (struct tr_arg){tr, i};
+		cr_assert_eq(pthread_create(&t[i], NULL, tr_reader, &a[i]), 0);
+	}
+	usleep(200 * 1000); /* all of them miss while the first GET waits */
+	__atomic_store_n(&slow.hold, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < TABLE_READERS; i++)
+		pthread_join(t[i], NULL);
+	return slow.gets - gets;
+}
+
+Test(chunkstore, ranged_table_is_fetched_once_by_concurrent_reads)
+{
+	unsigned char *data = malloc(BIG);
+	struct tr tr = {.data = data};
+	int gets;
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 23);
+	put_slice(23, data, BIG);
+
+	tr.want = EIO;
+	slow.fail = EIO;
+	gets = tr_read_all(&tr);
+	cr_assert_eq(tr.bad, 0, "%d readers did not get EIO", tr.bad);
+	cr_assert_eq(gets, 1, "%d GETs for one failed table", gets);
+
+	tr.want = 0;
+	slow.fail = 0;
+	gets = tr_read_all(&tr);
+	cr_assert_eq(tr.bad, 0, "%d readers got an error or wrong bytes",
+		     tr.bad);
+	cr_assert_eq(stats().ranged_reads, TABLE_READERS);
+	cr_assert_eq(gets, 1 + TABLE_READERS,
+		     "%d GETs: the table was fetched more than once", gets);
+	teardown_cs();
+	free(data);
+}
+
 Test(chunkstore, ranged_short_last_block)
 {
 	const uint32_t size = BIG + 300 * 1000 + 7; /* last block 300007 B */
