@@ -953,6 +953,24 @@ Test(chunkstore, ranged_table_is_fetched_once)
 	teardown_cs();
 }
 
+/* Run fn on n threads (args: n elements of size bytes), all started while
+ * the store holds every GET, so that they all miss at once. */
+static void run_held(int n, void *(*fn)(void *), void *args, size_t size)
+{
+	pthread_t t[16];
+
+	cr_assert_leq(n, 16);
+	__atomic_store_n(&slow.hold, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(
+		    pthread_create(&t[i], NULL, fn, (char *)args + i * size),
+		    0);
+	usleep(200 * 1000); /* all of them miss while the first GET waits */
+	__atomic_store_n(&slow.hold, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
 /* Small reads of one cold block that miss at once wait for one fetch of
  * its table: one GET of the prefix, then one ranged GET each. A failed
  * fetch of the table fails them all; the next read fetches it again. */
@@ -986,20 +1004,13 @@ static void *tr_reader(void *arg)
  * GET; the GETs they made. */
 static int tr_read_all(struct tr *tr)
 {
-	pthread_t t[TABLE_READERS];
 	struct tr_arg a[TABLE_READERS];
 	int gets = slow.gets;
 
 	tr->bad = 0;
-	__atomic_store_n(&slow.hold, 1, __ATOMIC_RELAXED);
-	for (int i = 0; i < TABLE_READERS; i++) {
-		a[i] = (struct tr_arg){tr, i};
-		cr_assert_eq(pthread_create(&t[i], NULL, tr_reader, &a[i]), 0);
-	}
-	usleep(200 * 1000); /* all of them miss while the first GET waits */
-	__atomic_store_n(&slow.hold, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < TABLE_READERS; i++)
-		pthread_join(t[i], NULL);
+		a[i] = (struct tr_arg){tr, i};
+	run_held(TABLE_READERS, tr_reader, a, sizeof(a[0]));
 	return slow.gets - gets;
 }
 
@@ -1541,7 +1552,6 @@ struct pk {
 	uint64_t slice0; /* frame i is slice slice0 + i */
 	int want;	 /* what every read must return */
 	int bad;	 /* __atomic */
-	pthread_barrier_t start;
 };
 
 struct pk_arg {
@@ -1555,7 +1565,6 @@ static void *pk_reader(void *arg)
 	struct pk *pk = a->pk;
 	unsigned char buf[FRAME_RAW];
 
-	pthread_barrier_wait(&pk->start);
 	int err = chunkstore_read_frame(cs, pk->slice0 + a->i, FRAME_RAW,
 					&pk->f[a->i], 0, FRAME_RAW, buf);
 	if (err != pk->want || (!err && memcmp(buf, pk->raw[a->i], FRAME_RAW)))
@@ -1567,21 +1576,12 @@ static void *pk_reader(void *arg)
  * first GET; the bad reads. */
 static int pk_read_all(struct pk *pk)
 {
-	pthread_t t[PACK_FRAMES];
 	struct pk_arg a[PACK_FRAMES];
 
 	pk->bad = 0;
-	pthread_barrier_init(&pk->start, NULL, PACK_FRAMES);
-	__atomic_store_n(&slow.hold, 1, __ATOMIC_RELAXED);
-	for (int i = 0; i < PACK_FRAMES; i++) {
-		a[i] = (struct pk_arg){pk, i};
-		cr_assert_eq(pthread_create(&t[i], NULL, pk_reader, &a[i]), 0);
-	}
-	usleep(200 * 1000); /* all of them miss while the first GET waits */
-	__atomic_store_n(&slow.hold, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < PACK_FRAMES; i++)
-		pthread_join(t[i], NULL);
-	pthread_barrier_destroy(&pk->start);
+		a[i] = (struct pk_arg){pk, i};
+	run_held(PACK_FRAMES, pk_reader, a, sizeof(a[0]));
 	return pk->bad;
 }
 
