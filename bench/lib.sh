@@ -27,3 +27,22 @@ gstat() { # MP SECTION FIELD: a counter of a granary client's "granary.stats"
 	getfattr --absolute-names --only-values -n granary.stats "$1" 2>/dev/null |
 		tr -d ' \n' | sed -n "s/.*\"$2\":{[^}]*\"$3\":\([0-9]*\).*/\1/p"
 }
+
+# mounts_cleanup NAME: the EXIT trap of a script that mounted $MOUNTS with
+# $G under $TMP and started services: unmount them, stop the services, and
+# remove $TMP unless a mount would not go away (never rm -rf through it).
+mounts_cleanup() {
+	local mp
+	set +e # a killed service's wait status must not stop the cleanup
+	for mp in $MOUNTS; do
+		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null || true
+	done
+	svc_stop_all
+	for mp in $MOUNTS; do
+		if awk -v mp="$mp" '$2 == mp { f = 1 } END { exit !f }' /proc/self/mounts; then
+			echo "$1: '$mp' is still mounted; left $TMP" >&2
+			return
+		fi
+	done
+	rm -rf "$TMP"
+}

@@ -30,24 +30,10 @@ for b in "$G" "$RR" "$RG"; do
 done
 
 . "$ROOT/tests/lib/services.sh"
+. "$ROOT/bench/lib.sh"
 TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-rr.XXXXXX")
 MOUNTS=""
-cleanup() {
-	local mp
-	set +e # a killed service's wait status must not stop the cleanup
-	for mp in $MOUNTS; do
-		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null || true
-	done
-	svc_stop_all
-	# never rm -rf through a mount that would not go away
-	for mp in $MOUNTS; do
-		if awk -v mp="$mp" '$2 == mp { f = 1 } END { exit !f }' /proc/self/mounts; then
-			echo "randread: '$mp' is still mounted; left $TMP" >&2
-			return
-		fi
-	done
-	rm -rf "$TMP"
-}
+cleanup() { mounts_cleanup randread; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -73,9 +73,11 @@ struct chunkstore {
 	int pf_nthreads;	  /* written only by open and close */
 
 	/* Ranged reads: block prefixes (header + segment table), see
-	 * ranged.c. Leaf lock: never held with another. */
+	 * ranged.c. Leaf lock: never held with another; tc_loaded waits on
+	 * it (for a prefix another reader fetches) and nothing else. */
 	pthread_mutex_t tlock;
-	struct hash tc_table; /* tentry by (id, idx); protected by tlock */
+	pthread_cond_t tc_loaded; /* a loading tentry loaded or failed */
+	struct hash tc_table;	  /* tentry by (id, idx); protected by tlock */
 	/* most recently used first; protected by tlock */
 	TAILQ_HEAD(tentry_lru, tentry) tc_lru;
 	size_t tc_bytes; /* protected by tlock */

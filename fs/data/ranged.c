@@ -66,6 +66,11 @@ struct tentry {
 	struct codec_layout l; /* l.table points into prefix */
 	size_t cost;	       /* bytes charged to tc_bytes */
 	int refs, hashed;
+	/* The first reader that misses hashes the entry loading and fetches
+	 * the prefix; readers of the block meanwhile wait for it (tc_loaded)
+	 * and share its table, or its error (err, set when the fetch failed:
+	 * the entry has left the table then, so a later read fetches anew). */
+	int loading, err;
 	uint64_t rented;   /* bytes of ranged GETs since the last whole read */
 	uint32_t next_off; /* where a read continuing the last one starts */
 	unsigned run;	   /* reads in a row that continued the previous */
@@ -76,6 +81,7 @@ int ranged_init(struct chunkstore *cs)
 	size_t cap = cs->o.mem_cache_bytes / 16;
 
 	pthread_mutex_init(&cs->tlock, NULL);
+	pthread_cond_init(&cs->tc_loaded, NULL);
 	TAILQ_INIT(&cs->tc_lru);
 	/* 1/16 of the memory cache: 16 MiB holds the tables of 16 GiB of
 	 * 4 MiB blocks; a store without a memory cache still gets some. */
@@ -102,6 +108,7 @@ void ranged_release(struct chunkstore *cs)
 		tentry_free(t);
 	}
 	hash_release(&cs->tc_table);
+	pthread_cond_destroy(&cs->tc_loaded);
 	pthread_mutex_destroy(&cs->tlock);
 }
 
@@ -143,15 +150,6 @@ void ranged_drop(struct chunkstore *cs, uint64_t id, uint32_t idx)
 	pthread_mutex_unlock(&cs->tlock);
 }
 
-static void table_put(struct chunkstore *cs, struct tentry *t)
-{
-	pthread_mutex_lock(&cs->tlock);
-	gr_assert(t->refs > 0);
-	if (--t->refs == 0 && !t->hashed)
-		tentry_free(t);
-	pthread_mutex_unlock(&cs->tlock);
-}
-
 /* Under tlock: a new entry (one reference, the caller's), or the one a
  * concurrent reader of the block put there first. */
 static struct tentry *tinsert(struct chunkstore *cs, struct tentry *n)
@@ -174,35 +172,50 @@ static struct tentry *tinsert(struct chunkstore *cs, struct tentry *n)
 	return n;
 }
 
-/* The referenced table entry of a block, fetching its prefix on a miss;
- * *cached tells which. Errors: CODEC_ECORRUPT (counted and logged), EIO,
- * ENOMEM. */
-static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
-		     uint32_t idx, uint32_t len, struct tentry **out,
-		     int *cached)
+/* Under tlock: drop a reference; an entry out of the table goes with its
+ * last one. */
+static void tput_locked(struct tentry *t)
 {
-	struct tentry *t, *n;
+	gr_assert(t->refs > 0);
+	if (--t->refs == 0 && !t->hashed)
+		tentry_free(t);
+}
+
+/* The fetch of t's prefix ended with err (0: t->l and t->prefix are set,
+ * cost bytes more to charge): wake its waiters; a failed entry leaves the
+ * table and the caller's reference is dropped. */
+static void table_loaded(struct chunkstore *cs, struct tentry *t, int err,
+			 size_t cost)
+{
+	pthread_mutex_lock(&cs->tlock);
+	t->loading = 0;
+	t->err = err;
+	if (!err && t->hashed)
+		cs->tc_bytes += cost;
+	if (!err)
+		t->cost += cost;
+	pthread_cond_broadcast(&cs->tc_loaded);
+	if (err) {
+		if (t->hashed)
+			tunhash(cs, t); /* refs > 0: stays alive */
+		tput_locked(t);
+	}
+	pthread_mutex_unlock(&cs->tlock);
+}
+
+/* Fetch and parse the prefix of t's block into t. Errors: RANGE_WHOLE,
+ * CODEC_ECORRUPT (counted and logged), EIO, ENOMEM; *pcost the bytes it
+ * keeps. */
+static int table_fetch(struct chunkstore *cs, const char *key, struct tentry *t,
+		       size_t *pcost)
+{
 	struct codec_layout l;
 	void *pfx = NULL;
 	size_t got = 0;
 	int err;
 
-	pthread_mutex_lock(&cs->tlock);
-	t = tfind(cs, id, idx);
-	if (t) {
-		t->refs++;
-		TAILQ_REMOVE(&cs->tc_lru, t, lru);
-		TAILQ_INSERT_HEAD(&cs->tc_lru, t, lru);
-	}
-	pthread_mutex_unlock(&cs->tlock);
-	*cached = t != NULL;
-	if (t) {
-		*out = t;
-		return 0;
-	}
-
-	err =
-	    objstore_get(cs->store, key, 0, codec_prefix_len(len), &pfx, &got);
+	err = objstore_get(cs->store, key, 0, codec_prefix_len(t->len), &pfx,
+			   &got);
 	STAT_ADD(cs, gets, 1);
 	if (err == ENOENT && cs->o.block_wait_ms)
 		return RANGE_WHOLE; /* maybe not put yet: fetch() waits */
@@ -217,48 +230,88 @@ static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
 	}
 	STAT_ADD(cs, get_bytes, got);
 	err = codec_parse(pfx, got, &l);
-	if (!err && l.raw_len != len)
+	if (!err && l.raw_len != t->len)
 		err = CODEC_ECORRUPT; /* declares other bytes than its key */
 	if (err) {
 		if (err == CODEC_ECORRUPT) {
 			STAT_ADD(cs, corrupt, 1);
 			log_err("corrupt header of block '%s' (%zu bytes read, "
 				"%" PRIu32 " raw expected): %s",
-				key, got, len, gr_strerror(err));
+				key, got, t->len, gr_strerror(err));
 		} else {
 			log_err("cannot decode block '%s': %s", key,
 				gr_strerror(err));
 			err = EIO;
 		}
-		goto free_pfx;
+		free(pfx);
+		return err;
 	}
-	n = calloc(1, sizeof(*n));
-	if (!n) {
-		err = ENOMEM;
-		goto free_pfx;
-	}
-	n->id = id;
-	n->idx = idx;
-	n->len = len;
-	n->l = l;
-	n->refs = 1;
-	n->next_off = UINT32_MAX; /* no read yet */
-	n->cost = sizeof(*n);
+	t->l = l;
+	*pcost = 0;
 	if (l.ranged) {
-		n->prefix = pfx;
-		n->cost += got;
+		t->prefix = pfx;
+		*pcost = got;
 	} else {
 		free(pfx); /* a v1 block: only the verdict is kept */
-		n->l.table = NULL;
+		t->l.table = NULL;
 	}
-	pthread_mutex_lock(&cs->tlock);
-	*out = tinsert(cs, n);
-	pthread_mutex_unlock(&cs->tlock);
 	return 0;
+}
 
-free_pfx:
-	free(pfx);
+/* The referenced table entry of a block, fetching its prefix on a miss
+ * (once, whoever asks meanwhile: they wait for it); *cached tells whether
+ * this reader did not fetch it. Errors: as table_fetch(). */
+static int table_get(struct chunkstore *cs, const char *key, uint64_t id,
+		     uint32_t idx, uint32_t len, struct tentry **out,
+		     int *cached)
+{
+	struct tentry *t;
+	size_t cost = 0;
+	int err;
+
+	pthread_mutex_lock(&cs->tlock);
+	t = tfind(cs, id, idx);
+	if (t) {
+		t->refs++;
+		TAILQ_REMOVE(&cs->tc_lru, t, lru);
+		TAILQ_INSERT_HEAD(&cs->tc_lru, t, lru);
+		while (t->loading)
+			pthread_cond_wait(&cs->tc_loaded, &cs->tlock);
+		err = t->err;
+		if (err)
+			tput_locked(t);
+		pthread_mutex_unlock(&cs->tlock);
+		*cached = 1;
+		*out = err ? NULL : t;
+		return err;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		pthread_mutex_unlock(&cs->tlock);
+		return ENOMEM;
+	}
+	t->id = id;
+	t->idx = idx;
+	t->len = len;
+	t->refs = 1;
+	t->loading = 1;
+	t->next_off = UINT32_MAX; /* no read yet */
+	t->cost = sizeof(*t);
+	t = tinsert(cs, t);
+	pthread_mutex_unlock(&cs->tlock);
+	*cached = 0;
+
+	err = table_fetch(cs, key, t, &cost);
+	table_loaded(cs, t, err, cost);
+	*out = err ? NULL : t;
 	return err;
+}
+
+static void table_put(struct chunkstore *cs, struct tentry *t)
+{
+	pthread_mutex_lock(&cs->tlock);
+	tput_locked(t);
+	pthread_mutex_unlock(&cs->tlock);
 }
 
 /* Account a read of [off, off + n) that would GET span bytes; 1 if the

@@ -47,6 +47,9 @@
  * the chunk store's memory cache. */
 #define FILLQ_MAX 16
 #define FILLERS	  2 /* threads writing them: one falls behind 8 streams */
+/* Whole fetches of packs (get_whole) that ranged gets of the same object
+ * can wait for at once; beyond them a ranged get passes through. */
+#define FLIGHTS 32
 
 #define STAT_ADD(dc, f, n)                                                     \
 	__atomic_add_fetch(&(dc)->st.f, (n), __ATOMIC_RELAXED)
@@ -101,6 +104,23 @@ struct fill_req {
 	struct objstore_view v; /* a reference of its own */
 };
 
+/*
+ * A whole fetch in flight (get_whole), for the ranged gets of the same
+ * object that miss meanwhile: they wait for it and copy their range from
+ * its bytes instead of getting it from the backend too (readers of other
+ * frames of a pack being fetched, a prefetch and a reader). key NULL: a
+ * free slot. All fields protected by lock; the bytes are immutable once
+ * done and freed only when waiters is back to 0.
+ */
+struct dc_flight {
+	const char *key; /* the fetcher's, valid while the slot is taken */
+	int done, err;	 /* err: the backend's, once done */
+	unsigned waiters;
+	const void *data; /* the whole object, n bytes, once done with 0 */
+	size_t n;
+	pthread_cond_t cv; /* done set; waiters back to 0 */
+};
+
 struct dc_dir {
 	char *path; /* DIR/<ns> */
 	int fd;	    /* O_DIRECTORY on path; entries are *at() relative */
@@ -132,6 +152,11 @@ struct diskcache {
 	int64_t lowspace_log_ms; /* next low-space warning; protected by lock */
 	struct diskcache_stats st; /* counters atomic; entries/bytes
 				      protected by lock */
+	/* Whole fetches that ranged gets wait for; protected by lock (their
+	 * condition variables wait on it: still a leaf, nothing is taken
+	 * while holding it and nobody waits on them while holding another
+	 * lock). */
+	struct dc_flight flights[FLIGHTS];
 
 	/*
 	 * Verified views waiting to be written (objstore_view_verified):
@@ -505,10 +530,15 @@ close_fd:
 
 /* ---- fill ---- */
 
+static struct dc_flight *flight_take(struct diskcache *dc, const char *key);
+
 /* Hash a FILLING placeholder for key unless the key is already there (then
  * someone else fills it, or it is cached or being dropped). NULL: do not
- * fill. */
-static struct dc_entry *placeholder(struct diskcache *dc, const char *key)
+ * fill. flight: also take a flight slot for the whole fetch to come (*flight
+ * NULL if none is free), in the same hold of the lock, so that a ranged get
+ * that finds the placeholder finds the flight too. */
+static struct dc_entry *placeholder(struct diskcache *dc, const char *key,
+				    struct dc_flight **flight)
 {
 	uint64_t h = key_hash(key);
 	size_t klen = strlen(key);
@@ -523,6 +553,8 @@ static struct dc_entry *placeholder(struct diskcache *dc, const char *key)
 		e->dir = (uint16_t)(h % dc->ndirs);
 		e->state = DC_FILLING;
 		hash_insert(&dc->index, &e->hn, h);
+		if (flight)
+			*flight = flight_take(dc, key);
 	}
 	pthread_mutex_unlock(&dc->lock);
 	return e;
@@ -751,7 +783,7 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	if (len && get_whole(dc, key, off, len, data, got, &err))
 		return err;
 	if (off == 0 && len == 0)
-		ph = placeholder(dc, key);
+		ph = placeholder(dc, key, NULL);
 	err = objstore_get(dc->backend, key, off, len, data, got);
 	if (ph) {
 		if (err)
@@ -802,7 +834,7 @@ static int dc_get_view(struct objstore *s, const char *key,
 		return err;
 	STAT_ADD(dc, misses, 1);
 	/* before the backend call: a put or delete meanwhile marks it stale */
-	ph = placeholder(dc, key);
+	ph = placeholder(dc, key, NULL);
 	err = objstore_get_view(dc->backend, key, v);
 	if (err || !ph) {
 		if (ph)
@@ -902,44 +934,149 @@ static int would_admit(struct diskcache *dc, const char *key, uint64_t len)
 	return ok;
 }
 
+/* Copy [off, off + len) of an object of n bytes into a new buffer. */
+static int copy_range(const void *all, size_t n, uint64_t off, size_t len,
+		      void **data, size_t *got)
+{
+	if (off >= n) {
+		*data = NULL;
+		*got = 0;
+		return 0;
+	}
+	*got = n - off < len ? n - off : len;
+	*data = malloc(*got ? *got : 1);
+	if (!*data)
+		return ENOMEM;
+	memcpy(*data, (const char *)all + off, *got);
+	return 0;
+}
+
+/* Under lock: the flight fetching key, or NULL. */
+static struct dc_flight *flight_find(struct diskcache *dc, const char *key)
+{
+	for (size_t i = 0; i < FLIGHTS; i++)
+		if (dc->flights[i].key && !strcmp(dc->flights[i].key, key))
+			return &dc->flights[i];
+	return NULL;
+}
+
+/*
+ * Wait for the whole fetch of key in flight and answer the ranged get from
+ * its bytes, or with its error. Returns 0 when there is none to wait for
+ * (the key is filled by a put or a view, or the fetch ended and its bytes
+ * are gone): the caller passes the ranged get through.
+ */
+static int flight_join(struct diskcache *dc, const char *key, uint64_t off,
+		       size_t len, void **data, size_t *got, int *err)
+{
+	pthread_mutex_lock(&dc->lock);
+	struct dc_flight *f = flight_find(dc, key);
+	if (!f) {
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	f->waiters++;
+	while (!f->done)
+		pthread_cond_wait(&f->cv, &dc->lock);
+	pthread_mutex_unlock(&dc->lock);
+
+	/* done: the bytes stay until the last waiter leaves */
+	*err = f->err ? f->err : copy_range(f->data, f->n, off, len, data, got);
+
+	pthread_mutex_lock(&dc->lock);
+	if (--f->waiters == 0)
+		pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&dc->lock);
+	STAT_ADD(dc, flight_waits, 1);
+	return 1;
+}
+
+/* Under lock: a free flight slot for key, or NULL (all taken: waiters of
+ * this fetch pass through, as before there were flights). */
+static struct dc_flight *flight_take(struct diskcache *dc, const char *key)
+{
+	for (size_t i = 0; i < FLIGHTS; i++) {
+		struct dc_flight *f = &dc->flights[i];
+		if (!f->key) {
+			f->key = key;
+			f->done = 0;
+			f->err = 0;
+			f->data = NULL;
+			f->n = 0;
+			return f;
+		}
+	}
+	return NULL;
+}
+
+/* The fetch ended: wake its waiters with its bytes or error. */
+static void flight_land(struct diskcache *dc, struct dc_flight *f, int err,
+			const void *data, size_t n)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	f->done = 1;
+	f->err = err;
+	f->data = data;
+	f->n = n;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* Free the slot once its last waiter has copied its range. */
+static void flight_end(struct diskcache *dc, struct dc_flight *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	while (f->waiters)
+		pthread_cond_wait(&f->cv, &dc->lock);
+	f->key = NULL;
+	pthread_mutex_unlock(&dc->lock);
+}
+
 /*
  * A ranged get that missed, of a key cached whole by policy: get the whole
- * object, cache it, hand out the range. Returns 1 when it answered (err in
- * *err), 0 when the caller should pass the ranged get through.
+ * object, cache it, hand out the range. Ranged gets of the same key that
+ * miss while it is fetched wait for it (flight_join) rather than fetch
+ * their range too: the frames of a pack are read at once by several
+ * readers and the prefetch. Returns 1 when it answered (err in *err), 0
+ * when the caller should pass the ranged get through.
  */
 static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 		     size_t len, void **data, size_t *got, int *err)
 {
 	struct dc_entry *ph;
+	struct dc_flight *f = NULL;
 	void *all = NULL;
 	size_t n = 0;
 
 	if (!dc->o.whole_prefix ||
-	    strncmp(key, dc->o.whole_prefix, strlen(dc->o.whole_prefix)) ||
-	    !would_admit(dc, key,
+	    strncmp(key, dc->o.whole_prefix, strlen(dc->o.whole_prefix)))
+		return 0;
+	/* being fetched whole by someone else: take our range from that */
+	if (flight_join(dc, key, off, len, data, got, err))
+		return 1;
+	if (!would_admit(dc, key,
 			 dc->o.whole_est > off + len ? dc->o.whole_est
 						     : off + len))
 		return 0;
-	ph = placeholder(dc, key); /* NULL: being filled by someone else */
+	/* NULL: being filled by someone else */
+	ph = placeholder(dc, key, &f);
 	if (!ph)
-		return 0;
+		return flight_join(dc, key, off, len, data, got, err);
 	*err = objstore_get(dc->backend, key, 0, 0, &all, &n);
 	if (*err) {
 		unplace(dc, ph);
+		flight_land(dc, f, *err, NULL, 0);
+		flight_end(dc, f);
 		return 1;
 	}
+	flight_land(dc, f, 0, all, n);
 	fill(dc, ph, all, n);
-	if (off >= n) {
-		*data = NULL;
-		*got = 0;
-	} else {
-		*got = n - off < len ? n - off : len;
-		*data = malloc(*got ? *got : 1);
-		if (!*data)
-			*err = ENOMEM;
-		else
-			memcpy(*data, (char *)all + off, *got);
-	}
+	*err = copy_range(all, n, off, len, data, got);
+	flight_end(dc, f);
 	bigbuf_free(all);
 	return 1;
 }
@@ -953,7 +1090,7 @@ static int dc_put(struct objstore *s, const char *key, const void *data,
 	/* After the put, so a fill that read the old object rolls back. */
 	drop(dc, key, NULL);
 	if (!err && dc->o.cache_writes) {
-		struct dc_entry *ph = placeholder(dc, key);
+		struct dc_entry *ph = placeholder(dc, key, NULL);
 		if (ph)
 			fill(dc, ph, data, len);
 	}
@@ -1020,6 +1157,8 @@ static void dc_free(struct diskcache *dc)
 		free(dc->dirs[i].path);
 	}
 	free(dc->dirs);
+	for (size_t i = 0; i < FLIGHTS; i++)
+		pthread_cond_destroy(&dc->flights[i].cv);
 	pthread_mutex_destroy(&dc->lock);
 	pthread_mutex_destroy(&dc->fq_lock);
 	free(dc);
@@ -1332,6 +1471,8 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		return ENOMEM;
 	pthread_mutex_init(&dc->lock, NULL);
 	pthread_mutex_init(&dc->fq_lock, NULL);
+	for (size_t i = 0; i < FLIGHTS; i++)
+		pthread_cond_init(&dc->flights[i].cv, NULL);
 	for (size_t i = 0; i < sizeof(dc->fq) / sizeof(dc->fq[0]); i++) {
 		dc->fq[i] = (struct fill_req){.job.run = fill_run, .dc = dc};
 		SLIST_INSERT_HEAD(&dc->fq_free, &dc->fq[i], free);
@@ -1406,6 +1547,8 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
 	st->fill_skips = __atomic_load_n(&dc->st.fill_skips, __ATOMIC_RELAXED);
 	st->fill_inline =
 	    __atomic_load_n(&dc->st.fill_inline, __ATOMIC_RELAXED);
+	st->flight_waits =
+	    __atomic_load_n(&dc->st.flight_waits, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
 	st->evicted = __atomic_load_n(&dc->st.evicted, __ATOMIC_RELAXED);
 	st->bad_entries =

@@ -53,8 +53,11 @@ struct diskcache_stats {
 	uint64_t hits, misses, hit_bytes;
 	uint64_t fills, fill_skips; /* skipped: full, guarded, disk error */
 	uint64_t fill_inline;	    /* of fills: by the reader, queue full */
-	uint64_t evictions;	    /* by the LRU, to make room */
-	uint64_t evicted;	    /* by request (objstore_evict) */
+	/* ranged gets answered from a whole fetch of their object that was
+	 * in flight (a pack fetched once for its concurrent readers) */
+	uint64_t flight_waits;
+	uint64_t evictions; /* by the LRU, to make room */
+	uint64_t evicted;   /* by request (objstore_evict) */
 	/* dropped because they failed their checksum (objstore_evict_bad)
 	 * or could not be read back whole */
 	uint64_t bad_entries;

@@ -4,7 +4,8 @@
  * flight of concurrent misses, corrupt and missing blocks, delete,
  * background prefetch (no double fetch, bounded queue, clean close), and
  * ranged reads (bytes fetched for small reads, the table cache, when a
- * block is read whole after all, corrupt segments, random read-back).
+ * block is read whole after all, corrupt segments, random read-back), and
+ * the frames of one pack read at once through a disk cache (one GET).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "fs/data/chunkstore.h"
+#include "fs/store/diskcache.h"
 
 #define BS    (64u << 10)
 #define WHOLE (BS / 4) /* the smallest read that fetches a block whole */
@@ -34,6 +36,7 @@ struct slow_store {
 	long bad_at;
 	uint64_t order[64]; /* slice of each block get, in order */
 	int norder;	    /* __atomic */
+	int fail; /* __atomic; set: gets fail with it after the hold */
 };
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
@@ -52,6 +55,9 @@ static int slow_get(struct objstore *s, const char *key, uint64_t off,
 		usleep((useconds_t)w->delay_us);
 	while (__atomic_load_n(&w->hold, __ATOMIC_RELAXED))
 		usleep(1000);
+	int fail = __atomic_load_n(&w->fail, __ATOMIC_RELAXED);
+	if (fail)
+		return fail;
 	int err = objstore_get(w->inner, w->alias ? w->alias : key, off, len,
 			       data, got);
 	long at = __atomic_load_n(&w->bad_at, __ATOMIC_RELAXED);
@@ -947,6 +953,95 @@ Test(chunkstore, ranged_table_is_fetched_once)
 	teardown_cs();
 }
 
+/* Run fn on n threads (args: n elements of size bytes), all started while
+ * the store holds every GET, so that they all miss at once. */
+static void run_held(int n, void *(*fn)(void *), void *args, size_t size)
+{
+	pthread_t t[16];
+
+	cr_assert_leq(n, 16);
+	__atomic_store_n(&slow.hold, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(
+		    pthread_create(&t[i], NULL, fn, (char *)args + i * size),
+		    0);
+	usleep(200 * 1000); /* all of them miss while the first GET waits */
+	__atomic_store_n(&slow.hold, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* Small reads of one cold block that miss at once wait for one fetch of
+ * its table: one GET of the prefix, then one ranged GET each. A failed
+ * fetch of the table fails them all; the next read fetches it again. */
+#define TABLE_READERS 8
+
+struct tr {
+	const unsigned char *data;
+	int want; /* what every read returns */
+	int bad;  /* __atomic */
+};
+
+struct tr_arg {
+	struct tr *tr;
+	int i;
+};
+
+static void *tr_reader(void *arg)
+{
+	struct tr_arg *a = arg;
+	unsigned char buf[PAGE];
+	uint32_t off = (uint32_t)a->i * 16 * PAGE + 100;
+
+	int err = chunkstore_read(cs, 23, BIG, off, PAGE, buf);
+	if (err != a->tr->want ||
+	    (!err && memcmp(buf, a->tr->data + off, PAGE)))
+		__atomic_fetch_add(&a->tr->bad, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* TABLE_READERS small reads at once, while the store holds the first
+ * GET; the GETs they made. */
+static int tr_read_all(struct tr *tr)
+{
+	struct tr_arg a[TABLE_READERS];
+	int gets = slow.gets;
+
+	tr->bad = 0;
+	for (int i = 0; i < TABLE_READERS; i++)
+		a[i] = (struct tr_arg){tr, i};
+	run_held(TABLE_READERS, tr_reader, a, sizeof(a[0]));
+	return slow.gets - gets;
+}
+
+Test(chunkstore, ranged_table_is_fetched_once_by_concurrent_reads)
+{
+	unsigned char *data = malloc(BIG);
+	struct tr tr = {.data = data};
+	int gets;
+
+	setup_cs_bs(CODEC_NONE, 64 * BIG, 0, BIG);
+	fill_random(data, BIG, 23);
+	put_slice(23, data, BIG);
+
+	tr.want = EIO;
+	slow.fail = EIO;
+	gets = tr_read_all(&tr);
+	cr_assert_eq(tr.bad, 0, "%d readers did not get EIO", tr.bad);
+	cr_assert_eq(gets, 1, "%d GETs for one failed table", gets);
+
+	tr.want = 0;
+	slow.fail = 0;
+	gets = tr_read_all(&tr);
+	cr_assert_eq(tr.bad, 0, "%d readers got an error or wrong bytes",
+		     tr.bad);
+	cr_assert_eq(stats().ranged_reads, TABLE_READERS);
+	cr_assert_eq(gets, 1 + TABLE_READERS,
+		     "%d GETs: the table was fetched more than once", gets);
+	teardown_cs();
+	free(data);
+}
+
 Test(chunkstore, ranged_short_last_block)
 {
 	const uint32_t size = BIG + 300 * 1000 + 7; /* last block 300007 B */
@@ -1444,4 +1539,128 @@ Test(chunkstore, short_pack_is_read_again)
 	cr_expect_eq(slow.gets - gets, 2, "%d gets", slow.gets - gets);
 	free(pack);
 	teardown_cs();
+}
+
+/* ---- the frames of one pack, read at once through a disk cache ---- */
+
+#define PACK_FRAMES 8
+#define FRAME_RAW   (16u << 10)
+
+struct pk {
+	struct chunkstore_frame f[PACK_FRAMES];
+	unsigned char raw[PACK_FRAMES][FRAME_RAW];
+	uint64_t slice0; /* frame i is slice slice0 + i */
+	int want;	 /* what every read must return */
+	int bad;	 /* __atomic */
+};
+
+struct pk_arg {
+	struct pk *pk;
+	int i;
+};
+
+static void *pk_reader(void *arg)
+{
+	struct pk_arg *a = arg;
+	struct pk *pk = a->pk;
+	unsigned char buf[FRAME_RAW];
+
+	int err = chunkstore_read_frame(cs, pk->slice0 + a->i, FRAME_RAW,
+					&pk->f[a->i], 0, FRAME_RAW, buf);
+	if (err != pk->want || (!err && memcmp(buf, pk->raw[a->i], FRAME_RAW)))
+		__atomic_fetch_add(&pk->bad, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* Every frame read by a thread of its own while the store holds the
+ * first GET; the bad reads. */
+static int pk_read_all(struct pk *pk)
+{
+	struct pk_arg a[PACK_FRAMES];
+
+	pk->bad = 0;
+	for (int i = 0; i < PACK_FRAMES; i++)
+		a[i] = (struct pk_arg){pk, i};
+	run_held(PACK_FRAMES, pk_reader, a, sizeof(a[0]));
+	return pk->bad;
+}
+
+/* Readers of different frames of a pack that miss at once (readers in
+ * shuffled order, the prefetch) wait for one whole fetch of the pack by the
+ * disk cache: one GET, not one more per frame. A failed fetch fails all of
+ * them, and a later read fetches again. */
+Test(chunkstore, pack_frames_fetched_once_through_disk_cache, .timeout = 60)
+{
+	static struct pk pk;
+	char dir[] = "/tmp/granary-cs-dc.XXXXXX", key[96], cmd[128];
+	unsigned char enc[FRAME_RAW + 4096];
+	unsigned char *pack = malloc(PACK_FRAMES * sizeof(enc));
+	struct objstore *dc = NULL;
+	size_t at = 0, n;
+
+	cr_assert(pack);
+	cr_assert(mkdtemp(dir));
+	cr_assert_eq(objstore_open("mem://", NULL, &mem), 0);
+	memset(&slow, 0, sizeof(slow));
+	slow.base.ops = &slow_ops;
+	slow.inner = mem;
+	slow.bad_at = -1;
+	struct diskcache_opts dco = {.dirs = dir,
+				     .ns = "vol",
+				     .size = 64 << 20,
+				     .min_age = 600,
+				     .whole_prefix = "packs/",
+				     .whole_est = 1 << 20};
+	cr_assert_eq(diskcache_open(&slow.base, &dco, &dc), 0);
+	struct chunkstore_opts o = {.block_size = BS,
+				    .compress = CODEC_NONE,
+				    .mem_cache_bytes = 1 << 20};
+	cr_assert_eq(chunkstore_open(dc, &o, &cs), 0);
+
+	for (uint64_t p = 77; p <= 78; p++) {
+		at = 0;
+		for (int i = 0; i < PACK_FRAMES; i++) {
+			fill_random(pk.raw[i], FRAME_RAW, p * 100 + i);
+			cr_assert_eq(codec_encode(pk.raw[i], FRAME_RAW,
+						  CODEC_NONE, enc, &n),
+				     0);
+			memcpy(pack + at, enc, n);
+			pk.f[i] = (struct chunkstore_frame){
+			    .pack = p, .off = at, .len = (uint32_t)n};
+			at += n;
+		}
+		chunkstore_pack_key(p, key, sizeof key);
+		cr_assert_eq(objstore_put(mem, key, pack, at), 0);
+	}
+
+	/* pack 78 (the frames above): the GET fails for all readers */
+	pk.slice0 = 200;
+	pk.want = EIO;
+	slow.fail = EIO;
+	cr_assert_eq(pk_read_all(&pk), 0, "%d readers did not get EIO", pk.bad);
+	cr_assert_eq(slow.gets, 1, "%d GETs for one failed pack", slow.gets);
+	/* and a later read tries the store again, and gets it once */
+	slow.fail = 0;
+	pk.want = 0;
+	cr_assert_eq(pk_read_all(&pk), 0,
+		     "%d readers got an error or wrong "
+		     "bytes",
+		     pk.bad);
+	cr_assert_eq(slow.gets, 2, "%d GETs in all for one pack read twice",
+		     slow.gets - 1);
+	struct diskcache_stats st;
+	diskcache_get_stats(dc, &st);
+	cr_assert_geq(st.flight_waits, 2 * (PACK_FRAMES - 1) - 2,
+		      "%llu ranged gets waited for the pack",
+		      (unsigned long long)st.flight_waits);
+	cr_assert(diskcache_contains(dc, key));
+
+	chunkstore_close(cs);
+	cs = NULL;
+	objstore_close(dc); /* closes nothing of slow's: the test owns it */
+	objstore_close(mem);
+	mem = NULL;
+	free(pack);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
 }
