@@ -353,8 +353,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
 	    "%llu, \"evictions\": %llu, \"evicted\": "
-	    "%llu, \"bad_entries\": %llu, \"entries\": %llu, \"bytes\": "
-	    "%llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "%llu, \"bad_entries\": %llu, \"flight_waits\": %llu, "
+	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
 	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
 	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
@@ -376,7 +376,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)dc.fill_skips,
 	    (unsigned long long)dc.fill_inline,
 	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
-	    (unsigned long long)dc.bad_entries, (unsigned long long)dc.entries,
+	    (unsigned long long)dc.bad_entries,
+	    (unsigned long long)dc.flight_waits, (unsigned long long)dc.entries,
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
 	    fs->writeback ? "true" : "false", (unsigned long long)ps.packs,
 	    (unsigned long long)ps.frames, (unsigned long long)ps.bytes,
