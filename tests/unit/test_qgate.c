@@ -17,6 +17,7 @@
 
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
+#include "tests/unit/testvol.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 
@@ -148,22 +149,7 @@ Test(qgate, limit_changed_and_lifted)
 
 static struct meta *fresh_volume(void)
 {
-	const char *u = getenv("GRANARY_TEST_REDIS");
-	char url[4200];
-	struct meta_volume v;
-	struct meta *m = NULL;
-
-	if (!u || strncmp(u, "unix://", 7))
-		cr_skip_test(
-		    "GRANARY_TEST_REDIS unset (run tests/run-unit.sh)");
-	snprintf(url, sizeof url, "unix://%.*s?db=%d", (int)strcspn(u + 7, "?"),
-		 u + 7, DB);
-	cr_assert_eq(meta_open(url, NULL, &m), 0);
-	memset(&v, 0, sizeof v);
-	snprintf(v.name, sizeof v.name, "qgate");
-	snprintf(v.storage, sizeof v.storage, "mem://");
-	cr_assert_eq(meta_format(m, &v, 1), 0);
-	return m;
+	return testvol_fresh(DB, "qgate", 0);
 }
 
 static uint64_t mkdir_in(struct meta *m, uint64_t parent, const char *name)

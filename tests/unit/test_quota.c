@@ -18,31 +18,14 @@
 #include "meta/meta_quota.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
+#include "tests/unit/testvol.h"
 
 #define DB 61 /* each test wipes it with format --force */
 
-static char url[4200];
-
+/* A handle on the test database, a fresh volume when format. */
 static struct meta *open_db(int format)
 {
-	const char *u = getenv("GRANARY_TEST_REDIS");
-	struct meta *m = NULL;
-	struct meta_volume v;
-
-	if (!u || !*u)
-		cr_skip_test(
-		    "GRANARY_TEST_REDIS unset (run tests/run-unit.sh)");
-	cr_assert(strncmp(u, "unix://", 7) == 0);
-	snprintf(url, sizeof url, "unix://%.*s?db=%d",
-		 (int)strcspn(u + 7, "?"), u + 7, DB);
-	cr_assert_eq(meta_open(url, NULL, &m), 0);
-	if (format) {
-		memset(&v, 0, sizeof v);
-		snprintf(v.name, sizeof v.name, "quota");
-		snprintf(v.storage, sizeof v.storage, "mem://");
-		cr_assert_eq(meta_format(m, &v, 1), 0);
-	}
-	return m;
+	return format ? testvol_fresh(DB, "quota", 0) : testvol_open(DB);
 }
 
 static uint64_t mk(struct meta *m, uint64_t parent, const char *name,

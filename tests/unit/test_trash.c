@@ -21,45 +21,19 @@
 #include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 #include "meta/meta.h"
+#include "tests/unit/testvol.h"
 
 #define DB 60 /* each test wipes it with format --force */
-
-static char sock[4096];
-
-static const char *test_sock(void)
-{
-	const char *u = getenv("GRANARY_TEST_REDIS");
-	if (!u || !*u)
-		cr_skip_test(
-		    "GRANARY_TEST_REDIS unset (run tests/run-unit.sh)");
-	cr_assert(strncmp(u, "unix://", 7) == 0);
-	size_t n = strcspn(u + 7, "?");
-	cr_assert(n < sizeof sock);
-	memcpy(sock, u + 7, n);
-	sock[n] = '\0';
-	return sock;
-}
 
 /* A handle on a fresh volume keeping removed files `days` days. */
 static struct meta *fresh(uint32_t days)
 {
-	char url[4200];
-	struct meta *m = NULL;
-	struct meta_volume v;
-
-	snprintf(url, sizeof url, "unix://%s?db=%d", test_sock(), DB);
-	cr_assert_eq(meta_open(url, NULL, &m), 0);
-	memset(&v, 0, sizeof v);
-	snprintf(v.name, sizeof v.name, "trash");
-	snprintf(v.storage, sizeof v.storage, "mem://");
-	v.trash_days = days;
-	cr_assert_eq(meta_format(m, &v, 1), 0);
-	return m;
+	return testvol_fresh(DB, "trash", days);
 }
 
 static long long rint_(const char *fmt, const char *arg)
 {
-	redisContext *c = redisConnectUnix(test_sock());
+	redisContext *c = redisConnectUnix(testvol_sock());
 	cr_assert(c && !c->err);
 	redisReply *r = redisCommand(c, "SELECT %d", DB);
 	freeReplyObject(r);
