@@ -12,6 +12,7 @@
 
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
+#include "lib/fsutil.h"
 #include "lib/hash.h"
 #include "lib/log.h"
 
@@ -46,13 +47,6 @@ struct quota {
 	struct hash gates;    /* struct qgate by quota inode */
 	struct hash dirs;     /* struct qdir by directory inode */
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* space_usage_fn of a quota's gate: publish this session's pending bytes
  * for it, read its stored bytes plus the other sessions' pending ones. A
@@ -340,7 +334,7 @@ int quota_statfs(struct quota *q, uint64_t dir, struct meta_quota *out)
 		pthread_mutex_unlock(&q->lock);
 		return ENOENT;
 	}
-	if (g->seen_ns && now_ns() - g->seen_ns < QUOTA_STATFS_NS) {
+	if (g->seen_ns && fsutil_mono_ns() - g->seen_ns < QUOTA_STATFS_NS) {
 		*out = g->seen;
 		pthread_mutex_unlock(&q->lock);
 		return 0;
@@ -353,7 +347,7 @@ int quota_statfs(struct quota *q, uint64_t dir, struct meta_quota *out)
 		return err;
 	pthread_mutex_lock(&q->lock);
 	g->seen = mq;
-	g->seen_ns = now_ns();
+	g->seen_ns = fsutil_mono_ns();
 	pthread_mutex_unlock(&q->lock);
 	*out = mq;
 	return 0;
