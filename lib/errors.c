@@ -28,6 +28,26 @@ static const struct {
     {OBJSTORE_ENOCREDS, "no S3 credentials (set GRANARY_S3_ACCESS_KEY and "
 			"GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and "
 			"AWS_SECRET_ACCESS_KEY)"},
+    {OBJSTORE_ETLS, "TLS handshake with the object store failed (see the "
+		    "log line before this one for the cause)"},
+    {OBJSTORE_ECERT, "the object store's certificate is not trusted (give "
+		     "its CA with GRANARY_S3_CA_BUNDLE=FILE, or check the "
+		     "host name in the storage URL)"},
+    {OBJSTORE_EPLAIN, "the object store speaks plain HTTP, not TLS (use an "
+		      "s3+http:// URL for it)"},
+    {OBJSTORE_EDNS, "the object store's host name was not found (check the "
+		    "host in the storage URL, and DNS)"},
+    {OBJSTORE_EREFUSED, "the object store refused the connection (is it "
+			"running, on that host and port?)"},
+    {OBJSTORE_ETIMEDOUT, "the object store did not answer in time (check "
+			 "host, port and network; GRANARY_S3_TIMEOUT sets the "
+			 "limit)"},
+    {CRYPT_EKEY, "the key given does not open this volume (wrong key file "
+		 "or passphrase)"},
+    {CRYPT_ENOKEY, "the volume is encrypted and no key was given (set "
+		   "GRANARY_ENCRYPT_KEY_FILE, or GRANARY_ENCRYPT_PASSPHRASE)"},
+    {CRYPT_EAUTH, "an object failed its authentication check: it was "
+		  "altered, damaged or swapped in the store"},
     {META_ENOVOLUME,
      "no granary volume in this database (run 'granary format' first)"},
     {META_EEXIST, "the database already holds a granary volume or other "

@@ -19,6 +19,17 @@
 #define OBJSTORE_EUNREACH  (-204) /* cannot connect / resolve / timed out */
 #define OBJSTORE_ESERVER   (-205) /* server error after all retries */
 #define OBJSTORE_ENOCREDS  (-206) /* s3 URL but no access key/secret */
+#define OBJSTORE_ETLS	   (-207) /* TLS handshake failed (transient) */
+#define OBJSTORE_ECERT	   (-208) /* server certificate not trusted */
+#define OBJSTORE_EPLAIN	   (-209) /* s3:// (TLS) URL, server speaks HTTP */
+#define OBJSTORE_EDNS	   (-210) /* host name not found (transient) */
+#define OBJSTORE_EREFUSED  (-211) /* connection refused (transient) */
+#define OBJSTORE_ETIMEDOUT (-212) /* no answer in time (transient) */
+
+/* encryption at rest (fs/store/crypt.h) */
+#define CRYPT_EKEY   (-221) /* the key given does not open this volume */
+#define CRYPT_ENOKEY (-222) /* the volume is encrypted and no key was given */
+#define CRYPT_EAUTH  (-223) /* an object failed its authentication tag */
 
 /* metadata engine (meta/meta.h) */
 #define META_ENOVOLUME (-301) /* the database holds no granary volume */

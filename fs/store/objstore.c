@@ -198,7 +198,9 @@ static const char *req_name(enum req_op op)
 
 int objstore_transient(int err)
 {
-	return err == OBJSTORE_EUNREACH || err == OBJSTORE_ESERVER;
+	return err == OBJSTORE_EUNREACH || err == OBJSTORE_ESERVER ||
+	       err == OBJSTORE_ETLS || err == OBJSTORE_EDNS ||
+	       err == OBJSTORE_EREFUSED || err == OBJSTORE_ETIMEDOUT;
 }
 
 void objstore_set_retry_window(struct objstore *s, unsigned ms)

@@ -5,10 +5,25 @@
  *   file:///DIR[:/DIR2...]   a pool of local (HDD) directories; each object
  *                            lives in one directory chosen by a hash of its
  *                            key; writes are temp file + fsync + rename.
- *   s3://HOST[:PORT]/BUCKET[/PREFIX]       S3 over HTTPS, path style (libs3)
- *   s3+http://HOST[:PORT]/BUCKET[/PREFIX]  the same over plain HTTP
+ *   s3://HOST[:PORT]/BUCKET[/PREFIX][?OPTS]       S3 over HTTPS (libcurl)
+ *   s3+http://HOST[:PORT]/BUCKET[/PREFIX][?OPTS]  the same over plain HTTP
  *   mem://[NAME]             in-process, for unit tests only; mem://NAME is
  *                            shared process-wide by name, mem:// is private
+ *
+ * S3 options, '&'-separated NAME=VALUE after '?', part of the volume's
+ * storage URL (what every client of the volume needs alike):
+ *   region=R        the region signed into V4 requests; default: the one
+ *                   in an AWS host name (s3.R.amazonaws.com), else
+ *                   GRANARY_S3_REGION, else us-east-1
+ *   sig=v4|v2       the signature; default v4, which every provider
+ *                   takes (v2: old MinIO/Ceph, s3rver's verified mode)
+ *   style=path|virtual  addressing: HOST/BUCKET/KEY (default) or
+ *                   BUCKET.HOST/KEY
+ * An unknown option or value is OBJSTORE_EURL. What differs by node is
+ * read from the environment at open: GRANARY_S3_CA_BUNDLE (a PEM file of
+ * CAs to trust instead of the system store), GRANARY_S3_INSECURE_TLS=1
+ * (no certificate check: a warning at every open), GRANARY_S3_TIMEOUT.
+ * Places (owner.h) ignore the options: they name where objects lie.
  *
  * Backends subclass struct objstore (base first) and fill an ops table;
  * callers use the objstore_* wrappers only. All calls are thread-safe.
@@ -90,7 +105,8 @@ struct objstore {
 
 /*
  * Outages. The wrappers retry a request whose attempt failed with a
- * transient error (objstore_transient(): OBJSTORE_EUNREACH, ESERVER) with
+ * transient error (objstore_transient(): OBJSTORE_EUNREACH, ESERVER,
+ * ETLS, EDNS, EREFUSED, ETIMEDOUT) with
  * capped exponential backoff and jitter (100 ms doubling up to 5 s) until
  * the store's retry window closes, then return that error (EIO at the
  * FUSE boundary) with one log line. Other errors return at once: a
