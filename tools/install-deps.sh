@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev libxml2-dev
 liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
-redis-tools redis-sentinel attr procps psmisc"
+redis-tools redis-sentinel attr procps psmisc stunnel4 bc"
 case ${1:-} in
 --bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
 "") ;;
