@@ -26,8 +26,14 @@ helper_mounted() {
 		/proc/self/mountinfo
 }
 
-# wait_gone MP: the daemon serving MP has exited (after umount(8), which
-# does not wait for it as granary umount does)
+# daemon_pids MP: the granary clients serving MP (lib.sh's mount_pids, in
+# one pgrep rather than two processes per /proc entry)
+daemon_pids() {
+	pgrep -a -x granary | awk -v mp="$1" 'index($0 " ", " " mp " ") { print $1 }'
+}
+
+# wait_daemon_gone PIDS: the daemons have exited (after umount(8), which
+# does not wait for them as granary umount does)
 wait_daemon_gone() {
 	local p
 	for p in $1; do
@@ -64,6 +70,11 @@ grep -q -- "mount $META $M --cache-size 1G" "$TMP/fake.out" ||
 grep "^mount.granary: .* mount " "$TMP/fake.out" | grep -q "x-systemd\|_netdev\|nofail\|comment" &&
 	fail "mount(8) options reached granary: $(cat "$TMP/fake.out")"
 is_mounted "$M" && fail "-f mounted"
+# the flags of the metrics, access log and encryption: mapped by name
+"$HELPER" "$META" "$M" -fv -o metrics=127.0.0.1:9567,access-log=/var/log/a.log,encrypt-key=/etc/k,log-level=debug,writeback,ro \
+	>"$TMP/fake3.out" 2>&1 || fail "fake mount failed: $(cat "$TMP/fake3.out")"
+grep -q -- "--metrics 127.0.0.1:9567 --access-log /var/log/a.log --encrypt-key /etc/k --log-level debug --writeback --read-only$" \
+	"$TMP/fake3.out" || fail "-o mapping: $(cat "$TMP/fake3.out")"
 # -v hides a password in the URL
 "$HELPER" "redis://:s3cret@127.0.0.1:1/2" "$M" -fv >"$TMP/fake2.out" 2>&1
 grep -q "s3cret" "$TMP/fake2.out" && fail "-v showed the password: $(cat "$TMP/fake2.out")"
@@ -83,7 +94,7 @@ helper_mounted "$M" || fail "the helper returned 0 but '$M' is no granary mount"
 check_eq "$(cat "$M/imagenet/sample")" "a sample" "a file of the subdir"
 [ -e "$M/top" ] && fail "subdir=/datasets shows the volume root"
 [ -d "$TMP/cache-h" ] || fail "cache-dir= not passed: no $TMP/cache-h"
-pids=$(mount_pids "$M")
+pids=$(daemon_pids "$M")
 [ -n "$pids" ] || fail "no daemon serves $M"
 umount "$M" || fail "umount(8) failed"
 is_mounted "$M" && fail "still mounted after umount(8)"
@@ -112,7 +123,7 @@ mount -t granary -o "cache-dir=$TMP/cache-m,subdir=datasets/imagenet,log=$TMP/lo
 helper_mounted "$M" || fail "mount -t granary: not mounted"
 check_eq "$(cat "$M/sample")" "a sample" "a file through mount -t granary"
 echo new >"$M/written" || fail "cannot write through a rw mount"
-pids=$(mount_pids "$M")
+pids=$(daemon_pids "$M")
 umount "$M"
 wait_daemon_gone "$pids"
 ok "mount -t granary -o cache-dir=,subdir= URL MP, then umount"
@@ -134,7 +145,7 @@ mount -t granary -o "ro,cache-dir=$TMP/cache-m,log=$TMP/log-mnt.log" "$META" "$M
 check_eq "$(cat "$M/top")" top "a read on a ro mount"
 expect_errno "Read-only file system" sh -c "echo x >'$M/nope'"
 expect_errno "Read-only file system" rm "$M/top"
-pids=$(mount_pids "$M")
+pids=$(daemon_pids "$M")
 umount "$M"
 wait_daemon_gone "$pids"
 ok "-o ro: reads work, writes and removals fail with EROFS"
@@ -162,9 +173,9 @@ is_mounted "$M3" && fail "mount -a mounted a noauto line"
 check_eq "$(cat "$M/datasets/imagenet/written")" new "a file through the first fstab line"
 check_eq "$(cat "$M2/imagenet/sample")" "a sample" "a file through the credentials line"
 # mount -a again: what is mounted is left alone (the same daemons)
-pids=$(mount_pids "$M" 2>/dev/null)
+pids=$(daemon_pids "$M")
 mount -a -T "$FSTAB" >"$TMP/a.out" 2>&1 || fail "a second mount -a failed: $(cat "$TMP/a.out")"
-check_eq "$(mount_pids "$M" 2>/dev/null)" "$pids" "daemons of '$M' after a second mount -a"
+check_eq "$(daemon_pids "$M")" "$pids" "daemons of '$M' after a second mount -a"
 # but another volume where one is mounted is an error
 new_volume other
 expect_exit 32 "helper is mounted there already" mount -t granary "$META" "$M"
@@ -172,7 +183,7 @@ mount -T "$FSTAB" "$M3" >"$TMP/a.out" 2>&1 || fail "mount -T FILE MP failed: $(c
 helper_mounted "$M3" || fail "mount -T FILE '$M3': not mounted"
 check_eq "$(cat "$M3/top")" top "a file through the noauto line with a \\040"
 expect_errno "Read-only file system" touch "$M3/x"
-pids=$( (mount_pids "$M"; mount_pids "$M2"; mount_pids "$M3") 2>/dev/null)
+pids=$( (daemon_pids "$M"; daemon_pids "$M2"; daemon_pids "$M3") 2>/dev/null)
 umount "$M" "$M2" "$M3"
 wait_daemon_gone "$pids"
 for mp in "$M" "$M2" "$M3"; do
