@@ -1715,6 +1715,22 @@ static int count_cb(void *arg, const char *key, uint64_t size, int64_t mtime)
 	return 0;
 }
 
+/* More than one page (1000 keys each): pagination must neither lose nor
+ * repeat keys, and a callback's error stops it. */
+static void list_pages(struct objstore *s)
+{
+	char key[32];
+	int n = 1203, seen = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "many/%05d", i);
+		cr_assert_eq(objstore_put(s, key, "", 0), 0);
+	}
+	cr_assert_eq(objstore_list(s, "many/", count_cb, &seen), 0);
+	cr_assert_eq(seen, n, "listed %d of %d keys", seen, n);
+	struct list_stop st = {0};
+	cr_assert_eq(objstore_list(s, "many/", list_stop_cb, &st), 4242);
+}
+
 Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
 {
 	char url[128];
@@ -1727,18 +1743,7 @@ Test(objstore, s3_list_on_lenient_s3rver, .timeout = 90)
 	cr_assert_eq(objstore_open(url, &creds, &s), 0);
 	suite_list(s);
 
-	/* more than one page (1000 keys each): pagination must not lose or
-	 * repeat keys */
-	char key[32];
-	int n = 1203, seen = 0;
-	for (int i = 0; i < n; i++) {
-		snprintf(key, sizeof(key), "many/%05d", i);
-		cr_assert_eq(objstore_put(s, key, "", 0), 0);
-	}
-	cr_assert_eq(objstore_list(s, "many/", count_cb, &seen), 0);
-	cr_assert_eq(seen, n, "listed %d of %d keys", seen, n);
-	struct list_stop st = {0};
-	cr_assert_eq(objstore_list(s, "many/", list_stop_cb, &st), 4242);
+	list_pages(s);
 	objstore_close(s);
 }
 
@@ -1961,16 +1966,7 @@ Test(objstore, s3v4_big_body_pages_and_punctuation, .timeout = 120)
 	cr_assert_str_eq(l.keys[0], odd);
 	cr_assert_eq(objstore_del(s, odd), 0);
 
-	char key[32];
-	int n = 1203, seen = 0;
-	for (int i = 0; i < n; i++) {
-		snprintf(key, sizeof(key), "many/%05d", i);
-		cr_assert_eq(objstore_put(s, key, "", 0), 0);
-	}
-	cr_assert_eq(objstore_list(s, "many/", count_cb, &seen), 0);
-	cr_assert_eq(seen, n, "listed %d of %d keys", seen, n);
-	struct list_stop st = {0};
-	cr_assert_eq(objstore_list(s, "many/", list_stop_cb, &st), 4242);
+	list_pages(s);
 	objstore_close(s);
 }
 
