@@ -48,19 +48,21 @@ head -c $((N * 65536)) /dev/urandom | split -a 5 -d -b 65536 - "$TMP/src/d/f"
 (cd "$TMP/src" && find d -type f | sort) >"$TMP/list"
 head -c $((CK << 20)) /dev/urandom >"$TMP/ckpt"
 
-# one ID ROUND BINARY URL_SUFFIX: the four workloads of one variant
+# one ID ROUND BINARY URL_SUFFIX: the four workloads of one variant, on a
+# database of its own
+DBN=0
 one() {
 	local id=$1 r=$2 bin=$3 sfx=$4 db mp t0 t1 vol
-	db=$((r * 3 + ${#id} % 3 + 1))
+	DBN=$((DBN + 1)) db=$((DBN % 15 + 1))
 	vol=$id-r$r
 	redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$db" flushdb >/dev/null
 	"$bin" format "$GRANARY_TEST_REDIS?db=$db" "s3sig-$vol" --trash-days 0 \
-		--storage "$GRANARY_TEST_S3/granary/$vol$sfx" >/dev/null
+		--storage "$GRANARY_TEST_S3/granary/$vol$sfx" >/dev/null 2>&1
 	mp=$TMP/mnt-$vol
 	mkdir -p "$mp"
 	MOUNTS="$MOUNTS $mp"
 	"$bin" mount "$GRANARY_TEST_REDIS?db=$db" "$mp" --log "$TMP/log-$vol-w.log" \
-		--cache-dir "$TMP/cache-$vol-w"
+		--cache-dir "$TMP/cache-$vol-w" 2>/dev/null
 	t0=$(now)
 	"$RD" -t 4 -c "$TMP/src" "$TMP/list" "$mp" >/dev/null
 	sync -f "$mp/d"
@@ -73,7 +75,7 @@ one() {
 	put "$id" "ckpt_save_r$r" "$(secs "$t0" "$t1")"
 	"$bin" umount "$mp"
 	"$bin" mount "$GRANARY_TEST_REDIS?db=$db" "$mp" --log "$TMP/log-$vol.log" \
-		--cache-dir "$TMP/cache-$vol"
+		--cache-dir "$TMP/cache-$vol" 2>/dev/null
 	drop
 	t0=$(now)
 	"$RD" -t 4 -S 77 "$TMP/list" "$mp" >"$TMP/read.out"
