@@ -221,12 +221,25 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 {
 	char line[4096];
 	size_t len = 0;
-	int n, saved_errno = errno;
+	int n, saved_errno = errno, show = level & LOG_SHOW, hidden;
 
-	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+	level &= ~LOG_SHOW;
+	hidden = level > __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+	if (hidden && !show)
 		return;
 
 	pthread_mutex_lock(&log_lock);
+	if (hidden) { /* a cause for a tool's user: only on stderr */
+		if (log_kind == LOG_TO_STDERR) {
+			n = snprintf(line, sizeof(line), "granary: ");
+			vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt,
+				  ap);
+			len = strlen(line);
+			line[len++] = '\n';
+			write_all(STDERR_FILENO, line, len);
+		}
+		goto unlock;
+	}
 	if (log_kind == LOG_TO_SYSLOG) {
 		vsnprintf(line, sizeof(line), fmt, ap);
 		syslog(level, "%s", line);

@@ -46,6 +46,17 @@ void log_msg(int level, const char *fmt, ...)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
+/*
+ * Or'ed into a level: the line is for a tool's user too. The tools log to
+ * stderr at LOG_CRIT (their own one-line errors are what users read), and
+ * show such a line there whatever that level, as "granary: MESSAGE"; any
+ * other log treats it as its level. For the cause of a failure that the
+ * error code cannot carry: the host a certificate was refused for, the
+ * region a bucket is in, what the server said.
+ */
+#define LOG_SHOW       0x100
+#define log_cause(...) log_msg(LOG_WARNING | LOG_SHOW, __VA_ARGS__)
+
 /* Broken invariant: log file and line, then abort. */
 #define gr_assert(cond)                                                        \
 	do {                                                                   \

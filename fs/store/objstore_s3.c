@@ -711,7 +711,7 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 		log_debug("s3 %s of '%s' in bucket '%s' at '%s' failed: %s",
 			  what, key, s->bucket, s->host, detail);
 	else if (s3_log_due(s, err))
-		log_warn("s3 %s of '%s' in bucket '%s' at '%s' failed: %s",
+		log_cause("s3 %s of '%s' in bucket '%s' at '%s' failed: %s",
 			 what, key, s->bucket, s->host, detail);
 	return err;
 }
@@ -1235,7 +1235,8 @@ static int apply_option(struct s3_store *s, const char *o, size_t n,
 	} else {
 		int known = IS("region", o, nl) || IS("sig", o, nl) ||
 			    IS("style", o, nl);
-		log_err("s3 URL option '%.*s': %s (known: region=R, "
+		log_msg(LOG_ERR | LOG_SHOW,
+			"s3 URL option '%.*s': %s (known: region=R, "
 			"sig=v4|v2, style=path|virtual)",
 			(int)n, o, known ? "bad value" : "unknown option");
 		return OBJSTORE_EURL;
@@ -1286,7 +1287,8 @@ static int node_settings(struct s3_store *s, const char *host, size_t hlen)
 	if (ca && *ca) {
 		if (access(ca, R_OK)) {
 			int e = errno;
-			log_err("GRANARY_S3_CA_BUNDLE '%s': %s", ca,
+			log_msg(LOG_ERR | LOG_SHOW,
+				"GRANARY_S3_CA_BUNDLE '%s': %s", ca,
 				strerror(e));
 			return e;
 		}
@@ -1295,12 +1297,15 @@ static int node_settings(struct s3_store *s, const char *host, size_t hlen)
 	}
 	if (ins && *ins && strcmp(ins, "0")) {
 		if (strcmp(ins, "1")) {
-			log_err("GRANARY_S3_INSECURE_TLS '%s': 1 or 0", ins);
+			log_msg(LOG_ERR | LOG_SHOW,
+				"GRANARY_S3_INSECURE_TLS '%s': 1 or 0", ins);
 			return EINVAL;
 		}
 		s->insecure = 1;
-		if (s->tls)
-			log_warn("TLS certificate checks are OFF for %.*s: "
+		/* once a process: a tool opens its store several times */
+		static int warned;
+		if (s->tls && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			log_cause("TLS certificate checks are OFF for %.*s: "
 				 "anyone on the path can read and change your "
 				 "data (GRANARY_S3_INSECURE_TLS=1)",
 				 (int)hlen, host);
@@ -1308,7 +1313,8 @@ static int node_settings(struct s3_store *s, const char *host, size_t hlen)
 	if (ct && *ct) {
 		size_t hl;
 		if (!authority_valid(ct, strlen(ct), &hl) || !ct[hl]) {
-			log_err("GRANARY_S3_CONNECT_TO '%s': not HOST:PORT", ct);
+			log_msg(LOG_ERR | LOG_SHOW,
+				"GRANARY_S3_CONNECT_TO '%s': not HOST:PORT", ct);
 			return EINVAL;
 		}
 		/* any host and port of ours goes to HOST:PORT */
