@@ -538,6 +538,10 @@ int cli_server_check(struct meta *m, const char *shown)
 	return cli_server_warn(&s, shown);
 }
 
+#define BAD_SECRET                                                             \
+	"not a usable secret (empty, shorter than 8 bytes or longer than "     \
+	"4096)"
+
 int cli_secret_load(const char *path, void **secret, size_t *n)
 {
 	int err = crypt_secret_load(path, secret, n);
@@ -547,11 +551,14 @@ int cli_secret_load(const char *path, void **secret, size_t *n)
 		*n = 0;
 		return 0;
 	}
-	if (err)
-		cli_error("cannot load the encryption key%s%s: %s",
-			  path ? " from " : "", path ? path : "",
-			  err == EINVAL ? "not a usable secret (see above)"
-					: gr_strerror(err));
+	if (err && path)
+		cli_error("cannot load the encryption key from '%s': %s", path,
+			  err == EINVAL ? BAD_SECRET : gr_strerror(err));
+	else if (err)
+		cli_error("cannot load the encryption key of the environment "
+			  "(GRANARY_ENCRYPT_KEY_FILE or "
+			  "GRANARY_ENCRYPT_PASSPHRASE): %s",
+			  err == EINVAL ? BAD_SECRET : gr_strerror(err));
 	return err;
 }
 

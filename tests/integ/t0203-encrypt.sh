@@ -49,6 +49,34 @@ grep -qF "$MARK" $(object_files) ||
 	fail "the control failed: the plain volume's objects do not hold the marker"
 ok "control: a plain volume's objects hold the marker"
 
+# a key given for a volume that is not encrypted: a warning, not an error
+PLAIN_META=$META
+GRANARY_ENCRYPT_PASSPHRASE="some passphrase" mount_vol "$META" "$TMP/plain"
+check_eq "$(cat "$TMP/plain/f")" "$MARK plain" "the plain volume mounted with a key"
+grep -q "is not encrypted: the key given is not used" "$TMP/log-plain.log" ||
+	fail "no warning for a key given to a plain volume"
+umount_vol "$TMP/plain"
+GRANARY_ENCRYPT_PASSPHRASE="some passphrase" "$GRANARY" fsck --objects \
+	"$PLAIN_META" >"$TMP/fsck-plain.out" 2>&1 ||
+	fail "fsck of the plain volume with a key: $(cat "$TMP/fsck-plain.out")"
+grep -q "warning: volume 'plain' is not encrypted" "$TMP/fsck-plain.out" ||
+	fail "fsck did not warn of the unused key: $(cat "$TMP/fsck-plain.out")"
+ok "a key for a plain volume: a warning, the volume works"
+
+# bad key files are refused before anything is written
+new_db=$(next_db)
+redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$new_db" flushdb >/dev/null
+expect_exit 1 "cannot load the encryption key from '$TMP/nokey': No such file" \
+	"$GRANARY" format "$GRANARY_TEST_REDIS?db=$new_db" x \
+	--storage "file://$TMP/data-x" --encrypt "$TMP/nokey"
+echo short >"$TMP/short"
+expect_exit 1 "shorter than 8 bytes" \
+	"$GRANARY" format "$GRANARY_TEST_REDIS?db=$new_db" x \
+	--storage "file://$TMP/data-x" --encrypt "$TMP/short"
+check_eq "$(redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "$new_db" dbsize)" 0 \
+	"keys written by a refused format"
+ok "format --encrypt with a missing or short key file: exit 1, nothing written"
+
 # --- format and use an encrypted volume
 new_volume enc --compress none --encrypt "$KEY"
 grep -q "formatted encrypted volume 'enc'" "$TMP/format-enc.out" ||

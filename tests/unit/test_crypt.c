@@ -206,7 +206,13 @@ Test(cstore, round_trip_sizes)
 		cr_assert_eq(objstore_get_view(cs, key, &v), 0);
 		cr_assert_eq(v.len, n);
 		cr_assert(!n || !memcmp(v.data, p, n));
+		/* a second reference outlives the first (the buffer goes
+		 * back to the store's pool with the last one) */
+		struct objstore_view r;
+		objstore_view_ref(&v, &r);
 		objstore_view_release(&v);
+		cr_assert(!n || !memcmp(r.data, p, n));
+		objstore_view_release(&r);
 		free(p);
 	}
 }
