@@ -120,8 +120,14 @@ bench: all
 	@bench/statlat.sh $(O)
 	@bench/failover.sh $(O)
 
+# mount(8) looks for mount.TYPE helpers in /sbin, /sbin/fs.d and /sbin/fs
+# only (not PATH): the helper goes to $(SBINDIR), /sbin by default whatever
+# PREFIX is; it finds granary in ../bin beside itself, in PATH, or in
+# /usr/local/bin and /usr/bin (docs/operations.md, "Mounting at boot").
+SBINDIR ?= /sbin
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary
+	install -D -m 0755 tools/mount.granary $(DESTDIR)$(SBINDIR)/mount.granary
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \
