@@ -8,7 +8,7 @@
 set -e
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev libxml2-dev
+PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libcurl4-openssl-dev libxml2-dev
 liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
 redis-tools redis-sentinel attr procps psmisc stunnel4 bc yamllint
 python3-kubernetes"
