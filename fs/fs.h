@@ -62,6 +62,10 @@ struct fs_opts {
 	/* read-only mounts: bytes of names cached; 0: the default (512 MiB,
 	 * see namecache.h) */
 	uint64_t name_cache_size;
+	/* the user's secret for an encrypted volume (crypt_secret_load),
+	 * or NULL: none given */
+	const void *secret;
+	size_t secret_len;
 };
 
 /*

@@ -22,6 +22,9 @@ struct meta_volume {
 	int64_t created;     /* unix seconds */
 	uint32_t trash_days; /* removed files kept this long; 0: no trash
 				(meta_trash.h) */
+	/* the volume key wrapped by the user's (fs/store/crypt.h, whose
+	 * CRYPT_RECORD_MAX this is); "": the volume is not encrypted */
+	char crypt[256];
 };
 
 /* Write settings and the root directory; META_EEXIST unless force (force
@@ -32,6 +35,13 @@ int meta_format(struct meta *m, const struct meta_volume *v, int force);
  * others); META_ENOVOLUME when there is no volume. Clients see it at
  * their next use of it (the namespace scripts read it every time). */
 int meta_volume_set(struct meta *m, const char *field, uint64_t value);
+/* Replace the volume's `crypt` setting (the wrapped volume key) with
+ * new_rec if it still holds old_rec (compare and set: two key changes at
+ * once cannot lose one): 0, EBUSY when it holds something else,
+ * META_ENOVOLUME when there is no volume. Mounted clients keep the volume
+ * key they unwrapped. */
+int meta_volume_set_crypt(struct meta *m, const char *old_rec,
+			  const char *new_rec);
 /* META_EVERSION (logged: what to do) when the volume's format is not
  * META_FORMAT_VERSION; v is filled all the same. */
 int meta_load_volume(struct meta *m, struct meta_volume *v);

@@ -86,6 +86,10 @@ int meta_format(struct meta *m, const struct meta_volume *v, int force)
 	redis_cmd_i64(&c, v->created);
 	redis_cmd_str(&c, "trash_days");
 	redis_cmd_u64(&c, v->trash_days);
+	if (v->crypt[0]) { /* absent: not encrypted, as before it existed */
+		redis_cmd_str(&c, "crypt");
+		redis_cmd_str(&c, v->crypt);
+	}
 	err = redis_run_script_void(m, &c);
 	if (err == ENOTEMPTY) {
 		log_err("refusing to format the database at '%s': it holds "
@@ -113,6 +117,22 @@ int meta_volume_set(struct meta *m, const char *field, uint64_t value)
 	redis_cmd_script(m, &c, SC_VOLUME_SET);
 	redis_cmd_str(&c, field);
 	redis_cmd_u64(&c, value);
+	int err = redis_run_script_void(m, &c);
+	return err == ENODEV ? META_ENOVOLUME : err;
+}
+
+int meta_volume_set_crypt(struct meta *m, const char *old_rec,
+			  const char *new_rec)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (!new_rec || !*new_rec)
+		return EINVAL;
+	redis_cmd_script(m, &c, SC_VOLUME_CRYPT);
+	redis_cmd_str(&c, old_rec ? old_rec : "");
+	redis_cmd_str(&c, new_rec);
 	int err = redis_run_script_void(m, &c);
 	return err == ENODEV ? META_ENOVOLUME : err;
 }
@@ -182,6 +202,9 @@ static int load_volume(struct meta *m, struct meta_volume *v, int quiet)
 		/* absent in volumes formatted before the trash: 0, off */
 		else if (!strcmp(k->str, "trash_days"))
 			v->trash_days = (uint32_t)redis_field_u64(val);
+		/* a record that does not fit is no record: crypt.c says so */
+		else if (!strcmp(k->str, "crypt"))
+			copy_field(v->crypt, sizeof v->crypt, val);
 	}
 	if (v->format_version == 0)
 		err = META_EPROTO;

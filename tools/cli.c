@@ -19,6 +19,7 @@
 #include <openssl/rand.h>
 
 #include "fs/store/codec.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "meta/meta.h"
@@ -537,6 +538,89 @@ int cli_server_check(struct meta *m, const char *shown)
 	return cli_server_warn(&s, shown);
 }
 
+#define BAD_SECRET                                                             \
+	"not a usable secret (empty, shorter than 8 bytes or longer than "     \
+	"4096)"
+
+int cli_secret_load(const char *path, void **secret, size_t *n)
+{
+	int err = crypt_secret_load(path, secret, n);
+
+	if (err == CRYPT_ENOKEY) {
+		*secret = NULL;
+		*n = 0;
+		return 0;
+	}
+	if (err && path)
+		cli_error("cannot load the encryption key from '%s': %s", path,
+			  err == EINVAL ? BAD_SECRET : gr_strerror(err));
+	else if (err)
+		cli_error("cannot load the encryption key of the environment "
+			  "(GRANARY_ENCRYPT_KEY_FILE or "
+			  "GRANARY_ENCRYPT_PASSPHRASE): %s",
+			  err == EINVAL ? BAD_SECRET : gr_strerror(err));
+	return err;
+}
+
+void cli_key_hint(int err)
+{
+	if (err == CRYPT_EKEY)
+		cli_hint("give the key file the volume was formatted (or last "
+			 "`granary key change`d) with: --encrypt-key FILE, "
+			 "GRANARY_ENCRYPT_KEY_FILE or "
+			 "GRANARY_ENCRYPT_PASSPHRASE");
+	else if (err == CRYPT_ENOKEY)
+		cli_hint("the volume was formatted with --encrypt: give its "
+			 "key file (GRANARY_ENCRYPT_KEY_FILE=FILE)");
+}
+
+/* Put the sealing store of encrypted volume v over *s (which it then
+ * owns): 0, or an error printed and *s closed. A secret given for a
+ * volume that is not encrypted is a warning. */
+static int volume_crypt(const struct meta_volume *v, struct objstore **s)
+{
+	unsigned char key[CRYPT_KEY_LEN];
+	void *secret;
+	size_t n;
+	int err = cli_secret_load(NULL, &secret, &n);
+
+	if (err)
+		goto close;
+	if (!v->crypt[0]) {
+		if (secret)
+			cli_error("warning: volume '%s' is not encrypted: the "
+				  "key given is not used",
+				  v->name);
+		crypt_secret_free(secret, n);
+		return 0;
+	}
+	if (!secret) {
+		err = CRYPT_ENOKEY;
+		cli_error("volume '%s': %s", v->name, gr_strerror(err));
+		cli_key_hint(err);
+		goto close;
+	}
+	err = crypt_record_open(v->crypt, secret, n, v->uuid, key);
+	crypt_secret_free(secret, n);
+	if (err) {
+		cli_error("volume '%s': %s", v->name,
+			  err == EINVAL ? "its key record (setting 'crypt') "
+					  "is damaged"
+					: gr_strerror(err));
+		cli_key_hint(err);
+		goto close;
+	}
+	err = objstore_crypt_open(*s, key, s);
+	explicit_bzero(key, sizeof(key));
+	if (err)
+		cli_error("cannot set up encryption: %s", gr_strerror(err));
+	return err; /* on failure the store is closed already */
+close:
+	objstore_close(*s);
+	*s = NULL;
+	return err;
+}
+
 int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
 		     struct objstore **out)
 {
@@ -574,8 +658,9 @@ int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
 	if (err) {
 		objstore_close(*out);
 		*out = NULL;
+		return err;
 	}
-	return err;
+	return volume_crypt(v, out);
 }
 
 /* ---- paths and the mount table ---------------------------------------- */

@@ -37,6 +37,7 @@ int cmd_fsck(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_key(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
 int cmd_quota(int argc, char **argv);
 
@@ -177,6 +178,17 @@ struct objstore;
  */
 int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
 		     struct objstore **out);
+/*
+ * Encryption at rest (fs/store/crypt.h). cli_volume_store() seals and
+ * opens the objects of an encrypted volume with the volume key unwrapped
+ * by the secret of the environment (GRANARY_ENCRYPT_KEY_FILE or
+ * GRANARY_ENCRYPT_PASSPHRASE): without it, or with a wrong one, the tool
+ * is refused. cli_secret_load() is the secret of a flag's key file (path)
+ * or of the environment: 0 with *secret NULL when none is given, or an
+ * error printed. cli_key_hint() prints the hint of a key error, if any.
+ */
+int cli_secret_load(const char *path, void **secret, size_t *n);
+void cli_key_hint(int err);
 
 /*
  * The absolute, canonical form of path without resolving its last

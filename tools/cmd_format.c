@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "fs/store/codec.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "meta/meta.h"
@@ -58,6 +59,14 @@ static const char usage[] =
     "                       restore them (granary trash); 0: no trash,\n"
     "                       removal frees the space at once (default 1;\n"
     "                       change it later with granary config)\n"
+    "  --encrypt KEYFILE    encrypt every object with a volume key kept\n"
+    "                       wrapped by the secret in KEYFILE (at least 8\n"
+    "                       bytes; a trailing newline is dropped): every\n"
+    "                       mount and tool then needs it. The secret may\n"
+    "                       come from GRANARY_ENCRYPT_KEY_FILE or\n"
+    "                       GRANARY_ENCRYPT_PASSPHRASE instead (then the\n"
+    "                       volume is encrypted too). Lose it and the data\n"
+    "                       is lost: keep a copy (docs/operations.md)\n"
     "  --force              replace an existing volume in this database;\n"
     "                       its data objects are not deleted\n"
     "  --no-store-keys      do not save the S3 keys in the settings: every\n"
@@ -80,7 +89,8 @@ enum {
 	OPT_FORCE,
 	OPT_NO_STORE_KEYS,
 	OPT_STRICT,
-	OPT_TRASH_DAYS
+	OPT_TRASH_DAYS,
+	OPT_ENCRYPT
 };
 
 static const struct option options[] = {
@@ -92,6 +102,7 @@ static const struct option options[] = {
     {"no-store-keys", no_argument, NULL, OPT_NO_STORE_KEYS},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"trash-days", required_argument, NULL, OPT_TRASH_DAYS},
+    {"encrypt", required_argument, NULL, OPT_ENCRYPT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -335,7 +346,9 @@ int cmd_format(int argc, char **argv)
 {
 	struct meta_volume v = {0}, old = {0};
 	struct objstore_creds creds = {0};
-	const char *meta_url, *storage = NULL;
+	const char *meta_url, *storage = NULL, *keyfile = NULL;
+	void *secret = NULL;
+	size_t secret_len = 0;
 	struct objstore *store = NULL;
 	struct meta *m = NULL;
 	char shown[1024];
@@ -400,6 +413,9 @@ int cmd_format(int argc, char **argv)
 			if (cli_trash_days_arg(optarg, &v.trash_days))
 				return CLI_EXIT_USAGE;
 			break;
+		case OPT_ENCRYPT:
+			keyfile = optarg;
+			break;
 		case 'h':
 			return cli_usage(usage, CLI_EXIT_OK);
 		default:
@@ -436,8 +452,12 @@ int cmd_format(int argc, char **argv)
 	snprintf(v.name, sizeof(v.name), "%s", argv[optind + 1]);
 	snprintf(v.storage, sizeof(v.storage), "%s", storage);
 
-	if (cli_meta_open(meta_url, NULL, &m))
+	if (cli_secret_load(keyfile, &secret, &secret_len))
 		return CLI_EXIT_FAIL;
+	if (cli_meta_open(meta_url, NULL, &m)) {
+		crypt_secret_free(secret, secret_len);
+		return CLI_EXIT_FAIL;
+	}
 	meta_url_redact(meta_url, shown, sizeof(shown));
 
 	/* Look before touching the storage: a refused format has no side
@@ -539,6 +559,19 @@ int cmd_format(int argc, char **argv)
 		cli_error("cannot generate a uuid: %s", strerror(err));
 		goto close_store;
 	}
+	if (secret) {
+		/* the volume key is not needed here: the marker, the only
+		 * object format writes, is kept in the clear */
+		unsigned char key[CRYPT_KEY_LEN];
+		err = crypt_record_new(secret, secret_len, v.uuid, v.crypt,
+				       key);
+		explicit_bzero(key, sizeof(key));
+		if (err) {
+			cli_error("cannot make the volume key: %s",
+				  gr_strerror(err));
+			goto close_store;
+		}
+	}
 	v.format_version = META_FORMAT_VERSION;
 	v.created = (int64_t)time(NULL);
 	struct objstore_owner mine;
@@ -577,12 +610,13 @@ int cmd_format(int argc, char **argv)
 	else if (exists)
 		cli_error("replaced the volume of a newer granary; its data "
 			  "objects were not deleted");
-	printf("granary: formatted volume '%s' (uuid %s) on %s\n", v.name,
-	       v.uuid, v.storage);
+	printf("granary: formatted %svolume '%s' (uuid %s) on %s\n",
+	       v.crypt[0] ? "encrypted " : "", v.name, v.uuid, v.storage);
 	ret = CLI_EXIT_OK;
 close_store:
 	objstore_close(store);
 close_meta:
 	meta_close(m);
+	crypt_secret_free(secret, secret_len);
 	return ret;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
 #include "lib/log.h"
 #include "meta/meta.h"
@@ -32,6 +33,9 @@ static const char usage[] =
     "\n"
     "  -f, --foreground       stay in the foreground (exit 0 after a clean\n"
     "                         unmount)\n"
+    "  --encrypt-key FILE     the key file of an encrypted volume (or\n"
+    "                         GRANARY_ENCRYPT_KEY_FILE, or the passphrase\n"
+    "                         in GRANARY_ENCRYPT_PASSPHRASE)\n"
     "  --read-only            refuse every change (EROFS); caches are kept\n"
     "                         longer\n"
     "  --subdir DIR           mount this directory of the volume as the "
@@ -138,7 +142,8 @@ enum {
 	OPT_BACKUP_KEEP,
 	OPT_LOG_LEVEL,
 	OPT_LOG_MAX_SIZE,
-	OPT_LOG_KEEP
+	OPT_LOG_KEEP,
+	OPT_ENCRYPT_KEY
 };
 
 static const char optstring[] = ":fdo:h";
@@ -170,6 +175,7 @@ static const struct option options[] = {
     {"name-cache-size", required_argument, NULL, OPT_NAME_CACHE_SIZE},
     {"backup-meta", required_argument, NULL, OPT_BACKUP_META},
     {"backup-keep", required_argument, NULL, OPT_BACKUP_KEEP},
+    {"encrypt-key", required_argument, NULL, OPT_ENCRYPT_KEY},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -313,8 +319,10 @@ static void on_ready(void *arg, int err, const char *msg)
 	r->told = 1;
 	r->up = !err;
 	if (r->foreground) {
-		if (err)
+		if (err) {
 			cli_error("cannot mount '%s': %s", r->mountpoint, msg);
+			cli_key_hint(err);
+		}
 		return;
 	}
 	if (r->fd < 0)
@@ -337,6 +345,16 @@ static void on_ready(void *arg, int err, const char *msg)
 				close(null);
 		}
 	}
+}
+
+/* The hint of a key error, known by its message (the pipe carries the
+ * message alone). */
+static void key_hint(const char *msg)
+{
+	if (strstr(msg, gr_strerror(CRYPT_EKEY)))
+		cli_key_hint(CRYPT_EKEY);
+	else if (strstr(msg, gr_strerror(CRYPT_ENOKEY)))
+		cli_key_hint(CRYPT_ENOKEY);
 }
 
 /* The parent: wait for the daemon's report; the exit code of mount. */
@@ -362,6 +380,7 @@ static int wait_ready(pid_t child, int fd, const char *mp, const char *logto)
 	if (got > 0) {
 		buf[got] = '\0';
 		cli_error("cannot mount '%s': %s", mp, buf + 1);
+		key_hint(buf + 1);
 		waitpid(child, &status, 0);
 		return CLI_EXIT_FAIL;
 	}
@@ -449,7 +468,9 @@ int cmd_mount(int argc, char **argv)
 			    .pack_max = 1u << 20,
 			    .pack_window_ms = -1};
 	struct report rep = {.fd = -1};
-	const char *logto = NULL;
+	const char *logto = NULL, *keyfile = NULL;
+	void *secret = NULL;
+	size_t secret_len = 0;
 	uint64_t log_max = LOG_MAX_SIZE_DEFAULT;
 	int log_level = -1, log_keep = LOG_KEEP_DEFAULT;
 	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
@@ -613,6 +634,9 @@ int cmd_mount(int argc, char **argv)
 			o.backup_interval = (int64_t)sec;
 			break;
 		}
+		case OPT_ENCRYPT_KEY:
+			keyfile = optarg;
+			break;
 		case OPT_BACKUP_KEEP:
 			if (cli_parse_int(optarg, 1, 10000, &n)) {
 				cli_error("bad count '%s' for --backup-keep: "
@@ -703,6 +727,11 @@ int cmd_mount(int argc, char **argv)
 		goto free_opts;
 	}
 	ret = CLI_EXIT_FAIL;
+	/* read here, before the daemon leaves the working directory */
+	if (cli_secret_load(keyfile, &secret, &secret_len))
+		goto free_opts;
+	o.secret = secret;
+	o.secret_len = secret_len;
 	mp_arg = argv[optind + 1];
 	if (check_mountpoint(mp_arg, mp))
 		goto free_opts;
@@ -790,5 +819,6 @@ free_url:
 	free(meta_url);
 free_opts:
 	free(fuse_opts);
+	crypt_secret_free(secret, secret_len);
 	return ret;
 }

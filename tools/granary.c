@@ -56,6 +56,8 @@ static const struct cmd commands[] = {
      "list, restore or purge what was removed (kept trash-days)"},
     {"quota", cmd_quota, CMD_LOG_STDERR,
      "set, show, list, remove and check directory quotas"},
+    {"key", cmd_key, CMD_LOG_STDERR,
+     "change the key file an encrypted volume opens with"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -13,9 +13,9 @@
  * rewraps the same volume key (crypt_record_rewrap()); nothing in the
  * store changes.
  *
- * Objects. objstore_crypt_open() wraps the store that holds the objects
- * (below any disk cache above it, so caches hold ciphertext): a put seals,
- * a get opens. Each object gets a random salt and its own key derived from
+ * Objects. objstore_crypt_open() wraps the store that holds the objects,
+ * above any disk cache over it (store, cache, crypt: so caches hold
+ * ciphertext): a put seals, a get opens. Each object gets a random salt and its own key derived from
  * the volume key and the salt (so no nonce is ever reused, whatever the
  * number of objects), and is sealed in chunks, each with its own tag, so
  * that a ranged get fetches and checks only the chunks it covers. Every

@@ -296,7 +296,7 @@ static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
 static void count_uncached(struct fs *fs, const char *key, uint64_t bytes,
 			   void *arg)
 {
-	if (!diskcache_contains(fs->store, key))
+	if (!diskcache_contains(fs->cache, key))
 		*(uint64_t *)arg += bytes;
 }
 
@@ -338,11 +338,10 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	if (fs->compactq)
 		compactq_get_stats(fs->compactq, &cq);
 
-	objstore_get_stats(
-	    fs->disk_cache ? diskcache_backend(fs->store) : fs->store, &st);
+	objstore_get_stats(fs->backend, &st);
 	chunkstore_get_stats(fs->cs, &cs);
 	if (fs->disk_cache)
-		diskcache_get_stats(fs->store, &dc);
+		diskcache_get_stats(fs->cache, &dc);
 	int len = snprintf(
 	    buf, sizeof(buf),
 	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "

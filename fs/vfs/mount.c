@@ -24,6 +24,7 @@
 #include "fs/data/packer.h"
 #include "fs/data/stage.h"
 #include "fs/data/writer.h"
+#include "fs/store/crypt.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
@@ -285,7 +286,7 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 			 gr_strerror(err));
 		return 0;
 	}
-	fs->store = cached; /* it owns the backend now */
+	fs->store = fs->cache = cached; /* it owns the backend now */
 	fs->disk_cache = 1;
 	log_info("disk cache in %s (%llu MiB)", dirs,
 		 (unsigned long long)(size >> 20));
@@ -446,6 +447,43 @@ static void teardown(struct fs *fs)
 	free(fs);
 }
 
+/*
+ * The volume key of an encrypted volume (*crypt 1), unwrapped with the
+ * secret the mount was given; a volume that is not encrypted needs none
+ * (*crypt 0: a secret given is not used, with a warning). Without the
+ * right secret the mount is refused.
+ */
+static int volume_key(struct fs *fs, const struct fs_opts *o,
+		      unsigned char key[CRYPT_KEY_LEN], int *crypt, char *msg,
+		      size_t cap)
+{
+	*crypt = 0;
+	if (!fs->vol.crypt[0]) {
+		if (o->secret)
+			log_warn("volume '%s' is not encrypted: the key given "
+				 "is not used",
+				 fs->vol.name);
+		return 0;
+	}
+	if (!o->secret)
+		return fail(msg, cap, CRYPT_ENOKEY, "volume '%s': %s",
+			    fs->vol.name, gr_strerror(CRYPT_ENOKEY));
+	int err = crypt_record_open(fs->vol.crypt, o->secret, o->secret_len,
+				    fs->vol.uuid, key);
+	if (err == EINVAL)
+		return fail(msg, cap, err,
+			    "volume '%s': its key record (setting 'crypt') is "
+			    "damaged",
+			    fs->vol.name);
+	if (err)
+		return fail(msg, cap, err, "volume '%s': %s", fs->vol.name,
+			    gr_strerror(err));
+	*crypt = 1;
+	log_info("volume '%s' is encrypted: its key is unwrapped",
+		 fs->vol.name);
+	return 0;
+}
+
 /* The store and its disk cache, the block store, uploaders, packer and
  * staging; msg says what failed. */
 static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
@@ -453,10 +491,19 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 {
 	struct objstore_creds creds = {0};
 	enum keys_from keys = mount_creds(fs, &creds);
-	int err = objstore_open(fs->vol.storage, &creds, &fs->store);
+	unsigned char key[CRYPT_KEY_LEN];
+	int crypt = 0;
+	/* a wrong key is refused first, before anything is set up */
+	int err = volume_key(fs, o, key, &crypt, msg, cap);
 	if (err)
+		return err;
+	err = objstore_open(fs->vol.storage, &creds, &fs->store);
+	if (err) {
+		explicit_bzero(key, sizeof(key));
 		return fail(msg, cap, err, "cannot open storage '%s': %s",
 			    fs->vol.storage, gr_strerror(err));
+	}
+	fs->backend = fs->store;
 	char why[2048]; /* the storage URL and two volume names fit */
 	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err)
@@ -468,10 +515,22 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 							 ? o->io_retry_window
 							 : FS_IO_RETRY_WINDOW));
 	err = open_disk_cache(fs, o);
-	if (err)
+	if (err) {
+		explicit_bzero(key, sizeof(key));
 		return fail(msg, cap, err,
 			    "cannot use cache directory '%s': %s", o->cache_dir,
 			    gr_strerror(err));
+	}
+	if (crypt) {
+		/* above the cache: it keeps what the store keeps, sealed */
+		struct objstore *sealed;
+		err = objstore_crypt_open(fs->store, key, &sealed);
+		explicit_bzero(key, sizeof(key));
+		fs->store = sealed; /* NULL on failure: the stack is closed */
+		if (err)
+			return fail(msg, cap, err, "cannot set up encryption: %s",
+				    gr_strerror(err));
+	}
 	struct chunkstore_opts co = {
 	    .block_size = fs->vol.block_size,
 	    .compress = fs->vol.compress,

@@ -97,8 +97,14 @@ struct node {
 struct fs {
 	const struct fs_opts *o;
 	struct meta *meta;
-	struct objstore *store; /* the disk cache over the store, if any */
-	int disk_cache;		/* store is a diskcache */
+	/* What reads and writes go through: the store, the disk cache over
+	 * it if any, and the sealing store over both if the volume is
+	 * encrypted (so the cache holds ciphertext). backend and cache are
+	 * the layers below, for their counters; not owned. */
+	struct objstore *store;
+	struct objstore *backend; /* the store itself */
+	struct objstore *cache;	  /* the disk cache, or NULL */
+	int disk_cache;		  /* cache is set */
 	uint64_t ra_max;	/* readahead window cap, bytes */
 	/* Readahead of all open files together stays within ra_total (half
 	 * the memory cache it fills, so no file's blocks are evicted before
