@@ -61,13 +61,15 @@ struct op_now {
 	uint64_t ino;
 	const char *name; /* the request's, valid until the reply */
 	int64_t t0;
+	uint64_t bytes; /* read or written, set before the reply */
 };
 static __thread struct op_now op_now;
 
 static void op_begin(fuse_req_t req, enum vfs_op op, uint64_t ino,
 		     const char *name)
 {
-	op_now = (struct op_now){fs_of(req), op, ino, name, fsutil_mono_ns()};
+	op_now = (struct op_now){fs_of(req), op, ino, name, fsutil_mono_ns(),
+				 0};
 }
 
 static void op_end(int err)
@@ -79,7 +81,7 @@ static void op_end(int err)
 	op_now.fs = NULL;
 	int64_t dt = fsutil_mono_ns() - op_now.t0;
 	vfs_op_done(fs, op_now.op, op_now.ino, op_now.name, err,
-		    dt > 0 ? (uint64_t)dt : 0);
+		    dt > 0 ? (uint64_t)dt : 0, op_now.bytes);
 }
 
 /* Function-like macros do not expand inside themselves: the libfuse call
@@ -390,6 +392,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void reply_read(void *arg, const struct iovec *iov, int n)
 {
+	for (int i = 0; i < n; i++)
+		op_now.bytes += iov[i].iov_len;
 	fuse_reply_iov(arg, iov, n);
 }
 
@@ -415,6 +419,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	    vfs_write(fs_of(req), &c, fh_of(fi), buf, size, (uint64_t)off);
 	if (err)
 		return reply_err(req, "write", err);
+	op_now.bytes = size;
 	fuse_reply_write(req, size);
 }
 

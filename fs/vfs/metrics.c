@@ -128,7 +128,7 @@ static void access_line(struct linelog *l, enum vfs_op op, uint64_t ino,
 }
 
 void vfs_op_done(struct fs *fs, enum vfs_op op, uint64_t ino,
-		 const char *name, int err, uint64_t ns)
+		 const char *name, int err, uint64_t ns, uint64_t bytes)
 {
 	struct fs_opstat *s = &fs->ops[op];
 	struct metrics *m = __atomic_load_n(&fs->metrics, __ATOMIC_ACQUIRE);
@@ -136,6 +136,8 @@ void vfs_op_done(struct fs *fs, enum vfs_op op, uint64_t ino,
 	metric_add(&s->count, 1);
 	if (err)
 		metric_add(&s->errors, 1);
+	if (bytes)
+		metric_add(&s->bytes, bytes);
 	metric_hist_observe(&s->lat, ns);
 	if (m && m->access)
 		access_line(m->access, op, ino, name, err, ns);
@@ -162,6 +164,7 @@ static void snap_take(struct fs *fs, struct snap *s)
 	for (int i = 0; i < VFS_OP_N; i++) {
 		s->ops[i].count = metric_get(&fs->ops[i].count);
 		s->ops[i].errors = metric_get(&fs->ops[i].errors);
+		s->ops[i].bytes = metric_get(&fs->ops[i].bytes);
 		metric_hist_read(&fs->ops[i].lat, &s->ops[i].lat);
 	}
 	objstore_get_stats(
@@ -233,6 +236,10 @@ static void render_fuse(FILE *f, const struct metrics *m, const struct snap *s)
 				      lbl(m, b, sizeof(b), "op",
 					  vfs_op_name(i)),
 				      s->ops[i].errors);
+	family(f, m, "granary_fuse_bytes_total", "counter",
+	       "Bytes read and written through the mount.", "op",
+	       ROWS({"read", s->ops[VFS_OP_read].bytes},
+		    {"write", s->ops[VFS_OP_write].bytes}));
 	metric_family(f, "granary_fuse_op_duration_seconds", "histogram",
 		      "Time from a FUSE request's arrival to its answer.");
 	for (int i = 0; i < VFS_OP_N; i++)
@@ -406,10 +413,13 @@ void metrics_json(struct fs *fs, FILE *f)
 	for (int i = 0; i < VFS_OP_N; i++) {
 		if (!s->ops[i].count)
 			continue;
-		fprintf(f, "%s\"%s\": {\"count\": %llu, \"errors\": %llu, ",
+		fprintf(f,
+			"%s\"%s\": {\"count\": %llu, \"errors\": %llu, "
+			"\"bytes\": %llu, ",
 			sep, vfs_op_name(i),
 			(unsigned long long)s->ops[i].count,
-			(unsigned long long)s->ops[i].errors);
+			(unsigned long long)s->ops[i].errors,
+			(unsigned long long)s->ops[i].bytes);
 		json_hist(f, &s->ops[i].lat);
 		fputc('}', f);
 		sep = ", ";

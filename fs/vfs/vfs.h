@@ -109,12 +109,13 @@ const char *vfs_op_name(enum vfs_op op);
 /*
  * The adapter answered a request: op on inode ino (for an op with a name,
  * the directory's, and name the entry's; else name NULL) with err (0 or a
- * positive errno, as answered), ns nanoseconds after it came. Counted for
- * the metrics, and written to the access log when it is on. Lock-free but
- * for the access log's copy of its line; any thread.
+ * positive errno, as answered), ns nanoseconds after it came, bytes the
+ * data it moved (read, write). Counted for the metrics, and written to
+ * the access log when it is on. Lock-free but for the access log's copy
+ * of its line; any thread.
  */
 void vfs_op_done(struct fs *fs, enum vfs_op op, uint64_t ino,
-		 const char *name, int err, uint64_t ns);
+		 const char *name, int err, uint64_t ns, uint64_t bytes);
 
 /* ---- names and attributes ------------------------------------------- */
 /* The trash (META_TRASH at the volume's root) is root's: other callers'

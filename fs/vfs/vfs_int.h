@@ -156,7 +156,7 @@ struct fs {
 	/* the kernel's requests by kind (vfs_op_done; lib/metric.h atomics),
 	 * and what serves them to operators (metrics.h); NULL: not yet */
 	struct fs_opstat {
-		uint64_t count, errors;
+		uint64_t count, errors, bytes;
 		struct metric_hist lat;
 	} ops[VFS_OP_N];
 	struct metrics *metrics;
