@@ -140,3 +140,25 @@ check_eq "$(addr_of "$M2")" off "the address of a mount whose port was taken"
 umount_vol "$M2"
 ok "a port in use: a warning, the mount goes on"
 umount_vol "$M"
+
+# the dashboard's queries are PromQL over these names (Grafana's variables
+# given values)
+{
+	echo "groups:"
+	echo "  - name: dashboard"
+	echo "    rules:"
+	grep -o '"expr": ".*"' "$TOPDIR/docs/grafana-granary.json" |
+		sed -e 's/^"expr": "//' -e 's/"$//' -e 's/\\"/"/g' \
+			-e 's/\$__rate_interval/1m/g' -e 's/\$volume/.*/g' \
+			-e 's/\$mountpoint/.*/g' |
+		awk '{ printf "      - record: dashboard:q%d\n        expr: '\''%s'\''\n", NR, $0 }'
+} >"$TMP/dashboard-rules.yml"
+n=$(grep -c 'expr:' "$TMP/dashboard-rules.yml")
+[ "$n" -ge 8 ] || fail "only $n queries found in docs/grafana-granary.json"
+promtool check rules "$TMP/dashboard-rules.yml" >"$TMP/rules.out" 2>&1 ||
+	fail "the dashboard's queries: $(cat "$TMP/rules.out")"
+for name in $(grep -o 'granary_[a-z_]*' "$TMP/dashboard-rules.yml" | sort -u); do
+	base=${name%_bucket}
+	grep -q "^# TYPE $base " "$TMP/m1.txt" || fail "the dashboard asks for $name, which no mount serves"
+done
+ok "the Grafana dashboard's $n queries parse and name served metrics"
