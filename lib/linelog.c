@@ -147,39 +147,27 @@ static void *writer_main(void *arg)
 int linelog_open(const char *path, size_t cap, struct linelog **out)
 {
 	struct linelog *l = calloc(1, sizeof(*l));
+	int err = ENOMEM;
 
 	if (!l)
 		return ENOMEM;
+	l->fd = -1;
+	pthread_mutex_init(&l->lock, NULL);
+	fsutil_cond_init_mono(&l->wake);
 	l->cap = cap ? cap : 1u << 20;
 	l->path = strdup(path);
 	l->buf = malloc(l->cap);
 	l->spare = malloc(l->cap);
-	if (!l->path || !l->buf || !l->spare) {
-		linelog_close(l);
-		return ENOMEM;
-	}
-	l->fd = open_log(path);
-	if (l->fd < 0) {
-		int err = errno;
-		free(l->path);
-		free(l->buf);
-		free(l->spare);
-		free(l);
-		return err;
+	if (l->path && l->buf && l->spare) {
+		l->fd = open_log(path);
+		err = l->fd < 0 ? errno : 0;
 	}
 	l->hup_seen = linelog_hup_count();
-	pthread_mutex_init(&l->lock, NULL);
-	fsutil_cond_init_mono(&l->wake);
-	int err = pthread_create(&l->thread, NULL, writer_main, l);
+	if (!err)
+		err = pthread_create(&l->thread, NULL, writer_main, l);
 	l->running = !err;
 	if (err) {
-		close(l->fd);
-		pthread_mutex_destroy(&l->lock);
-		pthread_cond_destroy(&l->wake);
-		free(l->path);
-		free(l->buf);
-		free(l->spare);
-		free(l);
+		linelog_close(l);
 		return err;
 	}
 	*out = l;
@@ -219,10 +207,11 @@ void linelog_close(struct linelog *l)
 		pthread_cond_signal(&l->wake);
 		pthread_mutex_unlock(&l->lock);
 		pthread_join(l->thread, NULL);
-		close(l->fd);
-		pthread_mutex_destroy(&l->lock);
-		pthread_cond_destroy(&l->wake);
 	}
+	if (l->fd >= 0)
+		close(l->fd);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->wake);
 	free(l->path);
 	free(l->buf);
 	free(l->spare);

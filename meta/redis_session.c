@@ -305,6 +305,20 @@ static void session_info_unpack(const redisReply *r, struct meta_session *s)
 	s->mountpoint[ml] = '\0';
 }
 
+/* The string value of field id in an HGETALL reply, or NULL. */
+static const redisReply *field_of(const redisReply *all, const redisReply *id)
+{
+	for (size_t j = 0; j + 1 < all->elements; j += 2) {
+		const redisReply *k = all->element[j];
+		const redisReply *v = all->element[j + 1];
+		if (k->type == REDIS_REPLY_STRING && k->len == id->len &&
+		    !memcmp(k->str, id->str, (size_t)k->len) &&
+		    v->type == REDIS_REPLY_STRING)
+			return v;
+	}
+	return NULL;
+}
+
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 {
 	const char *a1[] = {"ZRANGE", "sessions", "0", "-1", "WITHSCORES"};
@@ -344,42 +358,18 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 		struct meta_session *e = &s[cnt++];
 		e->sid = redis_reply_u64(id);
 		e->heartbeat = (int64_t)redis_reply_u64(r[0]->element[i + 1]);
-		for (size_t j = 0; j + 1 < r[1]->elements; j += 2) {
-			const redisReply *k = r[1]->element[j];
-			if (k->type == REDIS_REPLY_STRING &&
-			    k->len == id->len &&
-			    !memcmp(k->str, id->str, (size_t)k->len) &&
-			    r[1]->element[j + 1]->type == REDIS_REPLY_STRING) {
-				session_info_unpack(r[1]->element[j + 1], e);
-				break;
-			}
+		const redisReply *v = field_of(r[1], id);
+		if (v)
+			session_info_unpack(v, e);
+		if ((v = field_of(r[2], id))) {
+			unsigned long long p = 0, b = 0;
+			sscanf(v->str, "%llu %llu", &p, &b);
+			e->staged_packs = p;
+			e->staged_bytes = b;
 		}
-		for (size_t j = 0; j + 1 < r[2]->elements; j += 2) {
-			const redisReply *k = r[2]->element[j];
-			const redisReply *v = r[2]->element[j + 1];
-			if (k->type == REDIS_REPLY_STRING &&
-			    k->len == id->len &&
-			    !memcmp(k->str, id->str, (size_t)k->len) &&
-			    v->type == REDIS_REPLY_STRING) {
-				unsigned long long p = 0, b = 0;
-				sscanf(v->str, "%llu %llu", &p, &b);
-				e->staged_packs = p;
-				e->staged_bytes = b;
-				break;
-			}
-		}
-		for (size_t j = 0; j + 1 < r[3]->elements; j += 2) {
-			const redisReply *k = r[3]->element[j];
-			const redisReply *v = r[3]->element[j + 1];
-			if (k->type == REDIS_REPLY_STRING &&
-			    k->len == id->len &&
-			    !memcmp(k->str, id->str, (size_t)k->len) &&
-			    v->type == REDIS_REPLY_STRING) {
-				snprintf(e->metrics, sizeof(e->metrics), "%.*s",
-					 (int)v->len, v->str);
-				break;
-			}
-		}
+		if ((v = field_of(r[3], id)))
+			snprintf(e->metrics, sizeof(e->metrics), "%.*s",
+				 (int)v->len, v->str);
 	}
 	*out = s;
 	*n = cnt;

@@ -56,6 +56,9 @@ static char *read_stats(const char *mp)
 		if (n >= 0)
 			n = getxattr(mp, "granary.stats", buf, (size_t)n + 4096);
 		if (n >= 0) {
+			/* the padding at the end (ctl.c) */
+			while (n > 0 && buf[n - 1] == ' ')
+				n--;
 			buf[n] = '\0';
 			return buf;
 		}
@@ -242,6 +245,13 @@ static void ms(double s, char *buf, size_t cap)
 		snprintf(buf, cap, "%.3f", s * 1000);
 }
 
+/* p50 and p99 of h in milliseconds, or "-" (16 bytes each) */
+static void p50_p99(const struct metric_hist *h, char *p50, char *p99)
+{
+	ms(metric_hist_quantile(h, 0.5), p50, 16);
+	ms(metric_hist_quantile(h, 0.99), p99, 16);
+}
+
 static double ratio(uint64_t hits, uint64_t misses)
 {
 	return hits + misses ? 100.0 * (double)hits / (double)(hits + misses)
@@ -272,8 +282,7 @@ static void draw(const char *mp, const char *prev, const char *cur,
 		delta(&a, &b, &d);
 		if (!d.count && shown >= 4)
 			continue;
-		ms(metric_hist_quantile(&d.lat, 0.5), p50, sizeof(p50));
-		ms(metric_hist_quantile(&d.lat, 0.99), p99, sizeof(p99));
+		p50_p99(&d.lat, p50, p99);
 		L("  %-12s %10.1f %8.1f %10s %10s", op_rows[i],
 		  (double)d.count / secs, (double)d.errors / secs, p50, p99);
 		shown++;
@@ -296,8 +305,7 @@ static void draw(const char *mp, const char *prev, const char *cur,
 		fig_of(prev, "store_requests", kinds[k], &a);
 		fig_of(cur, "store_requests", kinds[k], &b);
 		delta(&a, &b, &d);
-		ms(metric_hist_quantile(&d.lat, 0.5), p50, sizeof(p50));
-		ms(metric_hist_quantile(&d.lat, 0.99), p99, sizeof(p99));
+		p50_p99(&d.lat, p50, p99);
 		L("  %-12s %10.1f %8.1f %10.1f %10.1f %10s %10s", kinds[k],
 		  (double)d.count / secs, (double)d.errors / secs,
 		  (double)d.retries / secs,
@@ -306,8 +314,7 @@ static void draw(const char *mp, const char *prev, const char *cur,
 	fig_of(prev, "redis", NULL, &a);
 	fig_of(cur, "redis", NULL, &b);
 	delta(&a, &b, &d);
-	ms(metric_hist_quantile(&d.lat, 0.5), p50, sizeof(p50));
-	ms(metric_hist_quantile(&d.lat, 0.99), p99, sizeof(p99));
+	p50_p99(&d.lat, p50, p99);
 	L("%s", "");
 	L("REDIS          %10.1f round trips/s   p50 %s ms   p99 %s ms",
 	  (double)d.count / secs, p50, p99);

@@ -12,6 +12,7 @@
 #include "fs/vfs/metrics.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -299,77 +300,94 @@ static void render_store(FILE *f, const struct metrics *m,
 	       NULL, ROWS({NULL, s->st.gave_up}));
 }
 
+/* The counters and gauges read straight from a snapshot: each family
+ * with up to two samples, a label value and the field of struct snap. */
+#define AT(field) offsetof(struct snap, field)
+static const struct simple {
+	const char *name, *type, *help, *label;
+	struct {
+		const char *v;
+		size_t at;
+	} s[2];
+} simple[] = {
+    {"granary_redis_round_trips_total", "counter",
+     "Round trips to Redis (pipelines sent and answered).", NULL,
+     {{NULL, AT(rt.count)}}},
+    {"granary_redis_errors_total", "counter",
+     "Round trips to Redis that lost their connection.", NULL,
+     {{NULL, AT(rt.errors)}}},
+    {"granary_cache_hits_total", "counter",
+     "Block reads answered by a cache, by cache.", "cache",
+     {{"memory", AT(cs.cache_hits)}, {"disk", AT(dc.hits)}}},
+    {"granary_cache_misses_total", "counter",
+     "Block reads a cache could not answer, by cache.", "cache",
+     {{"memory", AT(cs.cache_misses)}, {"disk", AT(dc.misses)}}},
+    {"granary_cache_hit_bytes_total", "counter",
+     "Bytes read from the disk cache.", "cache", {{"disk", AT(dc.hit_bytes)}}},
+    {"granary_cache_bytes", "gauge", "Bytes held by the disk cache now.",
+     "cache", {{"disk", AT(dc.bytes)}}},
+    {"granary_cache_entries", "gauge", "Objects held by the disk cache now.",
+     "cache", {{"disk", AT(dc.entries)}}},
+    {"granary_cache_evictions_total", "counter",
+     "Disk cache entries evicted to make room.", "cache",
+     {{"disk", AT(dc.evictions)}}},
+    {"granary_cache_fills_total", "counter",
+     "Objects written into the disk cache.", "cache", {{"disk", AT(dc.fills)}}},
+    {"granary_cache_corrupt_total", "counter",
+     "Cached blocks that failed their checksum, by cache.", "cache",
+     {{"memory", AT(cs.corrupt)}, {"disk", AT(dc.bad_entries)}}},
+    {"granary_prefetch_total", "counter",
+     "Blocks queued for prefetch (readahead).", NULL,
+     {{NULL, AT(cs.prefetched)}}},
+    {"granary_prefetch_dropped_total", "counter",
+     "Prefetches dropped: the queue was full.", NULL,
+     {{NULL, AT(cs.prefetch_drops)}}},
+    {"granary_write_buffer_bytes", "gauge",
+     "Bytes of writes buffered in memory now.", NULL,
+     {{NULL, AT(wp.buffered)}}},
+    {"granary_write_buffer_limit_bytes", "gauge",
+     "The write buffer's budget (--buffer-size).", NULL,
+     {{NULL, AT(wp.budget)}}},
+    {"granary_write_buffer_waits_total", "counter",
+     "Writes that waited for the buffer (back-pressure).", NULL,
+     {{NULL, AT(wp.waits)}}},
+    {"granary_staged_bytes", "gauge",
+     "Bytes staged on the local disk, not yet in the store (writeback), by "
+     "kind.",
+     "kind",
+     {{"pack", AT(ps.staged_bytes)}, {"block", AT(bs.staged_bytes)}}},
+    {"granary_uploaded_bytes_total", "counter",
+     "Bytes uploaded by the packer and the block stager.", "kind",
+     {{"pack", AT(ps.bytes)}, {"block", AT(bs.bytes)}}},
+    {"granary_access_log_lines_total", "counter",
+     "Lines written to the access log.", NULL, {{NULL, AT(access_lines)}}},
+    {"granary_access_log_dropped_total", "counter",
+     "Access log lines dropped: its buffer was full.", NULL,
+     {{NULL, AT(access_dropped)}}},
+};
+#undef AT
+
 static void render_rest(FILE *f, const struct metrics *m, const struct snap *s)
 {
-	family(f, m, "granary_redis_round_trips_total", "counter",
-	       "Round trips to Redis (pipelines sent and answered).", NULL,
-	       ROWS({NULL, s->rt.count}));
-	family(f, m, "granary_redis_errors_total", "counter",
-	       "Round trips to Redis that lost their connection.", NULL,
-	       ROWS({NULL, s->rt.errors}));
+	for (size_t i = 0; i < sizeof(simple) / sizeof(simple[0]); i++) {
+		const struct simple *e = &simple[i];
+		struct row rows[2];
+		size_t n = 0;
+		for (; n < 2 && (n == 0 || e->s[n].v); n++) {
+			rows[n].v = e->s[n].v;
+			memcpy(&rows[n].n, (const char *)s + e->s[n].at,
+			       sizeof(rows[n].n));
+		}
+		family(f, m, e->name, e->type, e->help, e->label, rows, n);
+	}
 	metric_family(f, "granary_redis_round_trip_duration_seconds",
 		      "histogram", "Time of a round trip to Redis.");
 	metric_hist_render(f, "granary_redis_round_trip_duration_seconds",
 			   m->labels, &s->rt.lat);
-
-	family(f, m, "granary_cache_hits_total", "counter",
-	       "Block reads answered by a cache, by cache.", "cache",
-	       ROWS({"memory", s->cs.cache_hits}, {"disk", s->dc.hits}));
-	family(f, m, "granary_cache_misses_total", "counter",
-	       "Block reads a cache could not answer, by cache.", "cache",
-	       ROWS({"memory", s->cs.cache_misses}, {"disk", s->dc.misses}));
-	family(f, m, "granary_cache_hit_bytes_total", "counter",
-	       "Bytes read from the disk cache.", "cache",
-	       ROWS({"disk", s->dc.hit_bytes}));
-	family(f, m, "granary_cache_bytes", "gauge",
-	       "Bytes held by the disk cache now.", "cache",
-	       ROWS({"disk", s->dc.bytes}));
-	family(f, m, "granary_cache_entries", "gauge",
-	       "Objects held by the disk cache now.", "cache",
-	       ROWS({"disk", s->dc.entries}));
-	family(f, m, "granary_cache_evictions_total", "counter",
-	       "Disk cache entries evicted to make room.", "cache",
-	       ROWS({"disk", s->dc.evictions}));
-	family(f, m, "granary_cache_fills_total", "counter",
-	       "Objects written into the disk cache.", "cache",
-	       ROWS({"disk", s->dc.fills}));
-	family(f, m, "granary_cache_corrupt_total", "counter",
-	       "Cached blocks that failed their checksum, by cache.", "cache",
-	       ROWS({"memory", s->cs.corrupt}, {"disk", s->dc.bad_entries}));
-	family(f, m, "granary_prefetch_total", "counter",
-	       "Blocks queued for prefetch (readahead).", NULL,
-	       ROWS({NULL, s->cs.prefetched}));
-	family(f, m, "granary_prefetch_dropped_total", "counter",
-	       "Prefetches dropped: the queue was full.", NULL,
-	       ROWS({NULL, s->cs.prefetch_drops}));
-
-	family(f, m, "granary_write_buffer_bytes", "gauge",
-	       "Bytes of writes buffered in memory now.", NULL,
-	       ROWS({NULL, s->wp.buffered}));
-	family(f, m, "granary_write_buffer_limit_bytes", "gauge",
-	       "The write buffer's budget (--buffer-size).", NULL,
-	       ROWS({NULL, s->wp.budget}));
-	family(f, m, "granary_write_buffer_waits_total", "counter",
-	       "Writes that waited for the buffer (back-pressure).", NULL,
-	       ROWS({NULL, s->wp.waits}));
 	metric_family(f, "granary_write_buffer_wait_seconds_total", "counter",
 		      "Time writes spent waiting for the buffer.");
 	metric_sample_double(f, "granary_write_buffer_wait_seconds_total",
 			     m->labels, (double)s->wp.wait_ns / 1e9);
-	family(f, m, "granary_staged_bytes", "gauge",
-	       "Bytes staged on the local disk, not yet in the store "
-	       "(writeback), by kind.",
-	       "kind",
-	       ROWS({"pack", s->ps.staged_bytes}, {"block", s->bs.staged_bytes}));
-	family(f, m, "granary_uploaded_bytes_total", "counter",
-	       "Bytes uploaded by the packer and the block stager.", "kind",
-	       ROWS({"pack", s->ps.bytes}, {"block", s->bs.bytes}));
-	family(f, m, "granary_access_log_lines_total", "counter",
-	       "Lines written to the access log.", NULL,
-	       ROWS({NULL, s->access_lines}));
-	family(f, m, "granary_access_log_dropped_total", "counter",
-	       "Access log lines dropped: its buffer was full.", NULL,
-	       ROWS({NULL, s->access_dropped}));
 }
 
 void metrics_render(struct fs *fs, FILE *f)
