@@ -38,22 +38,29 @@ struct linelog {
 };
 
 static volatile sig_atomic_t hups;
+/* the handler that was there (the client log's reopen, lib/log.c), called
+ * too, so that one SIGHUP reopens every log */
+static void (*prev_hup)(int);
 
 static void on_hup(int sig)
 {
-	(void)sig;
 	hups++;
+	if (prev_hup)
+		prev_hup(sig);
 }
 
 void linelog_hup_install(void)
 {
-	struct sigaction sa;
+	struct sigaction sa, old;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_hup;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	sigaction(SIGHUP, &sa, NULL);
+	if (sigaction(SIGHUP, &sa, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+	    old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN &&
+	    old.sa_handler != on_hup)
+		prev_hup = old.sa_handler;
 }
 
 uint64_t linelog_hup_count(void)

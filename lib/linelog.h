@@ -34,7 +34,8 @@ void linelog_close(struct linelog *l);
 
 /*
  * SIGHUP reopens every linelog (and stops nothing: libfuse's handlers
- * would end the mount on it). A handler installed later wins.
+ * would end the mount on it); a handler installed before (the client
+ * log's) is called too. A handler installed later wins.
  * linelog_hup_count() is the number of SIGHUPs seen, for other files that
  * want to reopen on it too.
  */
