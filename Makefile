@@ -2,7 +2,7 @@
 # missing (Debian packages, the npm S3 test server) before they run.
 
 CC      ?= cc
-PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson
+PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson libcurl
 O       ?= build
 PREFIX  ?= /usr/local
 CFLAGS  ?= -O2 -g
@@ -14,7 +14,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 override CFLAGS += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
 	-Wall -Wextra -Werror -pthread -MMD -MP -I. $(PKG_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -ls3 -lpthread -lm
+LDLIBS  := $(PKG_LIBS) -lpthread -lm
 
 LIB_SRC   := $(wildcard lib/*.c fs/*.c fs/*/*.c meta/*.c gc/*.c)
 TOOL_SRC  := $(wildcard tools/*.c)
@@ -33,7 +33,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
 check-deps:
-	@pkg-config --exists $(PKGS) && test -f /usr/include/libs3.h || { \
+	@pkg-config --exists $(PKGS) || { \
 	  echo "granary: build libraries are missing; run 'make deps' (or 'make test' / 'make demo', which do it)" >&2; exit 1; }
 
 deps:
@@ -120,8 +120,14 @@ bench: all
 	@bench/statlat.sh $(O)
 	@bench/failover.sh $(O)
 
+# mount(8) looks for mount.TYPE helpers in /sbin, /sbin/fs.d and /sbin/fs
+# only (not PATH): the helper goes to $(SBINDIR), /sbin by default whatever
+# PREFIX is; it finds granary in ../bin beside itself, in PATH, or in
+# /usr/local/bin and /usr/bin (docs/operations.md, "Mounting at boot").
+SBINDIR ?= /sbin
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary
+	install -D -m 0755 tools/mount.granary $(DESTDIR)$(SBINDIR)/mount.granary
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \

@@ -2,17 +2,22 @@
  * log.c - the one logger of the client and the tools. A line is formatted
  * in full on the caller's stack and written with a single write() under a
  * mutex, so lines from many threads never interleave. Before log_open() (and
- * after log_close()) messages go to stderr at LOG_INFO.
+ * after log_close()) messages go to stderr at LOG_INFO. A file target is
+ * rotated under the same mutex by the line that would pass its bound, so
+ * no line is split across two files and no other thread sees a closed fd.
  */
 #include "lib/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,8 +26,14 @@ enum log_kind { LOG_TO_STDERR, LOG_TO_FILE, LOG_TO_SYSLOG };
 
 /* Lock order: log_lock is a leaf; never take another lock while holding it. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static enum log_kind log_kind = LOG_TO_STDERR; /* protected by log_lock */
-static int log_fd = -1;			       /* protected by log_lock */
+static enum log_kind log_kind = LOG_TO_STDERR;	/* protected by log_lock */
+static int log_fd = -1;				/* protected by log_lock */
+static char log_path[PATH_MAX];			/* protected by log_lock */
+static uint64_t log_size;			/* protected by log_lock */
+static uint64_t log_max = LOG_MAX_SIZE_DEFAULT; /* protected by log_lock */
+static int log_keep = LOG_KEEP_DEFAULT;		/* protected by log_lock */
+/* Set by the SIGHUP handler, cleared by the line that reopens the file. */
+static volatile sig_atomic_t log_hup;
 /* Atomic, read without the lock on the fast path: a stale level only lets
  * one extra line through or drops one, both harmless. */
 static int log_level = LOG_INFO;
@@ -49,8 +60,102 @@ static const char *level_name(int level)
 	}
 }
 
+int log_level_parse(const char *name)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = {{"error", LOG_ERR},
+		      {"warn", LOG_WARNING},
+		      {"warning", LOG_WARNING},
+		      {"info", LOG_INFO},
+		      {"debug", LOG_DEBUG}};
+
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (!strcmp(name, levels[i].name))
+			return levels[i].level;
+	return -1;
+}
+
+int log_set_bound(uint64_t max_size, int keep)
+{
+	if ((max_size && max_size < LOG_MAX_SIZE_MIN) || keep < 1 ||
+	    keep > LOG_KEEP_MAX)
+		return EINVAL;
+	pthread_mutex_lock(&log_lock);
+	log_max = max_size;
+	log_keep = keep;
+	pthread_mutex_unlock(&log_lock);
+	return 0;
+}
+
+static void on_sighup(int sig)
+{
+	(void)sig;
+	log_hup = 1;
+}
+
+void log_reopen_on_sighup(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sighup;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static int open_file(const char *path, uint64_t *size)
+{
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -1;
+	*size = fstat(fd, &st) ? 0 : (uint64_t)st.st_size;
+	return fd;
+}
+
+/* Reopen log_path (moved away by logrotate or by rotate_locked). On failure
+ * the old fd stays: lines go on to the moved file rather than nowhere. */
+static void reopen_locked(void)
+{
+	uint64_t size;
+	int fd = open_file(log_path, &size);
+
+	if (fd < 0)
+		return;
+	close(log_fd);
+	log_fd = fd;
+	log_size = size;
+}
+
+/* FILE.(keep-2) -> FILE.(keep-1), ..., FILE -> FILE.1, then a new FILE.
+ * A missing FILE.n is a gap in the chain (never rotated that far): fine. */
+static void rotate_locked(void)
+{
+	char from[PATH_MAX + 16], to[PATH_MAX + 16]; /* ".%d" fits */
+
+	if (log_keep == 1) {
+		if (ftruncate(log_fd, 0) == 0)
+			log_size = 0; /* O_APPEND: the next write lands at 0 */
+		return;
+	}
+	for (int i = log_keep - 1; i >= 1; i--) {
+		if (i == 1)
+			snprintf(from, sizeof(from), "%s", log_path);
+		else
+			snprintf(from, sizeof(from), "%s.%d", log_path, i - 1);
+		snprintf(to, sizeof(to), "%s.%d", log_path, i);
+		rename(from, to);
+	}
+	reopen_locked();
+}
+
 int log_open(const char *target, int level)
 {
+	uint64_t size = 0;
 	int fd = -1;
 	enum log_kind kind;
 
@@ -61,8 +166,9 @@ int log_open(const char *target, int level)
 	} else if (!strcmp(target, "syslog")) {
 		kind = LOG_TO_SYSLOG;
 	} else {
-		fd = open(target, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-			  0644);
+		if (strlen(target) >= sizeof(log_path))
+			return ENAMETOOLONG;
+		fd = open_file(target, &size);
 		if (fd < 0)
 			return errno;
 		kind = LOG_TO_FILE;
@@ -77,6 +183,8 @@ int log_open(const char *target, int level)
 		openlog("granary", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	log_kind = kind;
 	log_fd = fd;
+	log_size = size;
+	snprintf(log_path, sizeof(log_path), "%s", fd >= 0 ? target : "");
 	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&log_lock);
 	return 0;
@@ -145,7 +253,18 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 	while (len > 0 && line[len - 1] == '\n')
 		len--;
 	line[len++] = '\n';
-	write_all(log_kind == LOG_TO_FILE ? log_fd : STDERR_FILENO, line, len);
+	if (log_kind == LOG_TO_FILE) {
+		if (log_hup) {
+			log_hup = 0;
+			reopen_locked();
+		}
+		if (log_max && log_size > 0 && log_size + len > log_max)
+			rotate_locked();
+		write_all(log_fd, line, len);
+		log_size += len;
+	} else {
+		write_all(STDERR_FILENO, line, len);
+	}
 unlock:
 	pthread_mutex_unlock(&log_lock);
 	errno = saved_errno; /* callers often log between a failure and errno */

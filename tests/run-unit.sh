@@ -8,6 +8,8 @@ TMP=$(mktemp -d /tmp/granary-unit.XXXXXX)
 trap 'svc_stop_all; rm -rf "$TMP"' EXIT
 svc_start_redis "$TMP/redis" || exit 1
 svc_start_s3rver "$TMP/s3" granary-test || exit 1
+# the V4-verifying front (test_objstore s3v4_*), with an s3rver of its own
+svc_start_s3v4 "$TMP/s3v4" granary-test || exit 1
 fail=0; n=0
 for t in "$O"/tests/test_*; do
 	[ -x "$t" ] || continue

@@ -132,6 +132,20 @@ struct other {
 	struct objstore_owner ow;
 };
 
+/* url (a place, options-free) to open with the options of storage (its
+ * "?sig=v2&region=..."): places name where objects lie, the options how
+ * to reach them, which every place of one storage shares. */
+static const char *with_options(const char *url, const char *storage,
+				char *buf, size_t cap)
+{
+	const char *q = strchr(storage, '?');
+
+	if (!q || strncmp(storage, "s3", 2))
+		return url;
+	snprintf(buf, cap, "%s%s", url, q);
+	return buf;
+}
+
 /* A marker error that leaves a place unchecked rather than refused: our
  * keys may read the storage but not its parents (a policy on a prefix). */
 static int unreadable(int err)
@@ -150,12 +164,14 @@ static int unreadable(int err)
 static int find_outer(const char *storage, const struct objstore_creds *creds,
 		      struct other *o, struct other *fail, int *why)
 {
-	char place[1024], up[1024];
+	char place[1024], up[1024], buf[2048];
 
 	for (size_t i = 0;
 	     !objstore_url_place(storage, i, place, sizeof(place)); i++) {
 		while (!objstore_url_parent(place, up, sizeof(up))) {
-			int err = objstore_owner_at(up, creds, &o->ow);
+			int err = objstore_owner_at(
+			    with_options(up, storage, buf, sizeof(buf)), creds,
+			    &o->ow);
 			if (!err) {
 				snprintf(o->url, sizeof(o->url), "%s", up);
 				return 0;
@@ -175,6 +191,7 @@ static int find_outer(const char *storage, const struct objstore_creds *creds,
 
 struct below {
 	const char *place;
+	const char *storage; /* for its options */
 	const struct objstore_creds *creds;
 	size_t listed; /* objects, over every place */
 	int verdict;   /* 0, EEXIST (a volume in o), E2BIG, or a read error */
@@ -195,7 +212,10 @@ static int on_listed(void *arg, const char *key, uint64_t size, int64_t mtime)
 		return 0;
 	snprintf(b->o.url, sizeof(b->o.url), "%s/%.*s", b->place,
 		 (int)(klen - tlen), key);
-	int err = objstore_owner_at(b->o.url, b->creds, &b->o.ow);
+	char buf[2048 + 256];
+	int err = objstore_owner_at(
+	    with_options(b->o.url, b->storage, buf, sizeof(buf)), b->creds,
+	    &b->o.ow);
 	if (err == ENOENT || err == EINVAL)
 		return 0; /* gone meanwhile, or not a marker: no volume */
 	return b->verdict = err ? err : EEXIST;
@@ -213,15 +233,17 @@ static int check_places(const char *name, const char *storage,
 			const struct meta_volume *old, int *had_owner,
 			struct objstore_owner *was)
 {
-	struct below b = {.creds = creds};
-	char place[1024];
+	struct below b = {.creds = creds, .storage = storage};
+	char place[1024], buf[2048];
 	struct objstore *s;
 	int err;
 
 	for (size_t i = 0;
 	     !objstore_url_place(storage, i, place, sizeof(place)); i++) {
 		/* a marker where ours goes: only the replaced volume's */
-		err = objstore_owner_at(place, creds, &b.o.ow);
+		err = objstore_owner_at(
+		    with_options(place, storage, buf, sizeof(buf)), creds,
+		    &b.o.ow);
 		if (err == 0 && !(old && !strcmp(b.o.ow.uuid, old->uuid))) {
 			cli_error("storage '%s' already holds volume '%s' "
 				  "(uuid %s)",
@@ -253,7 +275,9 @@ static int check_places(const char *name, const char *storage,
 
 		/* volumes below: a listing, bounded */
 		b.place = place;
-		err = objstore_open(place, creds, &s);
+		err = objstore_open(with_options(place, storage, buf,
+						 sizeof(buf)),
+				    creds, &s);
 		if (!err)
 			err = objstore_list(s, "", on_listed, &b);
 		objstore_close(s);

@@ -87,7 +87,13 @@ static const char usage[] =
     "                         straight to the reader (default 64M; needs\n"
     "                         Linux 6.6, older kernels keep the page cache)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
-    "                         stderr with --foreground)\n"
+    "                         stderr with --foreground); a FILE is\n"
+    "                         reopened on SIGHUP (logrotate)\n"
+    "  --log-level LEVEL      error, warn, info (default) or debug\n"
+    "  --log-max-size SIZE    rotate the log FILE past SIZE (default 64M,\n"
+    "                         at least 64K; 0: never)\n"
+    "  --log-keep N           log files kept, the live one included:\n"
+    "                         FILE, FILE.1, ... (default 3)\n"
     "  --metrics ADDR|off     serve Prometheus metrics at http://ADDR/metrics\n"
     "                         (HOST:PORT; :PORT is loopback; port 0: any\n"
     "                         free one, see granary status). Default\n"
@@ -139,7 +145,10 @@ enum {
 	OPT_BACKUP_META,
 	OPT_BACKUP_KEEP,
 	OPT_METRICS,
-	OPT_ACCESS_LOG
+	OPT_ACCESS_LOG,
+	OPT_LOG_LEVEL,
+	OPT_LOG_MAX_SIZE,
+	OPT_LOG_KEEP
 };
 
 static const char optstring[] = ":fdo:h";
@@ -153,6 +162,9 @@ static const struct option options[] = {
     {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
     {"cache-mem", required_argument, NULL, OPT_CACHE_MEM},
     {"log", required_argument, NULL, OPT_LOG},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-max-size", required_argument, NULL, OPT_LOG_MAX_SIZE},
+    {"log-keep", required_argument, NULL, OPT_LOG_KEEP},
     {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
     {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
     {"free-space-ratio", required_argument, NULL, OPT_FREE_RATIO},
@@ -466,6 +478,8 @@ int cmd_mount(int argc, char **argv)
 			    .pack_window_ms = -1};
 	struct report rep = {.fd = -1};
 	const char *logto = NULL;
+	uint64_t log_max = LOG_MAX_SIZE_DEFAULT;
+	int log_level = -1, log_keep = LOG_KEEP_DEFAULT;
 	char *fuse_opts = NULL, *meta_url = NULL, *mp_arg;
 	char mp[PATH_MAX];
 	int foreground = 0, ret = CLI_EXIT_USAGE;
@@ -521,6 +535,33 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case OPT_LOG:
 			logto = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			log_level = log_level_parse(optarg);
+			if (log_level < 0) {
+				cli_error("bad --log-level '%s': want error, "
+					  "warn, info or debug",
+					  optarg);
+				goto free_opts;
+			}
+			break;
+		case OPT_LOG_MAX_SIZE:
+			if (cli_parse_size(optarg, &log_max) ||
+			    (log_max && log_max < LOG_MAX_SIZE_MIN)) {
+				cli_error("bad size '%s' for --log-max-size: "
+					  "want 64K or more, or 0 for no bound",
+					  optarg);
+				goto free_opts;
+			}
+			break;
+		case OPT_LOG_KEEP:
+			if (cli_parse_int(optarg, 1, LOG_KEEP_MAX, &n)) {
+				cli_error("bad count '%s' for --log-keep: "
+					  "want 1 to %d",
+					  optarg, LOG_KEEP_MAX);
+				goto free_opts;
+			}
+			log_keep = (int)n;
 			break;
 		case OPT_CACHE_DIR:
 			if (!*optarg) {
@@ -752,12 +793,20 @@ int cmd_mount(int argc, char **argv)
 	}
 	if (!logto)
 		logto = foreground ? "-" : "syslog";
-	err = log_open(logto, o.debug ? LOG_DEBUG : LOG_INFO);
+	if (log_level < 0)
+		log_level = o.debug ? LOG_DEBUG : LOG_INFO;
+	log_set_bound(log_max, log_keep); /* checked above */
+	err = log_open(logto, log_level);
 	if (err) {
 		cli_error("cannot open log file '%s': %s", logto,
 			  strerror(err));
 		goto free_url;
 	}
+
+	/* A log file is reopened on SIGHUP (logrotate) rather than ending the
+	 * mount: set before fs_mount, as libfuse keeps a handler it finds. */
+	if (strcmp(logto, "-") && strcmp(logto, "syslog"))
+		log_reopen_on_sighup();
 
 	redis_check(meta_url);
 	if (foreground) {

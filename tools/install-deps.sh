@@ -9,9 +9,10 @@
 set -e
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libs3-dev libxml2-dev
+PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libcurl4-openssl-dev libxml2-dev
 liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
-redis-tools redis-sentinel attr procps psmisc curl prometheus tmux"
+redis-tools redis-sentinel attr procps psmisc stunnel4 bc yamllint
+python3-kubernetes curl prometheus tmux"
 case ${1:-} in
 --bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
 "") ;;
@@ -26,6 +27,9 @@ done
 # node and npm may come from elsewhere than Debian: want them only if absent
 command -v node >/dev/null || missing="$missing nodejs"
 command -v npm >/dev/null || missing="$missing npm"
+# kubectl (t0216's offline decode) may come from elsewhere too (a cloud
+# SDK); Debian's is in kubernetes-client
+command -v kubectl >/dev/null || missing="$missing kubernetes-client"
 if [ -n "$missing" ]; then
 	echo "granary: installing Debian packages:$missing"
 	SUDO=""

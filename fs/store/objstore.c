@@ -764,16 +764,20 @@ static int place_copy(char *out, size_t cap, const char *a, size_t alen,
 }
 
 /* The length of the scheme and authority ("s3://HOST") of an s3 url whose
- * path names a bucket, or 0. */
-static size_t s3_root_len(const char *url)
+ * path names a bucket, or 0; *len: the url's length without its options
+ * ("?region=..."): they say how to reach the objects, not where they lie. */
+static size_t s3_root_len(const char *url, size_t *len)
 {
 	const char *rest = !strncmp(url, "s3://", 5)	     ? url + 5
 			   : !strncmp(url, "s3+http://", 10) ? url + 10
 							     : NULL;
-	const char *slash = rest ? strchr(rest, '/') : NULL;
+	size_t n = strcspn(url, "?");
+	const char *slash = rest ? memchr(rest, '/', n - (size_t)(rest - url))
+				 : NULL;
 
-	if (!slash || slash == rest || slash[1] == '/' || !slash[1])
+	if (!slash || slash == rest || slash + 1 == url + n || slash[1] == '/')
 		return 0;
+	*len = n;
 	return (size_t)(slash - url);
 }
 
@@ -787,7 +791,7 @@ static size_t strip_slashes(const char *p, size_t len, size_t keep)
 
 int objstore_url_place(const char *url, size_t i, char *out, size_t cap)
 {
-	size_t root;
+	size_t root, len;
 
 	if (!strncmp(url, "file://", 7)) {
 		const char *d = url + 7;
@@ -803,12 +807,11 @@ int objstore_url_place(const char *url, size_t i, char *out, size_t cap)
 		return place_copy(out, cap, "file://", 7, d,
 				  strip_slashes(d, len, 1));
 	}
-	if ((root = s3_root_len(url)) != 0) {
+	if ((root = s3_root_len(url, &len)) != 0) {
 		if (i > 0)
 			return ENOENT;
 		return place_copy(out, cap, url,
-				  strip_slashes(url, strlen(url), root + 1), "",
-				  0);
+				  strip_slashes(url, len, root + 1), "", 0);
 	}
 	if (!strncmp(url, "mem://", 6))
 		return i > 0 ? ENOENT
@@ -834,8 +837,8 @@ int objstore_url_parent(const char *url, char *out, size_t cap)
 		return place_copy(out, cap, "file://", 7, d,
 				  strip_slashes(d, len, 1));
 	}
-	if ((root = s3_root_len(url)) != 0) {
-		len = strip_slashes(url, strlen(url), root + 1);
+	if ((root = s3_root_len(url, &len)) != 0) {
+		len = strip_slashes(url, len, root + 1);
 		const char *bend = memchr(url + root + 1, '/', len - root - 1);
 		if (!bend)
 			return ENOENT; /* the bucket: the top */

@@ -103,7 +103,7 @@ new_volume unreach
 port=$(svc_free_port)
 rcli HSET setting storage "s3+http://127.0.0.1:$port/granary-test/unreach-$$" >/dev/null
 t0=$(date +%s)
-refused_mount "127\.0\.0\.1:$port.*cannot reach"
+refused_mount "127\.0\.0\.1:$port.*refused the connection"
 [ $(($(date +%s) - t0)) -lt 30 ] || fail "a mount of an unreachable store took 30 s or more to give up"
 ok "unreachable store at mount: exit 1, message names the URL"
 

@@ -6,7 +6,8 @@
 #          GRANARY_TEST_REDIS_SOCK, GRANARY_TEST_S3 (s3+http://127.0.0.1:PORT),
 #          GRANARY_TEST_S3_PORT, GRANARY_S3_ACCESS_KEY/SECRET_KEY (s3rver's);
 #          svc_start_s3v4 (a server that verifies Signature V4):
-#          GRANARY_TEST_S3V4 and its _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION.
+#          GRANARY_TEST_S3V4 and its _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION;
+#          svc_start_tls (a TLS front): GRANARY_TEST_TLS_PORT, _CA.
 
 SVC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)
 SVC_PIDS=""
@@ -122,6 +123,43 @@ svc_start_s3v4() {
 	export GRANARY_TEST_S3V4="s3+http://127.0.0.1:$port" GRANARY_TEST_S3V4_PORT=$port
 	export GRANARY_TEST_S3V4_ACCESS_KEY=$ak GRANARY_TEST_S3V4_SECRET_KEY=$sk
 	export GRANARY_TEST_S3V4_REGION=$region
+}
+
+# svc_start_tls DIR UPSTREAM_PORT: a TLS front (Debian's stunnel4) on a
+# free loopback port for the plain-HTTP server on UPSTREAM_PORT, with a
+# certificate for 127.0.0.1 (an IP SAN only, so "localhost" does not
+# match it) signed by a CA made here, in DIR. Exports GRANARY_TEST_TLS_PORT
+# and GRANARY_TEST_TLS_CA (the CA's PEM, for GRANARY_S3_CA_BUNDLE); the
+# system store does not trust that CA, which is the untrusted case.
+svc_start_tls() {
+	local dir=$1 up=$2 port
+	command -v stunnel4 >/dev/null ||
+		{ echo "services: stunnel4 missing: run tools/install-deps.sh" >&2; return 1; }
+	mkdir -p "$dir"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=granary test CA" \
+		-keyout "$dir/ca.key" -out "$dir/ca.pem" >"$dir/openssl.log" 2>&1 &&
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+		-keyout "$dir/server.key" -out "$dir/server.csr" >>"$dir/openssl.log" 2>&1 &&
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$dir/ext.cnf" &&
+	openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+		-CAcreateserial -days 2 -extfile "$dir/ext.cnf" \
+		-out "$dir/server.pem" >>"$dir/openssl.log" 2>&1 ||
+		{ echo "services: cannot make test certificates (see $dir/openssl.log)" >&2; return 1; }
+	port=$(svc_free_port)
+	cat >"$dir/stunnel.conf" <<-CONF
+	foreground = yes
+	pid =
+	output = $dir/stunnel.log
+	[s3]
+	accept = 127.0.0.1:$port
+	connect = 127.0.0.1:$up
+	cert = $dir/server.pem
+	key = $dir/server.key
+	CONF
+	stunnel4 "$dir/stunnel.conf" >>"$dir/stunnel.log" 2>&1 &
+	SVC_PIDS="$SVC_PIDS $!"
+	svc_wait_port "$port" "the TLS front (stunnel4)" "$dir/stunnel.log" || return 1
+	export GRANARY_TEST_TLS_PORT=$port GRANARY_TEST_TLS_CA=$dir/ca.pem
 }
 
 svc_stop_all() {
