@@ -66,7 +66,22 @@ struct fs_opts {
 	 * or NULL: none given */
 	const void *secret;
 	size_t secret_len;
+	/* where to serve /metrics (Prometheus): "HOST:PORT" (":PORT" is
+	 * loopback; port 0: any free one); NULL: FS_METRICS_DEFAULT, or the
+	 * next free of its FS_METRICS_TRIES ports; "off": nowhere. A port in
+	 * use costs the metrics, with a warning, not the mount. */
+	const char *metrics_addr;
+	const char *access_log; /* one line per operation; NULL: none */
 };
+
+#define FS_METRICS_DEFAULT "127.0.0.1:9567"
+#define FS_METRICS_TRIES   10
+
+/*
+ * Is addr something --metrics takes ("off", or HOST:PORT with a host that
+ * resolves)? 0, or EINVAL with why (cap bytes) saying what is wrong.
+ */
+int fs_metrics_addr_check(const char *addr, char *why, size_t cap);
 
 /*
  * ready(arg, err, msg) is called exactly once: err 0 when the mount is up

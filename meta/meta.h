@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "lib/errors.h"
+#include "lib/metric.h"
 
 #define META_ROOT_INO	    1
 #define META_CHUNK_SIZE	    (64u << 20) /* a file is cut into chunks by offset */
@@ -86,6 +87,13 @@ int meta_open(const char *url, const struct meta_opts *opts, struct meta **out);
 void meta_close(struct meta *m); /* NULL-safe; ends the session if any */
 /* The URL with any password replaced by "****", for messages. */
 void meta_url_redact(const char *url, char *buf, size_t cap);
+/* Round trips to the server since open (pipelines sent and answered, or
+ * lost with their connection: errors), with their latency. */
+struct meta_round_trips {
+	uint64_t count, errors;
+	struct metric_hist lat;
+};
+void meta_get_round_trips(struct meta *m, struct meta_round_trips *out);
 
 /* ---- namespace ------------------------------------------------------- */
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);

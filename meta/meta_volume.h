@@ -80,10 +80,14 @@ struct meta_session {
 	char host[256], mountpoint[1024];
 	int64_t pid, started, heartbeat;
 	uint64_t staged_packs, staged_bytes; /* see meta_session_staged */
+	char metrics[64]; /* see meta_session_metrics; "" when none */
 };
 /* Publish how much this session holds staged on its node and not yet in
  * the store (writeback), for `granary status`; 0, 0 clears it. */
 int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes);
+/* Publish where this session serves its metrics ("HOST:PORT"), for
+ * `granary status`; dropped with the session. */
+int meta_session_metrics(struct meta *m, const char *addr);
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n);
 /* Remove sessions whose heartbeat is older than the TTL; *n cleaned. */
 int meta_clean_sessions(struct meta *m, size_t *n);

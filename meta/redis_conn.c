@@ -21,6 +21,7 @@
 #include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
 #include "meta/redis_int.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 
 #define CONNECT_TIMEOUT_S   3
@@ -876,6 +877,25 @@ static int reqs_wait(struct meta *m, const struct req *reqs, int n)
 #define RUN_RELOAD (-1) /* the server lacks the scripts: load, resend */
 #define RUN_SHORT  (-2) /* fewer replicas than ?wait=N acknowledged */
 
+/* One pipeline sent and its replies read (or the connection lost): a
+ * round trip, counted for the metrics. */
+static void round_trip(struct meta *m, int64_t t0, int failed)
+{
+	int64_t dt = fsutil_mono_ns() - t0;
+
+	metric_add(&m->rt.count, 1);
+	if (failed)
+		metric_add(&m->rt.errors, 1);
+	metric_hist_observe(&m->rt.lat, dt > 0 ? (uint64_t)dt : 0);
+}
+
+void meta_get_round_trips(struct meta *m, struct meta_round_trips *out)
+{
+	out->count = metric_get(&m->rt.count);
+	out->errors = metric_get(&m->rt.errors);
+	metric_hist_read(&m->rt.lat, &out->lat);
+}
+
 /*
  * Send reqs on c and read their replies into out. With wait (the no-loss
  * mode), a WAIT for the URL's replicas follows in the same pipeline, so
@@ -887,6 +907,7 @@ static int conn_exec(struct meta *m, struct conn *c, const struct req *reqs,
 		     int n, redisReply **out, int wait)
 {
 	int i, got = 0, err = 0;
+	int64_t t0 = fsutil_mono_ns();
 
 	for (i = 0; i < n; i++)
 		if (redisAppendCommandArgv(c->rc, reqs[i].argc, reqs[i].argv,
@@ -921,8 +942,10 @@ static int conn_exec(struct meta *m, struct conn *c, const struct req *reqs,
 		}
 		freeReplyObject(r);
 	}
+	round_trip(m, t0, 0);
 	return err;
 fail:
+	round_trip(m, t0, 1);
 	if (redis_log_ok(m))
 		log_err("lost connection to redis at '%s': %s", m->where,
 			c->rc->errstr[0] ? c->rc->errstr : "out of memory");

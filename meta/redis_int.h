@@ -106,6 +106,10 @@ struct meta {
 			    heartbeat thread starts, freed after it ends */
 	size_t sess_info_len;
 
+	/* round trips of conn_exec (every command after the connection's
+	 * set-up): updated with relaxed atomics (lib/metric.h) */
+	struct meta_round_trips rt;
+
 	_Atomic int64_t last_log;   /* rate limit of connection error lines */
 	_Atomic int sentinel_first; /* the sentinel asked first */
 };

@@ -305,27 +305,46 @@ static void session_info_unpack(const redisReply *r, struct meta_session *s)
 	s->mountpoint[ml] = '\0';
 }
 
+/* The string value of field id in an HGETALL reply, or NULL. */
+static const redisReply *field_of(const redisReply *all, const redisReply *id)
+{
+	for (size_t j = 0; j + 1 < all->elements; j += 2) {
+		const redisReply *k = all->element[j];
+		const redisReply *v = all->element[j + 1];
+		if (k->type == REDIS_REPLY_STRING && k->len == id->len &&
+		    !memcmp(k->str, id->str, (size_t)k->len) &&
+		    v->type == REDIS_REPLY_STRING)
+			return v;
+	}
+	return NULL;
+}
+
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 {
 	const char *a1[] = {"ZRANGE", "sessions", "0", "-1", "WITHSCORES"};
 	const char *a2[] = {"HGETALL", "sessioninfo"};
 	const char *a3[] = {"HGETALL", "sessionstaged"};
+	const char *a4[] = {"HGETALL", "sessionmetrics"};
 	size_t l1[] = {6, 8, 1, 2, 10}, l2[] = {7, 11}, l3[] = {7, 13};
-	struct req reqs[3] = {
-	    {5, a1, l1, -1}, {2, a2, l2, -1}, {2, a3, l3, -1}};
-	redisReply *r[3];
+	size_t l4[] = {7, 14};
+	struct req reqs[4] = {{5, a1, l1, -1},
+			      {2, a2, l2, -1},
+			      {2, a3, l3, -1},
+			      {2, a4, l4, -1}};
+	redisReply *r[4];
 	struct meta_session *s = NULL;
 	size_t cnt = 0;
 	int err;
 
 	*out = NULL;
 	*n = 0;
-	err = redis_run_reqs(m, RUN_RETRY, reqs, 3, r);
+	err = redis_run_reqs(m, RUN_RETRY, reqs, 4, r);
 	if (err)
 		return err;
 	if (r[0]->type != REDIS_REPLY_ARRAY ||
 	    r[1]->type != REDIS_REPLY_ARRAY ||
-	    r[2]->type != REDIS_REPLY_ARRAY) {
+	    r[2]->type != REDIS_REPLY_ARRAY ||
+	    r[3]->type != REDIS_REPLY_ARRAY) {
 		err = META_EPROTO;
 		goto free_r;
 	}
@@ -339,37 +358,24 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 		struct meta_session *e = &s[cnt++];
 		e->sid = redis_reply_u64(id);
 		e->heartbeat = (int64_t)redis_reply_u64(r[0]->element[i + 1]);
-		for (size_t j = 0; j + 1 < r[1]->elements; j += 2) {
-			const redisReply *k = r[1]->element[j];
-			if (k->type == REDIS_REPLY_STRING &&
-			    k->len == id->len &&
-			    !memcmp(k->str, id->str, (size_t)k->len) &&
-			    r[1]->element[j + 1]->type == REDIS_REPLY_STRING) {
-				session_info_unpack(r[1]->element[j + 1], e);
-				break;
-			}
+		const redisReply *v = field_of(r[1], id);
+		if (v)
+			session_info_unpack(v, e);
+		if ((v = field_of(r[2], id))) {
+			unsigned long long p = 0, b = 0;
+			sscanf(v->str, "%llu %llu", &p, &b);
+			e->staged_packs = p;
+			e->staged_bytes = b;
 		}
-		for (size_t j = 0; j + 1 < r[2]->elements; j += 2) {
-			const redisReply *k = r[2]->element[j];
-			const redisReply *v = r[2]->element[j + 1];
-			if (k->type == REDIS_REPLY_STRING &&
-			    k->len == id->len &&
-			    !memcmp(k->str, id->str, (size_t)k->len) &&
-			    v->type == REDIS_REPLY_STRING) {
-				unsigned long long p = 0, b = 0;
-				sscanf(v->str, "%llu %llu", &p, &b);
-				e->staged_packs = p;
-				e->staged_bytes = b;
-				break;
-			}
-		}
+		if ((v = field_of(r[3], id)))
+			snprintf(e->metrics, sizeof(e->metrics), "%.*s",
+				 (int)v->len, v->str);
 	}
 	*out = s;
 	*n = cnt;
 free_r:
-	freeReplyObject(r[0]);
-	freeReplyObject(r[1]);
-	freeReplyObject(r[2]);
+	for (int i = 0; i < 4; i++)
+		freeReplyObject(r[i]);
 	return err;
 }
 
@@ -391,6 +397,20 @@ int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes)
 		redis_cmd_fmt(&c, "%llu %llu", (unsigned long long)packs,
 			      (unsigned long long)bytes);
 	}
+	return redis_run_void(m, RUN_RETRY, &c);
+}
+
+int meta_session_metrics(struct meta *m, const char *addr)
+{
+	uint64_t sid = atomic_load(&m->sid);
+	struct cmd c;
+
+	if (!sid)
+		return 0;
+	redis_cmd_init(&c, "HSET");
+	redis_cmd_str(&c, "sessionmetrics");
+	redis_cmd_u64(&c, sid);
+	redis_cmd_str(&c, addr);
 	return redis_run_void(m, RUN_RETRY, &c);
 }
 

@@ -98,6 +98,14 @@ static const char usage[] =
     "                         at least 64K; 0: never)\n"
     "  --log-keep N           log files kept, the live one included:\n"
     "                         FILE, FILE.1, ... (default 3)\n"
+    "  --metrics ADDR|off     serve Prometheus metrics at http://ADDR/metrics\n"
+    "                         (HOST:PORT; :PORT is loopback; port 0: any\n"
+    "                         free one, see granary status). Default\n"
+    "                         127.0.0.1:9567, or the next free of the 9\n"
+    "                         ports after it; a port in use is a warning\n"
+    "  --access-log FILE      one line per operation (op, inode, name,\n"
+    "                         result, microseconds); reopened on SIGHUP or\n"
+    "                         when moved (logrotate)\n"
     "  -d, --debug            log every FUSE request\n"
     "  --allow-other          let other users in (needs user_allow_other\n"
     "                         in /etc/fuse.conf unless root)\n"
@@ -140,6 +148,8 @@ enum {
 	OPT_NAME_CACHE_SIZE,
 	OPT_BACKUP_META,
 	OPT_BACKUP_KEEP,
+	OPT_METRICS,
+	OPT_ACCESS_LOG,
 	OPT_LOG_LEVEL,
 	OPT_LOG_MAX_SIZE,
 	OPT_LOG_KEEP,
@@ -176,6 +186,8 @@ static const struct option options[] = {
     {"backup-meta", required_argument, NULL, OPT_BACKUP_META},
     {"backup-keep", required_argument, NULL, OPT_BACKUP_KEEP},
     {"encrypt-key", required_argument, NULL, OPT_ENCRYPT_KEY},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -234,6 +246,21 @@ static int absolute_dirs(const char *dirs, char *out, size_t cap)
 			d++;
 	}
 	return 0;
+}
+
+/* path made absolute from the working directory into out. */
+static int absolute_path(const char *path, char *out, size_t cap)
+{
+	char cwd[PATH_MAX];
+	int w;
+
+	if (path[0] == '/')
+		w = snprintf(out, cap, "%s", path);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return errno;
+	else
+		w = snprintf(out, cap, "%s/%s", cwd, path);
+	return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
 }
 
 /* Append ",opt" to the -o list (malloc'd). */
@@ -458,6 +485,7 @@ static int check_mountpoint(const char *arg, char *canon)
 
 int cmd_mount(int argc, char **argv)
 {
+	const char *access_log = NULL;
 	struct fs_opts o = {.backup_interval = -1,
 			    .attr_timeout = -1,
 			    .entry_timeout = -1,
@@ -699,6 +727,28 @@ int cmd_mount(int argc, char **argv)
 			o.pack_window_ms = (int)(w * 1000 + 0.5);
 			break;
 		}
+		case OPT_METRICS: {
+			char why[300];
+			if (fs_metrics_addr_check(optarg, why, sizeof(why))) {
+				cli_error("bad --metrics '%s': %s", optarg,
+					  why);
+				cli_hint("give HOST:PORT such as "
+					 "127.0.0.1:9567 (port 0: any free "
+					 "one), or off");
+				ret = CLI_EXIT_USAGE;
+				goto free_opts;
+			}
+			o.metrics_addr = optarg;
+			break;
+		}
+		case OPT_ACCESS_LOG:
+			if (!*optarg) {
+				cli_error("--access-log wants a file name");
+				ret = CLI_EXIT_USAGE;
+				goto free_opts;
+			}
+			access_log = optarg;
+			break;
 		case 'd':
 			o.debug = 1;
 			break;
@@ -750,7 +800,16 @@ int cmd_mount(int argc, char **argv)
 	rep.mountpoint = mp_arg;
 	rep.foreground = foreground;
 
-	/* the daemon leaves for "/": relative cache directories would move */
+	/* the daemon leaves for "/": relative paths would move */
+	char log_abs[PATH_MAX + 1];
+	if (access_log) {
+		if (absolute_path(access_log, log_abs, sizeof(log_abs))) {
+			cli_error("the access log path '%s' is too long",
+				  access_log);
+			goto free_opts;
+		}
+		o.access_log = log_abs;
+	}
 	char cache_abs[8192];
 	if (o.cache_dir) {
 		if (absolute_dirs(o.cache_dir, cache_abs, sizeof(cache_abs))) {

@@ -201,7 +201,7 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		return;
 
 	/* Column widths from the data, so long host names stay aligned. */
-	int wsid = 3, whost = 4, wpid = 3, wmp = 10;
+	int wsid = 3, whost = 4, wpid = 3, wmp = 10, wmet = 7;
 	for (size_t i = 0; i < n; i++) {
 		int l = snprintf(a, sizeof(a), "%llu",
 				 (unsigned long long)s[i].sid);
@@ -212,10 +212,13 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		wpid = l > wpid ? l : wpid;
 		l = (int)strlen(s[i].mountpoint);
 		wmp = l > wmp ? l : wmp;
+		l = (int)strlen(s[i].metrics);
+		wmet = l > wmet ? l : wmet;
 	}
-	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %-19s  %s\n", wsid, "SID",
-	       whost, "HOST", wpid, "PID", wmp, "MOUNTPOINT", "HEARTBEAT",
-	       "STARTED", "STAGED (writeback, not in the store yet)");
+	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %-19s  %-*s  %s\n", wsid,
+	       "SID", whost, "HOST", wpid, "PID", wmp, "MOUNTPOINT",
+	       "HEARTBEAT", "STARTED", wmet, "METRICS",
+	       "STAGED (writeback, not in the store yet)");
 	for (size_t i = 0; i < n; i++) {
 		char staged[64] = "-", sz[32];
 		format_age(now, s[i].heartbeat, a, sizeof(a));
@@ -225,9 +228,10 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 			snprintf(staged, sizeof(staged), "%llu objects, %s",
 				 (unsigned long long)s[i].staged_packs, sz);
 		}
-		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %s\n", wsid,
-		       (unsigned long long)s[i].sid, whost, s[i].host, wpid,
-		       (long long)s[i].pid, wmp, s[i].mountpoint, a, b, staged);
+		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %-*s  %s\n",
+		       wsid, (unsigned long long)s[i].sid, whost, s[i].host,
+		       wpid, (long long)s[i].pid, wmp, s[i].mountpoint, a, b,
+		       wmet, s[i].metrics[0] ? s[i].metrics : "-", staged);
 	}
 }
 
@@ -332,6 +336,11 @@ static void print_json(const char *url, const struct meta_volume *v,
 		printf(", \"pid\": %lld, \"mountpoint\": ",
 		       (long long)s[i].pid);
 		cli_json_string(stdout, s[i].mountpoint);
+		printf(", \"metrics\": ");
+		if (s[i].metrics[0])
+			cli_json_string(stdout, s[i].metrics);
+		else
+			printf("null");
 		printf(", \"started\": %lld, \"heartbeat\": %lld, "
 		       "\"stale\": %s, \"staged_packs\": %llu, "
 		       "\"staged_bytes\": %llu}",

@@ -2,7 +2,8 @@
 # install-deps.sh [--bench] - install what granary needs to build, test and
 # run, only when it is missing: Debian packages, and the s3rver S3 test
 # server and the aws4 signer of its V4-verifying front (npm) under .deps/
-# in the source tree. --bench: also the peers the benchmarks compare with
+# in the source tree (curl, promtool of prometheus and tmux check the
+# metrics and the live stats: t0210, t0211). --bench: also the peers the benchmarks compare with
 # (s3fs, rclone) and gnuplot for their charts.
 # Idempotent; quiet when all is there.
 set -e
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libcurl4-openssl-dev libxml2-dev
 liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
 redis-tools redis-sentinel attr procps psmisc stunnel4 bc yamllint
-python3-kubernetes"
+python3-kubernetes curl prometheus tmux"
 case ${1:-} in
 --bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
 "") ;;

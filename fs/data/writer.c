@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "lib/bigbuf.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/workq.h"
 #include "fs/data/stage.h"
@@ -99,6 +100,8 @@ struct wpool {
 	pthread_cond_t freed; /* an upload finished: memory and inflight fell */
 	size_t buffered;      /* bytes charged; protected by lock */
 	size_t inflight;      /* blocks queued or uploading; ditto */
+	uint64_t waits;	      /* writers that waited for budget; ditto */
+	uint64_t wait_ns;     /* the time they waited; ditto */
 };
 
 struct writer {
@@ -223,6 +226,16 @@ size_t wpool_buffered(struct wpool *p)
 	size_t n = p->buffered;
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+void wpool_get_stats(struct wpool *p, struct wpool_stats *st)
+{
+	pthread_mutex_lock(&p->lock);
+	st->buffered = p->buffered;
+	st->budget = p->budget;
+	st->waits = p->waits;
+	st->wait_ns = p->wait_ns;
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- writer internals (all with w->lock held) ---- */
@@ -401,14 +414,23 @@ static int reserve(struct writer *w, size_t need, size_t full, size_t *got)
 {
 	struct wpool *p = w->p;
 	size_t n = need;
+	int64_t t0 = 0;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		if (p->buffered + need <= p->budget)
 			break;
 		if (p->inflight) {
+			if (!t0) { /* back-pressure: counted for the metrics */
+				t0 = fsutil_mono_ns();
+				p->waits++;
+			}
 			pthread_cond_wait(&p->freed, &p->lock);
 			continue;
+		}
+		if (t0) {
+			p->wait_ns += (uint64_t)(fsutil_mono_ns() - t0);
+			t0 = 0;
 		}
 		if (w->held) {
 			pthread_mutex_unlock(&p->lock);
@@ -418,6 +440,8 @@ static int reserve(struct writer *w, size_t need, size_t full, size_t *got)
 		n = full; /* rule 3: a whole block, not a trickle of growth */
 		break;
 	}
+	if (t0)
+		p->wait_ns += (uint64_t)(fsutil_mono_ns() - t0);
 	p->buffered += n;
 	w->held += n;
 	pthread_mutex_unlock(&p->lock);

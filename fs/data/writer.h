@@ -52,6 +52,12 @@ void wpool_set_packer(struct wpool *p, struct packer *pk, uint32_t pack_max);
  * before any writer opens; st must outlive the pool. */
 void wpool_set_stage(struct wpool *p, struct stage *st);
 size_t wpool_buffered(struct wpool *p); /* bytes held now */
+/* The budget's use, for the metrics: bytes held now, the budget, and the
+ * writes that waited for it (back-pressure) and how long, in all. */
+struct wpool_stats {
+	uint64_t buffered, budget, waits, wait_ns;
+};
+void wpool_get_stats(struct wpool *p, struct wpool_stats *st);
 
 int writer_open(struct wpool *p, uint64_t ino, const struct writer_cbs *cbs,
 		struct writer **out);

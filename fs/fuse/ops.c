@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "lib/errors.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 
 _Static_assert(FUSE_ROOT_ID == VFS_ROOT_ID, "root inode");
@@ -46,6 +47,58 @@ static struct vfs_caller caller_of(fuse_req_t req)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	return (struct vfs_caller){.uid = ctx->uid, .gid = ctx->gid};
 }
+
+/*
+ * Each request is timed from its handler's entry (op_begin) to its reply:
+ * the handlers answer on their own thread before they return, so the
+ * request being answered is the thread's. Every fuse_reply_* below goes
+ * through op_end first (the macros), which counts it once (vfs_op_done:
+ * the metrics and the access log). One clock read at each end.
+ */
+struct op_now {
+	struct fs *fs; /* NULL: no request being answered */
+	enum vfs_op op;
+	uint64_t ino;
+	const char *name; /* the request's, valid until the reply */
+	int64_t t0;
+	uint64_t bytes; /* read or written, set before the reply */
+};
+static __thread struct op_now op_now;
+
+static void op_begin(fuse_req_t req, enum vfs_op op, uint64_t ino,
+		     const char *name)
+{
+	op_now = (struct op_now){fs_of(req), op, ino, name, fsutil_mono_ns(),
+				 0};
+}
+
+static void op_end(int err)
+{
+	struct fs *fs = op_now.fs;
+
+	if (!fs)
+		return;
+	op_now.fs = NULL;
+	int64_t dt = fsutil_mono_ns() - op_now.t0;
+	vfs_op_done(fs, op_now.op, op_now.ino, op_now.name, err,
+		    dt > 0 ? (uint64_t)dt : 0, op_now.bytes);
+}
+
+/* Function-like macros do not expand inside themselves: the libfuse call
+ * is the real one. */
+#define fuse_reply_err(r, e)	    (op_end(e), fuse_reply_err(r, e))
+#define fuse_reply_none(r)	    (op_end(0), fuse_reply_none(r))
+#define fuse_reply_entry(r, p)	    (op_end(0), fuse_reply_entry(r, p))
+#define fuse_reply_create(r, p, fi) (op_end(0), fuse_reply_create(r, p, fi))
+#define fuse_reply_attr(r, a, t)    (op_end(0), fuse_reply_attr(r, a, t))
+#define fuse_reply_readlink(r, l)   (op_end(0), fuse_reply_readlink(r, l))
+#define fuse_reply_open(r, fi)	    (op_end(0), fuse_reply_open(r, fi))
+#define fuse_reply_write(r, n)	    (op_end(0), fuse_reply_write(r, n))
+#define fuse_reply_buf(r, b, n)	    (op_end(0), fuse_reply_buf(r, b, n))
+#define fuse_reply_iov(r, v, n)	    (op_end(0), fuse_reply_iov(r, v, n))
+#define fuse_reply_statfs(r, s)	    (op_end(0), fuse_reply_statfs(r, s))
+#define fuse_reply_xattr(r, n)	    (op_end(0), fuse_reply_xattr(r, n))
+#define fuse_reply_lock(r, l)	    (op_end(0), fuse_reply_lock(r, l))
 
 /* The one place errors become FUSE replies: project codes are EIO. */
 static void reply_err(fuse_req_t req, const char *op, int err)
@@ -154,6 +207,7 @@ static void op_destroy(void *userdata)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	op_begin(req, VFS_OP_lookup, parent, name);
 	struct vfs_entry e;
 	struct vfs_caller c = caller_of(req);
 	int err = vfs_lookup(fs_of(req), &c, parent, name, &e);
@@ -162,6 +216,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	op_begin(req, VFS_OP_forget, ino, NULL);
 	vfs_forget(fs_of(req), ino, nlookup);
 	fuse_reply_none(req);
 }
@@ -169,6 +224,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
+	op_begin(req, VFS_OP_forget, 0, NULL);
 	for (size_t i = 0; i < count; i++)
 		vfs_forget(fs_of(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
@@ -177,6 +233,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_getattr, ino, NULL);
 	struct stat st;
 	double timeout;
 	(void)fi;
@@ -189,6 +246,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *in,
 		       int to_set, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_setattr, ino, NULL);
 	struct stat st;
 	double timeout;
 	(void)fi;
@@ -200,6 +258,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *in,
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	op_begin(req, VFS_OP_readlink, ino, NULL);
 	char *target;
 	int err = vfs_readlink(fs_of(req), ino, &target);
 	if (err)
@@ -220,28 +279,33 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
+	op_begin(req, VFS_OP_mknod, parent, name);
 	make_node(req, parent, name, mode, rdev, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
+	op_begin(req, VFS_OP_mkdir, parent, name);
 	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
+	op_begin(req, VFS_OP_symlink, parent, name);
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	op_begin(req, VFS_OP_unlink, parent, name);
 	reply_err(req, "unlink", vfs_unlink(fs_of(req), parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	op_begin(req, VFS_OP_rmdir, parent, name);
 	reply_err(req, "rmdir", vfs_rmdir(fs_of(req), parent, name));
 }
 
@@ -249,6 +313,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	op_begin(req, VFS_OP_rename, parent, name);
 	reply_err(
 	    req, "rename",
 	    vfs_rename(fs_of(req), parent, name, newparent, newname, flags));
@@ -257,6 +322,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
+	op_begin(req, VFS_OP_link, newparent, newname);
 	struct vfs_entry e;
 	int err = vfs_link(fs_of(req), ino, newparent, newname, &e);
 	reply_entry(req, "link", err, &e);
@@ -264,6 +330,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	op_begin(req, VFS_OP_statfs, ino, NULL);
 	struct statvfs sv;
 	(void)ino;
 	int err = vfs_statfs(fs_of(req), &sv);
@@ -274,6 +341,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
+	op_begin(req, VFS_OP_access, ino, NULL);
 	/* default_permissions: the kernel has checked already */
 	(void)ino;
 	(void)mask;
@@ -291,6 +359,7 @@ static void set_open(struct fuse_file_info *fi, const struct vfs_open *o)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_open, ino, NULL);
 	struct vfs_open o;
 	int err = vfs_open(fs_of(req), ino, fi->flags, &o);
 	if (err)
@@ -304,6 +373,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_create, parent, name);
 	struct vfs_caller c = caller_of(req);
 	struct fuse_entry_param p;
 	struct vfs_entry e;
@@ -322,12 +392,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void reply_read(void *arg, const struct iovec *iov, int n)
 {
+	for (int i = 0; i < n; i++)
+		op_now.bytes += iov[i].iov_len;
 	fuse_reply_iov(arg, iov, n);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_read, ino, NULL);
 	(void)ino;
 	/* reply_read sends the reply when vfs_read succeeds */
 	int err = vfs_read(fs_of(req), fh_of(fi), (uint64_t)off, size,
@@ -339,12 +412,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_write, ino, NULL);
 	struct vfs_caller c = caller_of(req);
 	(void)ino;
 	int err =
 	    vfs_write(fs_of(req), &c, fh_of(fi), buf, size, (uint64_t)off);
 	if (err)
 		return reply_err(req, "write", err);
+	op_now.bytes = size;
 	fuse_reply_write(req, size);
 }
 
@@ -352,6 +427,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * locks on the file end with it (it keeps none of them itself). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_flush, ino, NULL);
 	vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner, 0);
 	reply_err(req, "flush", vfs_flush(fs_of(req), fh_of(fi)));
 }
@@ -359,6 +435,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_fsync, ino, NULL);
 	(void)ino;
 	(void)datasync;
 	reply_err(req, "fsync", vfs_flush(fs_of(req), fh_of(fi)));
@@ -367,6 +444,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_release, ino, NULL);
 	/* the last close of an open file that took a flock lock */
 	if (fi->flock_release)
 		vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner,
@@ -380,6 +458,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       off_t off_out, struct fuse_file_info *fi_out,
 			       size_t len, int flags)
 {
+	op_begin(req, VFS_OP_copy_file_range, ino_out, NULL);
 	size_t n = 0;
 	(void)ino_in;
 	(void)ino_out;
@@ -393,6 +472,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_fallocate, ino, NULL);
 	(void)ino;
 	reply_err(req, "fallocate",
 		  vfs_fallocate(fs_of(req), fh_of(fi), mode, off, len));
@@ -408,6 +488,7 @@ static int lock_interrupted(void *arg)
 static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock)
 {
+	op_begin(req, VFS_OP_getlk, ino, NULL);
 	int err = vfs_getlk(fs_of(req), ino, fi->lock_owner, lock);
 	if (err)
 		return reply_err(req, "getlk", err);
@@ -417,6 +498,7 @@ static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock, int sleep)
 {
+	op_begin(req, VFS_OP_setlk, ino, NULL);
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "setlk",
 		  vfs_setlk(fs_of(req), fh_of(fi), ino, fi->lock_owner, lock,
@@ -426,6 +508,7 @@ static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     int op)
 {
+	op_begin(req, VFS_OP_flock, ino, NULL);
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "flock",
 		  vfs_flock(fs_of(req), ino, fi->lock_owner, op, &w));
@@ -436,6 +519,7 @@ static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_opendir, ino, NULL);
 	struct vfs_dh *d;
 	int keep;
 	int err = vfs_opendir(fs_of(req), ino, &d, &keep);
@@ -501,18 +585,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_readdir, ino, NULL);
 	do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_readdirplus, ino, NULL);
 	do_readdir(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_releasedir, ino, NULL);
 	(void)ino;
 	vfs_releasedir(fs_of(req), (struct vfs_dh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
@@ -521,6 +608,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
+	op_begin(req, VFS_OP_fsyncdir, ino, NULL);
 	(void)ino;
 	(void)datasync;
 	(void)fi;
@@ -581,6 +669,7 @@ static int xattr_caller(fuse_req_t req, const char *name, struct vfs_caller *c,
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
+	op_begin(req, VFS_OP_setxattr, ino, name);
 	struct vfs_caller c;
 	uint32_t *groups;
 	int err = xattr_caller(req, name, &c, &groups);
@@ -595,6 +684,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	op_begin(req, VFS_OP_getxattr, ino, name);
 	struct vfs_caller c;
 	uint32_t *groups;
 	void *v = NULL;
@@ -609,6 +699,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	op_begin(req, VFS_OP_listxattr, ino, NULL);
 	char *names = NULL;
 	size_t n = 0;
 	int err = vfs_listxattr(fs_of(req), ino, &names, &n);
@@ -617,6 +708,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	op_begin(req, VFS_OP_removexattr, ino, name);
 	reply_err(req, "removexattr", vfs_removexattr(fs_of(req), ino, name));
 }
 

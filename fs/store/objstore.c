@@ -7,6 +7,7 @@
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
 #include "lib/bigbuf.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 
 #include <errno.h>
@@ -196,6 +197,37 @@ static const char *req_name(enum req_op op)
 	return names[op];
 }
 
+static enum objstore_kind req_kind(enum req_op op)
+{
+	static const enum objstore_kind k[] = {OBJSTORE_K_GET, OBJSTORE_K_PUT,
+					       OBJSTORE_K_DEL, OBJSTORE_K_HEAD,
+					       OBJSTORE_K_GET};
+	return k[op];
+}
+
+const char *objstore_kind_name(enum objstore_kind k)
+{
+	static const char *names[OBJSTORE_KINDS] = {"get", "put", "delete",
+						    "head", "list"};
+	return k < OBJSTORE_KINDS ? names[k] : "?";
+}
+
+/* A request of kind k that began at t0 (fsutil_mono_ns) ended with err,
+ * having moved bytes: its count, error, bytes and latency. */
+static void account(struct objstore *s, enum objstore_kind k, int64_t t0,
+		    int err, uint64_t bytes)
+{
+	struct objstore_kind_stats *ks = &s->st.kind[k];
+	int64_t dt = fsutil_mono_ns() - t0;
+
+	metric_add(&ks->requests, 1);
+	if (err)
+		metric_add(&ks->errors, 1);
+	else if (bytes)
+		metric_add(&ks->bytes, bytes);
+	metric_hist_observe(&ks->lat, dt > 0 ? (uint64_t)dt : 0);
+}
+
 int objstore_transient(int err)
 {
 	return err == OBJSTORE_EUNREACH || err == OBJSTORE_ESERVER ||
@@ -312,6 +344,7 @@ static int run(struct objstore *s, struct req *r)
 		if (n == 0)
 			log_outage(s, r, err);
 		STAT_ADD(s, retries, 1);
+		STAT_ADD(s, kind[req_kind(r->op)].retries, 1);
 		sleep_ms(pause);
 	}
 	STAT_ADD(s, gave_up, 1);
@@ -338,12 +371,14 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		return EINVAL;
 	struct req r = {.op = REQ_GET, .key = key, .off = off, .len = len,
 			.data = data, .got = got};
+	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, gets, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
 	else
 		STAT_ADD(s, get_bytes, *got);
+	account(s, OBJSTORE_K_GET, t0, err, err ? 0 : *got);
 	return err;
 }
 
@@ -356,12 +391,14 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
 		return EINVAL;
 	struct req r = {.op = REQ_PUT, .key = key, .put = data ? data : "",
 			.len = len};
+	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, puts, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
 	else
 		STAT_ADD(s, put_bytes, len);
+	account(s, OBJSTORE_K_PUT, t0, err, len);
 	return err;
 }
 
@@ -372,9 +409,13 @@ int objstore_del(struct objstore *s, const char *key)
 	if (!s || !key_valid(key))
 		return EINVAL;
 	struct req r = {.op = REQ_DEL, .key = key};
+	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, dels, 1);
-	return err == ENOENT ? 0 : err;
+	if (err == ENOENT)
+		err = 0;
+	account(s, OBJSTORE_K_DEL, t0, err, 0);
+	return err;
 }
 
 int objstore_head(struct objstore *s, const char *key, uint64_t *size)
@@ -386,7 +427,10 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size)
 	struct req r = {.op = REQ_HEAD, .key = key,
 			.size = size ? size : &dummy};
 	STAT_ADD(s, heads, 1);
-	return run(s, &r);
+	int64_t t0 = fsutil_mono_ns();
+	int err = run(s, &r);
+	account(s, OBJSTORE_K_HEAD, t0, err, 0);
+	return err;
 }
 
 /* ---- views ---- */
@@ -454,12 +498,14 @@ int objstore_get_view(struct objstore *s, const char *key,
 	if (!key_valid(key))
 		return EINVAL;
 	struct req r = {.op = REQ_VIEW, .key = key, .view = v};
+	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, gets, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
 	else
 		STAT_ADD(s, get_bytes, v->len);
+	account(s, OBJSTORE_K_GET, t0, err, err ? 0 : v->len);
 	return err;
 }
 
@@ -536,6 +582,15 @@ void objstore_get_stats(struct objstore *s, struct objstore_stats *st)
 	st->errors = __atomic_load_n(&s->st.errors, __ATOMIC_RELAXED);
 	st->retries = __atomic_load_n(&s->st.retries, __ATOMIC_RELAXED);
 	st->gave_up = __atomic_load_n(&s->st.gave_up, __ATOMIC_RELAXED);
+	for (int k = 0; k < OBJSTORE_KINDS; k++) {
+		const struct objstore_kind_stats *from = &s->st.kind[k];
+		struct objstore_kind_stats *to = &st->kind[k];
+		to->requests = metric_get(&from->requests);
+		to->errors = metric_get(&from->errors);
+		to->retries = metric_get(&from->retries);
+		to->bytes = metric_get(&from->bytes);
+		metric_hist_read(&from->lat, &to->lat);
+	}
 }
 
 int objstore_list_temps(struct objstore *s, objstore_list_fn fn, void *arg)
@@ -555,9 +610,11 @@ int objstore_list(struct objstore *s, const char *prefix, objstore_list_fn fn,
 
 	if (!s || !fn)
 		return EINVAL;
-	if ((err = injected_fault(s)))
-		return err;
-	return s->ops->list(s, prefix ? prefix : "", fn, arg);
+	int64_t t0 = fsutil_mono_ns();
+	if (!(err = injected_fault(s)))
+		err = s->ops->list(s, prefix ? prefix : "", fn, arg);
+	account(s, OBJSTORE_K_LIST, t0, err, 0);
+	return err;
 }
 
 /* ---- probe ---- */

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "lib/errors.h"
+#include "lib/metric.h"
 #include <sys/types.h>
 
 /* Errors: a positive errno, or an OBJSTORE_E* code (lib/errors.h). */
@@ -87,10 +88,29 @@ struct objstore_ops {
 /* Calls that reached the backend, counted by the wrappers; retries are
  * the attempts made again after a transient error, gave_up the requests
  * that still failed when their retry window closed. */
+enum objstore_kind {
+	OBJSTORE_K_GET, /* gets and whole-object views */
+	OBJSTORE_K_PUT,
+	OBJSTORE_K_DEL,
+	OBJSTORE_K_HEAD,
+	OBJSTORE_K_LIST,
+	OBJSTORE_KINDS
+};
+/* The requests of one kind: errors are those that failed in the end
+ * (ENOENT of a get or head included: a miss the caller may expect),
+ * bytes the payload moved (gets: read; puts: written), lat the time from
+ * the wrapper's entry to its return, retries and backoff included. */
+struct objstore_kind_stats {
+	uint64_t requests, errors, retries, bytes;
+	struct metric_hist lat;
+};
 struct objstore_stats {
 	uint64_t gets, get_bytes, puts, put_bytes, dels, heads, errors;
 	uint64_t retries, gave_up;
+	struct objstore_kind_stats kind[OBJSTORE_KINDS];
 };
+/* "get", "put", "delete", "head", "list": the kind's label. */
+const char *objstore_kind_name(enum objstore_kind k);
 
 struct objstore {
 	const struct objstore_ops *ops;

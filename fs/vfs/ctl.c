@@ -13,7 +13,8 @@
  *   name (get/set, on)          stands for            the caller needs
  *   granary.stats (get, any)    reading /proc/...     read on the inode asked
  *                               counters: no file     (the kernel's check)
- *                               named, client-wide
+ *                               named, client-wide;
+ *                               latencies (metrics.h)
  *   granary.sync (set|get, any) syncfs(2): any user   nothing more
  *   granary.cache (get, file)   what reads would      read on the file
  *                               reveal by their time
@@ -66,6 +67,7 @@
 #include "fs/store/objstore.h"
 #include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
+#include "fs/vfs/metrics.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
 
@@ -320,7 +322,10 @@ static int sync_all(struct fs *fs)
 	return err ? err : berr;
 }
 
-/* "granary.stats" on any inode: this client's counters, as JSON. */
+#define STATS_PAD 8192
+
+/* "granary.stats" on any inode: this client's counters, as JSON (padded
+ * with spaces: see the end). */
 static int stats_text(struct fs *fs, void **value, size_t *size)
 {
 	struct objstore_stats st;
@@ -329,7 +334,12 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	struct packer_stats ps = {0};
 	struct stage_stats bs = {0};
 	struct compactq_stats cq = {0};
-	char buf[2048];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return ENOMEM;
 
 	if (fs->packer)
 		packer_get_stats(fs->packer, &ps);
@@ -342,8 +352,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	chunkstore_get_stats(fs->cs, &cs);
 	if (fs->disk_cache)
 		diskcache_get_stats(fs->cache, &dc);
-	int len = snprintf(
-	    buf, sizeof(buf),
+	fprintf(
+	    f,
 	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
 	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu, "
 	    "\"retries\": %llu, \"gave_up\": %llu}, "
@@ -362,7 +372,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"staged_bytes\": %llu, \"recovered\": %llu}, "
 	    "\"compaction\": {\"queued\": %llu, \"compacted\": %llu, "
 	    "\"bytes\": %llu, \"records_dropped\": %llu, \"errors\": "
-	    "%llu}}\n",
+	    "%llu}",
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
@@ -391,7 +401,21 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)cq.compacted, (unsigned long long)cq.bytes,
 	    (unsigned long long)cq.records_dropped,
 	    (unsigned long long)cq.errors);
-	return xattr_value(buf, (size_t)len, value, size);
+	metrics_json(fs, f);
+	fputs("}\n", f);
+	/* Spaces up to a multiple of STATS_PAD: a reader asks for the size,
+	 * then for the value (getfattr does), and the counters move between
+	 * the two; a length that changes only every STATS_PAD bytes keeps
+	 * the second call from failing with ERANGE. */
+	for (long n = ftell(f); n > 0 && n % STATS_PAD; n++)
+		fputc(' ', f);
+	if (fclose(f)) {
+		free(buf);
+		return ENOMEM;
+	}
+	int err = xattr_value(buf, len, value, size);
+	free(buf);
+	return err;
 }
 
 /* The disk cache's share of a file: "CACHED TOTAL" (get), or drop it

@@ -32,6 +32,7 @@
 #include "fs/vfs/backupd.h"
 #include "fs/vfs/compactq.h"
 #include "fs/vfs/hooks.h"
+#include "fs/vfs/metrics.h"
 #include "fs/vfs/namecache.h"
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
@@ -417,6 +418,7 @@ static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
 /* What vfs_open_fs made, in reverse order; NULL fields are skipped. */
 static void teardown(struct fs *fs)
 {
+	metrics_close(fs->metrics); /* reads everything below */
 	compactq_close(fs->compactq); /* uses the block store and meta */
 	closer_close(fs->closer);
 	fs->closer = NULL;
@@ -698,6 +700,9 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 		goto fail;
 	}
 	fs->session = 1;
+	err = metrics_open(fs, msg, cap);
+	if (err)
+		goto fail;
 	/* without it, each release is a round trip of its own */
 	if (!o->read_only && closer_open(fs->meta, CLOSE_DELAY_MS, reclaim_soon,
 					 fs, &fs->closer))

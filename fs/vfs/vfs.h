@@ -92,6 +92,31 @@ int vfs_read_only(const struct fs *fs);
 uint64_t vfs_direct_read(const struct fs *fs); /* UINT64_MAX: off */
 const char *vfs_volume_name(const struct fs *fs);
 
+/* ---- the operations, counted (metrics.h) ---------------------------- */
+/* The kernel's requests the adapter answers, by kind; X(name) each. */
+#define VFS_OPS(X)                                                            \
+	X(lookup) X(forget) X(getattr) X(setattr) X(readlink) X(mknod)        \
+	X(mkdir) X(symlink) X(unlink) X(rmdir) X(rename) X(link) X(open)      \
+	X(create) X(read) X(write) X(flush) X(fsync) X(release)               \
+	X(fallocate) X(copy_file_range) X(getlk) X(setlk) X(flock)            \
+	X(opendir) X(readdir) X(readdirplus) X(releasedir) X(fsyncdir)        \
+	X(statfs) X(access) X(setxattr) X(getxattr) X(listxattr)              \
+	X(removexattr)
+#define VFS_OP_ENUM(n) VFS_OP_##n,
+enum vfs_op { VFS_OPS(VFS_OP_ENUM) VFS_OP_N };
+#undef VFS_OP_ENUM
+const char *vfs_op_name(enum vfs_op op);
+/*
+ * The adapter answered a request: op on inode ino (for an op with a name,
+ * the directory's, and name the entry's; else name NULL) with err (0 or a
+ * positive errno, as answered), ns nanoseconds after it came, bytes the
+ * data it moved (read, write). Counted for the metrics, and written to
+ * the access log when it is on. Lock-free but for the access log's copy
+ * of its line; any thread.
+ */
+void vfs_op_done(struct fs *fs, enum vfs_op op, uint64_t ino,
+		 const char *name, int err, uint64_t ns, uint64_t bytes);
+
 /* ---- names and attributes ------------------------------------------- */
 /* The trash (META_TRASH at the volume's root) is root's: other callers'
  * lookups and listings do not find it. */

@@ -27,6 +27,7 @@
 #include "fs/vfs/quota.h"
 #include "fs/vfs/vfs.h"
 #include "lib/hash.h"
+#include "lib/metric.h"
 #include "meta/meta.h"
 #include "meta/meta_volume.h"
 
@@ -157,6 +158,14 @@ struct fs {
 	pthread_mutex_t rc_lock; /* leaf */
 	pthread_cond_t rc_cond;	 /* signalled on stop and on new garbage */
 	int stopping;		 /* protected by rc_lock */
+
+	/* the kernel's requests by kind (vfs_op_done; lib/metric.h atomics),
+	 * and what serves them to operators (metrics.h); NULL: not yet */
+	struct fs_opstat {
+		uint64_t count, errors, bytes;
+		struct metric_hist lat;
+	} ops[VFS_OP_N];
+	struct metrics *metrics;
 };
 
 /* lock.c: what it keeps of the locks this client granted */

@@ -7,6 +7,7 @@ if redis.call('ZSCORE', 'sessions', sid) then
 	return {EAGAIN}
 end
 redis.call('HDEL', 'sessionstaged', sid)
+redis.call('HDEL', 'sessionmetrics', sid)
 local p = redis.call('HGET', 'sessionpending', sid)
 if p then
 	redis.call('HDEL', 'sessionpending', sid)

@@ -26,6 +26,7 @@ end
 redis.call('ZREM', 'sessions', sid)
 redis.call('HDEL', 'sessioninfo', sid)
 redis.call('HDEL', 'sessionstaged', sid)
+redis.call('HDEL', 'sessionmetrics', sid)
 local p = redis.call('HGET', 'sessionpending', sid)
 if p then
 	redis.call('HDEL', 'sessionpending', sid)
