@@ -264,6 +264,12 @@ void chunkstore_get_stats(struct chunkstore *cs, struct chunkstore_stats *st)
 	    __atomic_load_n(&cs->st.prefetch_drops, __ATOMIC_RELAXED);
 	st->ranged_reads =
 	    __atomic_load_n(&cs->st.ranged_reads, __ATOMIC_RELAXED);
+	st->cache_evictions =
+	    __atomic_load_n(&cs->st.cache_evictions, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&cs->lock);
+	st->cache_bytes = cs->cached_bytes;
+	st->cache_entries = hash_count(&cs->table);
+	pthread_mutex_unlock(&cs->lock);
 }
 
 /* ---- cache table and LRU (all under cs->lock) ---- */
@@ -320,8 +326,11 @@ static void evict(struct chunkstore *cs)
 	struct centry *e;
 
 	while (cs->cached_bytes > cs->o.mem_cache_bytes &&
-	       (e = TAILQ_LAST(&cs->lru, centry_lru)))
+	       (e = TAILQ_LAST(&cs->lru, centry_lru))) {
 		unhash(cs, e);
+		__atomic_add_fetch(&cs->st.cache_evictions, 1,
+				   __ATOMIC_RELAXED);
+	}
 }
 
 static void drop_cached(struct chunkstore *cs, uint64_t id, uint32_t idx)

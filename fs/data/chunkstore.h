@@ -54,6 +54,9 @@ struct chunkstore_stats {
 	uint64_t cache_hits, cache_misses, corrupt;
 	uint64_t prefetched, prefetch_drops; /* queued / dropped (queue full) */
 	uint64_t ranged_reads; /* served by a ranged GET of a few segments */
+	/* the memory cache: what it holds now, and the blocks it let go to
+	 * make room */
+	uint64_t cache_bytes, cache_entries, cache_evictions;
 };
 
 struct chunkstore;

@@ -82,7 +82,11 @@ for i in $(seq 1 $N); do
 done
 h1=$(value granary_cache_hits_total 'cache="memory"')
 [ $((h1 - h0)) -ge 1 ] || fail "a warm read: no memory cache hit counted"
-ok "warm read: $((h1 - h0)) memory cache hits"
+[ "$(value granary_cache_entries 'cache="memory"')" -ge 1 ] ||
+	fail "a warm memory cache: no entries shown"
+[ "$(value granary_cache_bytes 'cache="memory"')" -gt 0 ] ||
+	fail "a warm memory cache: no bytes shown"
+ok "warm read: $((h1 - h0)) memory cache hits, its entries and bytes shown"
 
 # histograms: cumulative, +Inf equal to _count
 scrape >"$TMP/m1.txt"

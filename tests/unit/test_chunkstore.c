@@ -300,7 +300,13 @@ Test(chunkstore, cache_bound)
 		cr_assert_eq(chunkstore_read(cs, 2, size, i * BS, WHOLE, buf),
 			     0);
 	cr_assert_eq(stats().gets, 4);
-	/* The two newest are cached, the two oldest were evicted. */
+	/* The two newest are cached, the two oldest were evicted: so the
+	 * figures of the memory cache say. */
+	struct chunkstore_stats cst;
+	chunkstore_get_stats(cs, &cst);
+	cr_assert_eq(cst.cache_entries, 2);
+	cr_assert_eq(cst.cache_bytes, 2 * BS);
+	cr_assert_eq(cst.cache_evictions, 2);
 	cr_assert_eq(chunkstore_read(cs, 2, size, 3 * BS, 10, buf), 0);
 	cr_assert_eq(chunkstore_read(cs, 2, size, 2 * BS, 10, buf), 0);
 	cr_assert_eq(stats().gets, 4);
