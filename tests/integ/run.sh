@@ -47,6 +47,21 @@ sweep_mounts() {
 	done
 }
 
+# A shared server that died takes every later test with it: say which
+# test it died under (a failure of that test), with the end of its log,
+# and start it again (on a new port, over the same data) for the tests
+# after it.
+S3_PID=$GRANARY_TEST_S3_PID
+check_services() {
+	kill -0 "$S3_PID" 2>/dev/null && return 0
+	echo "integ: the shared s3rver (pid $S3_PID) died during $1; the end of its log:"
+	tail -n 30 "$ROOT/s3/s3rver.log" | sed 's/^/    | /'
+	mv "$ROOT/s3/s3rver.log" "$ROOT/s3/s3rver.log.$S3_PID"
+	SVC_S3RVER_DATA=$ROOT/s3/data svc_start_s3rver "$ROOT/s3" granary-test || exit 1
+	S3_PID=$GRANARY_TEST_S3_PID
+	return 1
+}
+
 pass=0 failed=0 failures="" skipped=0
 start=$(date +%s)
 for t in "${tests[@]}"; do
@@ -60,6 +75,10 @@ for t in "${tests[@]}"; do
 		GRANARY_STORAGE=$st timeout -k 10 600 bash "$t" >"$log" 2>&1
 		rc=$?
 		sweep_mounts
+		if ! check_services "$name [$st]" && [ $rc = 0 ]; then
+			rc=1 # a crash a test did not notice is still a failure
+			echo "the shared s3rver died during this test" >>"$log"
+		fi
 		secs=$(($(date +%s) - t0))
 		nskip=$(grep -c '^ *ok [0-9]* # skip ' "$log")
 		skipped=$((skipped + nskip))
