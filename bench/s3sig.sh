@@ -125,6 +125,12 @@ mkdir -p "$OUT"
 	for k in $KEYS; do
 		echo "| $k | $(get v4 "$k") | $(get v2 "$k") | $(get v4-v2 "$k") |${BASE:+ $(get base "$k") | $(get v4-base "$k") |}"
 	done
+	echo
+	echo "Per-round V4/V2 (the spread is the machine's noise):"
+	echo
+	for k in $KEYS; do
+		echo "- $k: $(for r in $(seq 1 "$R"); do printf '%s ' "$(get v4-v2 "${k}_r$r")"; done)"
+	done
 	for id in v4 v2 ${BASE:+base}; do
 		[ -z "$(get "$id" failed)" ] || echo "FAILED: $id: $(get "$id" failed)"
 	done
