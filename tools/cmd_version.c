@@ -51,7 +51,9 @@ static const char usage[] =
     "Permissions: create, rm and restore need write permission on DIR;\n"
     "create and restore need read permission on everything they copy;\n"
     "restore also needs write permission on every directory it empties;\n"
-    "list and show need read permission on DIR.\n"
+    "in a sticky DIR (mode 1777, as /tmp) only the owner of a version, the\n"
+    "owner of DIR or root may rm it; list and show need read permission\n"
+    "on DIR.\n"
     "\n"
     "  -m, --message MSG  (create) a message kept with the version\n"
     "      --save-as TAG  (restore) the tag for what DIR holds now\n"
@@ -203,6 +205,15 @@ static int verror(const char *what, const char *dir, const char *tag, int err)
 				 "permission on everything in it and in the "
 				 "version",
 				 dir);
+		break;
+	case EPERM:
+		cli_error("cannot %s version '%s' of '%s': %s", what, tag, dir,
+			  strerror(err));
+		if (!strcmp(what, "delete"))
+			cli_hint("'%s' is sticky (as /tmp): only the owner of "
+				 "the version, the owner of '%s' or root may "
+				 "delete it",
+				 dir, dir);
 		break;
 	case ENOTSUP:
 		cli_error("the client serving '%s' has no versions (not "

@@ -28,9 +28,10 @@
  *   granary.version.create      cp -a DIR             read and search as above
  *     (set, DIR)                  DIR/.versions/TAG   on DIR's tree; write and
  *                                                     search on DIR
- *   granary.version.rm (set,    rm -rf of a copy      write and search on DIR
- *     DIR)                      made for DIR's
- *                               writers
+ *   granary.version.rm (set,    rm -rf of a copy      write and search on DIR;
+ *     DIR)                      made for DIR's        a sticky DIR: own the
+ *                               writers               version or DIR (EPERM,
+ *                                                     meta_version_rm)
  *   granary.version.restore     cp -a DIR to a new    create's; read on TAG's
  *     (set, DIR)                version, rm -rf of    tree; write and search
  *                               DIR's entries, then   on every directory of
@@ -40,8 +41,9 @@
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
  *
- * Refusals are EACCES. EPERM, for everyone: the old "<inode> NAME" snapshot
- * form, and a set of a name that is only read (stats, cache, version:TAG).
+ * Refusals are EACCES, but the sticky rule's (EPERM, as unlink(2) gives).
+ * EPERM, for everyone: the old "<inode> NAME" snapshot form, and a set of
+ * a name that is only read (stats, cache, version:TAG).
  *
  * Nothing outside the mount's root (--subdir) can be named: the inodes
  * asked of come from the kernel's lookups below the root, and the one path
@@ -563,7 +565,7 @@ static int version_do(struct fs *fs, const struct meta_cred *cred, uint64_t dir,
 	}
 	if (!strcmp(op, "rm")) {
 		uint64_t vdir;
-		err = meta_version_rm(fs->meta, dir, tag);
+		err = meta_version_rm(fs->meta, cred, dir, tag);
 		/* gone for this node's kernel at once, not after its entry
 		 * timeout (another thread's lock on DIR/.versions is never
 		 * held waiting for this request) */
