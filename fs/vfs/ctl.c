@@ -653,10 +653,46 @@ static int version_get(struct fs *fs, const struct caller *c, uint64_t ino,
 	return 0;
 }
 
+/*
+ * system.*: the kernel checks nothing for this namespace (not even write
+ * permission) and leaves it to the file system, so the rules are ours,
+ * those ext4 has. granary knows no system.* attribute: POSIX ACLs are not
+ * supported (the two ACL names read as absent, ENODATA: "no ACL"), and a
+ * set of any system.* name is refused with EOPNOTSUPP, as ext4 refuses a
+ * name it has no handler for. A system.* name stored by a granary that
+ * took any name is still listed and read as before; only the owner of the
+ * inode or root may remove it (ext4's rule for its ACLs: owner or
+ * CAP_FOWNER; a FUSE request shows the uid alone, so CAP_FOWNER is uid 0
+ * here as everywhere in this file), EPERM for anyone else. user.*,
+ * trusted.* and security.* are the kernel's to check (default_permissions,
+ * CAP_SYS_ADMIN, the security modules), before the request arrives.
+ */
+#define XATTR_SYSTEM "system."
+
 static int acl_name(const char *name)
 {
 	return !strcmp(name, "system.posix_acl_access") ||
 	       !strcmp(name, "system.posix_acl_default");
+}
+
+static int system_name(const char *name)
+{
+	return !strncmp(name, XATTR_SYSTEM, strlen(XATTR_SYSTEM));
+}
+
+/* May caller c remove a system.* xattr of kernel inode ino? 0 or EPERM. */
+static int system_may_remove(struct fs *fs, const struct vfs_caller *c,
+			     uint64_t ino)
+{
+	struct meta_attr a;
+	int err;
+
+	if (c->uid == 0)
+		return 0;
+	err = meta_getattr(fs->meta, vfs_m_ino(fs, ino), &a);
+	if (!err && a.uid != c->uid)
+		err = EPERM;
+	return err;
 }
 
 /*
@@ -744,7 +780,7 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 {
 	int err;
 
-	if (acl_name(name))
+	if (system_name(name))
 		return EOPNOTSUPP;
 	if (!strcmp(name, XATTR_SNAPSHOT))
 		return snapshot_xattr(c, fs, ino, value, size);
@@ -783,12 +819,17 @@ int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size)
 	return meta_listxattr(fs->meta, vfs_m_ino(fs, ino), names, size);
 }
 
-int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name)
+int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		    const char *name)
 {
+	int err;
+
 	if (frozen(fs, ino))
 		return EROFS;
+	if (system_name(name) && (err = system_may_remove(fs, c, ino)))
+		return err;
 	caps_forget(fs, vfs_m_ino(fs, ino), name);
-	int err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
+	err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }
