@@ -61,6 +61,7 @@
 #include <string.h>
 
 #include "meta/meta_snap.h"
+#include "meta/meta_trash.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/packer.h"
 #include "fs/data/slice.h"
@@ -207,21 +208,29 @@ static int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
  * May the caller remove everything below directory dir (attributes da), as
  * rm -rf of its entries would? Write and search on every directory of the
  * tree that has entries; in a sticky one, the caller owns each entry or
- * the directory. One listing per directory; EACCES.
+ * the directory. The root's trash is left out: a restore leaves it alone
+ * (version_swap). One listing per directory; EACCES.
  */
 static int caller_may_empty(struct fs *fs, const struct caller *c, uint64_t dir,
 			    const struct meta_attr *da)
 {
 	struct meta_dirent *ents = NULL;
-	size_t n = 0;
+	size_t n = 0, keep = 0;
+	uint64_t trash = 0;
 	int err = meta_readdir(fs->meta, dir, 1, &ents, &n);
 
 	if (err)
 		return err == ENOENT ? 0 : err; /* gone meanwhile */
-	if (n && !caller_may(c, da, 3))
+	if (dir == META_ROOT_INO)
+		err = meta_trash_ino(fs->meta, &trash);
+	for (size_t i = 0; trash && i < n; i++)
+		keep += ents[i].ino == trash;
+	if (!err && n > keep && !caller_may(c, da, 3))
 		err = EACCES;
 	for (size_t i = 0; !err && i < n; i++) {
 		const struct meta_attr *ea = &ents[i].attr;
+		if (trash && ents[i].ino == trash)
+			continue;
 		if ((da->mode & 01000) && c->cred.uid != da->uid &&
 		    c->cred.uid != ea->uid)
 			err = EACCES;
