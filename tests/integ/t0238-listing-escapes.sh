@@ -2,10 +2,10 @@
 # storage: file
 # t0238-listing-escapes.sh - names in the text output of the listings
 # (quota list, get and check; trash list and restore; version list, show
-# and diff; fsck's report) are escaped as `ls -b` escapes them: control
-# characters and bytes that are no UTF-8 as \n, \033, \302\233 ..., a
-# backslash doubled, so that no name forges a line or drives the
-# terminal; --json stays exact.
+# and diff; fsck's report; status's sessions) are escaped as `ls -b`
+# escapes them: control characters and bytes that are no UTF-8 as \n,
+# \033, \302\233 ..., a backslash doubled, so that no name forges a line
+# or drives the terminal; --json stays exact.
 . "$(dirname "$0")/lib.sh"
 
 new_volume escapes --trash-days 1
@@ -89,3 +89,14 @@ no_raw "$TMP/f.out" "fsck"
 grep -qF '/ds/bad\n\033name: the entry names inode 999999' "$TMP/f.out" ||
 	fail "fsck: $(cat "$TMP/f.out")"
 ok "fsck's report escapes paths"
+
+# --- status: the sessions' mount points
+M2="$TMP/m${ESC}[1m2"
+mount_vol "$META" "$M2"
+"$GRANARY" status "$META" >"$TMP/s.out" 2>/dev/null || fail "status"
+no_raw "$TMP/s.out" "status"
+grep -qF "$TMP/m\\033[1m2 " "$TMP/s.out" || fail "status: $(cat "$TMP/s.out")"
+check_eq "$("$GRANARY" status "$META" --json 2>/dev/null | jq -r '.sessions[].mountpoint' | grep -c "$ESC")" 1 \
+	"status --json's exact mount point"
+umount_vol "$M2"
+ok "status escapes the sessions' mount points"
