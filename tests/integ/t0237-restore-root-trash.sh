@@ -11,7 +11,8 @@
 new_volume rtrash --trash-days 1
 M=$TMP/mnt
 # names the kernel cached before a restore are another tree's: none here
-mount_vol "$META" "$M" --entry-timeout 0 --attr-timeout 0
+chmod 0755 "$TMP" # nobody must reach the mount point
+mount_vol "$META" "$M" --entry-timeout 0 --attr-timeout 0 --allow-other
 status_of() { # status_of FIELD: a number of `granary status --json`
 	"$GRANARY" status "$META" --json | tr -d ' \n' |
 		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
@@ -52,6 +53,20 @@ check_eq "$(cat "$M/data/a")" a "data/a back from the trash"
 "$GRANARY" fsck "$META" -q >"$TMP/fsck.out" 2>&1 ||
 	fail "fsck after the restore: $(head -c 2000 "$TMP/fsck.out")"
 ok "a restore of the root leaves the trash working"
+
+# --- a user owning the root versions and restores it: the trash (root's,
+# mode 0700) is no part of what they copy or empty
+chown 65534:65534 "$M"
+chown -R 65534:65534 "$M/data"
+as_nobody "$GRANARY" version create "$M" byuser -q ||
+	fail "the root's owner cannot make a version of it: $(cat "$TMP/expect.err" 2>/dev/null)"
+echo c >"$M/data/c" && chown 65534:65534 "$M/data/c"
+as_nobody "$GRANARY" version restore "$M" byuser --save-as before2 -q ||
+	fail "the root's owner cannot restore it"
+[ ! -e "$M/data/c" ] || fail "data/c is still there after the user's restore"
+check_eq "$(stat -c %i "$M/.trash")" "$trash" "/.trash after the user's restore"
+listed /old || fail "the trash lost /old in the user's restore: $(cat "$TMP/list")"
+ok "the root's owner versions and restores it, the trash left alone"
 
 # --- fsck: a trash key naming nothing is reported, and repaired
 rcli set trash 999999999 >/dev/null
