@@ -9,9 +9,10 @@
  * directories, detached snapshots), delfiles, the entries (links,
  * subdirectories, parents), the references (chunk lists: stray or past
  * a length; slices, packs, staging), sliceref, packs, the counters
- * again; then the inodes are judged, the store compared, every candidate
- * read again, and each confirmed one repaired and reported. With a path,
- * the walks are fsck_path.c's, of the tree, and the same judges run.
+ * again; then the inodes and the trash's key are judged, the store compared,
+ * every candidate read again, and each confirmed one repaired and reported.
+ * With a path, the walks are fsck_path.c's, of the tree, and the same judges
+ * run.
  */
 #include "gc/fsck.h"
 
@@ -26,6 +27,7 @@
 #include "meta/meta_fsck.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_scan.h"
+#include "meta/meta_trash.h"
 
 /* ---- tables ------------------------------------------------------------ */
 
@@ -796,6 +798,7 @@ static int inode_kind(enum fsck_kind k)
 	case FSCK_ENTRY_NO_DIR:
 	case FSCK_DELFILE_LIVE:
 	case FSCK_CHUNK_PAST_END:
+	case FSCK_TRASH:
 		return 1;
 	default:
 		return 0;
@@ -1074,6 +1077,12 @@ static int confirm(struct fsck *f)
 		case FSCK_USEDSPACE:
 			ok = 1;
 			break;
+		case FSCK_TRASH:
+			err = meta_trash_ino(f->m, &t);
+			ok = !err && t == c->ino &&
+			     (!now->exists ||
+			      (!now->corrupt && now->a.type != META_DIR));
+			break;
 		case FSCK_OBJECT_MISSING:
 		case FSCK_OBJECT_SIZE:
 		case FSCK_OBJECT_CORRUPT:
@@ -1160,6 +1169,27 @@ static int judge_pending(struct fsck *f)
 	return 0;
 }
 
+/* The trash's key against the inodes found: a key naming no directory
+ * (a trash deleted behind the engine's back) makes every removal final
+ * and leaves its counts behind (meta_trash.h). */
+static int judge_trash(struct fsck *f)
+{
+	uint64_t t;
+	struct ino *x;
+	struct cand *c;
+	int err = meta_trash_ino(f->m, &t);
+
+	if (err || !t)
+		return err;
+	x = fsck_ino(f, t, 0);
+	if (ino_exists(x) && ((x->flags & I_CORRUPT) || x->type == META_DIR))
+		return 0;
+	if (!(c = fsck_cand(f, FSCK_TRASH)))
+		return ENOMEM;
+	c->ino = t;
+	return 0;
+}
+
 /* Everything the metadata says, walked, and the first judgement. */
 static int walk(struct fsck *f)
 {
@@ -1195,7 +1225,7 @@ static int walk(struct fsck *f)
 		return err;
 	fsck_phase(f, "judging");
 	if ((err = judge_slices(f)) || (err = judge_strays_and_sids(f)) ||
-	    (err = judge_inodes(f)))
+	    (err = judge_inodes(f)) || (err = judge_trash(f)))
 		return err;
 	if (f->c0_inodes != f->c1_inodes || f->c0_used != f->c1_used) {
 		f->r->counters_changed = 1;

@@ -5,14 +5,14 @@
  *
  * fsck_run walks the metadata (meta_scan.h): every inode, every directory
  * entry, every chunk list, the reference counts, packs, staging, the
- * sessions' fields and opens, and pendingspace; it lists the store with objects
- * (one listing of blocks/ and packs/, never a HEAD per object) and reads every
- * referenced block and frame with deep. What it finds wrong it reads again
- * before it says so (meta_fsck.h): a thing a live client changed meanwhile (an
- * inode whose ctime is after the walk began, an entry renamed, a count that
- * moved) is not judged but counted in changed. Each problem goes to
- * o->problem with the path of the file concerned, found by walking up the
- * entries from the root.
+ * sessions' fields and opens, pendingspace and the trash's key; it lists the
+ * store with objects (one listing of blocks/ and packs/, never a HEAD per
+ * object) and reads every referenced block and frame with deep. What it finds
+ * wrong it reads again before it says so (meta_fsck.h): a thing a live client
+ * changed meanwhile (an inode whose ctime is after the walk began, an entry
+ * renamed, a count that moved) is not judged but counted in changed. Each
+ * problem goes to o->problem with the path of the file concerned, found by
+ * walking up the entries from the root.
  *
  * With repair, each problem of a kind fsck knows how to fix is fixed by
  * one script that first checks the thing is still as fsck saw it: an
@@ -77,6 +77,7 @@ enum fsck_kind {
 	FSCK_PENDINGSPACE, /* pendingspace is not the sessionpending sum */
 	FSCK_OPEN_GONE,	   /* an open (o<ino>, so<sid>) of a session that
 			      is gone */
+	FSCK_TRASH,	   /* the key `trash` names no directory */
 	FSCK_NKINDS
 };
 /* "entry-no-inode", "nlink", ...: a kind's name, for --json. */

@@ -42,6 +42,7 @@ static const char *const kind_names[FSCK_NKINDS] = {
     [FSCK_CHUNK_PAST_END] = "chunk-past-length",
     [FSCK_PENDINGSPACE] = "pendingspace",
     [FSCK_OPEN_GONE] = "open-gone",
+    [FSCK_TRASH] = "trash",
 };
 
 const char *fsck_kind_name(enum fsck_kind k)
@@ -389,6 +390,13 @@ static void what_of(const struct cand *c, char *w, size_t cap)
 				 "left %" PRId64 " open files in its list",
 				 c->id, c->found);
 		break;
+	case FSCK_TRASH:
+		snprintf(w, cap,
+			 "the key 'trash' names inode %" PRIu64
+			 ", which is no directory: removals are final and the "
+			 "trash lists nothing",
+			 c->ino);
+		break;
 	default:
 		snprintf(w, cap, "?");
 	}
@@ -428,6 +436,10 @@ static void report(struct fsck *f, struct cand *c, enum fsck_fix fix,
 	case FSCK_STAGING:
 	case FSCK_SESSION:
 	case FSCK_PENDINGSPACE:
+		break;
+	case FSCK_TRASH:
+		p.path = "/" META_TRASH;
+		p.key = "trash";
 		break;
 	default:
 		if (c->ino)
@@ -717,6 +729,9 @@ static enum fsck_fix fix_one(struct fsck *f, struct cand *c, const char **why)
 	case FSCK_OPEN_GONE:
 		err = meta_fsck_fix_open(f->m, c->id, c->ino);
 		break;
+	case FSCK_TRASH:
+		err = meta_fsck_fix_trash(f->m, c->ino);
+		break;
 	default:
 		break;
 	}
@@ -734,7 +749,8 @@ int fsck_settle(struct fsck *f)
 	    FSCK_SLICE_DEAD,	 FSCK_PACK_TOTAL,     FSCK_PACK_DEAD,
 	    FSCK_STAGING,	 FSCK_SESSION,	      FSCK_OBJECT_MISSING,
 	    FSCK_OBJECT_SIZE,	 FSCK_OBJECT_CORRUPT, FSCK_DELFILE_LIVE,
-	    FSCK_CHUNK_PAST_END, FSCK_PENDINGSPACE,   FSCK_OPEN_GONE};
+	    FSCK_CHUNK_PAST_END, FSCK_PENDINGSPACE,   FSCK_OPEN_GONE,
+	    FSCK_TRASH};
 	int err;
 
 	/* the counters first: lost+found, when made, counts itself */

@@ -136,5 +136,16 @@ int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total);
  * sessions (EAGAIN when it is again), removed as a dead session's
  * cleanup removes them. */
 int meta_fsck_fix_session(struct meta *m, uint64_t sid);
+/*
+ * The key `trash`, still was and naming no directory (EAGAIN otherwise),
+ * made right: when the root's META_TRASH entry is a directory (what a
+ * version restore of the root left before it kept the trash: a plain copy
+ * of it), that directory becomes the trash, its hour directories counted
+ * again (trashcount: their entries; trashbytes of those hours starts at
+ * 0, a lower bound as ever); else the key goes, and the next removal
+ * makes a new trash. Either way the counts of hour directories that are
+ * not in the trash go, with their tn<hour> keys (SCHEMA.md, "Trash").
+ */
+int meta_fsck_fix_trash(struct meta *m, uint64_t was);
 
 #endif

@@ -109,8 +109,12 @@ int meta_version_list(struct meta *m, uint64_t dir, struct meta_version **out,
 		      size_t *n);
 void meta_versions_free(struct meta_version *v, size_t n); /* NULL-safe */
 /* Delete version tag of dir: gone from the namespace at once, its tree
- * deleted before return (or by a later meta_snapshot_cleanup). */
-int meta_version_rm(struct meta *m, uint64_t dir, const char *tag);
+ * deleted before return (or by a later meta_snapshot_cleanup). In a
+ * sticky dir (mode 01000), as unlink(2) there, only cred's uid owning the
+ * version (its top directory) or dir may: EPERM otherwise, checked in the
+ * script that removes it. cred NULL (root, the tools): no check. */
+int meta_version_rm(struct meta *m, const struct meta_cred *cred, uint64_t dir,
+		    const char *tag);
 /*
  * Make dir's content version tag's again: first dir as it is is recorded
  * as version save_tag (EEXIST if taken), then a copy of tag's tree

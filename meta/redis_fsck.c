@@ -465,6 +465,11 @@ int meta_fsck_fix_session(struct meta *m, uint64_t sid)
 	return fix_nums(m, SC_FSCK_SESSION, 1, sid, 0);
 }
 
+int meta_fsck_fix_trash(struct meta *m, uint64_t was)
+{
+	return fix_nums(m, SC_FSCK_TRASH, 1, was, 0);
+}
+
 int meta_fsck_fix_packdead(struct meta *m, uint64_t pack, int64_t was,
 			   int64_t dead)
 {

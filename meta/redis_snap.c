@@ -558,7 +558,8 @@ static void version_drop(struct meta *m, uint64_t top, uint64_t sid,
 			 what, top, gr_strerror(err));
 }
 
-int meta_version_rm(struct meta *m, uint64_t dir, const char *tag)
+int meta_version_rm(struct meta *m, const struct meta_cred *cred, uint64_t dir,
+		    const char *tag)
 {
 	uint64_t sid = atomic_load(&m->sid), top;
 	struct cmd c;
@@ -574,6 +575,10 @@ int meta_version_rm(struct meta *m, uint64_t dir, const char *tag)
 	redis_cmd_u64(&c, dir);
 	redis_cmd_str(&c, tag);
 	redis_cmd_u64(&c, sid);
+	if (cred && cred->uid != 0)
+		redis_cmd_u64(&c, cred->uid);
+	else
+		redis_cmd_str(&c, "");
 	err = redis_run_script(m, 0, &c, &r);
 	if (err)
 		return err;

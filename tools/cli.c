@@ -308,6 +308,52 @@ void cli_json_string(FILE *f, const char *str)
 	fputc('"', f);
 }
 
+/* The C escape of a control byte c (\n, ...), or 0 when it has none. */
+static char escape_letter(unsigned char c)
+{
+	static const char from[] = "\a\b\f\n\r\t\v", to[] = "abfnrtv";
+	const char *p = c ? strchr(from, c) : NULL;
+	return p ? to[p - from] : 0;
+}
+
+char *cli_escape(const char *str)
+{
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+	char *out = malloc(4 * strlen((const char *)s) + 1), *w = out;
+
+	while (out && *s) {
+		size_t n = utf8_seq_len(s), k;
+		/* C1 controls (U+0080..U+009F: CSI is U+009B) are escaped
+		 * as the bytes that are no character */
+		int bad = n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f)) ||
+			  (n == 2 && s[0] == 0xc2 && s[1] < 0xa0);
+		if (n == 1 && *s == '\\') {
+			*w++ = '\\';
+			*w++ = '\\';
+		} else if (!bad) {
+			memcpy(w, s, n);
+			w += n;
+		}
+		for (k = 0; bad && k < (n ? n : 1); k++) {
+			char l = escape_letter(s[k]);
+			w += l ? sprintf(w, "\\%c", l)
+			       : sprintf(w, "\\%03o", s[k]);
+		}
+		s += n ? n : 1;
+	}
+	if (out)
+		*w = '\0';
+	return out;
+}
+
+void cli_print_name(FILE *f, const char *s)
+{
+	char *e = cli_escape(s);
+
+	fputs(e ? e : "?", f);
+	free(e);
+}
+
 int cli_meta_open(const char *url, const struct meta_opts *opts,
 		  struct meta **out)
 {

@@ -98,6 +98,18 @@ void cli_format_size(uint64_t bytes, char *buf, size_t cap);
 /* s as a JSON string, quoted, escaped; invalid UTF-8 bytes are written as
  * \u00XX so the output is always valid JSON. */
 void cli_json_string(FILE *f, const char *s);
+/*
+ * A name (a path, a tag, a message) as the text output of a listing shows
+ * it, so that no name can forge lines or drive the terminal: printable
+ * UTF-8 as it is, a backslash doubled, and every control character (C0,
+ * DEL, C1) and byte that is no UTF-8 as a C escape, `\n`, `\t`, ... or
+ * octal `\033` (ls -b's style, spaces kept). The same in a pipe as on a
+ * terminal; --json output stays exact (cli_json_string). cli_escape:
+ * malloc'd, NULL when out of memory; cli_print_name: written to f ("?"
+ * when out of memory).
+ */
+char *cli_escape(const char *s);
+void cli_print_name(FILE *f, const char *s);
 
 struct meta;
 struct meta_opts;

@@ -152,9 +152,10 @@ static void on_problem(void *arg, const struct fsck_problem *p)
 		return;
 	}
 	clear_line(o);
-	if (p->path)
-		printf("%s: ", p->path);
-	else if (p->ino)
+	if (p->path) {
+		cli_print_name(stdout, p->path); /* as ls -b shows it */
+		printf(": ");
+	} else if (p->ino)
 		printf("inode %" PRIu64 ": ", p->ino);
 	printf("%s", p->what);
 	if (p->key)

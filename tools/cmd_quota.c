@@ -365,8 +365,11 @@ static void table_row(const char *path, const struct meta_quota *q)
 		snprintf(im, sizeof im, "-");
 	pct(ip, sizeof ip, q->used_inodes, q->max_inodes);
 	cli_format_size(q->pending, pend, sizeof pend);
-	printf("%-30s %10s %10s %5s %10s %10s %5s %10s\n", path ? path : "?",
+	/* as ls -b shows a name: no path forges a line */
+	char *shown = cli_escape(path ? path : "?");
+	printf("%-30s %10s %10s %5s %10s %10s %5s %10s\n", shown ? shown : "?",
 	       used, max, pu, iu, im, ip, pend);
+	free(shown);
 }
 
 static void json_pct(uint64_t used, uint64_t max)
@@ -651,11 +654,12 @@ static int do_check(struct qctx *t, const char *path, const struct qopts *o)
 		}
 		int same =
 		    q.used_space == c[i].space && q.used_inodes == c[i].inodes;
-		printf("%s: recorded %" PRIu64 " bytes, %" PRIu64
+		cli_print_name(stdout, p ? p : "?");
+		printf(": recorded %" PRIu64 " bytes, %" PRIu64
 		       " inodes; counted %" PRIu64 " bytes, %" PRIu64
 		       " inodes: %s",
-		       p ? p : "?", q.used_space, q.used_inodes, c[i].space,
-		       c[i].inodes, same ? "ok" : "differs");
+		       q.used_space, q.used_inodes, c[i].space, c[i].inodes,
+		       same ? "ok" : "differs");
 		if (!same && o->repair) {
 			err = meta_quota_adjust(
 			    t->m, c[i].ino,

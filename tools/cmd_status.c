@@ -200,17 +200,25 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	if (!n)
 		return;
 
-	/* Column widths from the data, so long host names stay aligned. */
+	/* Column widths from the data, so long host names stay aligned;
+	 * hosts and mount points as ls -b shows names (cli_escape) */
 	int wsid = 3, whost = 4, wpid = 3, wmp = 10, wmet = 7;
+	char **host = calloc(2 * n, sizeof(*host)), **mp = host + n;
+	for (size_t i = 0; host && i < n; i++) {
+		host[i] = cli_escape(s[i].host);
+		mp[i] = cli_escape(s[i].mountpoint);
+	}
 	for (size_t i = 0; i < n; i++) {
+		const char *h = host && host[i] ? host[i] : "?";
+		const char *m = host && mp[i] ? mp[i] : "?";
 		int l = snprintf(a, sizeof(a), "%llu",
 				 (unsigned long long)s[i].sid);
 		wsid = l > wsid ? l : wsid;
-		l = (int)strlen(s[i].host);
+		l = (int)strlen(h);
 		whost = l > whost ? l : whost;
 		l = snprintf(a, sizeof(a), "%lld", (long long)s[i].pid);
 		wpid = l > wpid ? l : wpid;
-		l = (int)strlen(s[i].mountpoint);
+		l = (int)strlen(m);
 		wmp = l > wmp ? l : wmp;
 		l = (int)strlen(s[i].metrics);
 		wmet = l > wmet ? l : wmet;
@@ -229,10 +237,14 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 				 (unsigned long long)s[i].staged_packs, sz);
 		}
 		printf("%-*llu  %-*s  %*lld  %-*s  %-16s  %-19s  %-*s  %s\n",
-		       wsid, (unsigned long long)s[i].sid, whost, s[i].host,
-		       wpid, (long long)s[i].pid, wmp, s[i].mountpoint, a, b,
-		       wmet, s[i].metrics[0] ? s[i].metrics : "-", staged);
+		       wsid, (unsigned long long)s[i].sid, whost,
+		       host && host[i] ? host[i] : "?", wpid,
+		       (long long)s[i].pid, wmp, host && mp[i] ? mp[i] : "?", a,
+		       b, wmet, s[i].metrics[0] ? s[i].metrics : "-", staged);
 	}
+	for (size_t i = 0; host && i < 2 * n; i++)
+		free(host[i]);
+	free(host);
 }
 
 /* ---- JSON -------------------------------------------------------------- */

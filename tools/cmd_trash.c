@@ -128,16 +128,23 @@ static void list_text(struct tctx *t)
 		struct meta_trash_entry *e = &t->e[i];
 		const char *dir =
 		    e->parent ? cli_dir_path(&t->paths, e->parent) : NULL;
-		char entry[300];
+		char entry[300], *shown;
 		snprintf(entry, sizeof entry, "%s/%s", e->hour, e->name);
 		cli_format_size(size_of(e), sz, sizeof sz);
-		printf("%-40s  %-7s  %10s  ", entry, type_name(e->attr.type),
+		/* names as ls -b shows them: no name forges a line */
+		shown = cli_escape(entry);
+		printf("%-40s  %-7s  %10s  ", shown ? shown : "?",
+		       type_name(e->attr.type),
 		       e->attr.type == META_DIR ? "-" : sz);
+		free(shown);
 		if (dir)
-			printf("%s%s%s\n", dir, strcmp(dir, "/") ? "/" : "",
-			       e->orig);
+			cli_print_name(stdout, dir);
 		else
-			printf("?/%s\n", e->orig);
+			putchar('?');
+		if (!dir || strcmp(dir, "/"))
+			putchar('/');
+		cli_print_name(stdout, e->orig);
+		putchar('\n');
 	}
 }
 
@@ -353,9 +360,12 @@ static int do_restore(struct tctx *t, char **entries, int nent,
 			ret = CLI_EXIT_FAIL;
 		if (t->done[e - t->e] == 1) {
 			const char *dp = cli_dir_path(&t->paths, dir);
-			printf("restored %s/%s as %s%s%s", e->hour, e->name,
-			       dp ? dp : "?", dp && strcmp(dp, "/") ? "/" : "",
-			       name);
+			printf("restored %s/", e->hour);
+			cli_print_name(stdout, e->name);
+			printf(" as ");
+			cli_print_name(stdout, dp ? dp : "?");
+			printf("%s", dp && strcmp(dp, "/") ? "/" : "");
+			cli_print_name(stdout, name);
 			if (n > 1)
 				printf(" with %zu entries below it", n - 1);
 			printf("\n");

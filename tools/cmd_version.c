@@ -51,7 +51,9 @@ static const char usage[] =
     "Permissions: create, rm and restore need write permission on DIR;\n"
     "create and restore need read permission on everything they copy;\n"
     "restore also needs write permission on every directory it empties;\n"
-    "list and show need read permission on DIR.\n"
+    "in a sticky DIR (mode 1777, as /tmp) only the owner of a version, the\n"
+    "owner of DIR or root may rm it; list and show need read permission\n"
+    "on DIR.\n"
     "\n"
     "  -m, --message MSG  (create) a message kept with the version\n"
     "      --save-as TAG  (restore) the tag for what DIR holds now\n"
@@ -204,6 +206,15 @@ static int verror(const char *what, const char *dir, const char *tag, int err)
 				 "version",
 				 dir);
 		break;
+	case EPERM:
+		cli_error("cannot %s version '%s' of '%s': %s", what, tag, dir,
+			  strerror(err));
+		if (!strcmp(what, "delete"))
+			cli_hint("'%s' is sticky (as /tmp): only the owner of "
+				 "the version, the owner of '%s' or root may "
+				 "delete it",
+				 dir, dir);
+		break;
 	case ENOTSUP:
 		cli_error("the client serving '%s' has no versions (not "
 			  "granary, or an older one)",
@@ -284,12 +295,22 @@ static int v_show(const char *dir, const char *tag, const struct vopts *o)
 	}
 	fmt_time(vi.created, when, sizeof when);
 	cli_format_size(vi.bytes, size, sizeof size);
-	printf("version  %s\npath     %s\ncreated  %s\nfiles    %llu\n"
+	/* names and the message as ls -b shows names: no control
+	 * character reaches the terminal; the message keeps its lines */
+	printf("version  ");
+	cli_print_name(stdout, vi.tag);
+	printf("\npath     ");
+	cli_print_name(stdout, path);
+	printf("\ncreated  %s\nfiles    %llu\n"
 	       "dirs     %llu\nothers   %llu\nsize     %s (%llu bytes)\n",
-	       vi.tag, path, when, vi.files, vi.dirs, vi.others, size,
-	       vi.bytes);
-	if (*vi.msg)
-		printf("message  %s\n", vi.msg);
+	       when, vi.files, vi.dirs, vi.others, size, vi.bytes);
+	for (char *l = *vi.msg ? vi.msg : NULL, *nl; l; l = nl) {
+		if ((nl = strchr(l, '\n')))
+			*nl++ = '\0';
+		printf(l == vi.msg ? "message  " : "         ");
+		cli_print_name(stdout, l);
+		putchar('\n');
+	}
 	return CLI_EXIT_OK;
 }
 
@@ -386,7 +407,9 @@ static void print_table(struct vinfo *v, size_t n)
 		fmt_time(v[i].created, when, sizeof when);
 		cli_format_size(v[i].bytes, size, sizeof size);
 		snprintf(files, sizeof files, "%llu", v[i].files);
-		wt = imax(wt, text_width(v[i].tag));
+		char *tag = cli_escape(v[i].tag);
+		wt = imax(wt, text_width(tag ? tag : "?"));
+		free(tag);
 		ww = imax(ww, text_width(when));
 		wf = imax(wf, text_width(files));
 		ws = imax(ws, text_width(size));
@@ -397,9 +420,15 @@ static void print_table(struct vinfo *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		fmt_time(v[i].created, when, sizeof when);
 		cli_format_size(v[i].bytes, size, sizeof size);
-		print_padded(v[i].tag, wt);
+		/* tags and messages as ls -b shows names: no control
+		 * character reaches the terminal */
+		char *tag = cli_escape(v[i].tag);
+		print_padded(tag ? tag : "?", wt);
+		free(tag);
 		print_padded(when, ww);
-		printf("%*llu %*s  %s\n", wf, v[i].files, ws, size, v[i].msg);
+		printf("%*llu %*s  ", wf, v[i].files, ws, size);
+		cli_print_name(stdout, v[i].msg);
+		putchar('\n');
 	}
 }
 
@@ -544,8 +573,11 @@ static void report(struct diff *df, char what, const char *rel)
 		df->removed++;
 	else
 		df->modified++;
-	if (!df->quiet)
-		printf("%c\t%s\n", what, rel);
+	if (!df->quiet) {
+		printf("%c\t", what);
+		cli_print_name(stdout, rel); /* as ls -b shows it */
+		putchar('\n');
+	}
 }
 
 /* Every non-directory below root/rel, as what (A or D). */

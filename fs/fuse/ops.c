@@ -709,7 +709,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	op_begin(req, VFS_OP_removexattr, ino, name);
-	reply_err(req, "removexattr", vfs_removexattr(fs_of(req), ino, name));
+	struct vfs_caller c = caller_of(req);
+	reply_err(req, "removexattr",
+		  vfs_removexattr(fs_of(req), &c, ino, name));
 }
 
 const struct fuse_lowlevel_ops gfuse_ops = {

@@ -28,9 +28,10 @@
  *   granary.version.create      cp -a DIR             read and search as above
  *     (set, DIR)                  DIR/.versions/TAG   on DIR's tree; write and
  *                                                     search on DIR
- *   granary.version.rm (set,    rm -rf of a copy      write and search on DIR
- *     DIR)                      made for DIR's
- *                               writers
+ *   granary.version.rm (set,    rm -rf of a copy      write and search on DIR;
+ *     DIR)                      made for DIR's        a sticky DIR: own the
+ *                               writers               version or DIR (EPERM,
+ *                                                     meta_version_rm)
  *   granary.version.restore     cp -a DIR to a new    create's; read on TAG's
  *     (set, DIR)                version, rm -rf of    tree; write and search
  *                               DIR's entries, then   on every directory of
@@ -40,8 +41,9 @@
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
  *
- * Refusals are EACCES. EPERM, for everyone: the old "<inode> NAME" snapshot
- * form, and a set of a name that is only read (stats, cache, version:TAG).
+ * Refusals are EACCES, but the sticky rule's (EPERM, as unlink(2) gives).
+ * EPERM, for everyone: the old "<inode> NAME" snapshot form, and a set of
+ * a name that is only read (stats, cache, version:TAG).
  *
  * Nothing outside the mount's root (--subdir) can be named: the inodes
  * asked of come from the kernel's lookups below the root, and the one path
@@ -59,6 +61,7 @@
 #include <string.h>
 
 #include "meta/meta_snap.h"
+#include "meta/meta_trash.h"
 #include "fs/data/chunkstore.h"
 #include "fs/data/packer.h"
 #include "fs/data/slice.h"
@@ -205,21 +208,29 @@ static int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
  * May the caller remove everything below directory dir (attributes da), as
  * rm -rf of its entries would? Write and search on every directory of the
  * tree that has entries; in a sticky one, the caller owns each entry or
- * the directory. One listing per directory; EACCES.
+ * the directory. The root's trash is left out: a restore leaves it alone
+ * (version_swap). One listing per directory; EACCES.
  */
 static int caller_may_empty(struct fs *fs, const struct caller *c, uint64_t dir,
 			    const struct meta_attr *da)
 {
 	struct meta_dirent *ents = NULL;
-	size_t n = 0;
+	size_t n = 0, keep = 0;
+	uint64_t trash = 0;
 	int err = meta_readdir(fs->meta, dir, 1, &ents, &n);
 
 	if (err)
 		return err == ENOENT ? 0 : err; /* gone meanwhile */
-	if (n && !caller_may(c, da, 3))
+	if (dir == META_ROOT_INO)
+		err = meta_trash_ino(fs->meta, &trash);
+	for (size_t i = 0; trash && i < n; i++)
+		keep += ents[i].ino == trash;
+	if (!err && n > keep && !caller_may(c, da, 3))
 		err = EACCES;
 	for (size_t i = 0; !err && i < n; i++) {
 		const struct meta_attr *ea = &ents[i].attr;
+		if (trash && ents[i].ino == trash)
+			continue;
 		if ((da->mode & 01000) && c->cred.uid != da->uid &&
 		    c->cred.uid != ea->uid)
 			err = EACCES;
@@ -563,7 +574,7 @@ static int version_do(struct fs *fs, const struct meta_cred *cred, uint64_t dir,
 	}
 	if (!strcmp(op, "rm")) {
 		uint64_t vdir;
-		err = meta_version_rm(fs->meta, dir, tag);
+		err = meta_version_rm(fs->meta, cred, dir, tag);
 		/* gone for this node's kernel at once, not after its entry
 		 * timeout (another thread's lock on DIR/.versions is never
 		 * held waiting for this request) */
@@ -651,10 +662,46 @@ static int version_get(struct fs *fs, const struct caller *c, uint64_t ino,
 	return 0;
 }
 
+/*
+ * system.*: the kernel checks nothing for this namespace (not even write
+ * permission) and leaves it to the file system, so the rules are ours,
+ * those ext4 has. granary knows no system.* attribute: POSIX ACLs are not
+ * supported (the two ACL names read as absent, ENODATA: "no ACL"), and a
+ * set of any system.* name is refused with EOPNOTSUPP, as ext4 refuses a
+ * name it has no handler for. A system.* name stored by a granary that
+ * took any name is still listed and read as before; only the owner of the
+ * inode or root may remove it (ext4's rule for its ACLs: owner or
+ * CAP_FOWNER; a FUSE request shows the uid alone, so CAP_FOWNER is uid 0
+ * here as everywhere in this file), EPERM for anyone else. user.*,
+ * trusted.* and security.* are the kernel's to check (default_permissions,
+ * CAP_SYS_ADMIN, the security modules), before the request arrives.
+ */
+#define XATTR_SYSTEM "system."
+
 static int acl_name(const char *name)
 {
 	return !strcmp(name, "system.posix_acl_access") ||
 	       !strcmp(name, "system.posix_acl_default");
+}
+
+static int system_name(const char *name)
+{
+	return !strncmp(name, XATTR_SYSTEM, strlen(XATTR_SYSTEM));
+}
+
+/* May caller c remove a system.* xattr of kernel inode ino? 0 or EPERM. */
+static int system_may_remove(struct fs *fs, const struct vfs_caller *c,
+			     uint64_t ino)
+{
+	struct meta_attr a;
+	int err;
+
+	if (c->uid == 0)
+		return 0;
+	err = meta_getattr(fs->meta, vfs_m_ino(fs, ino), &a);
+	if (!err && a.uid != c->uid)
+		err = EPERM;
+	return err;
 }
 
 /*
@@ -742,7 +789,7 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 {
 	int err;
 
-	if (acl_name(name))
+	if (system_name(name))
 		return EOPNOTSUPP;
 	if (!strcmp(name, XATTR_SNAPSHOT))
 		return snapshot_xattr(c, fs, ino, value, size);
@@ -781,12 +828,17 @@ int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size)
 	return meta_listxattr(fs->meta, vfs_m_ino(fs, ino), names, size);
 }
 
-int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name)
+int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		    const char *name)
 {
+	int err;
+
 	if (frozen(fs, ino))
 		return EROFS;
+	if (system_name(name) && (err = system_may_remove(fs, c, ino)))
+		return err;
 	caps_forget(fs, vfs_m_ino(fs, ino), name);
-	int err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
+	err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }

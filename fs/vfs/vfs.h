@@ -191,7 +191,10 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, void **value, size_t *size);
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size);
-int vfs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+/* system.* names (ctl.c): a set is EOPNOTSUPP, a removal the owner's or
+ * root's (EPERM) */
+int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		    const char *name);
 
 /* ---- file locks (lock.c) ---------------------------------------------- */
 /*

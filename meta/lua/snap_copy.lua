@@ -2,7 +2,8 @@
 -- ARGV: top, sid, pos, cursor, budget, cred. Copies the entries of the
 -- directories listed in snapdirs:<top> from index pos (its HSCAN at
 -- cursor), about budget entries; a subdirectory gets an empty copy
--- appended to the list, so that the list is the walk's queue. Returns
+-- appended to the list, so that the list is the walk's queue; the
+-- root's trash is skipped (SCHEMA.md, "Trash"). Returns
 -- {0, pos, cursor, done (1: nothing left), files, dirs, others, bytes}.
 -- An entry cred may not copy ends the call before its page is copied,
 -- what the earlier pages made counted as usual: {EACCES}, and the
@@ -51,7 +52,10 @@ while budget > 0 do
 		for i = 1, #e, 2 do
 			local sino = dent_unpack(e[i + 1])
 			local v
-			if not seen[i] then
+			-- the trash is no part of the root's tree: never
+			-- copied (a restore of the root leaves it alone)
+			if not seen[i] and
+				not (sdir == 1 and sino == trash_ino()) then
 				v = irec(sino)
 			end
 			if v and not may_copy(v) then

@@ -3,7 +3,8 @@
 -- version of dir: dir's entries and top's change places (dir keeps
 -- its inode, attributes and versions; subdirectories get their new
 -- parent), then top, now holding dir's old entries, is left to sid to
--- drop (its walk restarted at the top with source 0). Returns {0}.
+-- drop (its walk restarted at the top with source 0); the root's trash
+-- stays the root's. Returns {0}.
 -- The quotas above dir (its own included) count the restored entries
 -- at once, and lose the old ones as the drop deletes them (snapquota).
 local D, C, sid = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -28,6 +29,23 @@ if redis.call('EXISTS', dC) == 1 then
 end
 if hasD then
 	redis.call('RENAME', tmp, dC)
+end
+-- the root's trash stays: a restore changes the namespace, not what was
+-- removed from it. A version of the root made when snapshots still
+-- copied the trash holds a plain copy of it: that goes with the old
+-- entries, to be dropped.
+if D == 1 then
+	local t = trash_ino()
+	local e = t and redis.call('HGET', dC, TRASH)
+	if e and dent_unpack(e) == t then
+		local copy = redis.call('HGET', dD, TRASH)
+		redis.call('HSET', dD, TRASH, e)
+		if copy then
+			redis.call('HSET', dC, TRASH, copy)
+		else
+			redis.call('HDEL', dC, TRASH)
+		end
+	end
 end
 -- the subdirectories of k get parent par; returns how many
 local function adopt(k, par)

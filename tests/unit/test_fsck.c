@@ -22,6 +22,7 @@
 #include "gc/fsck.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_snap.h"
+#include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
 
 #define DB 6
@@ -1036,6 +1037,68 @@ Test(fsck, dead_slice_without_objects)
 	cr_expect_eq(r.problems, 2);
 	cr_expect_eq(r.unfixed, 2);
 	cr_expect_eq(rint_of(&v, "LLEN delslices"), 1);
+	seen_free(&s);
+	vol_close(&v);
+}
+
+/* The key `trash` naming no directory (removals would be final, the trash
+ * would list nothing): reported; repaired by clearing the key and the
+ * counts of hours that are gone when the root has no .trash, so that the
+ * next removal makes a new trash, or by making the root's .trash the trash
+ * again. */
+Test(fsck, trash_key)
+{
+	struct vol v;
+	struct seen s = {0};
+	struct meta_trash_entry *l;
+	struct meta_trash_usage u;
+	uint64_t t, t2, d, f, trashed;
+	size_t n;
+
+	vol_open(&v);
+	rcmd(&v, "HSET setting trash_days 1");
+	d = mk(&v, META_ROOT_INO, "d", META_DIR);
+	f = file(&v, d, "f", 1000, 3, NULL);
+
+	/* no .trash at the root; counts of hours that are gone */
+	rcmd(&v, "SET trash 999999");
+	rcmd(&v, "HSET trashcount 424242 3");
+	rcmd(&v, "HSET trashbytes 424242 3000");
+	rcmd(&v, "HSET tn424242 a b");
+	struct fsck_report r = run(&v, 0, &s);
+	EXPECT(&s, FSCK_TRASH, "/" META_TRASH, 999999);
+	cr_expect_eq(r.problems, 1, "problems %" PRIu64, r.problems);
+	r = run(&v, F_REPAIR, &s);
+	cr_expect_eq(r.fixed, 1, "fixed %" PRIu64, r.fixed);
+	cr_assert_eq(meta_trash_ino(v.m, &t), 0);
+	cr_expect_eq(t, 0, "the key is still there");
+	cr_assert_eq(meta_trash_usage(v.m, &u), 0);
+	cr_expect_eq(u.entries, 0, "a phantom trash");
+	cr_expect_eq(u.bytes, 0);
+	cr_expect_eq(rint_of(&v, "EXISTS tn424242"), 0);
+	cr_assert_eq(meta_unlink_trashed(v.m, d, "f", &trashed), 0);
+	cr_expect_eq(trashed, f, "the removal after the repair was final");
+	cr_assert_eq(meta_trash_ino(v.m, &t), 0);
+	cr_assert_neq(t, 0);
+	r = run(&v, 0, &s);
+	cr_expect_eq(r.problems, 0, "problems %" PRIu64, r.problems);
+
+	/* the root's .trash is there: it is the trash again, counted */
+	rcmd(&v, "SET trash 999999");
+	rcmd(&v, "DEL trashcount");
+	r = run(&v, 0, &s);
+	EXPECT(&s, FSCK_TRASH, "/" META_TRASH, 999999);
+	r = run(&v, F_REPAIR, &s);
+	cr_expect_eq(r.fixed, 1, "fixed %" PRIu64, r.fixed);
+	cr_assert_eq(meta_trash_ino(v.m, &t2), 0);
+	cr_expect_eq(t2, t, "the root's .trash is not the trash again");
+	cr_assert_eq(meta_trash_list(v.m, &l, &n), 0);
+	cr_expect_eq(n, 1);
+	meta_trash_entries_free(l, n);
+	cr_assert_eq(meta_trash_usage(v.m, &u), 0);
+	cr_expect_eq(u.entries, 1, "the hours are not counted again");
+	r = run(&v, 0, &s);
+	cr_expect_eq(r.problems, 0, "problems %" PRIu64, r.problems);
 	seen_free(&s);
 	vol_close(&v);
 }

@@ -3151,6 +3151,48 @@ Test(meta, snapshot_as_user)
 	meta_close(m);
 }
 
+/* In a sticky directory, as unlink(2) there, a version goes only by the
+ * hand of its owner (its top's uid), the directory's owner or root: EPERM
+ * for anyone else, and the version stays. */
+Test(meta, version_rm_sticky)
+{
+	struct meta *m = fresh(50);
+	uint32_t g1[] = {1000}, g2[] = {2000}, g3[] = {3000};
+	struct meta_cred owner = {1000, 1, g1}, maker = {2000, 1, g2},
+			 other = {3000, 1, g3};
+	struct meta_version *v;
+	uint64_t ino;
+	size_t n;
+
+	uint64_t t = mkdir_(m, 1, "t"); /* uid 1000 */
+	mkfile(m, t, "a");
+	set_mode(m, t, 01777);
+	cr_assert_eq(meta_version_create(m, &maker, t, "bymaker", NULL, NULL),
+		     0);
+	cr_assert_eq(meta_version_create(m, NULL, t, "byroot", NULL, NULL), 0);
+	cr_assert_eq(meta_lookup(m, t, META_VERSIONS, &ino, NULL), 0);
+	cr_assert_eq(meta_lookup(m, ino, "bymaker", &ino, NULL), 0);
+	cr_expect_eq(attr(m, ino).uid, 2000, "a user's copy is its own");
+
+	cr_expect_eq(meta_version_rm(m, &other, t, "bymaker"), EPERM);
+	cr_expect_eq(meta_version_rm(m, &maker, t, "byroot"), EPERM);
+	cr_assert_eq(meta_version_list(m, t, &v, &n), 0);
+	cr_expect_eq(n, 2, "a refused rm leaves the version");
+	meta_versions_free(v, n);
+	cr_expect_eq(meta_version_rm(m, &maker, t, "bymaker"), 0);
+	cr_expect_eq(meta_version_rm(m, &owner, t, "byroot"), 0,
+		     "the directory's owner removes any");
+	cr_assert_eq(meta_version_create(m, &maker, t, "again", NULL, NULL), 0);
+	cr_expect_eq(meta_version_rm(m, NULL, t, "again"), 0, "root may");
+
+	/* no sticky bit: the engine checks nothing (write permission on
+	 * the directory is the client's to check) */
+	set_mode(m, t, 0777);
+	cr_assert_eq(meta_version_create(m, &maker, t, "plain", NULL, NULL), 0);
+	cr_expect_eq(meta_version_rm(m, &other, t, "plain"), 0);
+	meta_close(m);
+}
+
 Test(meta, snapshot_tree)
 {
 	struct meta *m = fresh(22);
@@ -3724,7 +3766,7 @@ Test(meta, version_round_trip)
 	cr_expect_eq(meta_version_create(m, NULL, 999999, "v", NULL, NULL),
 		     ENOENT);
 	cr_expect_eq(meta_version_get(m, src, "nope", &v), ENOENT);
-	cr_expect_eq(meta_version_rm(m, src, "nope"), ENOENT);
+	cr_expect_eq(meta_version_rm(m, NULL, src, "nope"), ENOENT);
 	cr_expect_eq(mknod_err(m, src, META_VERSIONS), EINVAL);
 	cr_expect_eq(meta_rename(m, src, "x", src, META_VERSIONS, 0), EINVAL);
 	cr_expect_eq(meta_snapshot(m, NULL, src, 1, META_VERSIONS, NULL),
@@ -3735,14 +3777,14 @@ Test(meta, version_round_trip)
 	expect_no_snapshot_keys(c);
 
 	/* rm: gone at once, its data freed once nothing else holds it */
-	cr_assert_eq(meta_version_rm(m, src, "v1"), 0);
+	cr_assert_eq(meta_version_rm(m, NULL, src, "v1"), 0);
 	cr_expect_eq(meta_lookup(m, vdir, "v1", &ino, NULL), ENOENT);
 	cr_expect_eq(meta_getattr(m, t1, NULL), ENOENT);
 	cr_expect_eq(attr(m, vdir).nlink, 3);
 	cr_expect_eq(meta_version_get(m, src, "v1", &v), ENOENT);
 	expect_no_snapshot_keys(c);
 	cr_expect_eq(reclaim_all(m, got, 16), 0, "the fork holds a's data");
-	cr_assert_eq(meta_version_rm(m, src, "v2"), 0);
+	cr_assert_eq(meta_version_rm(m, NULL, src, "v2"), 0);
 	cr_expect_eq(attr(m, vdir).nlink, 2);
 	cr_expect_eq(usage(m).inodes, u0.inodes - 1 + 1 + 1312,
 		     "src without a, the empty versions dir and the fork");
@@ -3794,8 +3836,8 @@ Test(meta, version_restore)
 
 	/* the versions gone, what is left is the original tree, plus the
 	 * moved d1 and the empty versions directory */
-	cr_assert_eq(meta_version_rm(m, src, "before"), 0);
-	cr_assert_eq(meta_version_rm(m, src, "v1"), 0);
+	cr_assert_eq(meta_version_rm(m, NULL, src, "before"), 0);
+	cr_assert_eq(meta_version_rm(m, NULL, src, "v1"), 0);
 	expect_no_snapshot_keys(c);
 	size_t k = reclaim_all(m, got, 16);
 	cr_expect_eq(k, 1, "new's slice; %zu", k);

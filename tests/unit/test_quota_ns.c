@@ -673,7 +673,7 @@ Test(quota_ns, versions_count_in_nothing)
 	cr_assert_eq(meta_version_create(m, NULL, src, "v1", NULL, NULL), 0);
 	USE(m, d, 1111, 6);
 	USE(m, a, 1111, 7);
-	cr_assert_eq(meta_version_rm(m, src, "v1"), 0);
+	cr_assert_eq(meta_version_rm(m, NULL, src, "v1"), 0);
 	USE(m, d, 1111, 6);
 	meta_close(m);
 }

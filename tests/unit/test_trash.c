@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,23 @@ static long long rint_(const char *fmt, const char *arg)
 	freeReplyObject(r);
 	redisFree(c);
 	return v;
+}
+
+/* A raw command (the damage an older engine did): the reply, freed by
+ * the caller. */
+static redisReply *rcmd(const char *fmt, ...)
+{
+	redisContext *c = redisConnectUnix(testvol_sock());
+	va_list ap;
+	cr_assert(c && !c->err);
+	redisReply *r = redisCommand(c, "SELECT %d", DB);
+	freeReplyObject(r);
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	cr_assert(r && r->type != REDIS_REPLY_ERROR);
+	redisFree(c);
+	return r;
 }
 
 static long long delfiles(void)
@@ -409,4 +427,89 @@ Test(trash, hour_names)
 	cr_assert_eq(meta_trash_hour_start("2024-02-29-24"), -1);
 	cr_assert_eq(meta_trash_hour_start("2024-02-29"), -1);
 	cr_assert_eq(meta_trash_hour_start("2024-02-29-2x"), -1);
+}
+
+/* The trash is no part of the root's tree: a version of the root leaves
+ * it out, and a restore of the root leaves it where it is, working. */
+Test(trash, version_of_root)
+{
+	struct meta *m = fresh(1);
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), t, t2, v, x;
+	uint64_t f = mkfile(m, d, "f", 100), trashed;
+	struct meta_trash_entry *l;
+	struct meta_trash_usage u;
+	size_t n;
+
+	mkfile(m, META_ROOT_INO, "old", 10);
+	cr_assert_eq(meta_unlink(m, META_ROOT_INO, "old"), 0);
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	cr_assert_eq(
+	    meta_version_create(m, NULL, META_ROOT_INO, "v1", NULL, NULL), 0);
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_VERSIONS, &v, NULL), 0);
+	cr_assert_eq(meta_lookup(m, v, "v1", &v, NULL), 0);
+	cr_expect_eq(meta_lookup(m, v, META_TRASH, &x, NULL), ENOENT,
+		     "the version holds the trash");
+	cr_expect_eq(meta_lookup(m, v, "d", &x, NULL), 0);
+
+	mkfile(m, d, "g", 5);
+	cr_assert_eq(
+	    meta_version_restore(m, NULL, META_ROOT_INO, "v1", "before"), 0);
+	cr_expect_eq(meta_lookup(m, d, "g", &x, NULL), ENOENT);
+	cr_assert_eq(meta_trash_ino(m, &t2), 0);
+	cr_expect_eq(t2, t, "the trash key moved");
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_TRASH, &x, NULL), 0);
+	cr_expect_eq(x, t, "/.trash is not the trash");
+	cr_expect_eq(attr(m, t).parent, META_ROOT_INO);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_expect_eq(n, 1, "what the trash held");
+	meta_trash_entries_free(l, n);
+	/* removals still go there */
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, "d", &d, NULL), 0);
+	cr_assert_eq(meta_lookup(m, d, "f", &f, NULL), 0);
+	cr_assert_eq(meta_unlink_trashed(m, d, "f", &trashed), 0);
+	cr_expect_eq(trashed, f, "an rm after the restore was final");
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_expect_eq(u.entries, 2);
+	meta_close(m);
+}
+
+/* A version of the root made when versions copied the trash holds a
+ * plain copy of it: a restore keeps the real trash and drops the copy. */
+Test(trash, restore_old_version_with_trash)
+{
+	struct meta *m = fresh(1);
+	uint64_t t, t2, v, x;
+	struct meta_trash_entry *l;
+	redisReply *r;
+	size_t n;
+
+	mkfile(m, META_ROOT_INO, "old", 10);
+	cr_assert_eq(meta_unlink(m, META_ROOT_INO, "old"), 0);
+	cr_assert_eq(meta_trash_ino(m, &t), 0);
+	uint64_t c = mk(m, META_ROOT_INO, "copy", META_DIR);
+	mkfile(m, c, "in-the-copy", 7);
+	cr_assert_eq(
+	    meta_version_create(m, NULL, META_ROOT_INO, "v1", NULL, NULL), 0);
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_VERSIONS, &v, NULL), 0);
+	cr_assert_eq(meta_lookup(m, v, "v1", &v, NULL), 0);
+	/* as an older engine left it: "copy" in the version named .trash */
+	r = rcmd("HGET d%" PRIu64 " copy", v);
+	cr_assert_eq(r->type, REDIS_REPLY_STRING);
+	freeReplyObject(rcmd("HSET d%" PRIu64 " %s %b", v, META_TRASH, r->str,
+			     (size_t)r->len));
+	freeReplyObject(r);
+	freeReplyObject(rcmd("HDEL d%" PRIu64 " copy", v));
+
+	cr_assert_eq(
+	    meta_version_restore(m, NULL, META_ROOT_INO, "v1", "before"), 0);
+	cr_assert_eq(meta_trash_ino(m, &t2), 0);
+	cr_expect_eq(t2, t);
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_TRASH, &x, NULL), 0);
+	cr_expect_eq(x, t, "the copy replaced the trash");
+	cr_expect_eq(meta_lookup(m, META_ROOT_INO, "copy", &x, NULL), ENOENT);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_expect_eq(n, 1);
+	meta_trash_entries_free(l, n);
+	cr_expect_eq(rint_("HLEN %s", "snapshots"), 0, "a tree left undropped");
+	meta_close(m);
 }
