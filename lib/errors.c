@@ -70,6 +70,10 @@ static const struct {
 		     "right? 26379 is the default port)"},
     {META_ENOMASTER, "the sentinels know no master of the name in the "
 		     "metadata URL (see SENTINEL MASTERS on a sentinel)"},
+    {META_ELOCKLOST, "a file lock held through this client was lost: its "
+		     "session went without heartbeat for the session TTL, "
+		     "and other clients may have taken the lock (unlock or "
+		     "close the file, then lock it again)"},
 };
 
 const char *gr_strerror(int err)

@@ -41,6 +41,7 @@
 #define META_EPROTO    (-307) /* unexpected reply (corrupt record, bug) */
 #define META_ESENTINEL (-308) /* no sentinel of a sentinel URL answered */
 #define META_ENOMASTER (-309) /* the sentinels know no master of that name */
+#define META_ELOCKLOST (-310) /* a lock this client held was taken from it */
 
 /* Message for 0, a positive errno or any code above; never NULL. */
 const char *gr_strerror(int err);

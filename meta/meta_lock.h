@@ -4,9 +4,14 @@
  * each per inode (SCHEMA.md "Locks"). A lock belongs to an owner, the pair
  * (this handle's session, the kernel's lock owner); an owner never
  * conflicts with itself. The check for a conflict and the grant are one
- * script. Locks of a session silent for its TTL stop counting at once and
- * are removed with the session (meta_clean_sessions, meta_session_close).
+ * script. Locks of a dead session (no heartbeat for its TTL while redis
+ * ran: SCHEMA.md "Sessions") stop counting at once and are removed with
+ * the session (meta_clean_sessions, meta_session_close).
  * Needs a session (meta_session_open): EINVAL without one.
+ *
+ * A call whose connection fails is sent again (within the URL's failover
+ * window) and applies once: it carries a request id. An owner's calls are
+ * made one at a time (concurrent ones wait for each other).
  */
 #ifndef GRANARY_META_LOCK_H
 #define GRANARY_META_LOCK_H
@@ -44,6 +49,12 @@ struct meta_lock {
  * range of ino; pid is lk->pid. 0: done. EAGAIN: another owner's lock is
  * in the way, described in *conflict (may be NULL); nothing changed.
  * A flock lock's range is ignored (always the whole file).
+ * An unlock always succeeds: one redis cannot take now is queued and sent
+ * again (the heartbeat, and before the owner's next call) until it gets
+ * through. META_ELOCKLOST: the owner held a lock when this session was
+ * found dead (others may hold it now); its calls fail so, an unlock being
+ * done all the same, until it unlocks the whole file (a close does).
+ * EIO or another error of a lock: it may or may not have been granted.
  */
 int meta_lock_set(struct meta *m, enum meta_lock_kind kind, uint64_t ino,
 		  uint64_t owner, const struct meta_lock *lk,

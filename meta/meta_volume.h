@@ -81,6 +81,8 @@ struct meta_session {
 	int64_t pid, started, heartbeat;
 	uint64_t staged_packs, staged_bytes; /* see meta_session_staged */
 	char metrics[64]; /* see meta_session_metrics; "" when none */
+	int stale; /* dead to this handle's session TTL (silent for it while
+		      redis ran scripts): cleaned up at the next look */
 };
 /* Publish how much this session holds staged on its node and not yet in
  * the store (writeback), for `granary status`; 0, 0 clears it. */
@@ -89,7 +91,8 @@ int meta_session_staged(struct meta *m, uint64_t packs, uint64_t bytes);
  * `granary status`; dropped with the session. */
 int meta_session_metrics(struct meta *m, const char *addr);
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n);
-/* Remove sessions whose heartbeat is older than the TTL; *n cleaned. */
+/* Remove sessions dead to the TTL (no heartbeat for it while redis ran
+ * scripts: SCHEMA.md "Sessions"); *n cleaned. */
 int meta_clean_sessions(struct meta *m, size_t *n);
 
 #endif

@@ -105,6 +105,12 @@ struct meta {
 	char *sess_info; /* packed sessioninfo value; set before the
 			    heartbeat thread starts, freed after it ends */
 	size_t sess_info_len;
+	struct redis_locks *locks;  /* redis_lock.c's book of this client's
+				       locks; set while a session is open */
+	_Atomic int64_t stall_seen; /* liveclock's last stall (end, ms) this
+				       client knows of: a newer one is logged */
+	_Atomic int64_t loss_seen;  /* the session's sessionlost stamp this
+				       client acted on (0: none) */
 
 	/* round trips of conn_exec (every command after the connection's
 	 * set-up): updated with relaxed atomics (lib/metric.h) */
@@ -189,6 +195,23 @@ int redis_log_ok(struct meta *m);
 /* The server in use: "HOST:PORT" or the socket's path (with sentinels,
  * the master they named last). */
 void redis_server_addr(struct meta *m, char *buf, size_t cap);
+
+/* ---- sessions and their locks (redis_session.c, redis_lock.c) ------- */
+
+/* Renew this client's session now (the heartbeat's script); when it was
+ * dead, or cleaned away (then registered again), logs so and marks the
+ * locks it held lost (redis_lock_lost). Any thread. */
+int redis_session_renew(struct meta *m);
+/* The book of a session's locks: opened before the heartbeat starts,
+ * closed after it stops (its undelivered unlocks are dropped: the
+ * session's end drops every lock of it). */
+int redis_lock_open(struct meta *m);
+void redis_lock_close(struct meta *m);
+/* The session was dead: every owner holding a lock has lost it (its next
+ * call fails, META_ELOCKLOST). Returns how many. */
+size_t redis_lock_lost(struct meta *m);
+/* Send the unlocks not delivered yet again, in order (heartbeat). */
+void redis_lock_retry(struct meta *m);
 
 /* ---- records (redis_conn.c) ------------------------------------------ */
 

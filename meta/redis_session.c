@@ -87,6 +87,9 @@ int meta_clean_sessions(struct meta *m, size_t *n)
 	return 0;
 }
 
+/* Register session want (0: a new one); *sid gets its id, and stall_seen
+ * the last stall liveclock knows of, one ending now included (a gap from
+ * before this client's time is none of its business: not logged). */
 static int session_register(struct meta *m, uint64_t want, uint64_t *sid)
 {
 	struct cmd c;
@@ -96,57 +99,155 @@ static int session_register(struct meta *m, uint64_t want, uint64_t *sid)
 	redis_cmd_script(m, &c, SC_SESSION_NEW);
 	redis_cmd_bin(&c, m->sess_info, m->sess_info_len);
 	redis_cmd_u64(&c, want);
+	redis_cmd_i64(&c, m->opts.session_ttl);
 	err = redis_run_script(m, 0, &c, &r);
 	if (err)
 		return err;
 	if (r->elements < 2 || r->element[1]->type != REDIS_REPLY_INTEGER ||
-	    r->element[1]->integer <= 0)
+	    r->element[1]->integer <= 0) {
 		err = META_EPROTO;
-	else
+	} else {
 		*sid = (uint64_t)r->element[1]->integer;
+		if (r->elements > 2)
+			atomic_store(&m->stall_seen,
+				     (int64_t)redis_reply_u64(r->element[2]));
+	}
 	freeReplyObject(r);
 	return err;
 }
 
-static void heartbeat(struct meta *m)
+/* A stall liveclock saw (ended at end, len ms long) that this client has
+ * not logged yet: logged once. */
+static void stall_note(struct meta *m, int64_t end, int64_t len)
+{
+	int64_t seen = atomic_load(&m->stall_seen);
+
+	if (end <= seen ||
+	    !atomic_compare_exchange_strong(&m->stall_seen, &seen, end))
+		return;
+	log_warn("redis ran no script of a client for %.1f s (paused, "
+		 "restarting or failing over?): no session is taken for dead "
+		 "for it; each got a fresh TTL of %d s from its end, and "
+		 "keeps its locks and open files",
+		 (double)len / 1000, m->opts.session_ttl);
+}
+
+/*
+ * Run the heartbeat script: renew the session, and act on what it says.
+ * Cleaned away: every lock held here is lost, and the session is
+ * registered again. Found dead since the last look (a new sessionlost
+ * stamp): every lock held here is lost. Either is logged at once, as an
+ * error. The reply's list of dead sessions is handed out in *dead (NULL:
+ * not wanted), the caller's to free. Sent again after a lost connection:
+ * the script reports a loss by a stamp, not once.
+ */
+static int session_beat(struct meta *m, redisReply **dead)
 {
 	uint64_t sid = atomic_load(&m->sid);
 	struct cmd c;
 	redisReply *r;
+	int64_t lost, seen;
 	int err;
 
+	if (dead)
+		*dead = NULL;
 	redis_cmd_script(m, &c, SC_HEARTBEAT);
 	redis_cmd_u64(&c, sid);
-	err = redis_run_script(m, 0, &c, &r);
-	if (err) {
-		if (redis_log_ok(m))
-			log_warn("session %" PRIu64 ": heartbeat failed: %s",
-				 sid, gr_strerror(err));
-		return;
+	redis_cmd_i64(&c, m->opts.session_ttl);
+	err = redis_run_script(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->elements < 5 || r->element[1]->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(r);
+		return META_EPROTO;
 	}
-	if (r->elements > 1 && r->element[1]->type == REDIS_REPLY_INTEGER &&
-	    r->element[1]->integer == 0) {
-		/* another client took this session for dead: what it held
-		 * open may have been reclaimed already; carry on regardless */
+	stall_note(m, (int64_t)redis_reply_u64(r->element[3]),
+		   (int64_t)redis_reply_u64(r->element[4]));
+	lost = (int64_t)redis_reply_u64(r->element[2]);
+	seen = atomic_load(&m->loss_seen);
+	if (r->element[1]->integer == 0) {
+		/* another client took this session for dead and cleaned it
+		 * up: what it held open may have been reclaimed already, its
+		 * locks are gone; carry on regardless */
 		log_err("session %" PRIu64 " was expired by another client "
-			"(heartbeats late by more than %d s); registering it "
-			"again; files open here may have lost their data",
-			sid, m->opts.session_ttl);
+			"(no heartbeat for more than %d s while redis ran); "
+			"registering it again; files open here may have lost "
+			"their data, and %zu lock owner(s) here lost their "
+			"locks (their next lock call fails)",
+			sid, m->opts.session_ttl, redis_lock_lost(m));
 		err = session_register(m, sid, &sid);
+		atomic_store(&m->loss_seen, 0);
 		if (err)
 			log_err("session %" PRIu64 ": cannot register again: "
 				"%s",
 				sid, gr_strerror(err));
+	} else if (lost && lost != seen &&
+		   atomic_compare_exchange_strong(&m->loss_seen, &seen, lost)) {
+		log_err("session %" PRIu64 " was found dead (no heartbeat "
+			"for more than %d s while redis ran): other clients "
+			"may hold its locks now; %zu lock owner(s) here lost "
+			"their locks (their next lock call fails)",
+			sid, m->opts.session_ttl, redis_lock_lost(m));
 	}
-	freeReplyObject(r);
+	if (dead && r->elements > 5)
+		*dead = r;
+	else
+		freeReplyObject(r);
+	return err;
 }
 
+int redis_session_renew(struct meta *m)
+{
+	return session_beat(m, NULL);
+}
+
+/* One beat of the heartbeat thread: renew, clean up the sessions the
+ * script found dead (about TTL + one beat after their last heartbeat),
+ * send again the unlocks not delivered. 0, or the renewal's error. */
+static int heartbeat(struct meta *m)
+{
+	uint64_t sid = atomic_load(&m->sid);
+	redisReply *dead;
+	size_t n = 0;
+	int err, state;
+
+	err = session_beat(m, &dead);
+	if (err) {
+		if (redis_log_ok(m))
+			log_warn("session %" PRIu64 ": heartbeat failed: %s",
+				 sid, gr_strerror(err));
+		return err;
+	}
+	for (size_t i = 5; dead && i < dead->elements; i++) {
+		uint64_t d = redis_reply_u64(dead->element[i]);
+		if (session_clean(m, d, m->opts.session_ttl, &state) == 0 &&
+		    state == 1) {
+			log_info("cleaned up dead session %" PRIu64, d);
+			n++;
+		}
+	}
+	/* the script names 100 at most: the rest in rounds */
+	if (dead && dead->elements >= 105) {
+		size_t more;
+		if (meta_clean_sessions(m, &more) == 0)
+			n += more;
+	}
+	if (n)
+		log_info("cleaned up %zu dead session(s)", n);
+	if (dead)
+		freeReplyObject(dead);
+	redis_lock_retry(m);
+	return 0;
+}
+
+/* Beats every ttl/4 (so that a running server never goes ttl/2 without
+ * a script that judges liveness while a client lives: live_clock), and
+ * every ttl/16 after a failed one. */
 static void *heartbeat_main(void *arg)
 {
 	pthread_setname_np(pthread_self(), "gr-heartbeat");
 	struct meta *m = arg;
-	long interval_ms = m->opts.session_ttl * 1000L / 3;
-	unsigned beats = 0;
+	long interval_ms = m->opts.session_ttl * 1000L / 4, wait_ms;
 	sigset_t all;
 
 	/* signals are for the program's main thread */
@@ -154,14 +255,14 @@ static void *heartbeat_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	if (interval_ms < 100)
 		interval_ms = 100;
+	wait_ms = interval_ms;
 	pthread_mutex_lock(&m->sess_lock);
 	while (!m->hb_stop) {
 		struct timespec ts;
-		size_t n;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += interval_ms / 1000;
-		ts.tv_nsec += (interval_ms % 1000) * 1000000L;
+		ts.tv_sec += wait_ms / 1000;
+		ts.tv_nsec += (wait_ms % 1000) * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
@@ -173,10 +274,9 @@ static void *heartbeat_main(void *arg)
 		if (m->hb_stop)
 			break;
 		pthread_mutex_unlock(&m->sess_lock);
-		heartbeat(m);
-		/* about once a TTL, look for clients that died */
-		if (++beats % 3 == 0 && meta_clean_sessions(m, &n) == 0 && n)
-			log_info("cleaned up %zu dead session(s)", n);
+		wait_ms = heartbeat(m) ? interval_ms / 4 : interval_ms;
+		if (wait_ms < 100)
+			wait_ms = 100;
 		pthread_mutex_lock(&m->sess_lock);
 	}
 	pthread_mutex_unlock(&m->sess_lock);
@@ -239,9 +339,13 @@ int meta_session_open(struct meta *m, const char *mountpoint)
 	err = session_info_pack(m, mountpoint);
 	if (err)
 		return err;
-	err = session_register(m, 0, &sid);
+	err = redis_lock_open(m);
 	if (err)
 		goto free_info;
+	atomic_store(&m->loss_seen, 0);
+	err = session_register(m, 0, &sid);
+	if (err)
+		goto close_locks;
 	atomic_store(&m->sid, sid);
 	pthread_mutex_lock(&m->sess_lock);
 	m->hb_stop = 0;
@@ -252,11 +356,13 @@ int meta_session_open(struct meta *m, const char *mountpoint)
 		int state;
 		session_clean(m, sid, -1, &state);
 		atomic_store(&m->sid, 0);
-		goto free_info;
+		goto close_locks;
 	}
 	if (meta_clean_sessions(m, &n) == 0 && n)
 		log_info("cleaned up %zu dead session(s)", n);
 	return 0;
+close_locks:
+	redis_lock_close(m);
 free_info:
 	free(m->sess_info);
 	m->sess_info = NULL;
@@ -271,9 +377,11 @@ int meta_session_close(struct meta *m)
 	if (!sid)
 		return 0;
 	heartbeat_stop(m);
-	/* our opens go with the session: unlinked files we held are freed */
+	/* our opens and locks go with the session: unlinked files we held
+	 * are freed, unlocks not delivered yet are done */
 	err = session_clean(m, sid, -1, &state);
 	atomic_store(&m->sid, 0);
+	redis_lock_close(m);
 	free(m->sess_info);
 	m->sess_info = NULL;
 	return err;
@@ -319,26 +427,53 @@ static const redisReply *field_of(const redisReply *all, const redisReply *id)
 	return NULL;
 }
 
+/*
+ * The heartbeat below which a session is dead now, as live_floor
+ * (lua/lib/lock.lua) would judge it, from TIME and HMGET liveclock t s,
+ * without moving the clock: a gap of more than ttl/2 going on now is a
+ * stall in progress (the next script ends it), then none is; -1: none is.
+ */
+static int64_t live_floor_now(const redisReply *time, const redisReply *clk,
+			      int ttl)
+{
+	int64_t now, last, stall;
+
+	if (time->type != REDIS_REPLY_ARRAY || time->elements != 2 ||
+	    clk->type != REDIS_REPLY_ARRAY || clk->elements != 2)
+		return -1;
+	now = (int64_t)redis_reply_u64(time->element[0]) * 1000 +
+	      (int64_t)redis_reply_u64(time->element[1]) / 1000;
+	last = (int64_t)redis_reply_u64(clk->element[0]);
+	stall = (int64_t)redis_reply_u64(clk->element[1]);
+	if (last && now - last > ttl * 500LL)
+		return -1;
+	if (stall >= now - ttl * 1000LL)
+		return -1;
+	return now / 1000 - ttl;
+}
+
 int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 {
 	const char *a1[] = {"ZRANGE", "sessions", "0", "-1", "WITHSCORES"};
 	const char *a2[] = {"HGETALL", "sessioninfo"};
 	const char *a3[] = {"HGETALL", "sessionstaged"};
 	const char *a4[] = {"HGETALL", "sessionmetrics"};
+	const char *a5[] = {"TIME"};
+	const char *a6[] = {"HMGET", "liveclock", "t", "s"};
 	size_t l1[] = {6, 8, 1, 2, 10}, l2[] = {7, 11}, l3[] = {7, 13};
-	size_t l4[] = {7, 14};
-	struct req reqs[4] = {{5, a1, l1, -1},
-			      {2, a2, l2, -1},
-			      {2, a3, l3, -1},
-			      {2, a4, l4, -1}};
-	redisReply *r[4];
+	size_t l4[] = {7, 14}, l5[] = {4}, l6[] = {5, 9, 1, 1};
+	struct req reqs[6] = {{5, a1, l1, -1}, {2, a2, l2, -1},
+			      {2, a3, l3, -1}, {2, a4, l4, -1},
+			      {1, a5, l5, -1}, {4, a6, l6, -1}};
+	redisReply *r[6];
 	struct meta_session *s = NULL;
 	size_t cnt = 0;
+	int64_t floor;
 	int err;
 
 	*out = NULL;
 	*n = 0;
-	err = redis_run_reqs(m, RUN_RETRY, reqs, 4, r);
+	err = redis_run_reqs(m, RUN_RETRY, reqs, 6, r);
 	if (err)
 		return err;
 	if (r[0]->type != REDIS_REPLY_ARRAY ||
@@ -348,6 +483,7 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 		err = META_EPROTO;
 		goto free_r;
 	}
+	floor = live_floor_now(r[4], r[5], m->opts.session_ttl);
 	s = calloc(r[0]->elements / 2 + 1, sizeof *s);
 	if (!s) {
 		err = ENOMEM;
@@ -358,6 +494,7 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 		struct meta_session *e = &s[cnt++];
 		e->sid = redis_reply_u64(id);
 		e->heartbeat = (int64_t)redis_reply_u64(r[0]->element[i + 1]);
+		e->stale = floor >= 0 && e->heartbeat < floor;
 		const redisReply *v = field_of(r[1], id);
 		if (v)
 			session_info_unpack(v, e);
@@ -374,7 +511,7 @@ int meta_list_sessions(struct meta *m, struct meta_session **out, size_t *n)
 	*out = s;
 	*n = cnt;
 free_r:
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		freeReplyObject(r[i]);
 	return err;
 }
@@ -448,6 +585,7 @@ void meta_redis_test_kill_session(struct meta *m)
 {
 	heartbeat_stop(m);
 	atomic_store(&m->sid, 0);
+	redis_lock_close(m);
 	free(m->sess_info);
 	m->sess_info = NULL;
 }

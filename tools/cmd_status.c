@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "fs/store/codec.h"
+#include "fs/vfs/hooks.h"
 #include "meta/meta.h"
 #include "meta/meta_dump.h"
 #include "meta/meta_server.h"
@@ -35,9 +36,6 @@ static const struct option options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-/* meta's default: a session silent this long is dead (struct meta_opts). */
-#define SESSION_TTL 60
 
 static const char *set_or_not(const char *secret)
 {
@@ -73,7 +71,8 @@ static void format_time(int64_t t, char *buf, size_t cap)
 		snprintf(buf, cap, "-");
 }
 
-static void format_age(int64_t now, int64_t t, char *buf, size_t cap)
+/* How long ago t was; " (stale)" after it for a session dead to the TTL. */
+static void format_age(int64_t now, int64_t t, int stale, char *buf, size_t cap)
 {
 	int64_t d = now - t;
 
@@ -89,7 +88,7 @@ static void format_age(int64_t now, int64_t t, char *buf, size_t cap)
 		snprintf(buf, cap, "%lldh ago", (long long)(d / 3600));
 	else
 		snprintf(buf, cap, "%lldd ago", (long long)(d / 86400));
-	if (t > 0 && d > SESSION_TTL) {
+	if (stale) {
 		size_t len = strlen(buf);
 		snprintf(buf + len, cap - len, " (stale)");
 	}
@@ -229,7 +228,7 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	       "STAGED (writeback, not in the store yet)");
 	for (size_t i = 0; i < n; i++) {
 		char staged[64] = "-", sz[32];
-		format_age(now, s[i].heartbeat, a, sizeof(a));
+		format_age(now, s[i].heartbeat, s[i].stale, a, sizeof(a));
 		format_time(s[i].started, b, sizeof(b));
 		if (s[i].staged_packs) {
 			cli_format_size(s[i].staged_bytes, sz, sizeof(sz));
@@ -306,8 +305,6 @@ static void print_json(const char *url, const struct meta_volume *v,
 		       const struct meta_trash_usage *tu,
 		       const struct meta_session *s, size_t n)
 {
-	int64_t now = (int64_t)time(NULL);
-
 	printf("{\n  \"meta_url\": ");
 	cli_json_string(stdout, url);
 	printf(",\n  \"volume\": {\n    \"name\": ");
@@ -357,7 +354,7 @@ static void print_json(const char *url, const struct meta_volume *v,
 		       "\"stale\": %s, \"staged_packs\": %llu, "
 		       "\"staged_bytes\": %llu}",
 		       (long long)s[i].started, (long long)s[i].heartbeat,
-		       now - s[i].heartbeat > SESSION_TTL ? "true" : "false",
+		       s[i].stale ? "true" : "false",
 		       (unsigned long long)s[i].staged_packs,
 		       (unsigned long long)s[i].staged_bytes);
 	}
@@ -368,7 +365,10 @@ static void print_json(const char *url, const struct meta_volume *v,
 
 int cmd_status(int argc, char **argv)
 {
-	struct meta_opts mo = {.pool_size = 1, .read_only = 1};
+	/* stale: dead to the clients' TTL (the test build's, from its hook) */
+	struct meta_opts mo = {.pool_size = 1,
+			       .read_only = 1,
+			       .session_ttl = (int)hooks_session_ttl()};
 	struct meta_volume v;
 	struct meta_usage u;
 	struct meta_server srv, *r = &srv;

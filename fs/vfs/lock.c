@@ -302,8 +302,10 @@ static void owner_drop(struct fs *fs, uint64_t mino, uint64_t owner, int flock)
 	enum meta_lock_kind kind = flock ? META_LOCK_FLOCK : META_LOCK_POSIX;
 	if (!flock && !owned_take(fs->locks, mino, owner))
 		return;
+	/* an unlock redis cannot take now is queued by meta and sent again
+	 * until it gets through; a lost lock was logged when it was lost */
 	int err = meta_lock_set(fs->meta, kind, mino, owner, &lk, NULL);
-	if (err)
+	if (err && err != META_ELOCKLOST)
 		log_warn("cannot release the %s locks of inode %llu: %s; they "
 			 "go with this client's session",
 			 flock ? "flock" : "POSIX", (unsigned long long)mino,

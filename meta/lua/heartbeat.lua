@@ -1,6 +1,39 @@
--- ARGV: sid. Returns {0, 1}, or {0, 0} when the session was cleaned away.
-if not redis.call('ZSCORE', 'sessions', ARGV[1]) then
-	return {0, 0}
+-- lib: lock
+-- ARGV: sid, ttl. Renews session sid. Returns {0, state, lost, stall
+-- end, stall length, dead sid...}: state 1 renewed, 0 the session was
+-- cleaned away (register it again). lost: when the session was last found
+-- dead (ms; 0: never), in sessionlost: it had been silent for ttl of
+-- server-running time (live_floor), others stopped counting its locks and
+-- may hold them now, so what was left of them went then (the locks of up
+-- to 1000 inodes) and none counts again; a client that sees a new value
+-- has lost its locks (a reply lost and sent again still tells it). stall:
+-- the last stall of liveclock (ms; 0, 0 when none). dead: up to 100
+-- sessions dead to this caller, for it to clean up.
+local sid, ttl = ARGV[1], tonumber(ARGV[2])
+local floor = live_floor(ttl)
+local hb = redis.call('ZSCORE', 'sessions', sid)
+local state = 1
+if not hb then
+	state = 0
+else
+	if floor and tonumber(hb) < floor then
+		for _, i in ipairs(redis.call('SPOP', 'sl' .. sid, 1000)) do
+			lock_drop_session(tonumber(i), sid)
+		end
+		local s, ns = now()
+		redis.call('HSET', 'sessionlost', sid,
+			d(s * 1000 + math.floor(ns / 1000000)))
+	end
+	redis.call('ZADD', 'sessions', now(), sid)
 end
-redis.call('ZADD', 'sessions', now(), ARGV[1])
-return {0, 1}
+local c = redis.call('HMGET', 'liveclock', 's', 'g')
+local out = {0, state,
+	tonumber(redis.call('HGET', 'sessionlost', sid) or '0'),
+	tonumber(c[1]) or 0, tonumber(c[2]) or 0}
+if floor then
+	for _, x in ipairs(redis.call('ZRANGEBYSCORE', 'sessions', '-inf',
+		'(' .. d(floor), 'LIMIT', 0, 100)) do
+		out[#out + 1] = tonumber(x)
+	end
+end
+return out

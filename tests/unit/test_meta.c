@@ -1439,6 +1439,9 @@ Test(meta, dead_session_cleanup)
 
 	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
 	bsid = meta_session_id(b);
+	/* a live client: time counts against a silent session only while
+	 * some client runs (SCHEMA.md "Sessions") */
+	cr_assert_eq(meta_session_open(c, "/mnt/c"), 0);
 	cr_assert_eq(meta_file_open(b, f, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	/* a live session is not cleaned */
@@ -1449,11 +1452,12 @@ Test(meta, dead_session_cleanup)
 	cr_expect_eq(n, 0, "heartbeats keep the session alive");
 	cr_expect_eq(meta_getattr(m, f, NULL), 0);
 
-	/* b dies without closing */
+	/* b dies without closing: c's heartbeat cleans it up (or c's own
+	 * look, if the heartbeat did not get to it yet) */
 	meta_redis_test_kill_session(b);
 	sleep(3);
 	cr_assert_eq(meta_clean_sessions(c, &n), 0);
-	cr_expect_eq(n, 1);
+	cr_expect_leq(n, 1);
 	cr_expect_eq(meta_getattr(m, f, NULL), ENOENT, "orphan reclaimed");
 	cr_assert_eq(reclaim_all(m, got, 4), 1);
 	cr_expect_eq(got[0], id);
