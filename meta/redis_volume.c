@@ -205,6 +205,13 @@ static int load_volume(struct meta *m, struct meta_volume *v, int quiet)
 		/* a record that does not fit is no record: crypt.c says so */
 		else if (!strcmp(k->str, "crypt"))
 			copy_field(v->crypt, sizeof v->crypt, val);
+		/* absent in a volume never loaded (meta_dump.h) */
+		else if (!strcmp(k->str, "restore_id"))
+			copy_field(v->restore_id, sizeof v->restore_id, val);
+		else if (!strcmp(k->str, "slice_floor"))
+			v->slice_floor = redis_field_u64(val);
+		else if (!strcmp(k->str, "inode_floor"))
+			v->inode_floor = redis_field_u64(val);
 	}
 	if (v->format_version == 0)
 		err = META_EPROTO;

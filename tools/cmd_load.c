@@ -249,6 +249,8 @@ int cmd_load(int argc, char **argv)
 		if (err == EINVAL)
 			cli_error("'%s' is not a whole granary dump: %s", file,
 				  why);
+		else if (err == EOVERFLOW)
+			cli_error("cannot load '%s': %s", file, why);
 		else if (err == EBADMSG)
 			cli_error("'%s': the compressed stream is damaged or "
 				  "cut short",
