@@ -249,14 +249,42 @@ static int fs_dev_of(const char *path, dev_t *dev)
 	}
 }
 
+/*
+ * The disk cache's namespace: the volume's uuid, and after a load
+ * "<uuid>.<restore_id>" (meta_volume.h). A restore names objects again
+ * that the volume had before it under the same keys (ids of the interval
+ * it lost; ids are in a new epoch since, but two guards are better than
+ * one): a node's cache of before the restore must never serve them, so
+ * it is another namespace, swept (diskcache_sweep_start). EINVAL: the
+ * restore_id setting is not one (it names a directory).
+ */
+static int cache_ns(const struct meta_volume *v, char *ns, size_t cap)
+{
+	const char *r = v->restore_id;
+	if (!*r) {
+		snprintf(ns, cap, "%s", v->uuid);
+		return 0;
+	}
+	if (strspn(r, "0123456789abcdef") != strlen(r))
+		return EINVAL;
+	snprintf(ns, cap, "%s.%s", v->uuid, r);
+	return 0;
+}
+
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
 	uint64_t size =
 	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
-	char def[PATH_MAX];
+	char def[PATH_MAX], ns[128];
 	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
 		return 0;
+	if (cache_ns(&fs->vol, ns, sizeof ns)) {
+		log_err("volume '%s': its setting restore_id '%s' is not one "
+			"(hex digits): no disk cache",
+			fs->vol.name, fs->vol.restore_id);
+		return o->cache_dir ? EINVAL : 0;
+	}
 	/* Caching a store whose files share the cache's file system would
 	 * write every block read once more to the same disk, for no faster
 	 * read. The default directory only: a --cache-dir given is used. */
@@ -270,7 +298,7 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	}
 	struct diskcache_opts dco = {
 	    .dirs = dirs,
-	    .ns = fs->vol.uuid,
+	    .ns = ns,
 	    .size = size,
 	    .free_ratio = o->free_ratio < 0 ? 0.1 : o->free_ratio,
 	    .min_age = 600,
@@ -291,6 +319,11 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	fs->disk_cache = 1;
 	log_info("disk cache in %s (%llu MiB)", dirs,
 		 (unsigned long long)(size >> 20));
+	/* the namespaces of before a load: never served, removed */
+	if ((err = diskcache_sweep_start(dirs, fs->vol.uuid, ns, &fs->sweep)))
+		log_warn("disk cache: cannot remove the namespaces of this "
+			 "volume before its restore: %s",
+			 gr_strerror(err));
 	return 0;
 }
 
@@ -429,6 +462,7 @@ static void teardown(struct fs *fs)
 	packer_close(fs->packer);
 	chunkstore_close(fs->cs);
 	objstore_close(fs->store);
+	diskcache_sweep_stop(fs->sweep);
 	meta_close(fs->meta);
 	space_free(fs->space);
 	quota_free(fs->quota);
@@ -530,7 +564,8 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		explicit_bzero(key, sizeof(key));
 		fs->store = sealed; /* NULL on failure: the stack is closed */
 		if (err)
-			return fail(msg, cap, err, "cannot set up encryption: %s",
+			return fail(msg, cap, err,
+				    "cannot set up encryption: %s",
 				    gr_strerror(err));
 	}
 	struct chunkstore_opts co = {
