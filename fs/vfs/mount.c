@@ -486,8 +486,11 @@ static void teardown(struct fs *fs)
 /*
  * The volume key of an encrypted volume (*crypt 1), unwrapped with the
  * secret the mount was given; a volume that is not encrypted needs none
- * (*crypt 0: a secret given is not used, with a warning). Without the
- * right secret the mount is refused.
+ * (*crypt 0). Without the right secret the mount is refused, and so is a
+ * secret given for a volume that is not encrypted: at best the operator's
+ * mistake (another volume's key), at worst a volume whose `crypt` setting
+ * was dropped (a load of a doctored dump) and that would write in the
+ * clear what the operator means to be sealed.
  */
 static int volume_key(struct fs *fs, const struct fs_opts *o,
 		      unsigned char key[CRYPT_KEY_LEN], int *crypt, char *msg,
@@ -496,9 +499,8 @@ static int volume_key(struct fs *fs, const struct fs_opts *o,
 	*crypt = 0;
 	if (!fs->vol.crypt[0]) {
 		if (o->secret)
-			log_warn("volume '%s' is not encrypted: the key given "
-				 "is not used",
-				 fs->vol.name);
+			return fail(msg, cap, CRYPT_EPLAIN, "volume '%s': %s",
+				    fs->vol.name, gr_strerror(CRYPT_EPLAIN));
 		return 0;
 	}
 	if (!o->secret)
