@@ -62,6 +62,12 @@ struct meta_load_opts {
 	 * the caller's message */
 	char *why;
 	size_t why_cap;
+	/* What the stream's settings must say, or it is refused (EINVAL,
+	 * at its header: nothing written): the volume's uuid (NULL: any),
+	 * and a `crypt` setting (need_crypt: the volume is known to be
+	 * encrypted, e.g. its backups are sealed) */
+	const char *need_uuid;
+	int need_crypt;
 };
 /* Build the volume of the stream in m's database, which must hold no
  * volume (META_EEXIST otherwise: nothing is written). A stream that is

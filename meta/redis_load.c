@@ -1053,6 +1053,18 @@ static int load_header(struct load *l, json_t *o)
 	if (!json_is_object(l->setting))
 		return bad(l, "\"setting\" is no object");
 	json_incref(l->setting);
+	const char *uuid =
+	    json_string_value(json_object_get(l->setting, "uuid"));
+	const char *crypt =
+	    json_string_value(json_object_get(l->setting, "crypt"));
+	if (l->o->need_uuid && (!uuid || strcmp(uuid, l->o->need_uuid)))
+		return bad(l,
+			   "the dump is of volume uuid %s, not %s (the "
+			   "volume of its store)",
+			   uuid ? uuid : "(none)", l->o->need_uuid);
+	if (l->o->need_crypt && (!crypt || !*crypt))
+		return bad(l, "the volume is encrypted, but the dump has no "
+			      "\"crypt\" setting: it was altered");
 	json_t *tm = json_object_get(o, "time");
 	if (!json_is_integer(tm))
 		return bad(l, "\"time\" is missing");

@@ -462,6 +462,7 @@ static void teardown(struct fs *fs)
 	packer_close(fs->packer);
 	chunkstore_close(fs->cs);
 	objstore_close(fs->store);
+	objstore_close(fs->backup_store); /* not handed to backupd */
 	diskcache_sweep_stop(fs->sweep);
 	meta_close(fs->meta);
 	space_free(fs->space);
@@ -522,6 +523,28 @@ static int volume_key(struct fs *fs, const struct fs_opts *o,
 	return 0;
 }
 
+/*
+ * The store of an encrypted volume's metadata backups (backupd.h): a
+ * store of its own (no disk cache; the client's figures count its data
+ * alone) that seals with the volume key's key for backups, so that a
+ * backup can be neither read nor altered, nor its `crypt` setting
+ * dropped, by whoever can write to the store. Made here, where the
+ * volume key is at hand; backupd gets it at vfs_started.
+ */
+static int open_backup_store(struct fs *fs, const struct objstore_creds *creds,
+			     const unsigned char key[CRYPT_KEY_LEN])
+{
+	unsigned char bkey[CRYPT_KEY_LEN];
+	struct objstore *raw;
+	int err = crypt_key_derive(key, "backup", bkey);
+	if (!err)
+		err = objstore_open(fs->vol.storage, creds, &raw);
+	if (!err)
+		err = objstore_crypt_open(raw, bkey, &fs->backup_store);
+	explicit_bzero(bkey, sizeof(bkey));
+	return err;
+}
+
 /* The store and its disk cache, the block store, uploaders, packer and
  * staging; msg says what failed. */
 static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
@@ -559,6 +582,13 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 			    "cannot use cache directory '%s': %s", o->cache_dir,
 			    gr_strerror(err));
 	}
+	if (crypt && !o->read_only && o->backup_interval &&
+	    (err = open_backup_store(fs, &creds, key))) {
+		explicit_bzero(key, sizeof(key));
+		return fail(msg, cap, err,
+			    "cannot set up the sealing of metadata backups: %s",
+			    gr_strerror(err));
+	}
 	if (crypt) {
 		/* above the cache: it keeps what the store keeps, sealed */
 		struct objstore *sealed;
@@ -566,8 +596,7 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		explicit_bzero(key, sizeof(key));
 		fs->store = sealed; /* NULL on failure: the stack is closed */
 		if (err)
-			return fail(msg, cap, err,
-				    "cannot set up encryption: %s",
+			return fail(msg, cap, err, "cannot set up encryption: %s",
 				    gr_strerror(err));
 	}
 	struct chunkstore_opts co = {
@@ -766,11 +795,15 @@ void vfs_started(struct fs *fs)
 	int64_t every = fs->o->backup_interval;
 	if (every) {
 		/* a store of its own: no disk cache, and the client's
-		 * figures (granary.stats) count its data alone */
+		 * figures (granary.stats) count its data alone; an encrypted
+		 * volume's seals (open_backup_store) */
 		struct objstore_creds creds = {0};
-		struct objstore *s = NULL;
+		struct objstore *s = fs->backup_store;
+		int err = 0;
+		fs->backup_store = NULL;
 		mount_creds(fs, &creds);
-		int err = objstore_open(fs->vol.storage, &creds, &s);
+		if (!s)
+			err = objstore_open(fs->vol.storage, &creds, &s);
 		if (!err)
 			err = backupd_open(fs->meta, s,
 					   every < 0 ? BACKUP_INTERVAL : every,

@@ -120,6 +120,9 @@ struct fs {
 	struct chunkstore *cs;
 	struct compactq *compactq; /* background compaction; NULL: none */
 	struct backupd *backupd;   /* metadata backups; NULL: none */
+	/* an encrypted volume's store for backupd, sealing with the
+	 * backups' key; handed to backupd at vfs_started; or NULL */
+	struct objstore *backup_store;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
 	struct stage *stage;   /* writeback: blocks of big files; or NULL */
