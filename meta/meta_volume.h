@@ -50,6 +50,12 @@ int meta_volume_set(struct meta *m, const char *field, uint64_t value);
  * key they unwrapped. */
 int meta_volume_set_crypt(struct meta *m, const char *old_rec,
 			  const char *new_rec);
+/* A restored volume's ids moved on (fs/vfs/mount.c: another restore of
+ * its store used the epoch its load set): nextslice, nextinode and the
+ * settings slice_floor, inode_floor become at least slices, inodes (in
+ * one script; raising again to the same changes nothing). EOVERFLOW at
+ * 2^53, META_ENOVOLUME when there is no volume. */
+int meta_id_floor_raise(struct meta *m, uint64_t slices, uint64_t inodes);
 /* META_EVERSION (logged: what to do) when the volume's format is not
  * META_FORMAT_VERSION; v is filled all the same. */
 int meta_load_volume(struct meta *m, struct meta_volume *v);

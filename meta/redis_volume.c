@@ -137,6 +137,21 @@ int meta_volume_set_crypt(struct meta *m, const char *old_rec,
 	return err == ENODEV ? META_ENOVOLUME : err;
 }
 
+int meta_id_floor_raise(struct meta *m, uint64_t slices, uint64_t inodes)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (slices >= (UINT64_C(1) << 53) || inodes >= (UINT64_C(1) << 53))
+		return EOVERFLOW;
+	redis_cmd_script(m, &c, SC_ID_FLOOR);
+	redis_cmd_u64(&c, slices);
+	redis_cmd_u64(&c, inodes);
+	int err = redis_run_script_void(m, &c);
+	return err == ENODEV ? META_ENOVOLUME : err;
+}
+
 static void copy_field(char *dst, size_t cap, const redisReply *r)
 {
 	size_t n = (size_t)r->len < cap - 1 ? (size_t)r->len : cap - 1;

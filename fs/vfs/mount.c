@@ -6,6 +6,7 @@
  * it after the unmount. Also the background reclaimer.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meta/meta_dump.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_trash.h"
@@ -448,6 +450,111 @@ static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
 	return err ? err : EIO;
 }
 
+/* ---- restores of the same store --------------------------------------- */
+
+/*
+ * A load starts its volume's ids an epoch past the dump's highest
+ * (meta_dump.h), which is past what the lost interval used. Two loads of
+ * the same dump (or of dumps of one epoch), each used, would hand out the
+ * same ids again: the objects of the first restore's writes, in the store
+ * (or in a node's writeback staging, uploaded at its next mount), would
+ * be taken for the second's. So the store keeps the restore whose ids it
+ * last saw, in the clear beside the volume marker (gc compares blocks/
+ * and packs/ only):
+ *
+ *   meta/restore: "granary restore\nid=<restore_id>\nslices=<floor>\n
+ *                  inodes=<floor>\n"
+ *
+ * The first read-write mount of a restored volume reads it before any id
+ * is handed out: another restore at or above this volume's epoch moves
+ * this volume's ids to the epoch after it (meta_id_floor_raise), then the
+ * marker names this restore. Concurrent first mounts raise to the same
+ * floors, which is one raise.
+ */
+#define RESTORE_KEY "meta/restore"
+
+struct restore_mark {
+	char id[META_RESTORE_ID];
+	uint64_t slices, inodes;
+};
+
+static int restore_mark_get(struct objstore *s, struct restore_mark *r)
+{
+	void *data = NULL;
+	size_t got = 0;
+	char body[256];
+	int err =
+	    objstore_get(s, RESTORE_KEY, 0, sizeof(body) - 1, &data, &got);
+	if (err)
+		return err;
+	memcpy(body, data, got);
+	body[got] = 0;
+	free(data);
+	memset(r, 0, sizeof(*r));
+	if (sscanf(body,
+		   "granary restore\nid=%23[0-9a-f]\nslices=%" SCNu64
+		   "\ninodes=%" SCNu64,
+		   r->id, &r->slices, &r->inodes) != 3)
+		return EINVAL;
+	return 0;
+}
+
+static int restore_mark_put(struct objstore *s, const struct restore_mark *r)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body),
+			 "granary restore\nid=%s\nslices=%" PRIu64
+			 "\ninodes=%" PRIu64 "\n",
+			 r->id, r->slices, r->inodes);
+	return objstore_put(s, RESTORE_KEY, body, (size_t)n);
+}
+
+/* The check above, on the store itself; msg says what failed. */
+static int restore_check(struct fs *fs, char *msg, size_t cap)
+{
+	struct meta_volume *v = &fs->vol;
+	struct restore_mark seen,
+	    mine = {.slices = v->slice_floor, .inodes = v->inode_floor};
+	int err = restore_mark_get(fs->store, &seen);
+
+	snprintf(mine.id, sizeof(mine.id), "%s", v->restore_id);
+	if (err == EINVAL) {
+		log_warn("storage '%s': its object '%s' is not a restore "
+			 "marker: written again",
+			 v->storage, RESTORE_KEY);
+		err = ENOENT;
+	}
+	if (err && err != ENOENT)
+		return fail(msg, cap, err,
+			    "storage '%s': cannot read its restore marker: %s",
+			    v->storage, gr_strerror(err));
+	if (!err && !strcmp(seen.id, mine.id))
+		return 0; /* this restore's: checked by an earlier mount */
+	if (!err && seen.slices >= mine.slices) {
+		/* another restore used this epoch, or a later one */
+		uint64_t s = meta_epoch_after(seen.slices, META_SLICE_EPOCH);
+		uint64_t i = meta_epoch_after(
+		    seen.inodes > mine.inodes ? seen.inodes : mine.inodes,
+		    META_INODE_EPOCH);
+		if ((err = meta_id_floor_raise(fs->meta, s, i)))
+			return fail(msg, cap, err,
+				    "volume '%s': cannot move its ids past "
+				    "those of restore %s of the same store: %s",
+				    v->name, seen.id, gr_strerror(err));
+		log_warn("volume '%s' (restore %s) was loaded again after "
+			 "restore %s of the same store used its ids: its ids "
+			 "move to slice %" PRIu64 ", inode %" PRIu64,
+			 v->name, mine.id, seen.id, s, i);
+		v->slice_floor = mine.slices = s;
+		v->inode_floor = mine.inodes = i;
+	}
+	if ((err = restore_mark_put(fs->store, &mine)))
+		return fail(msg, cap, err,
+			    "storage '%s': cannot write its restore marker: %s",
+			    v->storage, gr_strerror(err));
+	return 0;
+}
+
 /* What vfs_open_fs made, in reverse order; NULL fields are skipped. */
 static void teardown(struct fs *fs)
 {
@@ -569,6 +676,12 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err)
 		return fail(msg, cap, err, "%s", why);
+	/* before any id is handed out: ids of another restore never again */
+	if (!o->read_only && fs->vol.restore_id[0] &&
+	    (err = restore_check(fs, msg, cap))) {
+		explicit_bzero(key, sizeof(key));
+		return err;
+	}
 	/* The store answered: from now on ride out its outages. Not before,
 	 * so that a mount of a store that is not there is refused at once. */
 	objstore_set_retry_window(fs->store,

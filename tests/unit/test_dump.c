@@ -718,3 +718,30 @@ Test(dump, refuses_a_dump_with_no_epoch_left)
 	meta_close(c);
 	free(d.p);
 }
+
+/* A restored volume's ids moved past another restore's (fs/vfs/mount.c):
+ * the counters and the settings rise, never fall, and again is a no-op. */
+Test(dump, id_floor_raise)
+{
+	struct meta *a = new_volume(DB_A), *b = empty_db(DB_B);
+	struct meta_volume v;
+
+	mk(a, 1, "f", META_FILE);
+	struct buf d = dump_of(a);
+	meta_close(a);
+	cr_assert_eq(load_buf(b, d.p, d.len, 0, NULL), 0);
+	uint64_t s = 6 * META_SLICE_EPOCH, i = 6 * META_INODE_EPOCH;
+	cr_assert_eq(meta_id_floor_raise(b, s, i), 0);
+	cr_assert_eq(meta_id_floor_raise(b, s, i), 0);
+	cr_assert_eq(meta_id_floor_raise(b, META_SLICE_EPOCH, 1), 0);
+	cr_assert_eq(meta_load_volume(b, &v), 0);
+	cr_assert_eq(v.slice_floor, s);
+	cr_assert_eq(v.inode_floor, i);
+	cr_assert_eq(get_u64(DB_B, "nextslice"), s);
+	cr_assert_eq(get_u64(DB_B, "nextinode"), i);
+	cr_assert_eq(id(b), s + 1);
+	cr_assert_eq(mk(b, 1, "g", META_FILE), i + 1);
+	cr_assert_eq(meta_id_floor_raise(b, UINT64_C(1) << 53, i), EOVERFLOW);
+	free(d.p);
+	meta_close(b);
+}
