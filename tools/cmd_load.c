@@ -137,6 +137,32 @@ static int print_name(void *arg, const char *name)
 	return 0;
 }
 
+static int is_name(void *arg, const char *name)
+{
+	return strcmp(arg, name) ? 0 : EEXIST;
+}
+
+/* Whether the store at url holds complete backup name: 0, or ENOENT
+ * told with the list of those it holds, or the store's error told. */
+static int backup_there(struct objstore *s, const char *url, const char *name)
+{
+	size_t count = 0;
+	int err = backup_names(s, is_name, (void *)name, NULL);
+	if (err == EEXIST)
+		return 0;
+	if (err) {
+		cli_error("cannot read the backups in '%s': %s", url,
+			  gr_strerror(err));
+		return err;
+	}
+	cli_error("storage '%s' holds no complete backup '%s'", url, name);
+	fprintf(stderr, "hint: the backups it holds, oldest first:\n");
+	backup_names(s, print_name, NULL, &count);
+	if (!count)
+		fprintf(stderr, "  (none)\n");
+	return ENOENT;
+}
+
 /* What --from-store reads: the store as it is, and for a sealed backup
  * (an encrypted volume's) a store over the same objects that opens them
  * with the backups' key. */
@@ -236,6 +262,8 @@ static int open_backup(const char *url, const char *name,
 			  gr_strerror(err));
 		return err;
 	}
+	if (name && (err = backup_there(f->clear, url, name)))
+		return err;
 	if (!name) {
 		err = backup_newest(f->clear, newest);
 		if (err == ENOENT) {
@@ -303,14 +331,9 @@ static int open_backup(const char *url, const char *name,
 		return err;
 	struct objstore *s = f->sealed ? f->sealed : f->clear;
 	err = backup_stat(s, name, &b);
-	if (err == ENOENT) {
-		size_t count = 0;
+	if (err == ENOENT) { /* deleted since it was listed */
 		cli_error("storage '%s' holds no complete backup '%s'", url,
 			  name);
-		fprintf(stderr, "hint: the backups it holds, oldest first:\n");
-		backup_names(f->clear, print_name, NULL, &count);
-		if (!count)
-			fprintf(stderr, "  (none)\n");
 		return err;
 	}
 	if (err == CRYPT_EAUTH || err == EINVAL) {
@@ -344,7 +367,7 @@ int cmd_load(int argc, char **argv)
 	int fd = STDIN_FILENO, c, err, quiet = 0, store_keys = 1;
 	int ret = CLI_EXIT_FAIL;
 	const char *from_store = NULL, *backup = NULL, *keyfile = NULL;
-	struct from_store fs = {0};
+	struct from_store from = {0};
 	char what[128];
 
 	while ((c = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
@@ -385,11 +408,11 @@ int cmd_load(int argc, char **argv)
 	if (from_store) {
 		file = what;
 		objstore_env_creds(&creds);
-		if (open_backup(from_store, backup, &creds, keyfile, &fs, what,
-				sizeof what))
+		if (open_backup(from_store, backup, &creds, keyfile, &from,
+				what, sizeof what))
 			goto out;
-		o.need_uuid = fs.uuid[0] ? fs.uuid : NULL;
-		o.need_crypt = fs.need_crypt;
+		o.need_uuid = from.uuid[0] ? from.uuid : NULL;
+		o.need_crypt = from.need_crypt;
 	} else if (strcmp((file = argv[optind + 1]), "-")) {
 		fd = open(file, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -405,7 +428,7 @@ int cmd_load(int argc, char **argv)
 	meta_url_redact(argv[optind], shown, sizeof shown);
 	if (!from_store && key_given(keyfile, &o.need_crypt))
 		goto out;
-	if (fs.r ? lz4stream_source_open(backup_read, fs.r, &src)
+	if (from.r ? lz4stream_source_open(backup_read, from.r, &src)
 		 : lz4stream_source_open(fd_read, &fd, &src)) {
 		cli_error("out of memory");
 		goto out;
@@ -465,7 +488,7 @@ int cmd_load(int argc, char **argv)
 	ret = CLI_EXIT_OK;
 out:
 	lz4stream_source_close(src);
-	from_store_close(&fs);
+	from_store_close(&from);
 	if (fd != STDIN_FILENO)
 		close(fd);
 	meta_close(m);

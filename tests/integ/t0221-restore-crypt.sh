@@ -82,6 +82,8 @@ no_volume || fail "a refused load left a volume"
 GRANARY_ENCRYPT_PASSPHRASE="not the right one" expect_exit 1 \
 	"the key given does not open this volume" load_store
 no_volume || fail "a refused load left a volume"
+expect_exit 1 "holds no complete backup 'nope'" load_store --backup nope --encrypt-key "$KEY"
+grep -qF "  $NAME" "$TMP/expect.err" || fail "the backups there are not listed: $(cat "$TMP/expect.err")"
 load_store --encrypt-key "$KEY" >"$TMP/load.out" 2>&1 || fail "load --from-store with the key: $(cat "$TMP/load.out")"
 check_eq "$(vol_json encrypted)" true "encrypted after the load"
 [ "$(vol_json restore_id)" != null ] || fail "status --json shows no restore_id after a load"
