@@ -59,11 +59,14 @@ static int begin(struct backupd *b, const char *name, struct backup_writer **w,
 	struct meta_volume v;
 	struct backup_key k;
 	int err = meta_load_volume(b->m, &v);
-	if (!err && !v.crypt[0])
-		err = CRYPT_EPLAIN; /* its setting crypt is gone */
 	if (err) {
 		*what = "reading the volume's key record";
 		return err;
+	}
+	if (!v.crypt[0]) { /* someone changed the settings under us */
+		*what = "the volume lost its setting 'crypt' (backups of an "
+			"encrypted volume stay sealed)";
+		return EINVAL;
 	}
 	snprintf(k.uuid, sizeof k.uuid, "%s", v.uuid);
 	snprintf(k.record, sizeof k.record, "%s", v.crypt);
