@@ -48,6 +48,8 @@ static const struct {
 		   "GRANARY_ENCRYPT_KEY_FILE, or GRANARY_ENCRYPT_PASSPHRASE)"},
     {CRYPT_EAUTH, "an object failed its authentication check: it was "
 		  "altered, damaged or swapped in the store"},
+    {CRYPT_EPLAIN, "a key was given, but the volume is not encrypted "
+		   "(refused: its writes would not be)"},
     {META_ENOVOLUME,
      "no granary volume in this database (run 'granary format' first)"},
     {META_EEXIST, "the database already holds a granary volume or other "

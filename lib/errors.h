@@ -30,6 +30,7 @@
 #define CRYPT_EKEY   (-221) /* the key given does not open this volume */
 #define CRYPT_ENOKEY (-222) /* the volume is encrypted and no key was given */
 #define CRYPT_EAUTH  (-223) /* an object failed its authentication tag */
+#define CRYPT_EPLAIN (-224) /* a key was given for a volume not encrypted */
 
 /* metadata engine (meta/meta.h) */
 #define META_ENOVOLUME (-301) /* the database holds no granary volume */

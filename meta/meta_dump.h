@@ -62,16 +62,36 @@ struct meta_load_opts {
 	 * the caller's message */
 	char *why;
 	size_t why_cap;
+	/* What the stream's settings must say, or it is refused (EINVAL,
+	 * at its header: nothing written): the volume's uuid (NULL: any),
+	 * and a `crypt` setting (need_crypt: the volume is known to be
+	 * encrypted, e.g. its backups are sealed) */
+	const char *need_uuid;
+	int need_crypt;
 };
 /* Build the volume of the stream in m's database, which must hold no
  * volume (META_EEXIST otherwise: nothing is written). A stream that is
  * not a dump, of a newer format, or cut short is refused with EINVAL
  * (logged: the line and what is wrong with it); what was loaded before
  * the bad line is then left for the caller to wipe (meta_format with
- * force). */
+ * force). The loaded volume starts a new id epoch (below) and gets a new
+ * restore_id (meta_volume.h); a dump whose ids leave no epoch below 2^53
+ * is refused with EOVERFLOW (why says so). */
 int meta_load(struct meta *m, const struct meta_load_opts *o,
 	      meta_source_fn source, void *source_arg,
 	      struct meta_dump_stats *st);
+
+/*
+ * The id epochs of loads: a loaded volume hands out slice (and pack) ids
+ * from meta_epoch_after(highest id of the dump, META_SLICE_EPOCH) and
+ * inode numbers from meta_epoch_after(highest inode, META_INODE_EPOCH),
+ * so never an id the dumped volume may have used after the dump. The
+ * result is the second multiple of epoch above highest: at least an
+ * epoch past it.
+ */
+#define META_SLICE_EPOCH (UINT64_C(1) << 40)
+#define META_INODE_EPOCH (UINT64_C(1) << 32)
+uint64_t meta_epoch_after(uint64_t highest, uint64_t epoch);
 
 /* ---- automatic backups ---------------------------------------------- */
 /* The bookkeeping of the clients' backups (fs/vfs/backup.c; the objects

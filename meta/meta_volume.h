@@ -9,6 +9,7 @@
 #include "meta/meta.h"
 
 /* ---- volume ---------------------------------------------------------- */
+#define META_RESTORE_ID 24 /* a restore_id and its NUL, at most */
 struct meta_volume {
 	char name[256];
 	char uuid[40];
@@ -25,6 +26,13 @@ struct meta_volume {
 	/* the volume key wrapped by the user's (fs/store/crypt.h, whose
 	 * CRYPT_RECORD_MAX this is); "": the volume is not encrypted */
 	char crypt[256];
+	/* set by every load (meta_dump.h): a random id naming this restore
+	 * (16 hex digits; "" in a volume never loaded), which names the
+	 * clients' disk cache namespace, and where the id epoch it started
+	 * begins: nextslice and nextinode as it set them, the ids it hands
+	 * out come after (0: none) */
+	char restore_id[META_RESTORE_ID];
+	uint64_t slice_floor, inode_floor;
 };
 
 /* Write settings and the root directory; META_EEXIST unless force (force
@@ -42,6 +50,12 @@ int meta_volume_set(struct meta *m, const char *field, uint64_t value);
  * key they unwrapped. */
 int meta_volume_set_crypt(struct meta *m, const char *old_rec,
 			  const char *new_rec);
+/* A restored volume's ids moved on (fs/vfs/mount.c: another restore of
+ * its store used the epoch its load set): nextslice, nextinode and the
+ * settings slice_floor, inode_floor become at least slices, inodes (in
+ * one script; raising again to the same changes nothing). EOVERFLOW at
+ * 2^53, META_ENOVOLUME when there is no volume. */
+int meta_id_floor_raise(struct meta *m, uint64_t slices, uint64_t inodes);
 /* META_EVERSION (logged: what to do) when the volume's format is not
  * META_FORMAT_VERSION; v is filled all the same. */
 int meta_load_volume(struct meta *m, struct meta_volume *v);

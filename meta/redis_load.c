@@ -7,9 +7,13 @@
  * What the loaded volume gets beside what the lines say: sliceref is
  * counted anew from the records loaded (the dump's counts, taken beside
  * live clients, may disagree with the lists it read at other instants),
- * as are totalinodes and usedspace; nextinode and nextslice are at least
- * the highest number met. An inode unlinked but open when dumped (nlink
- * 0: opens are not carried) becomes a deleted file whose data the
+ * as are totalinodes and usedspace. nextinode and nextslice start a new
+ * id epoch, well past the highest number the dump knows (see "the id
+ * epoch" below), and the settings get a new restore_id: a load never
+ * hands out an id that the dumped volume may have used after the dump,
+ * and the clients' disk caches of before it are not served (their
+ * namespace is named by restore_id). An inode unlinked but open when dumped
+ * (nlink 0: opens are not carried) becomes a deleted file whose data the
  * volume's reclamation frees, and a detached snapshot an abandoned one
  * that its cleaners delete. The settings are written last: a load cut
  * short leaves keys but no volume, which no client mounts.
@@ -20,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -1047,6 +1053,18 @@ static int load_header(struct load *l, json_t *o)
 	if (!json_is_object(l->setting))
 		return bad(l, "\"setting\" is no object");
 	json_incref(l->setting);
+	const char *uuid =
+	    json_string_value(json_object_get(l->setting, "uuid"));
+	const char *crypt =
+	    json_string_value(json_object_get(l->setting, "crypt"));
+	if (l->o->need_uuid && (!uuid || strcmp(uuid, l->o->need_uuid)))
+		return bad(l,
+			   "the dump is of volume uuid %s, not %s (the "
+			   "volume of its store)",
+			   uuid ? uuid : "(none)", l->o->need_uuid);
+	if (l->o->need_crypt && (!crypt || !*crypt))
+		return bad(l, "the volume is encrypted, but the dump has no "
+			      "\"crypt\" setting: it was altered");
 	json_t *tm = json_object_get(o, "time");
 	if (!json_is_integer(tm))
 		return bad(l, "\"time\" is missing");
@@ -1139,6 +1157,78 @@ static int load_line(struct load *l, char *s, size_t n)
 	return err;
 }
 
+/* ---- the id epoch ---------------------------------------------------- */
+
+/*
+ * The ids a restored volume hands out must never be ones the dumped
+ * volume handed out after the dump (the interval the restore loses):
+ * objects of those names may still be in the store, in a node's disk
+ * cache or writeback staging, and a client still mounted may hold them
+ * in memory; with a valid checksum, nothing would tell them from the new
+ * file's. So nextslice (packs share it) starts at the second multiple of
+ * 2^40 after the highest slice or pack id the dump knows, nextinode at
+ * the second multiple of 2^32 after its highest inode: at least an epoch
+ * past it, more than the lost interval can ever use (2^40 ids are a
+ * billion batches of 1000). Inode numbers take the smaller epoch: up to
+ * 2^40 a directory entry keeps its 6 bytes (SCHEMA.md), which lasts a
+ * hundred loads. Lua numbers are doubles: a load that would leave less
+ * than an epoch below 2^53 is refused.
+ */
+#define SLICE_EPOCH META_SLICE_EPOCH
+#define INODE_EPOCH META_INODE_EPOCH
+#define ID_LIMIT    (UINT64_C(1) << 53)
+
+uint64_t meta_epoch_after(uint64_t highest, uint64_t epoch)
+{
+	return (highest / epoch + 2) * epoch;
+}
+
+/* The new epoch's starts: 0, or EOVERFLOW (said why). */
+static int load_epoch(struct load *l, uint64_t *slices, uint64_t *inodes)
+{
+	uint64_t hs = u64max(l->next_slice, l->max_slice);
+	uint64_t hi = u64max(l->next_ino, l->max_ino);
+
+	*slices = meta_epoch_after(hs, SLICE_EPOCH);
+	*inodes = meta_epoch_after(hi, INODE_EPOCH);
+	if (hs < ID_LIMIT && hi < ID_LIMIT &&
+	    *slices + SLICE_EPOCH <= ID_LIMIT &&
+	    *inodes + INODE_EPOCH <= ID_LIMIT)
+		return 0;
+	log_err("the dump is refused: its highest slice id %" PRIu64
+		" or inode %" PRIu64 " leaves no room below 2^53 for the new "
+		"id epoch a load starts",
+		hs, hi);
+	if (l->o->why && l->o->why_cap)
+		snprintf(l->o->why, l->o->why_cap,
+			 "its highest slice id (%" PRIu64 ") or inode (%" PRIu64
+			 ") leaves no room below 2^53 for the new id epoch a "
+			 "load starts: copy the data into a new volume",
+			 hs, hi);
+	return EOVERFLOW;
+}
+
+/* A fresh restore_id: 16 hex digits. */
+static void restore_id_make(char out[META_RESTORE_ID])
+{
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
+		    (uint64_t)ts.tv_sec ^ (uint64_t)getpid() << 40;
+	}
+	snprintf(out, META_RESTORE_ID, "%016" PRIx64, r);
+}
+
+/* Settings a load writes itself, not as the dump has them. */
+static int setting_replaced(const char *k)
+{
+	return !strcmp(k, "access_key") || !strcmp(k, "secret_key") ||
+	       !strcmp(k, "restore_id") || !strcmp(k, "restore_id_b64") ||
+	       !strcmp(k, "slice_floor") || !strcmp(k, "inode_floor");
+}
+
 /* ---- the end --------------------------------------------------------- */
 
 /* sliceref from the references counted: beyond the first. A field met
@@ -1163,8 +1253,12 @@ static int load_finish(struct load *l)
 {
 	const char *k;
 	json_t *v;
-	int err = b_flush(l);
+	uint64_t slices, inodes;
+	char rid[META_RESTORE_ID];
+	int err = load_epoch(l, &slices, &inodes);
 
+	if (!err)
+		err = b_flush(l);
 	if (!err)
 		err = redis_fields_walk(l->m, REFS_KEY, 0, ref_field, l);
 	if (!err) {
@@ -1173,9 +1267,9 @@ static int load_finish(struct load *l)
 		b_end(l);
 		b_cmd(l, "MSET");
 		b_str(l, "nextinode");
-		b_fmt(l, "%" PRIu64, u64max(l->next_ino, l->max_ino));
+		b_fmt(l, "%" PRIu64, inodes);
 		b_str(l, "nextslice");
-		b_fmt(l, "%" PRIu64, u64max(l->next_slice, l->max_slice));
+		b_fmt(l, "%" PRIu64, slices);
 		b_str(l, "totalinodes");
 		b_fmt(l, "%" PRIu64, l->totalinodes);
 		b_str(l, "usedspace");
@@ -1194,7 +1288,7 @@ static int load_finish(struct load *l)
 		unsigned char *own = NULL;
 		const char *p;
 		size_t n;
-		if (!strcmp(k, "access_key") || !strcmp(k, "secret_key"))
+		if (setting_replaced(k))
 			continue;
 		if (kn > 4 && !strcmp(k + kn - 4, "_b64")) {
 			ssize_t r =
@@ -1221,6 +1315,13 @@ static int load_finish(struct load *l)
 	b_str(l, l->o->access_key ? l->o->access_key : "");
 	b_str(l, "secret_key");
 	b_str(l, l->o->secret_key ? l->o->secret_key : "");
+	restore_id_make(rid);
+	b_str(l, "restore_id");
+	b_str(l, rid);
+	b_str(l, "slice_floor");
+	b_fmt(l, "%" PRIu64, slices);
+	b_str(l, "inode_floor");
+	b_fmt(l, "%" PRIu64, inodes);
 	b_end(l);
 	return b_flush(l);
 }

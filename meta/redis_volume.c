@@ -137,6 +137,21 @@ int meta_volume_set_crypt(struct meta *m, const char *old_rec,
 	return err == ENODEV ? META_ENOVOLUME : err;
 }
 
+int meta_id_floor_raise(struct meta *m, uint64_t slices, uint64_t inodes)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	if (slices >= (UINT64_C(1) << 53) || inodes >= (UINT64_C(1) << 53))
+		return EOVERFLOW;
+	redis_cmd_script(m, &c, SC_ID_FLOOR);
+	redis_cmd_u64(&c, slices);
+	redis_cmd_u64(&c, inodes);
+	int err = redis_run_script_void(m, &c);
+	return err == ENODEV ? META_ENOVOLUME : err;
+}
+
 static void copy_field(char *dst, size_t cap, const redisReply *r)
 {
 	size_t n = (size_t)r->len < cap - 1 ? (size_t)r->len : cap - 1;
@@ -205,6 +220,13 @@ static int load_volume(struct meta *m, struct meta_volume *v, int quiet)
 		/* a record that does not fit is no record: crypt.c says so */
 		else if (!strcmp(k->str, "crypt"))
 			copy_field(v->crypt, sizeof v->crypt, val);
+		/* absent in a volume never loaded (meta_dump.h) */
+		else if (!strcmp(k->str, "restore_id"))
+			copy_field(v->restore_id, sizeof v->restore_id, val);
+		else if (!strcmp(k->str, "slice_floor"))
+			v->slice_floor = redis_field_u64(val);
+		else if (!strcmp(k->str, "inode_floor"))
+			v->inode_floor = redis_field_u64(val);
 	}
 	if (v->format_version == 0)
 		err = META_EPROTO;

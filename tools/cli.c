@@ -618,11 +618,18 @@ void cli_key_hint(int err)
 	else if (err == CRYPT_ENOKEY)
 		cli_hint("the volume was formatted with --encrypt: give its "
 			 "key file (GRANARY_ENCRYPT_KEY_FILE=FILE)");
+	else if (err == CRYPT_EPLAIN)
+		cli_hint(
+		    "a key for another volume? give none (no "
+		    "--encrypt-key, GRANARY_ENCRYPT_KEY_FILE or "
+		    "GRANARY_ENCRYPT_PASSPHRASE); if this volume is meant "
+		    "to be encrypted, its setting 'crypt' is gone: restore "
+		    "its metadata from a dump you trust");
 }
 
 /* Put the sealing store of encrypted volume v over *s (which it then
  * owns): 0, or an error printed and *s closed. A secret given for a
- * volume that is not encrypted is a warning. */
+ * volume that is not encrypted is refused, as a mount refuses it. */
 static int volume_crypt(const struct meta_volume *v, struct objstore **s)
 {
 	unsigned char key[CRYPT_KEY_LEN];
@@ -633,12 +640,14 @@ static int volume_crypt(const struct meta_volume *v, struct objstore **s)
 	if (err)
 		goto close;
 	if (!v->crypt[0]) {
-		if (secret)
-			cli_error("warning: volume '%s' is not encrypted: the "
-				  "key given is not used",
-				  v->name);
+		int given = secret != NULL;
 		crypt_secret_free(secret, n);
-		return 0;
+		if (!given)
+			return 0;
+		err = CRYPT_EPLAIN;
+		cli_error("volume '%s': %s", v->name, gr_strerror(err));
+		cli_key_hint(err);
+		goto close;
 	}
 	if (!secret) {
 		err = CRYPT_ENOKEY;

@@ -195,7 +195,8 @@ int cli_volume_store(const struct meta_volume *v, const char *marker_needed,
  * opens the objects of an encrypted volume with the volume key unwrapped
  * by the secret of the environment (GRANARY_ENCRYPT_KEY_FILE or
  * GRANARY_ENCRYPT_PASSPHRASE): without it, or with a wrong one, the tool
- * is refused. cli_secret_load() is the secret of a flag's key file (path)
+ * is refused; so is a secret given for a volume that is not encrypted
+ * (CRYPT_EPLAIN, as a mount). cli_secret_load() is the secret of a flag's key file (path)
  * or of the environment: 0 with *secret NULL when none is given, or an
  * error printed. cli_key_hint() prints the hint of a key error, if any.
  */

@@ -382,6 +382,8 @@ static void key_hint(const char *msg)
 		cli_key_hint(CRYPT_EKEY);
 	else if (strstr(msg, gr_strerror(CRYPT_ENOKEY)))
 		cli_key_hint(CRYPT_ENOKEY);
+	else if (strstr(msg, gr_strerror(CRYPT_EPLAIN)))
+		cli_key_hint(CRYPT_EPLAIN);
 }
 
 /* The parent: wait for the daemon's report; the exit code of mount. */

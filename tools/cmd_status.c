@@ -23,7 +23,8 @@ static const char usage[] =
     "usage: granary status META_URL [--json]\n"
     "\n"
     "Show the settings of the volume at META_URL (S3 keys only as set or\n"
-    "not set), the clients that have it mounted, its usage, and the redis\n"
+    "not set; whether it is encrypted; whether it was restored by 'granary\n"
+    "load'), the clients that have it mounted, its usage, and the redis\n"
     "server that holds it (version, the master in use, memory,\n"
     "persistence). A server that may evict keys, keeps nothing on disk or\n"
     "is nearly full gets a warning on stderr.\n"
@@ -158,6 +159,9 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	cli_format_size(v->block_size, a, sizeof(a));
 	LINE("block size", "%s", a);
 	LINE("compression", "%s", compress_name(v->compress));
+	LINE("encryption", "%s",
+	     v->crypt[0] ? "on (AES-256-GCM, objects and metadata backups)"
+			 : "off");
 	if (v->capacity) {
 		cli_format_size(v->capacity, a, sizeof(a));
 		LINE("capacity", "%s", a);
@@ -167,6 +171,12 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	format_time(v->created, a, sizeof(a));
 	LINE("created", "%s", a);
 	LINE("format", "%u", v->format_version);
+	if (v->restore_id[0])
+		LINE("restored",
+		     "by a load (restore %s; ids from slice %llu, "
+		     "inode %llu)",
+		     v->restore_id, (unsigned long long)v->slice_floor,
+		     (unsigned long long)v->inode_floor);
 	cli_format_size(u->used_bytes, a, sizeof(a));
 	LINE("used", "%s (%llu bytes)", a, (unsigned long long)u->used_bytes);
 	LINE("inodes", "%llu", (unsigned long long)u->inodes);
@@ -316,11 +326,20 @@ static void print_json(const char *url, const struct meta_volume *v,
 	printf(",\n    \"access_key\": \"%s\",\n    \"secret_key\": \"%s\",\n",
 	       set_or_not(v->access_key), set_or_not(v->secret_key));
 	printf("    \"block_size\": %u,\n    \"compress\": \"%s\",\n"
+	       "    \"encrypted\": %s,\n"
 	       "    \"capacity\": %llu,\n    \"format_version\": %u,\n"
-	       "    \"created\": %lld,\n    \"trash_days\": %u\n  },\n",
+	       "    \"created\": %lld,\n    \"trash_days\": %u,\n",
 	       v->block_size, compress_name(v->compress),
-	       (unsigned long long)v->capacity, v->format_version,
-	       (long long)v->created, v->trash_days);
+	       v->crypt[0] ? "true" : "false", (unsigned long long)v->capacity,
+	       v->format_version, (long long)v->created, v->trash_days);
+	printf("    \"restore_id\": ");
+	if (v->restore_id[0])
+		cli_json_string(stdout, v->restore_id);
+	else
+		printf("null");
+	printf(", \"slice_floor\": %llu, \"inode_floor\": %llu\n  },\n",
+	       (unsigned long long)v->slice_floor,
+	       (unsigned long long)v->inode_floor);
 	printf("  \"usage\": {\"used_bytes\": %llu, \"inodes\": %llu, "
 	       "\"trash_bytes\": %llu, \"trash_entries\": %llu},\n",
 	       (unsigned long long)u->used_bytes, (unsigned long long)u->inodes,

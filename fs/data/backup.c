@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fs/data/backup.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
 #include "lib/errors.h"
 #include "lib/log.h"
@@ -35,10 +36,16 @@ static void done_key(const char *name, char *key, size_t cap)
 	snprintf(key, cap, BACKUP_PREFIX "%s/done", name);
 }
 
+static void key_key(const char *name, char *key, size_t cap)
+{
+	snprintf(key, cap, BACKUP_PREFIX "%s/key", name);
+}
+
 /* ---- writing -------------------------------------------------------- */
 
 struct backup_writer {
 	struct objstore *s;
+	struct objstore *clear; /* a sealed backup's: where its key is */
 	char name[BACKUP_NAME];
 	char *buf; /* BACKUP_PART */
 	size_t len;
@@ -58,6 +65,44 @@ int backup_begin(struct objstore *s, const char *name,
 	w->s = s;
 	snprintf(w->name, sizeof w->name, "%s", name);
 	*out = w;
+	return 0;
+}
+
+/* Whether s holds what a key object may: printable, no quote, no
+ * backslash (uuids and records are hex, digits, '-' and ':'). */
+static int key_text(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
+			return 0;
+	return 1;
+}
+
+int backup_begin_sealed(struct objstore *sealed, const struct backup_key *k,
+			const char *name, struct backup_writer **out)
+{
+	struct objstore *clear = objstore_crypt_inner(sealed);
+	char body[512], key[128];
+
+	if (!clear || !k->uuid[0] || !k->record[0] || !key_text(k->uuid) ||
+	    !key_text(k->record))
+		return EINVAL;
+	int n = snprintf(body, sizeof body,
+			 "{\"format\":\"granary-backup-key\",\"version\":1,"
+			 "\"uuid\":\"%s\",\"crypt\":\"%s\"}\n",
+			 k->uuid, k->record);
+	if (n < 0 || (size_t)n >= sizeof body)
+		return EINVAL;
+	int err = backup_begin(sealed, name, out);
+	if (err)
+		return err;
+	key_key(name, key, sizeof key);
+	if ((err = objstore_put(clear, key, body, (size_t)n))) {
+		backup_finish(*out, NULL, 1);
+		*out = NULL;
+		return err;
+	}
+	(*out)->clear = clear;
 	return 0;
 }
 
@@ -127,11 +172,14 @@ int backup_finish(struct backup_writer *w, struct backup_info *info, int abort)
 		err = objstore_put(w->s, key, man, (size_t)n);
 	}
 	if (err || abort) { /* leave nothing a listing would trip on */
+		char key[128];
 		for (uint32_t i = 0; i < w->parts; i++) {
-			char key[128];
 			part_key(w->name, i, key, sizeof key);
 			objstore_del(w->s, key);
 		}
+		key_key(w->name, key, sizeof key);
+		if (w->clear)
+			objstore_del(w->clear, key);
 	}
 	free(w->buf);
 	free(w);
@@ -190,6 +238,32 @@ static int manifest_parse(const char *m, struct backup_info *b)
 	b->time = (int64_t)t;
 	b->parts = (uint32_t)parts;
 	b->seconds = strtod(sec, NULL);
+	return 0;
+}
+
+int backup_key_get(struct objstore *s, const char *name, struct backup_key *k)
+{
+	char key[128];
+	void *data = NULL;
+	size_t got = 0;
+	key_key(name, key, sizeof key);
+	int err = objstore_get(s, key, 0, 1024, &data, &got);
+	if (err)
+		return err;
+	char m[1025];
+	memcpy(m, data, got < 1024 ? got : 1024);
+	m[got < 1024 ? got : 1024] = 0;
+	free(data);
+	memset(k, 0, sizeof *k);
+	uint64_t version;
+	if (!strstr(m, "\"format\":\"granary-backup-key\"") ||
+	    field_u64(m, "version", &version) || version != 1 ||
+	    field_str(m, "uuid", k->uuid, sizeof k->uuid) ||
+	    field_str(m, "crypt", k->record, sizeof k->record) || !k->uuid[0] ||
+	    !k->record[0]) {
+		log_warn("backup %s: its key object %s is not one", name, key);
+		return EINVAL;
+	}
 	return 0;
 }
 
@@ -283,6 +357,7 @@ static int scan(struct objstore *s, struct scan *sc)
 	int err = objstore_list(s, BACKUP_PREFIX, scan_one, sc);
 	if (err) {
 		free(sc->v);
+		memset(sc, 0, sizeof *sc); /* the callers free it again */
 		return err;
 	}
 	if (sc->n)
@@ -316,6 +391,37 @@ int backup_list(struct objstore *s,
 	if (n)
 		*n = count;
 	return err;
+}
+
+int backup_names(struct objstore *s, int (*fn)(void *arg, const char *name),
+		 void *arg, size_t *n)
+{
+	struct scan sc;
+	size_t count = 0;
+	int err = scan(s, &sc);
+	for (size_t i = 0; !err && i < sc.n; i++)
+		if (sc.v[i].done) {
+			count++;
+			if (fn)
+				err = fn(arg, sc.v[i].name);
+		}
+	free(sc.v);
+	if (n)
+		*n = count;
+	return err;
+}
+
+static int keep_name(void *arg, const char *name)
+{
+	snprintf(arg, BACKUP_NAME, "%s", name);
+	return 0;
+}
+
+int backup_newest(struct objstore *s, char name[BACKUP_NAME])
+{
+	size_t n = 0;
+	int err = backup_names(s, keep_name, name, &n);
+	return err ? err : n ? 0 : ENOENT;
 }
 
 static int keep_last(void *arg, const struct backup_info *b)
@@ -440,9 +546,9 @@ ssize_t backup_read(void *arg, void *p, size_t cap)
 		size_t got = 0;
 		part_key(r->info.name, r->next, key, sizeof key);
 		int err = objstore_get(r->s, key, 0, 0, &data, &got);
-		if (err) {
-			log_err("backup %s: part %s: %s", r->info.name, key,
-				gr_strerror(err));
+		if (err) { /* shown on a tool's stderr: its error is EIO */
+			log_msg(LOG_ERR | LOG_SHOW, "backup %s: part %s: %s",
+				r->info.name, key, gr_strerror(err));
 			return err == ENOENT ? -EIO : err > 0 ? -err : -EIO;
 		}
 		free(r->buf);

@@ -14,6 +14,16 @@
  * (its writer died or is still at it): it is never read, and it is
  * deleted by backup_prune once older than a day. Names sort by time.
  *
+ * A backup of an encrypted volume is sealed (backup_begin_sealed): its
+ * parts and manifest are written through a sealing store whose key is
+ * the volume key's for backups (crypt_key_derive(key, "backup")), so
+ * that each is encrypted and bound to its name (none can be read,
+ * altered, cut, or moved to another name or backup without the key);
+ * beside them, in the clear, meta/backups/NAME/key holds the volume's
+ * uuid and its wrapped key (the `crypt` setting as the backup began),
+ * which a reader unwraps with the user's secret before it can read
+ * anything else. A backup without that object is a plain one.
+ *
  * gc never sees these objects: it compares blocks/ and packs/ only.
  */
 #ifndef GRANARY_FS_DATA_BACKUP_H
@@ -23,7 +33,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct objstore;
+#include "fs/store/crypt.h"
 
 #define BACKUP_PREFIX "meta/backups/"
 #define BACKUP_PART   (8u << 20)
@@ -51,6 +61,17 @@ struct backup_writer;
  * come or backup_finish. */
 int backup_begin(struct objstore *s, const char *name,
 		 struct backup_writer **out);
+/* The key record of a sealed backup, kept beside it in the clear. */
+struct backup_key {
+	char uuid[40];		       /* the volume's */
+	char record[CRYPT_RECORD_MAX]; /* its `crypt` setting */
+};
+/* Begin sealed backup name: sealed is a sealing store (the backups' key)
+ * over the store of the backup, where k is stored at once in the clear
+ * (objstore_crypt_inner). backup_write and backup_finish as above; an
+ * aborted backup's key object is deleted with its parts. */
+int backup_begin_sealed(struct objstore *sealed, const struct backup_key *k,
+			const char *name, struct backup_writer **out);
 /* A meta_sink_fn (meta_dump.h): take n bytes of the stream; stores a part
  * each time BACKUP_PART bytes are buffered. 0 or the store's error. */
 int backup_write(void *w, const void *p, size_t n);
@@ -60,11 +81,25 @@ int backup_write(void *w, const void *p, size_t n);
 int backup_finish(struct backup_writer *w, struct backup_info *info, int abort);
 
 /* ---- finding and reading ------------------------------------------- */
+/* The names of the complete backups in s (those with a manifest), from
+ * a listing alone (so without the key of sealed ones), oldest first:
+ * fn (may be NULL) for each, *n (may be NULL) their count. */
+int backup_names(struct objstore *s, int (*fn)(void *arg, const char *name),
+		 void *arg, size_t *n);
+/* The name of the newest: 0, ENOENT when there is none, or the store's
+ * error. */
+int backup_newest(struct objstore *s, char name[BACKUP_NAME]);
+/* The key record beside backup name, read from a store in the clear: 0,
+ * ENOENT when there is none (a plain backup), EINVAL (an object that is
+ * not one), or the store's error. */
+int backup_key_get(struct objstore *s, const char *name, struct backup_key *k);
 /* The newest complete backup in s: 0, ENOENT when there is none, or the
  * store's error. */
 int backup_latest(struct objstore *s, struct backup_info *info);
 /* The manifest of backup name: 0, ENOENT (no such complete backup),
- * EINVAL (a manifest that is not one), or the store's error. */
+ * EINVAL (a manifest that is not one), or the store's error (through a
+ * sealing store: CRYPT_EAUTH for one that fails its check, a plain
+ * backup's too). */
 int backup_stat(struct objstore *s, const char *name, struct backup_info *info);
 /* Calls fn for each complete backup, oldest first: *n (may be NULL) gets
  * their count. fn may be NULL. */

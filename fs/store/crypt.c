@@ -417,3 +417,17 @@ int crypt_record_rewrap(const char *record, const void *old, size_t oldn,
 	OPENSSL_cleanse(key, sizeof(key));
 	return err;
 }
+
+/* ---- keys of the volume key's ---- */
+
+int crypt_key_derive(const unsigned char key[CRYPT_KEY_LEN],
+		     const char *purpose, unsigned char out[CRYPT_KEY_LEN])
+{
+	char info[64];
+	if (!purpose || !*purpose ||
+	    snprintf(info, sizeof(info), "granary %s key", purpose) >=
+		(int)sizeof(info))
+		return EINVAL;
+	/* no salt: one key per purpose and volume, derived again at will */
+	return crypt_hkdf(key, "", 0, info, out);
+}

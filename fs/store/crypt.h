@@ -68,6 +68,16 @@ int crypt_record_rewrap(const char *record, const void *old, size_t oldn,
 			char *out);
 
 /*
+ * A key of the volume key's for one purpose, HKDF-SHA256 with info
+ * "granary PURPOSE key" (and no salt: the same key each time): what a
+ * store sealed with it holds, a store with the volume key (or another
+ * purpose's) does not open. "backup": the metadata backups
+ * (fs/data/backup.h). 0, EINVAL (no purpose) or EIO.
+ */
+int crypt_key_derive(const unsigned char key[CRYPT_KEY_LEN],
+		     const char *purpose, unsigned char out[CRYPT_KEY_LEN]);
+
+/*
  * A store that seals what it is given and opens what it fetches, over
  * inner, which it owns from then on (closing it closes inner, also on
  * failure). key is copied (and wiped at close).
@@ -75,5 +85,11 @@ int crypt_record_rewrap(const char *record, const void *old, size_t oldn,
 int objstore_crypt_open(struct objstore *inner,
 			const unsigned char key[CRYPT_KEY_LEN],
 			struct objstore **out);
+/* The store under a sealing one (still owned by it), for what stays in
+ * the clear beside sealed objects; NULL when s is not a sealing store. */
+struct objstore *objstore_crypt_inner(struct objstore *s);
+/* 1 when the n bytes at head (the start of an object, 6 bytes suffice)
+ * are the header of an object this store sealed, 0 if not. */
+int objstore_crypt_sealed(const void *head, size_t n);
 
 #endif

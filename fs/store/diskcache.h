@@ -80,4 +80,19 @@ void diskcache_sync(struct objstore *cache);
 /* 1 if key is cached whole, 0 if not. */
 int diskcache_contains(struct objstore *cache, const char *key);
 
+/*
+ * The namespaces a volume no longer uses (diskcache_sweep.c): in each
+ * directory of dirs ("DIR[:DIR...]"), every DIR/<prefix> and
+ * DIR/<prefix>.<anything> but DIR/<keep> (a load gives a restored volume
+ * a new namespace: its objects of before must never be served) is
+ * renamed at once to DIR/.sweep-<name>, never opened again, and removed
+ * by a background job, with what an earlier sweep left. *out is NULL
+ * when there was nothing to remove. diskcache_sweep_stop() (NULL-safe)
+ * stops the job at its next file; the next sweep removes the rest.
+ */
+struct diskcache_sweep;
+int diskcache_sweep_start(const char *dirs, const char *prefix,
+			  const char *keep, struct diskcache_sweep **out);
+void diskcache_sweep_stop(struct diskcache_sweep *sw);
+
 #endif

@@ -627,3 +627,15 @@ int objstore_crypt_open(struct objstore *inner,
 	*out = &cs->base;
 	return 0;
 }
+
+struct objstore *objstore_crypt_inner(struct objstore *s)
+{
+	return s && s->ops == &crypt_ops ? cs_of(s)->inner : NULL;
+}
+
+int objstore_crypt_sealed(const void *head, size_t n)
+{
+	const unsigned char *h = head;
+	return n >= 6 && !memcmp(h, MAGIC, 4) && h[4] == VERSION &&
+	       h[5] == CHUNK_LOG2;
+}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fs/data/backup.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/backupd.h"
 #include "lib/errors.h"
@@ -45,6 +46,33 @@ static int sink_write(void *arg, const void *p, size_t n)
 	return backup_write(chain[1], p, n);
 }
 
+/*
+ * Begin backup name: sealed when the store seals (an encrypted volume's),
+ * with the volume's uuid and wrapped key as they are now (a `granary key
+ * change` since the mount: the new record, which the new secret opens).
+ */
+static int begin(struct backupd *b, const char *name, struct backup_writer **w,
+		 const char **what)
+{
+	if (!objstore_crypt_inner(b->s))
+		return backup_begin(b->s, name, w);
+	struct meta_volume v;
+	struct backup_key k;
+	int err = meta_load_volume(b->m, &v);
+	if (err) {
+		*what = "reading the volume's key record";
+		return err;
+	}
+	if (!v.crypt[0]) { /* someone changed the settings under us */
+		*what = "the volume lost its setting 'crypt' (backups of an "
+			"encrypted volume stay sealed)";
+		return EINVAL;
+	}
+	snprintf(k.uuid, sizeof k.uuid, "%s", v.uuid);
+	snprintf(k.record, sizeof k.record, "%s", v.crypt);
+	return backup_begin_sealed(b->s, &k, name, w);
+}
+
 /* One backup: dump, compress, store, record, prune. */
 static void run_backup(struct backupd *b)
 {
@@ -62,7 +90,7 @@ static void run_backup(struct backupd *b)
 	snprintf(info.host, sizeof info.host, "%s", host);
 	backup_name(info.time, info.sid, info.name);
 	int64_t t0 = fsutil_mono_ms();
-	int err = backup_begin(b->s, info.name, &w);
+	int err = begin(b, info.name, &w, &what);
 	void *chain[2] = {b, w};
 	if (!err)
 		err = lz4stream_sink_open(sink_write, chain, &z);

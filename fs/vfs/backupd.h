@@ -24,7 +24,9 @@ struct backupd;
 
 /* One thread over m (which must outlive it) and s (its own from then on,
  * closed by backupd_close), a backup every interval seconds (> 0),
- * keeping keep (0: BACKUP_KEEP). */
+ * keeping keep (0: BACKUP_KEEP). An encrypted volume's s is a sealing
+ * store with the backups' key (crypt.h, crypt_key_derive "backup"): its
+ * backups are sealed (backup.h, backup_begin_sealed). */
 int backupd_open(struct meta *m, struct objstore *s, int64_t interval,
 		 unsigned keep, struct backupd **out);
 /* Stop the thread; a backup under way is cut short and its objects

@@ -6,6 +6,7 @@
  * it after the unmount. Also the background reclaimer.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meta/meta_dump.h"
 #include "meta/meta_snap.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_trash.h"
@@ -249,14 +251,42 @@ static int fs_dev_of(const char *path, dev_t *dev)
 	}
 }
 
+/*
+ * The disk cache's namespace: the volume's uuid, and after a load
+ * "<uuid>.<restore_id>" (meta_volume.h). A restore names objects again
+ * that the volume had before it under the same keys (ids of the interval
+ * it lost; ids are in a new epoch since, but two guards are better than
+ * one): a node's cache of before the restore must never serve them, so
+ * it is another namespace, swept (diskcache_sweep_start). EINVAL: the
+ * restore_id setting is not one (it names a directory).
+ */
+static int cache_ns(const struct meta_volume *v, char *ns, size_t cap)
+{
+	const char *r = v->restore_id;
+	if (!*r) {
+		snprintf(ns, cap, "%s", v->uuid);
+		return 0;
+	}
+	if (strspn(r, "0123456789abcdef") != strlen(r))
+		return EINVAL;
+	snprintf(ns, cap, "%s.%s", v->uuid, r);
+	return 0;
+}
+
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
 	uint64_t size =
 	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
-	char def[PATH_MAX];
+	char def[PATH_MAX], ns[128];
 	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
 		return 0;
+	if (cache_ns(&fs->vol, ns, sizeof ns)) {
+		log_err("volume '%s': its setting restore_id '%s' is not one "
+			"(hex digits): no disk cache",
+			fs->vol.name, fs->vol.restore_id);
+		return o->cache_dir ? EINVAL : 0;
+	}
 	/* Caching a store whose files share the cache's file system would
 	 * write every block read once more to the same disk, for no faster
 	 * read. The default directory only: a --cache-dir given is used. */
@@ -270,7 +300,7 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	}
 	struct diskcache_opts dco = {
 	    .dirs = dirs,
-	    .ns = fs->vol.uuid,
+	    .ns = ns,
 	    .size = size,
 	    .free_ratio = o->free_ratio < 0 ? 0.1 : o->free_ratio,
 	    .min_age = 600,
@@ -291,6 +321,11 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	fs->disk_cache = 1;
 	log_info("disk cache in %s (%llu MiB)", dirs,
 		 (unsigned long long)(size >> 20));
+	/* the namespaces of before a load: never served, removed */
+	if ((err = diskcache_sweep_start(dirs, fs->vol.uuid, ns, &fs->sweep)))
+		log_warn("disk cache: cannot remove the namespaces of this "
+			 "volume before its restore: %s",
+			 gr_strerror(err));
 	return 0;
 }
 
@@ -415,6 +450,111 @@ static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
 	return err ? err : EIO;
 }
 
+/* ---- restores of the same store --------------------------------------- */
+
+/*
+ * A load starts its volume's ids an epoch past the dump's highest
+ * (meta_dump.h), which is past what the lost interval used. Two loads of
+ * the same dump (or of dumps of one epoch), each used, would hand out the
+ * same ids again: the objects of the first restore's writes, in the store
+ * (or in a node's writeback staging, uploaded at its next mount), would
+ * be taken for the second's. So the store keeps the restore whose ids it
+ * last saw, in the clear beside the volume marker (gc compares blocks/
+ * and packs/ only):
+ *
+ *   meta/restore: "granary restore\nid=<restore_id>\nslices=<floor>\n
+ *                  inodes=<floor>\n"
+ *
+ * The first read-write mount of a restored volume reads it before any id
+ * is handed out: another restore at or above this volume's epoch moves
+ * this volume's ids to the epoch after it (meta_id_floor_raise), then the
+ * marker names this restore. Concurrent first mounts raise to the same
+ * floors, which is one raise.
+ */
+#define RESTORE_KEY "meta/restore"
+
+struct restore_mark {
+	char id[META_RESTORE_ID];
+	uint64_t slices, inodes;
+};
+
+static int restore_mark_get(struct objstore *s, struct restore_mark *r)
+{
+	void *data = NULL;
+	size_t got = 0;
+	char body[256];
+	int err =
+	    objstore_get(s, RESTORE_KEY, 0, sizeof(body) - 1, &data, &got);
+	if (err)
+		return err;
+	memcpy(body, data, got);
+	body[got] = 0;
+	free(data);
+	memset(r, 0, sizeof(*r));
+	if (sscanf(body,
+		   "granary restore\nid=%23[0-9a-f]\nslices=%" SCNu64
+		   "\ninodes=%" SCNu64,
+		   r->id, &r->slices, &r->inodes) != 3)
+		return EINVAL;
+	return 0;
+}
+
+static int restore_mark_put(struct objstore *s, const struct restore_mark *r)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body),
+			 "granary restore\nid=%s\nslices=%" PRIu64
+			 "\ninodes=%" PRIu64 "\n",
+			 r->id, r->slices, r->inodes);
+	return objstore_put(s, RESTORE_KEY, body, (size_t)n);
+}
+
+/* The check above, on the store itself; msg says what failed. */
+static int restore_check(struct fs *fs, char *msg, size_t cap)
+{
+	struct meta_volume *v = &fs->vol;
+	struct restore_mark seen,
+	    mine = {.slices = v->slice_floor, .inodes = v->inode_floor};
+	int err = restore_mark_get(fs->store, &seen);
+
+	snprintf(mine.id, sizeof(mine.id), "%s", v->restore_id);
+	if (err == EINVAL) {
+		log_warn("storage '%s': its object '%s' is not a restore "
+			 "marker: written again",
+			 v->storage, RESTORE_KEY);
+		err = ENOENT;
+	}
+	if (err && err != ENOENT)
+		return fail(msg, cap, err,
+			    "storage '%s': cannot read its restore marker: %s",
+			    v->storage, gr_strerror(err));
+	if (!err && !strcmp(seen.id, mine.id))
+		return 0; /* this restore's: checked by an earlier mount */
+	if (!err && seen.slices >= mine.slices) {
+		/* another restore used this epoch, or a later one */
+		uint64_t s = meta_epoch_after(seen.slices, META_SLICE_EPOCH);
+		uint64_t i = meta_epoch_after(
+		    seen.inodes > mine.inodes ? seen.inodes : mine.inodes,
+		    META_INODE_EPOCH);
+		if ((err = meta_id_floor_raise(fs->meta, s, i)))
+			return fail(msg, cap, err,
+				    "volume '%s': cannot move its ids past "
+				    "those of restore %s of the same store: %s",
+				    v->name, seen.id, gr_strerror(err));
+		log_warn("volume '%s' (restore %s) was loaded again after "
+			 "restore %s of the same store used its ids: its ids "
+			 "move to slice %" PRIu64 ", inode %" PRIu64,
+			 v->name, mine.id, seen.id, s, i);
+		v->slice_floor = mine.slices = s;
+		v->inode_floor = mine.inodes = i;
+	}
+	if ((err = restore_mark_put(fs->store, &mine)))
+		return fail(msg, cap, err,
+			    "storage '%s': cannot write its restore marker: %s",
+			    v->storage, gr_strerror(err));
+	return 0;
+}
+
 /* What vfs_open_fs made, in reverse order; NULL fields are skipped. */
 static void teardown(struct fs *fs)
 {
@@ -429,6 +569,8 @@ static void teardown(struct fs *fs)
 	packer_close(fs->packer);
 	chunkstore_close(fs->cs);
 	objstore_close(fs->store);
+	objstore_close(fs->backup_store); /* not handed to backupd */
+	diskcache_sweep_stop(fs->sweep);
 	meta_close(fs->meta);
 	space_free(fs->space);
 	quota_free(fs->quota);
@@ -452,8 +594,11 @@ static void teardown(struct fs *fs)
 /*
  * The volume key of an encrypted volume (*crypt 1), unwrapped with the
  * secret the mount was given; a volume that is not encrypted needs none
- * (*crypt 0: a secret given is not used, with a warning). Without the
- * right secret the mount is refused.
+ * (*crypt 0). Without the right secret the mount is refused, and so is a
+ * secret given for a volume that is not encrypted: at best the operator's
+ * mistake (another volume's key), at worst a volume whose `crypt` setting
+ * was dropped (a load of a doctored dump) and that would write in the
+ * clear what the operator means to be sealed.
  */
 static int volume_key(struct fs *fs, const struct fs_opts *o,
 		      unsigned char key[CRYPT_KEY_LEN], int *crypt, char *msg,
@@ -462,9 +607,8 @@ static int volume_key(struct fs *fs, const struct fs_opts *o,
 	*crypt = 0;
 	if (!fs->vol.crypt[0]) {
 		if (o->secret)
-			log_warn("volume '%s' is not encrypted: the key given "
-				 "is not used",
-				 fs->vol.name);
+			return fail(msg, cap, CRYPT_EPLAIN, "volume '%s': %s",
+				    fs->vol.name, gr_strerror(CRYPT_EPLAIN));
 		return 0;
 	}
 	if (!o->secret)
@@ -484,6 +628,28 @@ static int volume_key(struct fs *fs, const struct fs_opts *o,
 	log_info("volume '%s' is encrypted: its key is unwrapped",
 		 fs->vol.name);
 	return 0;
+}
+
+/*
+ * The store of an encrypted volume's metadata backups (backupd.h): a
+ * store of its own (no disk cache; the client's figures count its data
+ * alone) that seals with the volume key's key for backups, so that a
+ * backup can be neither read nor altered, nor its `crypt` setting
+ * dropped, by whoever can write to the store. Made here, where the
+ * volume key is at hand; backupd gets it at vfs_started.
+ */
+static int open_backup_store(struct fs *fs, const struct objstore_creds *creds,
+			     const unsigned char key[CRYPT_KEY_LEN])
+{
+	unsigned char bkey[CRYPT_KEY_LEN];
+	struct objstore *raw;
+	int err = crypt_key_derive(key, "backup", bkey);
+	if (!err)
+		err = objstore_open(fs->vol.storage, creds, &raw);
+	if (!err)
+		err = objstore_crypt_open(raw, bkey, &fs->backup_store);
+	explicit_bzero(bkey, sizeof(bkey));
+	return err;
 }
 
 /* The store and its disk cache, the block store, uploaders, packer and
@@ -510,6 +676,12 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err)
 		return fail(msg, cap, err, "%s", why);
+	/* before any id is handed out: ids of another restore never again */
+	if (!o->read_only && fs->vol.restore_id[0] &&
+	    (err = restore_check(fs, msg, cap))) {
+		explicit_bzero(key, sizeof(key));
+		return err;
+	}
 	/* The store answered: from now on ride out its outages. Not before,
 	 * so that a mount of a store that is not there is refused at once. */
 	objstore_set_retry_window(fs->store,
@@ -521,6 +693,13 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		explicit_bzero(key, sizeof(key));
 		return fail(msg, cap, err,
 			    "cannot use cache directory '%s': %s", o->cache_dir,
+			    gr_strerror(err));
+	}
+	if (crypt && !o->read_only && o->backup_interval &&
+	    (err = open_backup_store(fs, &creds, key))) {
+		explicit_bzero(key, sizeof(key));
+		return fail(msg, cap, err,
+			    "cannot set up the sealing of metadata backups: %s",
 			    gr_strerror(err));
 	}
 	if (crypt) {
@@ -729,11 +908,15 @@ void vfs_started(struct fs *fs)
 	int64_t every = fs->o->backup_interval;
 	if (every) {
 		/* a store of its own: no disk cache, and the client's
-		 * figures (granary.stats) count its data alone */
+		 * figures (granary.stats) count its data alone; an encrypted
+		 * volume's seals (open_backup_store) */
 		struct objstore_creds creds = {0};
-		struct objstore *s = NULL;
+		struct objstore *s = fs->backup_store;
+		int err = 0;
+		fs->backup_store = NULL;
 		mount_creds(fs, &creds);
-		int err = objstore_open(fs->vol.storage, &creds, &s);
+		if (!s)
+			err = objstore_open(fs->vol.storage, &creds, &s);
 		if (!err)
 			err = backupd_open(fs->meta, s,
 					   every < 0 ? BACKUP_INTERVAL : every,

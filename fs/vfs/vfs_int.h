@@ -106,6 +106,10 @@ struct fs {
 	struct objstore *backend; /* the store itself */
 	struct objstore *cache;	  /* the disk cache, or NULL */
 	int disk_cache;		  /* cache is set */
+
+	/* the cache's namespaces of before a restore, being removed */
+	struct diskcache_sweep *sweep;
+
 	uint64_t ra_max;	/* readahead window cap, bytes */
 	/* Readahead of all open files together stays within ra_total (half
 	 * the memory cache it fills, so no file's blocks are evicted before
@@ -116,6 +120,9 @@ struct fs {
 	struct chunkstore *cs;
 	struct compactq *compactq; /* background compaction; NULL: none */
 	struct backupd *backupd;   /* metadata backups; NULL: none */
+	/* an encrypted volume's store for backupd, sealing with the
+	 * backups' key; handed to backupd at vfs_started; or NULL */
+	struct objstore *backup_store;
 	struct wpool *pool;
 	struct packer *packer; /* NULL: packing off */
 	struct stage *stage;   /* writeback: blocks of big files; or NULL */

@@ -49,19 +49,27 @@ grep -qF "$MARK" $(object_files) ||
 	fail "the control failed: the plain volume's objects do not hold the marker"
 ok "control: a plain volume's objects hold the marker"
 
-# a key given for a volume that is not encrypted: a warning, not an error
+# a key given for a volume that is not encrypted: refused, nothing
+# mounted (another volume's key, or a volume whose crypt setting is gone)
 PLAIN_META=$META
-GRANARY_ENCRYPT_PASSPHRASE="some passphrase" mount_vol "$META" "$TMP/plain"
-check_eq "$(cat "$TMP/plain/f")" "$MARK plain" "the plain volume mounted with a key"
-grep -q "is not encrypted: the key given is not used" "$TMP/log-plain.log" ||
-	fail "no warning for a key given to a plain volume"
+mkdir -p "$TMP/plain2"
+expect_exit 1 "volume 'plain': a key was given, but the volume is not encrypted" \
+	"$GRANARY" mount "$META" "$TMP/plain2" --encrypt-key "$KEY" \
+	--log "$TMP/log-plain2.log"
+check_eq "$(grep -c "^granary: cannot mount" "$TMP/expect.err")" 1 "lines of the refusal"
+grep -q "^hint: a key for another volume" "$TMP/expect.err" || fail "no hint: $(cat "$TMP/expect.err")"
+! is_mounted "$TMP/plain2" || fail "mounted with a key for a plain volume"
+GRANARY_ENCRYPT_PASSPHRASE="some passphrase" expect_exit 1 \
+	"a key was given, but the volume is not encrypted" \
+	"$GRANARY" mount "$META" "$TMP/plain2" --log "$TMP/log-plain2.log"
+! is_mounted "$TMP/plain2" || fail "mounted with a passphrase for a plain volume"
+GRANARY_ENCRYPT_PASSPHRASE="some passphrase" expect_exit 1 \
+	"volume 'plain': a key was given, but the volume is not encrypted" \
+	"$GRANARY" fsck --objects "$PLAIN_META"
+mount_vol "$META" "$TMP/plain"
+check_eq "$(cat "$TMP/plain/f")" "$MARK plain" "the plain volume mounted without a key"
 umount_vol "$TMP/plain"
-GRANARY_ENCRYPT_PASSPHRASE="some passphrase" "$GRANARY" fsck --objects \
-	"$PLAIN_META" >"$TMP/fsck-plain.out" 2>&1 ||
-	fail "fsck of the plain volume with a key: $(cat "$TMP/fsck-plain.out")"
-grep -q "warning: volume 'plain' is not encrypted" "$TMP/fsck-plain.out" ||
-	fail "fsck did not warn of the unused key: $(cat "$TMP/fsck-plain.out")"
-ok "a key for a plain volume: a warning, the volume works"
+ok "a key for a plain volume: mount and tools refuse it (exit 1), without one it works"
 
 # bad key files are refused before anything is written
 new_db=$(next_db)

@@ -1,7 +1,9 @@
 /*
  * test_backup.c - metadata backups as objects (fs/data/backup.h): a
  * stream laid down in parts and read back byte for byte, the newest
- * complete backup found, cut-short and damaged ones never read, pruning.
+ * complete backup found, cut-short and damaged ones never read, pruning;
+ * sealed backups: nothing in the clear but the key record, any change in
+ * the store refused.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -14,7 +16,9 @@
 #include <utime.h>
 
 #include "fs/data/backup.h"
+#include "fs/store/crypt.h"
 #include "fs/store/objstore.h"
+#include "lib/errors.h"
 #include "meta/meta_dump.h"
 #include "meta/meta_volume.h"
 
@@ -343,4 +347,172 @@ Test(backup, one_client_at_a_time_and_only_when_due)
 	cr_assert_eq(got, 1, "the claim was dropped");
 	meta_close(a);
 	meta_close(b);
+}
+
+/* ---- sealed backups (an encrypted volume's) ---------------------------- */
+
+static const unsigned char VOLKEY[CRYPT_KEY_LEN] = {
+    7,	1,  2,	3,  4,	5,  6,	7,  8,	9,  10, 11, 12, 13, 14, 15,
+    16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+#define MARK "file-name-in-the-clear"
+
+/* A stream of text that names MARK, sealed as backup name in sealed. */
+static size_t write_sealed(struct objstore *sealed, const char *name, int abort)
+{
+	struct backup_key k = {"0c5e-uuid-of-the-volume",
+			       "v1:scrypt:15:8:1:00:11:22:33"};
+	struct backup_writer *w;
+	struct backup_info info = {.time = 1764612900, .sid = 3};
+	char line[64];
+	size_t len = 0;
+	cr_assert_eq(backup_begin_sealed(sealed, &k, name, &w), 0);
+	for (int i = 0; i < 20000; i++) {
+		int n = snprintf(line, sizeof line, "%d %s\n", i, MARK);
+		cr_assert_eq(backup_write(w, line, (size_t)n), 0);
+		len += (size_t)n;
+	}
+	cr_assert_eq(backup_finish(w, &info, abort), 0);
+	return len;
+}
+
+static void *get_raw(struct objstore *s, const char *key, size_t *n)
+{
+	void *data = NULL;
+	cr_assert_eq(objstore_get(s, key, 0, 0, &data, n), 0, "get %s", key);
+	return data;
+}
+
+static void flip(struct objstore *s, const char *key, void **saved, size_t *n)
+{
+	unsigned char *d = get_raw(s, key, n);
+	*saved = malloc(*n);
+	memcpy(*saved, d, *n);
+	d[*n / 2] ^= 1;
+	cr_assert_eq(objstore_put(s, key, d, *n), 0);
+	free(d);
+}
+
+/* the whole stream of backup name through s: its length, or -1 when a
+ * read failed */
+static ssize_t read_all(struct objstore *s, const char *name, char **out)
+{
+	struct backup_info b;
+	struct backup_reader *r;
+	size_t cap = 1 << 20, n = 0;
+	cr_assert_eq(backup_stat(s, name, &b), 0);
+	cr_assert_eq(backup_open(s, &b, &r), 0);
+	*out = malloc(cap);
+	for (;;) {
+		ssize_t k = backup_read(r, *out + n, cap - n);
+		if (k < 0) {
+			backup_close(r);
+			return -1;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+		cr_assert_lt(n, cap);
+	}
+	backup_close(r);
+	return (ssize_t)n;
+}
+
+Test(backup, sealed_backups)
+{
+	struct objstore *sealed, *raw;
+	unsigned char bkey[CRYPT_KEY_LEN], other[CRYPT_KEY_LEN];
+	const char *n1 = "20261201T100000Z-s3", *n2 = "20261201T110000Z-s3";
+	char *got;
+	void *saved;
+	size_t n;
+
+	cr_assert_eq(crypt_key_derive(VOLKEY, "backup", bkey), 0);
+	cr_assert_eq(crypt_key_derive(VOLKEY, "other", other), 0);
+	cr_assert(memcmp(bkey, VOLKEY, sizeof bkey), "a key of its own");
+	cr_assert(memcmp(bkey, other, sizeof bkey));
+	cr_assert_eq(objstore_open("mem://", NULL, &raw), 0);
+	cr_assert_eq(objstore_crypt_open(raw, bkey, &sealed), 0);
+	raw = objstore_crypt_inner(sealed);
+	cr_assert_not_null(raw);
+	cr_assert_null(objstore_crypt_inner(raw));
+
+	/* a plain store cannot begin a sealed backup */
+	struct backup_key k0 = {"u", "r"};
+	struct backup_writer *w0;
+	cr_assert_eq(backup_begin_sealed(raw, &k0, n1, &w0), EINVAL);
+
+	size_t len = write_sealed(sealed, n1, 0);
+	cr_assert_eq(write_sealed(sealed, n2, 0), len);
+
+	/* in the clear: the key record, and nothing else */
+	struct backup_key k;
+	cr_assert_eq(backup_key_get(raw, n1, &k), 0);
+	cr_assert_str_eq(k.uuid, "0c5e-uuid-of-the-volume");
+	cr_assert_str_eq(k.record, "v1:scrypt:15:8:1:00:11:22:33");
+	char key[128];
+	snprintf(key, sizeof key, BACKUP_PREFIX "%s/p00000", n1);
+	unsigned char *p = get_raw(raw, key, &n);
+	cr_assert(objstore_crypt_sealed(p, n));
+	cr_assert_null(memmem(p, n, MARK, strlen(MARK)),
+		       "the stream is sealed");
+	free(p);
+	snprintf(key, sizeof key, BACKUP_PREFIX "%s/done", n1);
+	p = get_raw(raw, key, &n);
+	cr_assert_null(memmem(p, n, "granary-backup", 14), "manifest sealed");
+	free(p);
+	/* names from a listing alone; the manifest needs the key */
+	char newest[BACKUP_NAME];
+	size_t count = 0;
+	cr_assert_eq(backup_newest(raw, newest), 0);
+	cr_assert_str_eq(newest, n2);
+	cr_assert_eq(backup_names(raw, NULL, NULL, &count), 0);
+	cr_assert_eq(count, 2);
+	struct backup_info b;
+	cr_assert_eq(backup_stat(raw, n1, &b), EINVAL);
+	cr_assert_eq(backup_key_get(raw, "20261201T120000Z-s3", &k), ENOENT);
+
+	/* read back whole through the sealing store */
+	cr_assert_eq(read_all(sealed, n1, &got), (ssize_t)len);
+	cr_assert(memmem(got, len, "19999 " MARK "\n", 6 + strlen(MARK) + 1));
+	free(got);
+
+	/* a part altered: the read fails, never other bytes */
+	snprintf(key, sizeof key, BACKUP_PREFIX "%s/p00000", n1);
+	flip(raw, key, &saved, &n);
+	cr_assert_eq(read_all(sealed, n1, &got), -1);
+	free(got);
+	cr_assert_eq(objstore_put(raw, key, saved, n), 0);
+	free(saved);
+	/* another backup's part in its place: bound to its name */
+	char key2[128];
+	snprintf(key2, sizeof key2, BACKUP_PREFIX "%s/p00000", n2);
+	p = get_raw(raw, key2, &n);
+	void *mine = get_raw(raw, key, &n);
+	cr_assert_eq(objstore_put(raw, key, p, n), 0);
+	cr_assert_eq(read_all(sealed, n1, &got), -1);
+	free(got);
+	cr_assert_eq(objstore_put(raw, key, mine, n), 0);
+	free(mine);
+	free(p);
+	/* the manifest altered */
+	snprintf(key, sizeof key, BACKUP_PREFIX "%s/done", n1);
+	flip(raw, key, &saved, &n);
+	cr_assert_eq(backup_stat(sealed, n1, &b), CRYPT_EAUTH);
+	cr_assert_eq(objstore_put(raw, key, saved, n), 0);
+	free(saved);
+	cr_assert_eq(read_all(sealed, n1, &got), (ssize_t)len, "restored");
+	free(got);
+
+	/* a backup cut short takes its key object with it */
+	write_sealed(sealed, "20261201T120000Z-s3", 1);
+	cr_assert_eq(backup_key_get(raw, "20261201T120000Z-s3", &k), ENOENT);
+	cr_assert_eq(backup_names(raw, NULL, NULL, &count), 0);
+	cr_assert_eq(count, 2);
+	/* pruning goes through the sealing store: key objects too */
+	size_t gone = 0;
+	cr_assert_eq(backup_prune(sealed, 1, &gone), 0);
+	cr_assert_eq(gone, 1);
+	cr_assert_eq(backup_key_get(raw, n1, &k), ENOENT);
+	cr_assert_eq(backup_key_get(raw, n2, &k), 0);
+	objstore_close(sealed);
 }

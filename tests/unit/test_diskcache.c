@@ -1219,6 +1219,83 @@ Test(diskcache, two_dirs, .fini = teardown)
 	cr_assert_eq(cstats(dc).bytes, 64000);
 }
 
+/* ---- the namespaces of before a restore ---- */
+
+static int exists(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/* A namespace a restore left behind is renamed aside at once (never
+ * opened again) and removed in the background, with what an earlier sweep
+ * left; the kept namespace, another volume's and a name that only starts
+ * like the prefix stay. */
+Test(diskcache, sweep_old_namespaces, .fini = teardown)
+{
+	char a[80], b[80], dirs[170], p[PATH_MAX];
+	const char *old[] = {NS, NS ".0123", ".sweep-" NS ".77"};
+	const char *stay[] = {NS ".abcd", "vol-2", NS "-x", "vol-2.abcd"};
+
+	make_root();
+	snprintf(a, sizeof(a), "%s/nvme0", root);
+	snprintf(b, sizeof(b), "%s/nvme1", root);
+	snprintf(dirs, sizeof(dirs), "%s:%s", a, b);
+	cr_assert_eq(mkdir(a, 0700), 0);
+	cr_assert_eq(mkdir(b, 0700), 0);
+	for (int d = 0; d < 2; d++)
+		for (size_t i = 0; i < 3 + 4; i++) {
+			const char *n = i < 3 ? old[i] : stay[i - 3];
+			snprintf(p, sizeof(p), "%s/%s", d ? b : a, n);
+			cr_assert_eq(mkdir(p, 0700), 0);
+			for (int f = 0; f < 50; f++) {
+				char fp[PATH_MAX + 16];
+				snprintf(fp, sizeof(fp), "%s/sub%d", p, f % 5);
+				mkdir(fp, 0700);
+				snprintf(fp, sizeof(fp), "%s/sub%d/k%d", p,
+					 f % 5, f);
+				int fd = open(fp, O_CREAT | O_WRONLY, 0600);
+				cr_assert_geq(fd, 0);
+				close(fd);
+			}
+		}
+	struct diskcache_sweep *sw = NULL;
+	cr_assert_eq(diskcache_sweep_start(dirs, NS, NS ".abcd", &sw), 0);
+	cr_assert_not_null(sw);
+	for (int d = 0; d < 2; d++) {
+		const char *dir = d ? b : a;
+		cr_assert(!exists(dir, NS), "%s/" NS " is still there", dir);
+		cr_assert(!exists(dir, NS ".0123"));
+		for (size_t i = 0; i < 4; i++)
+			cr_assert(exists(dir, stay[i]), "%s/%s went", dir,
+				  stay[i]);
+	}
+	/* the job removes the renamed ones: generous, it takes ms */
+	for (int t = 0; t < 1000; t++) {
+		int left = 0;
+		for (int d = 0; d < 2; d++)
+			left += exists(d ? b : a, ".sweep-" NS) +
+				exists(d ? b : a, ".sweep-" NS ".0123") +
+				exists(d ? b : a, ".sweep-" NS ".77");
+		if (!left)
+			break;
+		usleep(10000);
+	}
+	for (int d = 0; d < 2; d++) {
+		const char *dir = d ? b : a;
+		cr_assert(!exists(dir, ".sweep-" NS));
+		cr_assert(!exists(dir, ".sweep-" NS ".0123"));
+		cr_assert(!exists(dir, ".sweep-" NS ".77"));
+		for (size_t i = 0; i < 4; i++)
+			cr_assert(exists(dir, stay[i]));
+	}
+	diskcache_sweep_stop(sw);
+	/* nothing left to sweep: no job */
+	cr_assert_eq(diskcache_sweep_start(dirs, NS, NS ".abcd", &sw), 0);
+	cr_assert_null(sw);
+}
+
 /* ---- randomized, against a shadow copy ---- */
 
 Test(diskcache, random_ops_vs_shadow, .fini = teardown)

@@ -137,14 +137,16 @@ static int cmp_line(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The lines but the header, sorted (SCAN's order is the database's). */
+/* The lines but the header and the trailer (whose counters a load
+ * moves to a new id epoch), sorted (SCAN's order is the database's). */
 static char **lines_of(const struct buf *b, size_t *n)
 {
 	char *t = strdup(b->p), *save, *l;
 	char **v = NULL;
 	*n = 0;
 	for (l = strtok_r(t, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-		if (strncmp(l, "{\"type\":\"header\"", 16)) {
+		if (strncmp(l, "{\"type\":\"header\"", 16) &&
+		    strncmp(l, "{\"type\":\"end\"", 13)) {
 			v = realloc(v, (*n + 1) * sizeof *v);
 			v[(*n)++] = strdup(l);
 		}
@@ -606,5 +608,140 @@ Test(dump, random_namespace)
 	free(d1.p);
 	free(d2.p);
 	meta_close(a);
+	meta_close(b);
+}
+
+/* ---- the id epoch of a load ------------------------------------------- */
+
+static uint64_t get_u64(int db, const char *key)
+{
+	redisContext *c = redisConnectUnix(sock());
+	cr_assert(c && !c->err);
+	redisReply *r = redisCommand(c, "SELECT %d", db);
+	freeReplyObject(r);
+	r = redisCommand(c, "GET %s", key);
+	cr_assert(r && r->type == REDIS_REPLY_STRING, "GET %s", key);
+	uint64_t v = strtoull(r->str, NULL, 10);
+	freeReplyObject(r);
+	redisFree(c);
+	return v;
+}
+
+/* A load hands out slice ids and inode numbers an epoch past anything the
+ * dumped volume used, even after the dump; each load gets its own
+ * restore_id; a dump of a loaded volume loads into the next epoch. */
+Test(dump, load_starts_an_id_epoch)
+{
+	struct meta *a = new_volume(DB_A), *b = empty_db(DB_B);
+	struct meta_volume vb, vc;
+
+	uint64_t f = mk(a, 1, "before", META_FILE);
+	put(a, f, 0, 0, id(a), 4000, 0, 4000);
+	struct buf d = dump_of(a);
+	/* the interval the restore loses: ids handed out after the dump */
+	uint64_t lost_slice = 0, lost_ino = mk(a, 1, "after", META_FILE);
+	for (int i = 0; i < 3000; i++) /* past the client's batch */
+		lost_slice = id(a);
+	uint64_t highest = get_u64(DB_A, "nextslice");
+	cr_assert_geq(highest, lost_slice);
+	meta_close(a);
+
+	cr_assert_eq(load_buf(b, d.p, d.len, 0, NULL), 0);
+	cr_assert_eq(meta_load_volume(b, &vb), 0);
+	cr_assert_eq(strlen(vb.restore_id), 16, "restore_id '%s'",
+		     vb.restore_id);
+	cr_assert_eq(strspn(vb.restore_id, "0123456789abcdef"), 16);
+	cr_assert_eq(vb.slice_floor, 2 * META_SLICE_EPOCH,
+		     "slice floor %" PRIu64, vb.slice_floor);
+	cr_assert_eq(vb.inode_floor, 2 * META_INODE_EPOCH);
+	cr_assert_eq(get_u64(DB_B, "nextslice"), vb.slice_floor);
+	cr_assert_eq(get_u64(DB_B, "nextinode"), vb.inode_floor);
+	/* what the restored volume hands out: past the lost interval by an
+	 * epoch at least */
+	uint64_t s = id(b), ino = mk(b, 1, "new", META_FILE);
+	cr_assert_gt(s, vb.slice_floor);
+	cr_assert_geq(s - lost_slice, META_SLICE_EPOCH);
+	cr_assert_gt(ino, vb.inode_floor);
+	cr_assert_geq(ino - lost_ino, META_INODE_EPOCH);
+	/* ids near an epoch's end: still a whole epoch past */
+	cr_assert_eq(meta_epoch_after(META_SLICE_EPOCH - 1, META_SLICE_EPOCH),
+		     2 * META_SLICE_EPOCH);
+	cr_assert_eq(meta_epoch_after(META_SLICE_EPOCH, META_SLICE_EPOCH),
+		     3 * META_SLICE_EPOCH);
+
+	/* the same dump loaded again: another restore_id */
+	struct meta *c = empty_db(DB_C);
+	cr_assert_eq(load_buf(c, d.p, d.len, 0, NULL), 0);
+	cr_assert_eq(meta_load_volume(c, &vc), 0);
+	cr_assert_str_neq(vc.restore_id, vb.restore_id);
+	meta_close(c);
+
+	/* a dump of the restored volume loads into the epoch after */
+	struct buf d2 = dump_of(b);
+	cr_assert(strstr(d2.p, vb.restore_id), "the dump carries restore_id");
+	c = empty_db(DB_C);
+	cr_assert_eq(load_buf(c, d2.p, d2.len, 0, NULL), 0);
+	cr_assert_eq(meta_load_volume(c, &vc), 0);
+	cr_assert_eq(vc.slice_floor, 4 * META_SLICE_EPOCH);
+	cr_assert_str_neq(vc.restore_id, vb.restore_id);
+	cr_assert_eq(id(c), vc.slice_floor + 1);
+	meta_close(c);
+	free(d2.p);
+	free(d.p);
+	meta_close(b);
+}
+
+/* A dump whose ids leave no room for an epoch below 2^53: refused. */
+Test(dump, refuses_a_dump_with_no_epoch_left)
+{
+	struct meta *a = new_volume(DB_A);
+	char why[256];
+
+	mk(a, 1, "f", META_FILE);
+	struct buf d = dump_of(a);
+	meta_close(a);
+	char *t = strstr(d.p, "{\"type\":\"end\"");
+	cr_assert(t);
+	char *ns = strstr(t, "\"nextslice\":");
+	cr_assert(ns);
+	/* 2^53 - 2^40 - 1: the next epoch would start at 2^53 */
+	char fixed[4096];
+	snprintf(fixed, sizeof fixed, "%.*s\"nextslice\":%" PRIu64 "}\n",
+		 (int)(ns - d.p), d.p,
+		 (UINT64_C(1) << 53) - META_SLICE_EPOCH - 1);
+	int err = try_load(fixed, strlen(fixed), why);
+	cr_assert_eq(err, EOVERFLOW, "%d: %s", err, why);
+	cr_assert(strstr(why, "2^53"), "%s", why);
+	struct meta *c = open_db(DB_C);
+	struct meta_volume v;
+	cr_assert_eq(meta_load_volume(c, &v), META_ENOVOLUME);
+	meta_close(c);
+	free(d.p);
+}
+
+/* A restored volume's ids moved past another restore's (fs/vfs/mount.c):
+ * the counters and the settings rise, never fall, and again is a no-op. */
+Test(dump, id_floor_raise)
+{
+	struct meta *a = new_volume(DB_A), *b = empty_db(DB_B);
+	struct meta_volume v;
+
+	mk(a, 1, "f", META_FILE);
+	struct buf d = dump_of(a);
+	meta_close(a);
+	cr_assert_eq(load_buf(b, d.p, d.len, 0, NULL), 0);
+	uint64_t s = 6 * META_SLICE_EPOCH, i = 6 * META_INODE_EPOCH;
+	cr_assert_eq(meta_id_floor_raise(b, s, i), 0);
+	cr_assert_eq(meta_id_floor_raise(b, s, i), 0);
+	cr_assert_eq(meta_id_floor_raise(b, META_SLICE_EPOCH, 1), 0);
+	cr_assert_eq(meta_load_volume(b, &v), 0);
+	cr_assert_eq(v.slice_floor, s);
+	cr_assert_eq(v.inode_floor, i);
+	cr_assert_eq(get_u64(DB_B, "nextslice"), s);
+	cr_assert_eq(get_u64(DB_B, "nextinode"), i);
+	cr_assert_eq(id(b), s + 1);
+	cr_assert_eq(mk(b, 1, "g", META_FILE), i + 1);
+	cr_assert_eq(meta_id_floor_raise(b, UINT64_C(1) << 53, i), EOVERFLOW);
+	free(d.p);
 	meta_close(b);
 }
