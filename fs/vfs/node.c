@@ -263,8 +263,10 @@ int node_unchanged(const struct node *n, const struct meta_attr *a)
  * attribute timeout and an open does not refresh it, so an open on this
  * node of a file another node just rewrote would read the new bytes cut
  * to the old length. The node follows what its replies handed the kernel
- * (lookup, readdirplus, create, getattr, setattr): nothing yet
- * (KATTR_NONE), the same attributes every time (KATTR_ONE, kattr), or
+ * (lookup, readdirplus, create, getattr, setattr): nothing yet, or
+ * nothing since a write through this node, after which the kernel keeps
+ * the size its writes made and asks again for the rest (KATTR_NONE,
+ * vfs_write), the same attributes every time (KATTR_ONE, kattr), or
  * some that differ (KATTR_MIXED: replies racing with a change; the kernel
  * may hold any of them). A reply is noted before it is sent. An open
  * whose fresh attributes the kernel may not hold drops the kernel's copy
