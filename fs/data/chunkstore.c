@@ -557,7 +557,9 @@ static int fetch_once(struct chunkstore *cs, uint64_t id, uint32_t idx,
 				"block '%s' is missing from the object store",
 				key);
 		else
-			log_err("cannot read block '%s': %s", key,
+			/* an outage's give-up is the store's to log */
+			log_msg(objstore_transient(err) ? LOG_DEBUG : LOG_ERR,
+				"cannot read block '%s': %s", key,
 				gr_strerror(err));
 		return err == ENOMEM ? ENOMEM : EIO;
 	}

@@ -224,7 +224,9 @@ static int table_fetch(struct chunkstore *cs, const char *key, struct tentry *t,
 			log_err("block '%s' is missing from the object store",
 				key);
 		else
-			log_err("cannot read block '%s': %s", key,
+			/* an outage's give-up is the store's to log */
+			log_msg(objstore_transient(err) ? LOG_DEBUG : LOG_ERR,
+				"cannot read block '%s': %s", key,
 				gr_strerror(err));
 		return err == ENOMEM ? ENOMEM : EIO;
 	}
@@ -367,7 +369,9 @@ static int ranged_once(struct chunkstore *cs, const char *key, uint64_t id,
 			log_err("block '%s' is missing from the object store",
 				key);
 		else
-			log_err("cannot read block '%s': %s", key,
+			/* an outage's give-up is the store's to log */
+			log_msg(objstore_transient(err) ? LOG_DEBUG : LOG_ERR,
+				"cannot read block '%s': %s", key,
 				gr_strerror(err));
 		err = err == ENOMEM ? ENOMEM : EIO;
 		goto put_table;

@@ -1513,6 +1513,7 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	}
 	dc->base.ops = &dc_ops;
+	dc->base.layered = 1; /* the backend rides out outages */
 	/* without a thread, readers write their fills themselves */
 	err = workq_open("gr-cachefill", FILLERS, FILLQ_MAX, &dc->fillers);
 	if (err)

@@ -1,8 +1,8 @@
 /*
  * objstore.c - the object store front door: URL dispatch to a backend, the
  * wrappers every caller goes through (argument checks, fault injection for
- * tests, retries through outages), the reachability probe and the error texts. Backends live in
- * objstore_mem.c, objstore_file.c and objstore_s3.c.
+ * tests, retries through outages), the reachability probe and the error texts.
+ * Backends live in objstore_mem.c, objstore_file.c and objstore_s3.c.
  */
 #include "fs/store/objstore.h"
 #include "fs/store/owner.h"
@@ -49,7 +49,6 @@ static unsigned env_window_ms(void)
 	}
 	return (unsigned)v * 1000u;
 }
-
 
 int objstore_env_creds(struct objstore_creds *c)
 {
@@ -100,6 +99,9 @@ int objstore_open(const char *url, const struct objstore_creds *creds,
 	s->fail_next = 0;
 	s->fail_err = 0;
 	s->retry_window_ms = env_window_ms();
+	s->layered = 0;
+	s->outage_ms = s->probe_ms = 0;
+	s->outage_err = 0;
 	memset(&s->st, 0, sizeof(s->st));
 	*out = s;
 	return 0;
@@ -174,7 +176,8 @@ static int key_valid(const char *key)
 
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS	 5000
-#define OUTAGE_LOG_S	 10 /* at most one "retrying" line per this */
+#define OUTAGE_LOG_S	 10   /* at most one "retrying" line per this */
+#define PROBE_GAP_MS	 1000 /* a closed window: attempts this far apart */
 
 enum req_op { REQ_GET, REQ_PUT, REQ_DEL, REQ_HEAD, REQ_VIEW };
 
@@ -309,37 +312,121 @@ static void log_outage(struct objstore *s, struct req *r, int err)
 
 	if (prev && now - prev < OUTAGE_LOG_S * 1000)
 		return;
-	if (!__atomic_compare_exchange_n(&last, &prev, now, 0,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(&last, &prev, now, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
 		return;
 	log_warn("object store %s: %s of '%s' failed (%s): retrying for up to "
-		 "%u s",
+		 "%g s",
 		 s->url, req_name(r->op), r->key, gr_strerror(err),
-		 s->retry_window_ms / 1000);
+		 (double)s->retry_window_ms / 1000.0);
 }
 
 /*
- * Run r, retrying transient errors until the window closes. The next
- * pause is taken only if it ends inside the window, so a request gives up
- * at most one attempt's time after it.
+ * The outage (objstore.h): its start, lowered to the start of an attempt
+ * that failed (with err) and began earlier; the start it has now.
+ */
+static int64_t outage_note(struct objstore *s, int64_t start, int err)
+{
+	int64_t cur = __atomic_load_n(&s->outage_ms, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&s->outage_err, err, __ATOMIC_RELAXED);
+	while ((cur == 0 || start < cur) &&
+	       !__atomic_compare_exchange_n(&s->outage_ms, &cur, start, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return cur == 0 || start < cur ? start : cur;
+}
+
+/* The store answered (a success or an error of its own): the outage, if
+ * any, is over. Said when it had outlasted the window. */
+static void outage_end(struct objstore *s, unsigned window)
+{
+	int64_t cur = __atomic_load_n(&s->outage_ms, __ATOMIC_ACQUIRE);
+
+	if (!cur ||
+	    !__atomic_compare_exchange_n(&s->outage_ms, &cur, 0, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&s->probe_ms, 0, __ATOMIC_RELEASE);
+	int64_t lasted = now_ms() - cur;
+	if (window && lasted >= (int64_t)window)
+		log_info("object store %s answers again, after failing for "
+			 "%.1f s",
+			 s->url, (double)lasted / 1000.0);
+}
+
+/* Once the window closed: may an attempt start now? Then it is the one
+ * under way (probe_ms INT64_MAX) until probe_done(). */
+static int probe_take(struct objstore *s, int64_t now)
+{
+	int64_t due = __atomic_load_n(&s->probe_ms, __ATOMIC_ACQUIRE);
+
+	return now >= due &&
+	       __atomic_compare_exchange_n(&s->probe_ms, &due, INT64_MAX, 0,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* A failed attempt ended: the next one after the window waits
+ * PROBE_GAP_MS. An attempt that began inside the window only pushes the
+ * time on, and leaves one under way alone. */
+static void probe_done(struct objstore *s, int probe)
+{
+	int64_t next = now_ms() + PROBE_GAP_MS;
+
+	if (probe) {
+		__atomic_store_n(&s->probe_ms, next, __ATOMIC_RELEASE);
+		return;
+	}
+	int64_t cur = __atomic_load_n(&s->probe_ms, __ATOMIC_ACQUIRE);
+	while (cur != INT64_MAX && cur < next &&
+	       !__atomic_compare_exchange_n(&s->probe_ms, &cur, next, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
+
+/*
+ * Run r, retrying transient errors until the outage's window closes (or
+ * the request's own, when it began before the outage). The next pause is
+ * taken only if it ends inside the window, so a request gives up at most
+ * one attempt's time after it. Once the window closed, r fails at once,
+ * or makes the one attempt that sees whether the store is back.
  */
 static int run(struct objstore *s, struct req *r)
 {
-	unsigned window = __atomic_load_n(&s->retry_window_ms, __ATOMIC_RELAXED);
-	int64_t t0 = now_ms();
-	int err, n;
+	if (s->layered)
+		return attempt(s, r); /* the store below rides it out */
+	unsigned window =
+	    __atomic_load_n(&s->retry_window_ms, __ATOMIC_RELAXED);
+	int64_t t0 = now_ms(), out = 0;
+	int err, n, probe = 0;
 
 	for (n = 0;; n++) {
+		int64_t start = now_ms();
+		out = __atomic_load_n(&s->outage_ms, __ATOMIC_ACQUIRE);
+		if (n == 0 && out && window && start - out >= (int64_t)window) {
+			if (!probe_take(s, start))
+				goto closed;
+			probe = 1;
+		}
 		err = attempt(s, r);
 		if (!objstore_transient(err)) {
+			if (probe)
+				__atomic_store_n(&s->probe_ms, 0,
+						 __ATOMIC_RELEASE);
+			outage_end(s, window);
 			if (n > 0 && !err)
 				log_info("object store %s: %s of '%s' "
 					 "succeeded after %d retries",
 					 s->url, req_name(r->op), r->key, n);
 			return err;
 		}
+		out = outage_note(s, start, err);
+		probe_done(s, probe);
+		if (probe)
+			break; /* one attempt once the window closed */
 		long pause = backoff_ms(n);
-		if (now_ms() - t0 + pause > (int64_t)window)
+		int64_t from = out < t0 ? out : t0;
+		if (now_ms() - from + pause > (int64_t)window)
 			break;
 		if (n == 0)
 			log_outage(s, r, err);
@@ -349,9 +436,21 @@ static int run(struct objstore *s, struct req *r)
 	}
 	STAT_ADD(s, gave_up, 1);
 	log_err("object store %s: %s of '%s' gave up after %d tries in %.1f s "
-		"(retry window %u s): %s",
+		"(retry window %g s): %s",
 		s->url, req_name(r->op), r->key, n + 1,
-		(double)(now_ms() - t0) / 1000.0, window / 1000,
+		(double)(now_ms() - t0) / 1000.0, (double)window / 1000.0,
+		gr_strerror(err));
+	return err;
+
+closed:
+	err = __atomic_load_n(&s->outage_err, __ATOMIC_RELAXED);
+	if (!objstore_transient(err))
+		err = OBJSTORE_EUNREACH; /* not said yet: a racing note */
+	STAT_ADD(s, gave_up, 1);
+	log_err("object store %s: %s of '%s' failed at once: the store has "
+		"been failing for %.1f s (retry window %g s): %s",
+		s->url, req_name(r->op), r->key,
+		(double)(now_ms() - out) / 1000.0, (double)window / 1000.0,
 		gr_strerror(err));
 	return err;
 }
@@ -369,8 +468,12 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	*got = 0;
 	if (!key_valid(key))
 		return EINVAL;
-	struct req r = {.op = REQ_GET, .key = key, .off = off, .len = len,
-			.data = data, .got = got};
+	struct req r = {.op = REQ_GET,
+			.key = key,
+			.off = off,
+			.len = len,
+			.data = data,
+			.got = got};
 	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, gets, 1);
@@ -389,8 +492,8 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
 
 	if (!s || (!data && len) || !key_valid(key))
 		return EINVAL;
-	struct req r = {.op = REQ_PUT, .key = key, .put = data ? data : "",
-			.len = len};
+	struct req r = {
+	    .op = REQ_PUT, .key = key, .put = data ? data : "", .len = len};
 	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, puts, 1);
@@ -424,8 +527,8 @@ int objstore_head(struct objstore *s, const char *key, uint64_t *size)
 
 	if (!s || !key_valid(key))
 		return EINVAL;
-	struct req r = {.op = REQ_HEAD, .key = key,
-			.size = size ? size : &dummy};
+	struct req r = {
+	    .op = REQ_HEAD, .key = key, .size = size ? size : &dummy};
 	STAT_ADD(s, heads, 1);
 	int64_t t0 = fsutil_mono_ns();
 	int err = run(s, &r);
@@ -772,8 +875,8 @@ static size_t s3_root_len(const char *url, size_t *len)
 			   : !strncmp(url, "s3+http://", 10) ? url + 10
 							     : NULL;
 	size_t n = strcspn(url, "?");
-	const char *slash = rest ? memchr(rest, '/', n - (size_t)(rest - url))
-				 : NULL;
+	const char *slash =
+	    rest ? memchr(rest, '/', n - (size_t)(rest - url)) : NULL;
 
 	if (!slash || slash == rest || slash + 1 == url + n || slash[1] == '/')
 		return 0;

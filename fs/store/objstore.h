@@ -87,7 +87,7 @@ struct objstore_ops {
 
 /* Calls that reached the backend, counted by the wrappers; retries are
  * the attempts made again after a transient error, gave_up the requests
- * that still failed when their retry window closed. */
+ * that failed for an outage (when the window closed, or at once after). */
 enum objstore_kind {
 	OBJSTORE_K_GET, /* gets and whole-object views */
 	OBJSTORE_K_PUT,
@@ -119,8 +119,19 @@ struct objstore {
 	/* fault injection for tests: fail the next N attempts with this
 	 * error (each retry is an attempt) */
 	int fail_next, fail_err;
-	/* how long a request retries transient errors, in ms; 0: once */
+	/* how long an outage is ridden out, in ms; 0: one attempt */
 	unsigned retry_window_ms;
+	/* a decorator over another store (the disk cache, the sealing
+	 * layer), set by its constructor: one attempt per request, since the
+	 * store below it rides out outages and logs them */
+	int layered;
+	/* the current outage, for the wrappers: the start of the earliest
+	 * attempt that failed with a transient error since the store last
+	 * answered (ms, CLOCK_MONOTONIC; 0: none), its last such error, and
+	 * the earliest time an attempt may start once the window closed
+	 * (INT64_MAX: one is under way). Atomics. */
+	int64_t outage_ms, probe_ms;
+	int outage_err;
 };
 
 /*
@@ -128,12 +139,20 @@ struct objstore {
  * transient error (objstore_transient(): OBJSTORE_EUNREACH, ESERVER,
  * ETLS, EDNS, EREFUSED, ETIMEDOUT) with
  * capped exponential backoff and jitter (100 ms doubling up to 5 s) until
- * the store's retry window closes, then return that error (EIO at the
- * FUSE boundary) with one log line. Other errors return at once: a
- * refused key or signature, a missing bucket, a missing object. Backends
- * make single attempts. objstore_open() sets the window from
- * GRANARY_IO_RETRY_WINDOW (seconds) or else OBJSTORE_RETRY_WINDOW_MS;
- * a mount sets its own (--io-retry-window) once the store answered.
+ * the retry window closes, then return that error (EIO at the FUSE
+ * boundary) with one log line. The window belongs to the outage, not to
+ * the request: it opens at the first failed attempt since the store last
+ * answered (a request that began earlier keeps its own start), so the
+ * layers above and the kernel, which may ask again after a failure, wait
+ * one window in all. Once it closed, a request fails at once with the
+ * outage's error, but for one attempt at a time, a second after the last
+ * one ended, that finds out whether the store is back; any answer of the
+ * store ends the outage. Other errors return at once: a refused key or
+ * signature, a missing bucket, a missing object. Backends make single
+ * attempts. objstore_open() sets the window from GRANARY_IO_RETRY_WINDOW
+ * (seconds) or else OBJSTORE_RETRY_WINDOW_MS; a mount sets its own
+ * (--io-retry-window) once the store answered. Window 0: every request
+ * makes one attempt.
  */
 #define OBJSTORE_RETRY_WINDOW_MS 2000 /* tools: about the old 5 tries */
 #define OBJSTORE_RETRY_MAX_S	 86400

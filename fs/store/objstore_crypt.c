@@ -621,6 +621,7 @@ int objstore_crypt_open(struct objstore *inner,
 		return ENOMEM;
 	}
 	cs->base.ops = &crypt_ops;
+	cs->base.layered = 1; /* the store below rides out outages */
 	cs->inner = inner;
 	pthread_mutex_init(&cs->pool_lock, NULL);
 	memcpy(cs->key, key, CRYPT_KEY_LEN);

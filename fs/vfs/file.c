@@ -60,7 +60,8 @@ static int dio_allowed(struct fs *fs, struct node *n, const struct meta_attr *a)
 /*
  * Register an open of n and fill fi. A read-write client registers its
  * first local open with the volume (an unlink elsewhere then keeps the
- * inode) and fetches fresh attributes (close-to-open). A read-only client
+ * inode) and fetches fresh attributes (close-to-open: when they are not
+ * what the kernel holds, its copy is dropped). A read-only client
  * serves dataset epochs: it reuses attributes younger than the attribute
  * timeout and registers nothing, so a warm epoch costs no round trip.
  * created: the inode was just made by meta_create, which registered this
@@ -130,10 +131,19 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 	/* close-to-open: forget slice lists another client may have changed */
 	if (!unchanged)
 		chunk_cache_clear(n);
+	/* and the kernel's size and pages of the file it had (node.c) */
+	int kstale = !created && node_kattr_stale(n, a);
 	n->dio = 0;
 	if (!fresh && !(n->writer && writer_dirty(n->writer)))
 		node_note_attr(n, a);
 	pthread_mutex_unlock(&n->lock);
+	/* Before the reply, so that the open returns with them gone: the
+	 * kernel asks for the attributes at the first read or stat (one
+	 * round trip, on a change alone). The kernel's open holds no lock
+	 * of the inode (no atomic O_TRUNC, no writeback cache: ops.c
+	 * init), and a read that holds a page waits for another thread. */
+	if (kstale && fs->kern.inval_inode)
+		fs->kern.inval_inode(fs->kern.arg, vfs_f_ino(fs, n->ino), 0, 0);
 
 	struct vfs_fh *h = malloc(sizeof(*h));
 	if (!h)
@@ -145,7 +155,7 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 	pthread_mutex_init(&h->ra_lock, NULL);
 	readahead_init(&h->ra);
 	o->fh = h;
-	o->keep_cache = unchanged;
+	o->keep_cache = unchanged && !kstale;
 	o->direct_io = dio || dio_read;
 	return 0;
 }
@@ -393,6 +403,10 @@ int vfs_write(struct fs *fs, const struct vfs_caller *c, struct vfs_fh *h,
 	}
 	if (!err && off + size > n->wend)
 		__atomic_store_n(&n->wend, off + size, __ATOMIC_RELEASE);
+	/* the kernel takes the size from its writes and asks again for
+	 * the rest; a reply asked before it is discarded (node_kattr_note) */
+	if (!err)
+		n->kstate = KATTR_NONE;
 	int drop = h->dio && n->privs;
 	if (h->dio) {
 		n->dio = 1;

@@ -104,7 +104,8 @@ void node_unpin(struct fs *fs, struct node *n)
 
 /* The kernel now holds one more lookup of ino, whose attributes were a,
  * found inside a version when frozen. A read-only client keeps the
- * attributes for the next open (see file_open). */
+ * attributes for the next open (see file_open); every client notes what
+ * the kernel is handed of a file (node_kattr_note). */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		     int frozen, uint64_t parent)
 {
@@ -122,9 +123,12 @@ void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 	pthread_mutex_unlock(&fs->table_lock);
 	if (!n)
 		return;
-	if (fs->read_only && a) {
+	if (a && (fs->read_only || a->type == META_FILE)) {
 		pthread_mutex_lock(&n->lock);
-		node_note_attr(n, a);
+		if (a->type == META_FILE)
+			node_kattr_note(n, a); /* the reply hands a over */
+		if (fs->read_only)
+			node_note_attr(n, a);
 		pthread_mutex_unlock(&n->lock);
 	}
 	node_unpin(fs, n);
@@ -239,13 +243,72 @@ void node_note_attr(struct node *n, const struct meta_attr *a)
 	n->seen = 1;
 }
 
-/* Did the file's data change since node_note_attr? ctime catches what a
- * restored mtime would hide. node->lock held. */
+/* Do x and y say the same data? ctime catches what a restored mtime
+ * would hide. */
+static int attr_same_data(const struct meta_attr *x, const struct meta_attr *y)
+{
+	return x->length == y->length && x->mtime == y->mtime &&
+	       x->mtimens == y->mtimens && x->ctime == y->ctime &&
+	       x->ctimens == y->ctimens;
+}
+
+/* Did the file's data change since node_note_attr? node->lock held. */
 int node_unchanged(const struct node *n, const struct meta_attr *a)
 {
-	return n->seen && n->attr.length == a->length &&
-	       n->attr.mtime == a->mtime && n->attr.mtimens == a->mtimens &&
-	       n->attr.ctime == a->ctime && n->attr.ctimens == a->ctimens;
+	return n->seen && attr_same_data(&n->attr, a);
+}
+
+/*
+ * What the kernel holds of a file's attributes. It keeps a size for the
+ * attribute timeout and an open does not refresh it, so an open on this
+ * node of a file another node just rewrote would read the new bytes cut
+ * to the old length. The node follows what its replies handed the kernel
+ * (lookup, readdirplus, create, getattr, setattr): nothing yet, or
+ * nothing since a write through this node, after which the kernel keeps
+ * the size its writes made and asks again for the rest (KATTR_NONE,
+ * vfs_write), the same attributes every time (KATTR_ONE, kattr), or
+ * some that differ (KATTR_MIXED: replies racing with a change; the kernel
+ * may hold any of them). A reply is noted before it is sent. An open
+ * whose fresh attributes the kernel may not hold drops the kernel's copy
+ * (node_kattr_stale) and starts over from them: what the kernel asks for
+ * next is noted, and differs from them only after another change. A
+ * reply the kernel discards (asked before the drop, or interrupted) only
+ * costs a needless drop at a later open.
+ */
+void node_kattr_note(struct node *n, const struct meta_attr *a)
+{
+	if (n->kstate == KATTR_NONE) {
+		n->kattr = *a;
+		n->kstate = KATTR_ONE;
+	} else if (n->kstate == KATTR_ONE && !attr_same_data(&n->kattr, a))
+		n->kstate = KATTR_MIXED;
+}
+
+void node_kattr_hand(struct fs *fs, uint64_t ino, const struct meta_attr *a)
+{
+	if (a->type != META_FILE)
+		return;
+	struct node *n = node_get(fs, ino, 0);
+	if (!n)
+		return; /* the kernel holds nothing of it */
+	pthread_mutex_lock(&n->lock);
+	node_kattr_note(n, a);
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
+/* May the kernel hold other attributes than a (fresh from the volume)?
+ * Then the caller drops the kernel's copy (attributes and pages) before
+ * its reply. node->lock held. */
+int node_kattr_stale(struct node *n, const struct meta_attr *a)
+{
+	int stale = n->kstate == KATTR_MIXED ||
+		    (n->kstate == KATTR_ONE && !attr_same_data(&n->kattr, a));
+	if (stale) {
+		n->kattr = *a;
+		n->kstate = KATTR_ONE;
+	}
+	return stale;
 }
 
 mode_t type_bits(uint8_t type)

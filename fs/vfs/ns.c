@@ -137,6 +137,7 @@ int vfs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
 	int err = meta_getattr(fs->meta, vino, &a);
 	if (err)
 		return err;
+	node_kattr_hand(fs, vino, &a);
 	attr_to_stat(fs, vino, &a, visible_length(fs, vino, &a), st);
 	*timeout = fs->attr_timeout;
 	return 0;
@@ -223,8 +224,11 @@ int vfs_setattr(struct fs *fs, uint64_t fino, const struct stat *st, int to_set,
 	}
 	if (!err && !have)
 		err = meta_getattr(fs->meta, ino, &out);
-	if (!err && n)
+	if (!err && n) {
 		node_note_attr(n, &out);
+		if (out.type == META_FILE)
+			node_kattr_note(n, &out); /* the reply hands it over */
+	}
 	if (n) {
 		pthread_mutex_unlock(&n->lock);
 		node_unpin(fs, n);

@@ -93,6 +93,11 @@ struct node {
 			   the writes buffered and not committed (0: none);
 			   stat reads it without the lock, which a flush
 			   holds across its uploads and commit */
+
+	/* what the kernel was handed of a file's attributes (KATTR_*,
+	 * node_kattr_note); protected by lock */
+	int kstate;
+	struct meta_attr kattr;
 };
 
 struct fs {
@@ -219,6 +224,11 @@ int node_trashed(struct fs *fs, uint64_t ino);	     /* volume ino */
 void chunk_cache_clear(struct node *n);
 void node_note_attr(struct node *n, const struct meta_attr *a);
 int node_unchanged(const struct node *n, const struct meta_attr *a);
+/* what the kernel holds of a file's attributes (close-to-open) */
+enum { KATTR_NONE, KATTR_ONE, KATTR_MIXED };
+void node_kattr_note(struct node *n, const struct meta_attr *a); /* locked */
+void node_kattr_hand(struct fs *fs, uint64_t ino, const struct meta_attr *a);
+int node_kattr_stale(struct node *n, const struct meta_attr *a); /* locked */
 int64_t mono_ns(void);
 void ns_changed(struct fs *fs);
 void dir_attr_note(struct fs *fs, uint64_t dir, const struct meta_attr *pa,

@@ -322,6 +322,39 @@ Test(diskcache, hit_after_miss, .fini = teardown)
 	cr_assert_not(diskcache_contains(dc, "blocks/nope"));
 }
 
+/* A store outage under the cache: the cache makes one attempt per request
+ * and neither retries nor gives up itself; the store below rides the
+ * outage out and gives up each request once, whatever the cache's own
+ * window. */
+Test(diskcache, outage_given_up_once, .fini = teardown, .timeout = 30)
+{
+	struct objstore *m = open_mem("mem://");
+	struct objstore_stats st;
+	char key[64];
+	void *p = NULL;
+	size_t n = 0;
+
+	make_root();
+	put_backend(m, 1, 5000);
+	dc = open_cache(m, root, 64 << 20, 600, 0.1, 0);
+	objstore_set_retry_window(m, 400);
+	objstore_set_retry_window(dc, 60000); /* not the cache's to use */
+	m->fail_err = OBJSTORE_EUNREACH;
+	m->fail_next = 100000;
+	key_of(1, key, sizeof(key));
+	time_t t0 = time(NULL);
+	cr_assert_eq(objstore_get(dc, key, 0, 0, &p, &n), OBJSTORE_EUNREACH);
+	cr_assert_eq(objstore_get(dc, key, 0, 0, &p, &n), OBJSTORE_EUNREACH);
+	cr_assert_leq(time(NULL) - t0, 5, "the cache retried on its own");
+	objstore_get_stats(dc, &st);
+	cr_assert_eq(st.gave_up, 0, "the cache gave up %llu times",
+		     (unsigned long long)st.gave_up);
+	cr_assert_eq(st.retries, 0);
+	objstore_get_stats(m, &st);
+	cr_assert_eq(st.gave_up, 2);
+	m->fail_next = 0;
+}
+
 Test(diskcache, ranges, .fini = teardown)
 {
 	const size_t len = 100000;

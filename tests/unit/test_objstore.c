@@ -1535,13 +1535,19 @@ static struct objstore *open_mute(const char *timeout)
 	return s;
 }
 
-/* Each failing call retries its timeouts for the 3 s window (3 tries of
- * ~1 s here): it must neither give up at once nor wait for curl's own
- * limits. */
-static void expect_timeout(const char *what, int err, double secs)
+/* The first failing call retries its timeouts for the 3 s window (3
+ * tries of ~1 s here): it must neither give up at once nor wait for
+ * curl's own limits. The calls after it, in the same outage, fail at
+ * once (fast), their window being the outage's. */
+static void expect_timeout(const char *what, int err, double secs, int fast)
 {
 	cr_assert_eq(err, OBJSTORE_ETIMEDOUT, "%s: got %d (%s)", what, err,
 		     gr_strerror(err));
+	if (fast) {
+		cr_assert_lt(secs, 2.0, "%s took %.1f s after the window", what,
+			     secs);
+		return;
+	}
 	cr_assert_geq(secs, 2.5, "%s gave up after %.1f s: no retries?", what,
 		      secs);
 	cr_assert_lt(secs, 6.0, "%s took %.1f s: deadline not kept", what,
@@ -1562,16 +1568,16 @@ Test(objstore, s3_silent_server_times_out, .timeout = 60)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	int err = objstore_get(s, "k", 0, 0, &data, &got);
-	expect_timeout("get", err, secs_since(&t));
+	expect_timeout("get", err, secs_since(&t), 0);
 	cr_assert_null(data);
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	err = objstore_put(s, "k", buf, 64 * 1024);
-	expect_timeout("put", err, secs_since(&t));
+	expect_timeout("put", err, secs_since(&t), 1);
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	err = objstore_probe(s);
-	expect_timeout("probe", err, secs_since(&t));
+	expect_timeout("probe", err, secs_since(&t), 1);
 
 	double total = secs_since(&t0);
 	cr_assert_lt(total, 20.0, "took %.1f s in all", total);
@@ -1827,9 +1833,16 @@ Test(objstore, retry_gives_up_after_window, .timeout = 30)
 		  tries);
 	expect_retries(s, (uint64_t)tries - 1, 1);
 
+	/* the store is back: the outage ends with the first answer (after
+	 * the pause that follows a closed window's last attempt) */
+	s->fail_next = 0;
+	usleep(1200 * 1000);
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), 0);
+	free(d);
 	s->fail_next = 1;
 	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), 0);
 	free(d);
+	cr_assert_eq(s->fail_next, 0);
 	expect_retries(s, (uint64_t)tries, 1);
 
 	/* window 0: one attempt, as a backend's own retries would be */
@@ -1841,12 +1854,70 @@ Test(objstore, retry_gives_up_after_window, .timeout = 30)
 	objstore_close(s);
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The window is the outage's, not each request's: requests one after
+ * another in one outage (a reader after a failed prefetch, the kernel
+ * reading a page again after a failed readahead) wait one window in all,
+ * and after it fail at once, without an attempt, but for one attempt a
+ * second after the last one ended; a request that began before the
+ * outage keeps its own window. */
+Test(objstore, retry_window_is_the_outage, .timeout = 30)
+{
+	struct objstore *s = open_retry(1500);
+	void *d = NULL;
+	size_t got = 0;
+
+	s->fail_err = OBJSTORE_ESERVER;
+	s->fail_next = 100000;
+	double t0 = mono_s();
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), OBJSTORE_ESERVER);
+	double first = mono_s() - t0;
+	cr_assert_geq(first, 0.5, "the first request gave up after %.2f s",
+		      first);
+	/* more requests until the window closed: each ends by then */
+	while (mono_s() - t0 < 1.5)
+		cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got),
+			     OBJSTORE_ESERVER);
+	double all = mono_s() - t0;
+	cr_assert_lt(all, 3.0, "one outage took %.2f s for a 1.5 s window",
+		     all);
+	/* closed: no attempt, the outage's error at once */
+	int left = s->fail_next;
+	t0 = mono_s();
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), OBJSTORE_ESERVER);
+	cr_assert_eq(objstore_put(s, "k2", "x", 1), OBJSTORE_ESERVER);
+	cr_assert_lt(mono_s() - t0, 0.5);
+	cr_assert_eq(s->fail_next, left, "a closed window tried the store");
+	/* a second after the last attempt, one request tries again */
+	usleep(1100 * 1000);
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), OBJSTORE_ESERVER);
+	cr_assert_eq(s->fail_next, left - 1);
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), OBJSTORE_ESERVER);
+	cr_assert_eq(s->fail_next, left - 1);
+	/* and finds the store back: the outage is over */
+	s->fail_next = 0;
+	usleep(1100 * 1000);
+	cr_assert_eq(objstore_get(s, "k", 0, 0, &d, &got), 0);
+	free(d);
+	s->fail_next = 2;
+	cr_assert_eq(objstore_put(s, "k2", "y", 1), 0, "a new outage");
+	cr_assert_eq(s->fail_next, 0);
+	objstore_close(s);
+}
+
 /* Errors that no retry can cure come back from the first attempt, however
  * long the window. */
 Test(objstore, retry_not_for_permanent_errors, .timeout = 30)
 {
-	int perm[] = {OBJSTORE_EAUTH, OBJSTORE_ENOBUCKET, EIO, ETIMEDOUT,
-		      EACCES, ENOSPC};
+	int perm[] = {
+	    OBJSTORE_EAUTH, OBJSTORE_ENOBUCKET, EIO, ETIMEDOUT, EACCES, ENOSPC};
 	struct objstore *s = open_retry(60000);
 	void *d = NULL;
 	size_t got = 0;
