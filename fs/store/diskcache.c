@@ -6,7 +6,7 @@
  * to a temp name and renamed, never fsync'd: a torn entry fails the chunk
  * store's checksum and is evicted.
  */
-#include "fs/store/diskcache.h"
+#include "fs/store/diskcache_int.h"
 #include "lib/bigbuf.h"
 #include "lib/fsutil.h"
 #include "lib/hash.h"
@@ -29,178 +29,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define KEY_MAX 1024
-/* Temp files: TMP_PREFIX + pid + counter, in the directory of their key.
- * The index scan skips and removes them; keys with a component starting
- * with the prefix pass through uncached. */
-#define TMP_PREFIX	 ".tmp."
-#define TMP_PREFIX_LEN	 (sizeof(TMP_PREFIX) - 1)
-#define ENOSPC_PAUSE_MS	 10000	/* no fills for this long after ENOSPC */
-#define STATVFS_EVERY_MS 1000	/* free space is asked at most this often */
-#define LOWSPACE_LOG_MS	 600000 /* fills refused for room: logged this often */
-#define ADMIT_ROUNDS	 4	/* evict-and-retry rounds before giving up */
-#define SCAN_MAX	 4096	/* LRU entries looked at per admission */
-/* Fills waiting for the fillers (a workq); beyond them the reader writes the
- * entry itself, as a plain get does (a cold pass must leave the cache
- * whole: a dropped fill is a second fetch from the store next epoch). Each
- * holds its object's bytes: 16 blocks of 4 MiB, most of them shared with
- * the chunk store's memory cache. */
-#define FILLQ_MAX 16
-#define FILLERS	  2 /* threads writing them: one falls behind 8 streams */
-/* Whole fetches of packs (get_whole) that ranged gets of the same object
- * can wait for at once; beyond them a ranged get passes through. */
-#define FLIGHTS 32
-
-#define STAT_ADD(dc, f, n)                                                     \
-	__atomic_add_fetch(&(dc)->st.f, (n), __ATOMIC_RELAXED)
-
-enum dc_state {
-	DC_FILLING,  /* being written; not served, not on the LRU */
-	DC_READY,    /* served; on the LRU; counted in entries/bytes */
-	DC_DROPPING, /* file being unlinked; hashed so nobody refills it */
-};
-
-/* Kept small: there is one per cached object (a few hundred bytes of
- * memory for millions of entries would be too much). The hash node keeps
- * the key's hash (8 bytes) so that neither growth nor removal hashes the
- * key again. */
-struct dc_entry {
-	struct hash_node hn;	    /* in the index while hashed */
-	TAILQ_ENTRY(dc_entry) link; /* LRU (READY), or a list to reap */
-	uint64_t size;
-	int64_t last_use; /* CLOCK_REALTIME seconds (file mtime at open) */
-	uint16_t dir;
-	uint8_t state; /* enum dc_state */
-	uint8_t stale; /* FILLING: deleted/put/evicted meanwhile, roll back */
-	/* Views mapping the file (a hit through objstore_get_view): while
-	 * any is alive, LRU eviction passes the entry by, and a retired
-	 * entry keeps counting in `dropping` after its unlink (the mapping
-	 * holds the disk blocks) until the last view goes (orphan: out of
-	 * the hash, freed by the unpin). Protected by lock. */
-	uint32_t pins;
-	uint8_t orphan;
-	char key[];
-};
-
-/* Free space of one file system (dirs on the same device share one):
- * fstatvfs at most every STATVFS_EVERY_MS (by the thread that wins the CAS
- * on stat_ms), adjusted in between by what fills reserve and evictions
- * retire, so that parallel fills see each other. */
-struct dc_space {
-	int fd;		   /* a dir on it (not owned) */
-	int64_t stat_ms;   /* atomic */
-	int64_t avail;	   /* bytes; protected by lock */
-	uint64_t total;	   /* bytes, 0 = unknown; protected by lock */
-	uint64_t frsize;   /* block size, set at open */
-	uint64_t inflight; /* reserved, not yet committed; protected by lock */
-};
-
-/* A verified object to write as the FILLING placeholder ph's file. */
-struct fill_req {
-	struct workq_job job; /* first: queued to the fillers */
-	struct diskcache *dc;
-	SLIST_ENTRY(fill_req) free; /* fq_free; protected by fq_lock */
-	struct dc_entry *ph;
-	struct objstore_view v; /* a reference of its own */
-};
-
-/*
- * A whole fetch in flight (get_whole), for the ranged gets of the same
- * object that miss meanwhile: they wait for it and copy their range from
- * its bytes instead of getting it from the backend too (readers of other
- * frames of a pack being fetched, a prefetch and a reader). key NULL: a
- * free slot. All fields protected by lock; the bytes are immutable once
- * done and freed only when waiters is back to 0.
- */
-struct dc_flight {
-	const char *key; /* the fetcher's, valid while the slot is taken */
-	int done, err;	 /* err: the backend's, once done */
-	unsigned waiters;
-	const void *data; /* the whole object, n bytes, once done with 0 */
-	size_t n;
-	pthread_cond_t cv; /* done set; waiters back to 0 */
-};
-
-struct dc_dir {
-	char *path; /* DIR/<ns> */
-	int fd;	    /* O_DIRECTORY on path; entries are *at() relative */
-	dev_t dev;
-	struct dc_space *sp; /* own, or an earlier dir's on the same device */
-	struct dc_space own;
-};
-
-struct diskcache {
-	struct objstore base;	  /* first: objstore_* see only this */
-	struct objstore *backend; /* owned */
-	struct diskcache_opts o;  /* dirs, ns point at nothing after open */
-	char *whole_prefix;	  /* o.whole_prefix (a copy) */
-	struct dc_dir *dirs;
-	size_t ndirs;
-
-	/*
-	 * Lock order: lock is a leaf. It is never held during file I/O or a
-	 * backend call: a fill reserves space under it, writes without it and
-	 * commits or rolls back under it again.
-	 */
-	pthread_mutex_t lock;
-	struct hash index; /* dc_entry by key; protected by lock */
-	/* READY entries, most recently used first; protected by lock */
-	TAILQ_HEAD(dc_list, dc_entry) lru;
-	uint64_t reserved;	 /* FILLING bytes; protected by lock */
-	uint64_t dropping;	 /* DROPPING bytes; protected by lock */
-	int64_t nofill_until_ms; /* after ENOSPC; protected by lock */
-	int64_t lowspace_log_ms; /* next low-space warning; protected by lock */
-	struct diskcache_stats st; /* counters atomic; entries/bytes
-				      protected by lock */
-	/* Whole fetches that ranged gets wait for; protected by lock (their
-	 * condition variables wait on it: still a leaf, nothing is taken
-	 * while holding it and nobody waits on them while holding another
-	 * lock). */
-	struct dc_flight flights[FLIGHTS];
-
-	/*
-	 * Verified views waiting to be written (objstore_view_verified):
-	 * jobs of a workq of FILLERS threads, at most FILLQ_MAX waiting. A
-	 * request is taken from the free list when queued and given back
-	 * when written: one per waiting fill and one per filler suffice.
-	 * Lock order: fq_lock is a leaf too, never held with lock nor
-	 * during a fill; the workq's lock is a leaf.
-	 */
-	struct workq *fillers; /* NULL: readers write their fills */
-	pthread_mutex_t fq_lock;
-	struct fill_req fq[FILLQ_MAX + FILLERS];
-	SLIST_HEAD(, fill_req) fq_free; /* protected by fq_lock */
-};
-
 static const struct objstore_ops dc_ops;
 
 /* ---- small helpers ---- */
-
-static int64_t now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return (int64_t)ts.tv_sec;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t round_up(uint64_t n, uint64_t unit)
-{
-	return unit ? (n + unit - 1) / unit * unit : n;
-}
-
-static uint64_t key_hash(const char *key)
-{
-	return XXH3_64bits(key, strlen(key));
-}
 
 /* A key whose component looks like our temp files cannot be cached: the
  * scan would take its file for a leftover. */
@@ -213,199 +44,6 @@ static int key_cacheable(const char *key)
 			return 0;
 	}
 	return 1;
-}
-
-static struct diskcache *dc_of(struct objstore *s)
-{
-	return (struct diskcache *)s;
-}
-
-/* ---- index: hash table and LRU (caller holds lock) ---- */
-
-static int entry_match(const struct hash_node *n, const void *key)
-{
-	return !strcmp(hash_entry(n, struct dc_entry, hn)->key, key);
-}
-
-/* h: key_hash(key). */
-static struct dc_entry *find(struct diskcache *dc, uint64_t h, const char *key)
-{
-	struct hash_node *n = hash_find(&dc->index, h, entry_match, key);
-
-	return n ? hash_entry(n, struct dc_entry, hn) : NULL;
-}
-
-static void lru_touch(struct diskcache *dc, struct dc_entry *e)
-{
-	TAILQ_REMOVE(&dc->lru, e, link);
-	TAILQ_INSERT_HEAD(&dc->lru, e, link);
-}
-
-static struct dc_entry *entry_new(const char *key, size_t klen)
-{
-	struct dc_entry *e = calloc(1, sizeof(*e) + klen + 1);
-
-	if (e)
-		memcpy(e->key, key, klen);
-	return e;
-}
-
-/* Take a READY entry out of service: off the LRU and the totals, but kept
- * hashed (DROPPING) until its file is gone, so that no fill of the same key
- * races with the unlink. Its disk space counts as free from now on: a
- * statvfs before the unlink then underestimates, which is the safe side. */
-static void retire(struct diskcache *dc, struct dc_entry *e)
-{
-	struct dc_space *sp = dc->dirs[e->dir].sp;
-
-	gr_assert(e->state == DC_READY);
-	TAILQ_REMOVE(&dc->lru, e, link);
-	e->state = DC_DROPPING;
-	dc->st.entries--;
-	dc->st.bytes -= e->size;
-	dc->dropping += e->size;
-	if (sp->total)
-		sp->avail += (int64_t)round_up(e->size, sp->frsize);
-}
-
-/* Unlink the files of a list of DROPPING entries (lock not held), then
- * forget them. */
-static void reap(struct diskcache *dc, struct dc_list *list)
-{
-	struct dc_entry *e, *next;
-
-	if (TAILQ_EMPTY(list))
-		return;
-	for (e = TAILQ_FIRST(list); e; e = TAILQ_NEXT(e, link))
-		unlinkat(dc->dirs[e->dir].fd, e->key, 0);
-	pthread_mutex_lock(&dc->lock);
-	for (e = TAILQ_FIRST(list); e; e = next) {
-		next = TAILQ_NEXT(e, link);
-		hash_remove(&dc->index, &e->hn);
-		if (e->pins) {
-			e->orphan = 1; /* see dc_view_unpin */
-			continue;
-		}
-		dc->dropping -= e->size;
-		free(e);
-	}
-	pthread_mutex_unlock(&dc->lock);
-}
-
-/* ---- admission (caller holds lock) ---- */
-
-enum { ADMIT, EVICT, SKIP };
-
-/*
- * Walk the LRU from its old end for entries to evict so that `need` bytes
- * come free over all directories and `need_disk` on file system sp. An
- * entry used within min_age stops the walk: everything after it is younger.
- * With out NULL only tell whether it can be done; else retire the entries
- * and chain them on *out.
- */
-static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
-		int64_t need, int64_t need_disk, struct dc_list *out)
-{
-	struct dc_entry *e = TAILQ_LAST(&dc->lru, dc_list), *prev;
-	size_t scanned = 0;
-
-	for (; e && (need > 0 || need_disk > 0); e = prev) {
-		prev = TAILQ_PREV(e, dc_list, link);
-		if (++scanned > SCAN_MAX)
-			break;
-		if (dc->o.min_age && now - e->last_use < (int64_t)dc->o.min_age)
-			break;
-		int here = dc->dirs[e->dir].sp == sp;
-		if ((need <= 0 && !here) || e->pins)
-			continue; /* pinned: mapped by a reader, in use */
-		need -= (int64_t)e->size;
-		if (here)
-			need_disk -= (int64_t)round_up(e->size, sp->frsize);
-		if (out) {
-			retire(dc, e);
-			STAT_ADD(dc, evictions, 1);
-			TAILQ_INSERT_HEAD(out, e, link);
-		}
-	}
-	return need <= 0 && need_disk <= 0 ? 0 : -1;
-}
-
-/* The bytes sp's disk would be short of the free space that
- * --free-space-ratio keeps once rlen more are taken (<= 0: none short).
- * Called with lock held. */
-static int64_t disk_short(const struct diskcache *dc, const struct dc_space *sp,
-			  uint64_t rlen)
-{
-	if (dc->o.free_ratio <= 0 || !sp->total)
-		return 0;
-	return (int64_t)(dc->o.free_ratio * (double)sp->total) -
-	       (sp->avail - (int64_t)rlen);
-}
-
-/* The disk of sp has less free space than --free-space-ratio keeps.
- * Called with lock held. */
-static int space_low(const struct diskcache *dc, const struct dc_space *sp)
-{
-	return disk_short(dc, sp, 0) > 0;
-}
-
-/* Percent of sp's disk free. Called with lock held. */
-static double free_pct(const struct dc_space *sp)
-{
-	return sp->total ? 100.0 * (double)sp->avail / (double)sp->total : 0;
-}
-
-/* Reserve len bytes for ph (ADMIT), or choose entries to evict first
- * (EVICT: reap victims, then ask again), or refuse (SKIP). */
-static int admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
-		 int may_evict, struct dc_list *victims)
-{
-	struct dc_space *sp = dc->dirs[ph->dir].sp;
-	uint64_t rlen = round_up(len, sp->frsize);
-	int64_t need, need_disk;
-
-	if (ph->stale || mono_ms() < dc->nofill_until_ms || len > dc->o.size)
-		return SKIP;
-	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
-	       (int64_t)dc->o.size;
-	need_disk = disk_short(dc, sp, rlen);
-	if (need <= 0 && need_disk <= 0) {
-		ph->size = len;
-		dc->reserved += len;
-		sp->inflight += rlen;
-		if (sp->total)
-			sp->avail -= (int64_t)rlen;
-		return ADMIT;
-	}
-	/* Both passes see the same clock, so they walk alike. */
-	int64_t now = now_s();
-	if (!may_evict || pick(dc, sp, now, need, need_disk, NULL))
-		return SKIP;
-	pick(dc, sp, now, need, need_disk, victims);
-	return EVICT;
-}
-
-/* Ask the disk how much room it has, at most every STATVFS_EVERY_MS. What
- * fills have reserved but not committed is taken off: their files are not
- * (fully) written yet. */
-static void refresh_space(struct diskcache *dc, struct dc_space *sp)
-{
-	int64_t now = mono_ms();
-	int64_t last = __atomic_load_n(&sp->stat_ms, __ATOMIC_RELAXED);
-	struct statvfs sv;
-
-	if (dc->o.free_ratio <= 0 || now - last < STATVFS_EVERY_MS)
-		return;
-	if (!__atomic_compare_exchange_n(&sp->stat_ms, &last, now, 0,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return; /* another thread asks */
-	if (fstatvfs(sp->fd, &sv))
-		return; /* keep the estimate */
-	pthread_mutex_lock(&dc->lock);
-	sp->total = (uint64_t)sv.f_blocks * sv.f_frsize;
-	sp->avail = (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize) -
-		    (int64_t)sp->inflight;
-	pthread_mutex_unlock(&dc->lock);
 }
 
 /* ---- entry files ---- */
@@ -540,7 +178,7 @@ static struct dc_flight *flight_take(struct diskcache *dc, const char *key);
 static struct dc_entry *placeholder(struct diskcache *dc, const char *key,
 				    struct dc_flight **flight)
 {
-	uint64_t h = key_hash(key);
+	uint64_t h = dc_key_hash(key);
 	size_t klen = strlen(key);
 	struct dc_entry *e = NULL;
 
@@ -549,7 +187,7 @@ static struct dc_entry *placeholder(struct diskcache *dc, const char *key,
 		return NULL;
 	}
 	pthread_mutex_lock(&dc->lock);
-	if (!find(dc, h, key) && (e = entry_new(key, klen))) {
+	if (!dc_find(dc, h, key) && (e = dc_entry_new(key, klen))) {
 		e->dir = (uint16_t)(h % dc->ndirs);
 		e->state = DC_FILLING;
 		hash_insert(&dc->index, &e->hn, h);
@@ -584,21 +222,21 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 
 	for (int round = 0; round < ADMIT_ROUNDS; round++) {
 		struct dc_list victims = TAILQ_HEAD_INITIALIZER(victims);
-		refresh_space(dc, sp);
+		dc_refresh_space(dc, sp);
 		pthread_mutex_lock(&dc->lock);
 		stale = ph->stale;
 		verdict =
-		    admit(dc, ph, len, round < ADMIT_ROUNDS - 1, &victims);
+		    dc_admit(dc, ph, len, round < ADMIT_ROUNDS - 1, &victims);
 		/* refused for want of room on the disk: say so now and then,
 		 * a cache that silently takes nothing looks like a slow one */
-		if (verdict == SKIP && !stale && space_low(dc, sp) &&
+		if (verdict == SKIP && !stale && dc_space_low(dc, sp) &&
 		    mono_ms() >= dc->lowspace_log_ms) {
 			dc->lowspace_log_ms = mono_ms() + LOWSPACE_LOG_MS;
 			low = 1;
-			pct = free_pct(sp);
+			pct = dc_free_pct(sp);
 		}
 		pthread_mutex_unlock(&dc->lock);
-		reap(dc, &victims);
+		dc_reap(dc, &victims);
 		if (verdict != EVICT)
 			break;
 	}
@@ -645,7 +283,7 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 		struct dc_list one = TAILQ_HEAD_INITIALIZER(one);
 		TAILQ_INSERT_HEAD(&one, ph, link);
 		pthread_mutex_unlock(&dc->lock);
-		reap(dc, &one);
+		dc_reap(dc, &one);
 	} else {
 		hash_remove(&dc->index, &ph->hn);
 		pthread_mutex_unlock(&dc->lock);
@@ -673,7 +311,7 @@ static int drop(struct diskcache *dc, const char *key,
 		const struct dc_entry *only_if)
 {
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = find(dc, key_hash(key), key);
+	struct dc_entry *e = dc_find(dc, dc_key_hash(key), key);
 	if (!e || (only_if && e != only_if) || e->state == DC_DROPPING) {
 		pthread_mutex_unlock(&dc->lock);
 		return 0;
@@ -683,11 +321,11 @@ static int drop(struct diskcache *dc, const char *key,
 		pthread_mutex_unlock(&dc->lock);
 		return 0;
 	}
-	retire(dc, e);
+	dc_retire(dc, e);
 	struct dc_list one = TAILQ_HEAD_INITIALIZER(one);
 	TAILQ_INSERT_HEAD(&one, e, link);
 	pthread_mutex_unlock(&dc->lock);
-	reap(dc, &one);
+	dc_reap(dc, &one);
 	return 1;
 }
 
@@ -731,7 +369,7 @@ static int serve_hit(struct diskcache *dc, const char *key,
 		     const struct hit_req *r, int *err)
 {
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = find(dc, key_hash(key), key);
+	struct dc_entry *e = dc_find(dc, dc_key_hash(key), key);
 	if (!e || e->state != DC_READY) {
 		pthread_mutex_unlock(&dc->lock);
 		return 0;
@@ -739,7 +377,7 @@ static int serve_hit(struct diskcache *dc, const char *key,
 	uint16_t dir = e->dir;
 	uint64_t size = e->size;
 	e->last_use = now_s();
-	lru_touch(dc, e);
+	dc_lru_touch(dc, e);
 	if (r->v)
 		e->pins++;
 	pthread_mutex_unlock(&dc->lock);
@@ -915,25 +553,6 @@ void diskcache_sync(struct objstore *cache)
 		fills_wait(dc_of(cache));
 }
 
-/* Would an entry of len bytes be admitted now (evicting what may go)? */
-static int would_admit(struct diskcache *dc, const char *key, uint64_t len)
-{
-	struct dc_space *sp = dc->dirs[key_hash(key) % dc->ndirs].sp;
-	int64_t need, need_disk;
-	int ok;
-
-	refresh_space(dc, sp);
-	pthread_mutex_lock(&dc->lock);
-	need = (int64_t)(dc->st.bytes + dc->reserved + dc->dropping + len) -
-	       (int64_t)dc->o.size;
-	need_disk = disk_short(dc, sp, round_up(len, sp->frsize));
-	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
-	     ((need <= 0 && need_disk <= 0) ||
-	      pick(dc, sp, now_s(), need, need_disk, NULL) == 0);
-	pthread_mutex_unlock(&dc->lock);
-	return ok;
-}
-
 /* Copy [off, off + len) of an object of n bytes into a new buffer. */
 static int copy_range(const void *all, size_t n, uint64_t off, size_t len,
 		      void **data, size_t *got)
@@ -1058,7 +677,7 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	/* being fetched whole by someone else: take our range from that */
 	if (flight_join(dc, key, off, len, data, got, err))
 		return 1;
-	if (!would_admit(dc, key,
+	if (!dc_would_admit(dc, key,
 			 dc->o.whole_est > off + len ? dc->o.whole_est
 						     : off + len))
 		return 0;
@@ -1111,7 +730,7 @@ static int dc_head(struct objstore *s, const char *key, uint64_t *size)
 	struct diskcache *dc = dc_of(s);
 
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = find(dc, key_hash(key), key);
+	struct dc_entry *e = dc_find(dc, dc_key_hash(key), key);
 	if (e && e->state == DC_READY) {
 		*size = e->size;
 		pthread_mutex_unlock(&dc->lock);
@@ -1189,182 +808,6 @@ static const struct objstore_ops dc_ops = {
     .view_unpin = dc_view_unpin,
     .close = dc_close,
 };
-
-/* ---- index rebuild at open ---- */
-
-struct scan {
-	struct diskcache *dc;
-	uint16_t dir;
-	struct dc_entry **all; /* for sorting by last use */
-	size_t n, cap;
-	size_t temps; /* leftover temp files removed */
-	char key[KEY_MAX + 2];
-};
-
-static int name_ok(const char *name)
-{
-	for (const char *c = name; *c; c++) {
-		unsigned char ch = (unsigned char)*c;
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || strchr("-_.~+=,@:", ch)))
-			return 0;
-	}
-	return 1;
-}
-
-static int scan_add(struct scan *sc, size_t klen, const struct stat *st)
-{
-	struct diskcache *dc = sc->dc;
-	uint64_t h = key_hash(sc->key);
-
-	/* also in another directory (the list changed) */
-	if (find(dc, h, sc->key))
-		return 0;
-	if (sc->n == sc->cap) {
-		size_t cap = sc->cap ? sc->cap * 2 : 1024;
-		struct dc_entry **all = realloc(sc->all, cap * sizeof(*all));
-		if (!all)
-			return ENOMEM;
-		sc->all = all;
-		sc->cap = cap;
-	}
-	struct dc_entry *e = entry_new(sc->key, klen);
-	if (!e)
-		return ENOMEM;
-	e->size = (uint64_t)st->st_size;
-	e->last_use = (int64_t)st->st_mtim.tv_sec;
-	e->dir = sc->dir;
-	e->state = DC_READY;
-	hash_insert(&dc->index, &e->hn, h);
-	sc->all[sc->n++] = e;
-	dc->st.entries++;
-	dc->st.bytes += e->size;
-	return 0;
-}
-
-/* Index directory dfd (consumed), whose key prefix is sc->key[0..klen). */
-static int scan_dir(struct scan *sc, int dfd, size_t klen)
-{
-	DIR *dir = fdopendir(dfd);
-	struct dirent *de;
-	int err = 0;
-
-	if (!dir) {
-		err = errno;
-		close(dfd);
-		return err;
-	}
-	while (!err) {
-		errno = 0;
-		if (!(de = readdir(dir))) {
-			err = errno;
-			break;
-		}
-		const char *name = de->d_name;
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
-			continue;
-		unsigned type = de->d_type;
-		struct stat st;
-		int have_st = 0;
-		if (type == DT_UNKNOWN) {
-			if (fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW))
-				continue;
-			have_st = 1;
-			type = S_ISDIR(st.st_mode)   ? DT_DIR
-			       : S_ISREG(st.st_mode) ? DT_REG
-						     : DT_UNKNOWN;
-		}
-		if (!strncmp(name, TMP_PREFIX, TMP_PREFIX_LEN)) {
-			if (type == DT_REG && !unlinkat(dirfd(dir), name, 0))
-				sc->temps++;
-			continue;
-		}
-		size_t nlen = strlen(name);
-		if (klen + nlen > KEY_MAX || !name_ok(name))
-			continue; /* not ours: no key maps to it */
-		memcpy(sc->key + klen, name, nlen + 1);
-		if (type == DT_DIR) {
-			int sub = openat(dirfd(dir), name,
-					 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (sub < 0)
-				continue;
-			sc->key[klen + nlen] = '/';
-			sc->key[klen + nlen + 1] = '\0';
-			err = scan_dir(sc, sub, klen + nlen + 1);
-		} else if (type == DT_REG) {
-			if (!have_st &&
-			    fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW))
-				continue;
-			if (S_ISREG(st.st_mode))
-				err = scan_add(sc, klen + nlen, &st);
-		}
-	}
-	closedir(dir);
-	return err;
-}
-
-static int by_last_use(const void *a, const void *b)
-{
-	const struct dc_entry *x = *(struct dc_entry *const *)a;
-	const struct dc_entry *y = *(struct dc_entry *const *)b;
-
-	return (x->last_use > y->last_use) - (x->last_use < y->last_use);
-}
-
-/* Walk every directory into the index; LRU order by mtime; trim to the
- * size limit (the limit may have been lowered since the last mount). */
-static int rebuild(struct diskcache *dc)
-{
-	struct timespec t0, t1;
-	struct scan *sc = calloc(1, sizeof(*sc));
-	struct dc_list victims = TAILQ_HEAD_INITIALIZER(victims);
-	int err = 0;
-
-	if (!sc)
-		return ENOMEM;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	sc->dc = dc;
-	for (size_t i = 0; i < dc->ndirs && !err; i++) {
-		int dfd = openat(dc->dirs[i].fd, ".",
-				 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0) {
-			err = errno;
-			log_err("cannot read cache directory '%s': %s",
-				dc->dirs[i].path, strerror(err));
-			break;
-		}
-		sc->dir = (uint16_t)i;
-		sc->key[0] = '\0';
-		if ((err = scan_dir(sc, dfd, 0)))
-			log_err("cannot index cache directory '%s': %s",
-				dc->dirs[i].path, strerror(err));
-	}
-	if (err)
-		goto free_sc;
-	if (sc->n)
-		qsort(sc->all, sc->n, sizeof(*sc->all), by_last_use);
-	for (size_t i = 0; i < sc->n; i++)
-		TAILQ_INSERT_HEAD(&dc->lru, sc->all[i], link);
-	while (dc->st.bytes > dc->o.size) {
-		struct dc_entry *e = TAILQ_LAST(&dc->lru, dc_list);
-		retire(dc, e);
-		STAT_ADD(dc, evictions, 1);
-		TAILQ_INSERT_HEAD(&victims, e, link);
-	}
-	reap(dc, &victims);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	log_info("disk cache: indexed %" PRIu64 " entries, %" PRIu64
-		 " bytes in %zu director%s in %.3f s (%zu temp files removed)",
-		 dc->st.entries, dc->st.bytes, dc->ndirs,
-		 dc->ndirs == 1 ? "y" : "ies",
-		 (double)(t1.tv_sec - t0.tv_sec) +
-		     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-		 sc->temps);
-free_sc:
-	free(sc->all);
-	free(sc);
-	return err;
-}
 
 /* ---- open ---- */
 
@@ -1491,16 +934,16 @@ int diskcache_open(struct objstore *backend, const struct diskcache_opts *o,
 		goto free_dc;
 	if ((err = open_dirs(dc, o->dirs, o->ns)))
 		goto free_dc;
-	if ((err = rebuild(dc)))
+	if ((err = dc_rebuild(dc)))
 		goto free_dc;
 	for (size_t i = 0; i < dc->ndirs; i++) {
 		struct dc_space *sp = dc->dirs[i].sp;
 		if (sp != &dc->dirs[i].own)
 			continue; /* an earlier dir's disk, said already */
-		refresh_space(dc, sp);
+		dc_refresh_space(dc, sp);
 		pthread_mutex_lock(&dc->lock);
-		int low = space_low(dc, sp);
-		double pct = free_pct(sp);
+		int low = dc_space_low(dc, sp);
+		double pct = dc_free_pct(sp);
 		pthread_mutex_unlock(&dc->lock);
 		if (low)
 			log_warn("disk cache '%s': %.1f%% of its disk is free, "
@@ -1566,7 +1009,7 @@ int diskcache_contains(struct objstore *cache, const char *key)
 		return 0;
 	struct diskcache *dc = dc_of(cache);
 	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *e = find(dc, key_hash(key), key);
+	struct dc_entry *e = dc_find(dc, dc_key_hash(key), key);
 	int yes = e && e->state == DC_READY;
 	pthread_mutex_unlock(&dc->lock);
 	return yes;
