@@ -208,21 +208,15 @@ const char *mount_cmdline_mountpoint(int argc, char **argv)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* Overwrite the password of a redis://user:PASSWORD@host URL in place, so
- * that ps and /proc/PID/cmdline no longer show it (the caller keeps a copy). */
+/* Overwrite the password of META_URL in place (the bytes
+ * meta_url_redact hides: '/', '@' and ':' in it included), so that ps and
+ * /proc/PID/cmdline no longer show it (the caller keeps a copy). */
 static void hide_password(char *url)
 {
-	char *auth = strstr(url, "://"), *at, *colon;
+	size_t off, len;
 
-	if (!auth)
-		return;
-	auth += 3;
-	at = memchr(auth, '@', strcspn(auth, "/"));
-	if (!at)
-		return;
-	colon = memchr(auth, ':', (size_t)(at - auth));
-	if (colon)
-		memset(colon + 1, '*', (size_t)(at - colon - 1));
+	if (meta_url_password(url, &off, &len))
+		memset(url + off, '*', len);
 }
 
 /* "a:/b" -> "/cwd/a:/b" into out; ENAMETOOLONG if it does not fit. */

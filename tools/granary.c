@@ -15,6 +15,8 @@
  * command wants the reason a call failed, not the chatter. Commands that
  * run for long (mount) choose their own log target. */
 #define CMD_LOG_STDERR 0x1
+/* Plumbing for scripts of ours (mount.granary): not in the list. */
+#define CMD_HIDDEN 0x2
 
 struct cmd {
 	const char *name;
@@ -58,6 +60,8 @@ static const struct cmd commands[] = {
      "set, show, list, remove and check directory quotas"},
     {"key", cmd_key, CMD_LOG_STDERR,
      "change the key file an encrypted volume opens with"},
+    {"redact-url", cmd_redact, CMD_LOG_STDERR | CMD_HIDDEN,
+     "print metadata URLs read from stdin with their passwords hidden"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -78,7 +82,9 @@ static int main_usage(int status)
 		   "\n"
 		   "commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "   %-10s %s\n", commands[i].name, commands[i].help);
+		if (!(commands[i].flags & CMD_HIDDEN))
+			fprintf(f, "   %-10s %s\n", commands[i].name,
+				commands[i].help);
 	fprintf(f, "\n"
 		   "'granary help COMMAND' or 'granary COMMAND --help' "
 		   "describes one command.\n"
