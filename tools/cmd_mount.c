@@ -220,6 +220,49 @@ static void hide_password(char *url)
 		memset(url + off, '*', len);
 }
 
+/*
+ * The secrets the environment may hand a mount. /proc/PID/environ shows
+ * the bytes the process started with for all its life (unsetenv only
+ * drops a pointer), so each value is overwritten in place once read: the
+ * passphrase before anything starts, the others (read by fs_mount while
+ * it opens the metadata and the stores) once the mount is up. The names
+ * stay, empty: unset for every reader, and no thread reading the
+ * environment meanwhile sees its array move.
+ */
+static const char *const env_secrets[] = {
+    "GRANARY_META_PASSWORD", "GRANARY_SENTINEL_PASSWORD",
+    "GRANARY_S3_SECRET_KEY", "GRANARY_S3_SESSION_TOKEN",
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+};
+
+static void env_wipe(const char *name)
+{
+	char *v = getenv(name);
+
+	if (v)
+		explicit_bzero(v, strlen(v));
+}
+
+/* name=value out of the environment and overwritten, name too. */
+static void env_drop(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (char **e = environ; *e; e++)
+		if (!strncmp(*e, name, n) && (*e)[n] == '=') {
+			char *entry = *e;
+			unsetenv(name);
+			explicit_bzero(entry, strlen(entry));
+			return;
+		}
+}
+
+static void env_wipe_secrets(void)
+{
+	for (size_t i = 0; i < sizeof(env_secrets) / sizeof(*env_secrets); i++)
+		env_wipe(env_secrets[i]);
+}
+
 /* "a:/b" -> "/cwd/a:/b" into out; ENAMETOOLONG if it does not fit. */
 static int absolute_dirs(const char *dirs, char *out, size_t cap)
 {
@@ -340,6 +383,8 @@ static void on_ready(void *arg, int err, const char *msg)
 		msg = gr_strerror(err);
 	r->told = 1;
 	r->up = !err;
+	if (!err)
+		env_wipe_secrets(); /* read by now: the mount is up */
 	if (r->foreground) {
 		if (err) {
 			cli_error("cannot mount '%s': %s", r->mountpoint, msg);
@@ -782,6 +827,9 @@ int cmd_mount(int argc, char **argv)
 		goto free_opts;
 	if (!foreground && strcmp(mp_arg, mp))
 		reexec_canonical(argc, argv, mp_arg, mp);
+	/* read, and the run again is past: gone, name and all (no thread
+	 * runs yet that could read the environment) */
+	env_drop("GRANARY_ENCRYPT_PASSPHRASE");
 
 	meta_url = strdup(argv[optind]);
 	if (!meta_url) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "lib/log.h"
 #include "tools/cli.h"
@@ -92,10 +93,28 @@ static int main_usage(int status)
 	return status;
 }
 
+/* Keys live in this process's memory (S3 secrets, a volume's key, Redis
+ * passwords): no core file may hold them, and no other process of the
+ * user may read them (ptrace, /proc/PID/mem and environ, which become
+ * root's). GRANARY_CORE_DUMPS=1 keeps the process dumpable, to debug a
+ * crash with its core. */
+static void secrets_protect(void)
+{
+	const char *e = getenv("GRANARY_CORE_DUMPS");
+
+	if (e && !strcmp(e, "1"))
+		return;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		cli_error("warning: cannot make the process non-dumpable "
+			  "(a core file could hold keys): %s",
+			  strerror(errno));
+}
+
 static int run(const struct cmd *c, int argc, char **argv)
 {
 	int ret;
 
+	secrets_protect();
 	/* the commands print their own one-line errors; the library's log
 	 * lines (with timestamps) are details, shown with GRANARY_DEBUG=1 */
 	if (c->flags & CMD_LOG_STDERR) {
