@@ -22,6 +22,7 @@
 #include "lib/workq.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_scan.h"
+#include "meta/meta_volume.h"
 
 #define R_SLICE	  0x01 /* a slice with a live reference */
 #define R_PACK	  0x02 /* a pack with a live frame or a staged name */
@@ -29,7 +30,8 @@
 #define R_COUNTED 0x08 /* a packed slice: its frame is in its pack's live */
 #define R_REWRITE 0x10 /* a pack to rewrite (compact) */
 
-#define TEMP_MIN_AGE 3600 /* seconds: the youngest temp file taken as stale */
+#define TEMP_MIN_AGE  3600 /* seconds: the youngest temp file taken as stale */
+#define RECLAIM_BATCH 256  /* dead records handed out at a time */
 
 /* One referenced id; the hash is the id itself (ids are unique). */
 struct ref {
@@ -390,14 +392,86 @@ static int delete_leaked(struct gc *g)
 	return err;
 }
 
+/* ---- reclamation ------------------------------------------------------- */
+
+/* A chunk store over g's store, of the volume's block size. */
+static int open_chunkstore(struct gc *g, struct chunkstore **cs)
+{
+	struct chunkstore_opts co = {.block_size = g->o->block_size,
+				     .compress = g->o->compress};
+	struct meta_volume v;
+
+	if (!co.block_size) {
+		int err = meta_load_volume(g->m, &v);
+		if (err)
+			return err;
+		co.block_size = v.block_size;
+		co.compress = v.compress;
+	}
+	return chunkstore_open(g->store, &co, cs);
+}
+
+/*
+ * What mounted read-write clients do in the background, for a volume that
+ * may have none: the deleted files' chunk lists dropped, the dead slices
+ * and packs handed out and their objects deleted, the slices compactions
+ * replaced once their delay is over, and all of those with min_age 0 when
+ * no session is alive (nobody can hold an old chunk list then). Each dead
+ * record is handed to one caller only: safe beside clients doing it too.
+ */
+static int reclaim(struct gc *g)
+{
+	struct meta_slice dead[RECLAIM_BATCH];
+	struct chunkstore *cs;
+	uint64_t moved = 0, left, clients;
+	size_t n;
+	int err = open_chunkstore(g, &cs);
+
+	if (err)
+		return err;
+	do {
+		if (g->o->min_age == 0 &&
+		    (err = meta_reclaim_delayed(g->m, RECLAIM_BATCH, &moved,
+						&left, &clients)))
+			break;
+		do {
+			err = meta_reclaim(g->m, dead, RECLAIM_BATCH, &n);
+			for (size_t i = 0; i < n && !err; i++) {
+				const struct meta_slice *d = &dead[i];
+				int e =
+				    d->pack
+					? chunkstore_delete_pack(cs, d->pack)
+					: chunkstore_delete(cs, d->id, d->size);
+				tick(g);
+				if (e) {
+					/* its record is gone: a later gc
+					 * finds the object leaked */
+					log_err("gc: cannot delete %s %" PRIu64
+						": %s",
+						d->pack ? "pack" : "slice",
+						d->pack ? d->pack : d->id,
+						gr_strerror(e));
+					atomic_fetch_add(&g->delete_errors, 1);
+					continue;
+				}
+				g->r->reclaimed++;
+			}
+		} while (!err && n);
+	} while (!err && moved);
+	if (!err)
+		err = meta_reclaim_delayed(g->m, 0, &moved, &g->r->delayed,
+					   &g->r->delayed_clients);
+	g->r->delete_errors = atomic_load(&g->delete_errors);
+	chunkstore_close(cs);
+	return err;
+}
+
 /* ---- compaction -------------------------------------------------------- */
 
 static int compact_long(struct gc *g)
 {
-	struct chunkstore_opts co = {.block_size = g->o->block_size,
-				     .compress = g->o->compress};
 	struct chunkstore *cs;
-	int err = chunkstore_open(g->store, &co, &cs);
+	int err = open_chunkstore(g, &cs);
 
 	if (err)
 		return err;
@@ -573,6 +647,12 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 	if (err)
 		return err;
 
+	if (o->delete) {
+		phase(&g, "reclaim");
+		err = reclaim(&g);
+		if (err)
+			goto out;
+	}
 	phase(&g, "metadata");
 	g.walk = 1;
 	err = meta_scan_refs(m, on_ref, &g);
@@ -605,6 +685,7 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 		phase(&g, "rewrite packs");
 		err = rewrite_packs(&g);
 	}
+out:
 	phase(&g, "done");
 
 	free(g.cands);

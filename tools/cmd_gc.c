@@ -27,7 +27,11 @@ static const char usage[] =
     "write, for one) and the dead bytes inside packs. Safe beside mounted\n"
     "clients, also with --delete.\n"
     "\n"
-    "  -d, --delete        delete the leaked objects\n"
+    "  -d, --delete        delete the leaked objects; first reclaim what\n"
+    "                      mounted clients reclaim (deleted files, dead\n"
+    "                      slices, the slices compactions replaced once\n"
+    "                      their hour is over: all of them with\n"
+    "                      --min-age 0 when no client is mounted)\n"
     "  -c, --compact       rewrite every chunk whose slice list has grown\n"
     "                      long (clients do it for what they write)\n"
     "  -a, --min-age DUR   an object nothing references is leaked only when\n"
@@ -103,9 +107,6 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
 	       ", \"temps_deleted\": %" PRIu64,
 	       r->temps, r->temps_bytes, r->temps_deleted);
-	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
-	       ", \"temps_deleted\": %" PRIu64,
-	       r->temps, r->temps_bytes, r->temps_deleted);
 	printf(", \"packs\": %" PRIu64 ", \"pack_bytes\": %" PRIu64
 	       ", \"pack_dead_bytes\": %" PRIu64
 	       ", \"packs_half_dead\": %" PRIu64,
@@ -113,6 +114,9 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"deleted\": %" PRIu64 ", \"deleted_bytes\": %" PRIu64
 	       ", \"delete_errors\": %" PRIu64,
 	       r->deleted, r->deleted_bytes, r->delete_errors);
+	printf(", \"reclaimed\": %" PRIu64 ", \"delayed\": %" PRIu64
+	       ", \"delayed_clients\": %" PRIu64,
+	       r->reclaimed, r->delayed, r->delayed_clients);
 	printf(", \"long_chunks\": %" PRIu64 ", \"compacted\": %" PRIu64
 	       ", \"records_before\": %" PRIu64 ", \"records_after\": %" PRIu64
 	       ", \"compacted_bytes\": %" PRIu64
@@ -197,6 +201,19 @@ static void human(const struct meta_volume *v, const char *shown,
 		       r->long_chunks);
 	}
 	if (o->delete) {
+		printf("reclaimed %" PRIu64 " dead slices and packs (what "
+		       "mounted clients reclaim)\n",
+		       r->reclaimed);
+		if (r->delayed && r->delayed_clients)
+			printf("delayed   %" PRIu64 " slices compactions "
+			       "replaced wait out their delay: %" PRIu64
+			       " clients are mounted\n",
+			       r->delayed, r->delayed_clients);
+		else if (r->delayed)
+			printf("delayed   %" PRIu64 " slices compactions "
+			       "replaced wait out their delay (--min-age 0 "
+			       "takes them when no client is mounted)\n",
+			       r->delayed);
 		cli_format_size(r->deleted_bytes, a, sizeof a);
 		printf("deleted   %" PRIu64 " objects, %s; %" PRIu64
 		       " could not be deleted\n",

@@ -4,8 +4,9 @@
  * database 7) and an in-memory store: a chunk of hundreds of small
  * appends becomes one slice with the same bytes; records appended during
  * a compaction stay, a truncate makes it give up; the replaced slices
- * wait out their delay before reclamation hands them out; random
- * overwrites and holes read back the same after a compaction.
+ * wait out their delay before reclamation hands them out (or gc --delete,
+ * ahead of it when nobody is mounted); random overwrites and holes read
+ * back the same after a compaction.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -30,13 +31,13 @@
 static struct meta *m;
 static struct objstore *store;
 static struct chunkstore *cs;
+static char url[4200];
 
 static void setup(void)
 {
 	const char *u = getenv("GRANARY_TEST_REDIS");
 	struct meta_volume v = {.block_size = BS};
 	struct chunkstore_opts co = {.block_size = BS};
-	char url[4200];
 
 	if (!u || strncmp(u, "unix://", 7))
 		cr_skip_test("GRANARY_TEST_REDIS unset (no redis to test on)");
@@ -412,4 +413,72 @@ Test(compact, a_copy_keeps_the_shared_slices)
 	cr_expect_eq(total, N, "%zu slices reclaimed after the copy went",
 		     total);
 	expect_reads(a, shadow, sizeof shadow, 1);
+}
+
+/* Whether the one block of a slice of len bytes (< BS) is in the store. */
+static int block_there(uint64_t id, uint32_t len)
+{
+	char key[128];
+	uint64_t size;
+
+	chunkstore_key(id, 0, len, key, sizeof key);
+	return objstore_head(store, key, &size) == 0;
+}
+
+/* granary gc --delete does what a mounted client's reclaimer does, for a
+ * volume nobody mounts: the slices a compaction replaced go once their
+ * delay is over, whatever --min-age; before it, only with --min-age 0 and
+ * no live session (a reader holding the old list is a mounted client). */
+Test(compact, gc_delete_reclaims_the_replaced_slices)
+{
+	enum { N = 100, PIECE = 500 };
+	static char shadow[N * PIECE];
+	uint64_t a = mkfile("a"), b = mkfile("b"), ida[N], idb[N];
+	struct gc_opts o = {.min_age = 3600, .delete = 1, .block_size = BS};
+	struct compact_result r;
+	struct gc_report g;
+	struct meta *client;
+
+	fill(shadow, sizeof shadow, 5);
+	for (int i = 0; i < N; i++) {
+		ida[i] = put(a, i * PIECE, shadow + i * PIECE, PIECE);
+		idb[i] = put(b, i * PIECE, shadow + i * PIECE, PIECE);
+	}
+	cr_assert_eq(compact_chunk(m, cs, a, 0, 0, 0, &r), 0); /* an hour */
+	cr_assert_eq(r.after, 1);
+	cr_assert_eq(compact_chunk(m, cs, b, 0, 0, 1, &r), 0); /* 1 s */
+	cr_assert_eq(r.after, 1);
+	sleep(2);
+
+	/* a client is mounted: b's slices are ripe and go, a's wait */
+	cr_assert_eq(meta_open(url, NULL, &client), 0);
+	cr_assert_eq(meta_session_open(client, "/mnt/elsewhere"), 0);
+	cr_assert_eq(gc_run(m, store, &o, &g), 0);
+	cr_expect_eq(g.reclaimed, N, "reclaimed %" PRIu64, g.reclaimed);
+	cr_expect_eq(g.delayed, N, "delayed %" PRIu64, g.delayed);
+	cr_expect_eq(g.delete_errors, 0);
+	cr_expect(block_there(ida[0], PIECE) && block_there(ida[N - 1], PIECE));
+	cr_expect(!block_there(idb[0], PIECE) && !block_there(idb[N - 1], PIECE));
+	/* --min-age 0 does not take a's while it may read them */
+	o.min_age = 0;
+	cr_assert_eq(gc_run(m, store, &o, &g), 0);
+	cr_expect_eq(g.reclaimed, 0);
+	cr_expect_eq(g.delayed, N);
+	cr_expect_eq(g.delayed_clients, 1);
+	cr_expect(block_there(ida[0], PIECE));
+
+	/* nobody mounted: --min-age 0 takes them all; the files read the
+	 * same from their fresh slices */
+	meta_close(client);
+	cr_assert_eq(gc_run(m, store, &o, &g), 0);
+	cr_expect_eq(g.reclaimed, N, "reclaimed %" PRIu64, g.reclaimed);
+	cr_expect_eq(g.delayed, 0);
+	cr_expect_eq(g.delete_errors, 0);
+	for (int i = 0; i < N; i++)
+		cr_expect(!block_there(ida[i], PIECE), "slice %d is left", i);
+	expect_reads(a, shadow, sizeof shadow, 1);
+	expect_reads(b, shadow, sizeof shadow, 1);
+	cr_assert_eq(gc_run(m, store, &o, &g), 0);
+	cr_expect_eq(g.leaked, 0);
+	cr_expect_eq(g.reclaimed, 0);
 }
