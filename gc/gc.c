@@ -60,6 +60,12 @@ struct move {
 	struct meta_slice s;
 };
 
+/* A pack a rewrite replaced, and when (meta_scan_retired). */
+struct retired {
+	uint64_t pack;
+	int64_t when;
+};
+
 /* An object nothing referenced when the store was listed. */
 struct cand {
 	struct chunkstore_keyinfo k;
@@ -88,6 +94,8 @@ struct gc {
 	size_t nrewrite; /* packs flagged R_REWRITE */
 	struct move *moves;
 	size_t nmove, capmove;
+	struct retired *retired; /* sorted by pack */
+	size_t nretired, capretired;
 	const char *phase;
 	/* deletes, counted by the workers */
 	_Atomic uint64_t deleted, deleted_bytes, delete_errors;
@@ -216,6 +224,38 @@ static const struct ref *referenced(struct gc *g,
 
 /* ---- the listing ------------------------------------------------------- */
 
+static int on_retired(void *arg, uint64_t pack, int64_t when)
+{
+	struct gc *g = arg;
+
+	if (g->nretired == g->capretired) {
+		size_t cap = g->capretired ? 2 * g->capretired : 64;
+		struct retired *v = realloc(g->retired, cap * sizeof *v);
+		if (!v)
+			return ENOMEM;
+		g->retired = v;
+		g->capretired = cap;
+	}
+	g->retired[g->nretired++] = (struct retired){pack, when};
+	return 0;
+}
+
+static int by_pack(const void *a, const void *b)
+{
+	uint64_t x = ((const struct retired *)a)->pack;
+	uint64_t y = ((const struct retired *)b)->pack;
+	return (x > y) - (x < y);
+}
+
+/* When a rewrite replaced pack, or 0. */
+static int64_t retired_at(const struct gc *g, uint64_t pack)
+{
+	struct retired key = {pack, 0};
+	const struct retired *r =
+	    bsearch(&key, g->retired, g->nretired, sizeof *g->retired, by_pack);
+	return r ? r->when : 0;
+}
+
 static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
 	struct gc *g = arg;
@@ -251,9 +291,13 @@ static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 		}
 		return 0;
 	}
-	if (g->now - mtime < g->o->min_age) {
+	/* a pack a rewrite replaced is as old as the rewrite: a reader
+	 * holding its old records reads it for min_age from then on */
+	int64_t since = k.pack ? retired_at(g, k.id) : 0;
+	if (g->now - (since > mtime ? since : mtime) < g->o->min_age) {
 		r->young++;
 		r->young_bytes += size;
+		r->retired += since > 0;
 		return 0;
 	}
 	r->leaked++;
@@ -570,7 +614,11 @@ static int rewrite_pack(struct gc *g, struct move *mv, size_t n)
 		memcpy(dst + at, (char *)src + s->poff, s->plen);
 		at += s->plen;
 	}
-	err = meta_new_slice_id(g->m, &pack);
+	/* its age starts now, before any record moves (again once they
+	 * have: then readers of the old records have min_age from there) */
+	err = meta_pack_retire(g->m, old);
+	if (!err)
+		err = meta_new_slice_id(g->m, &pack);
 	if (!err)
 		err = meta_pack_total(g->m, pack, total, NULL);
 	chunkstore_pack_key(pack, key, sizeof key);
@@ -591,6 +639,11 @@ static int rewrite_pack(struct gc *g, struct move *mv, size_t n)
 				     &k);
 		moved += k;
 	}
+	if (moved && meta_pack_retire(g->m, old))
+		log_warn("gc: pack %" PRIu64
+			 " is rewritten, and its age counts "
+			 "from just before",
+			 old);
 	if (!moved && !err) {
 		/* every record changed meanwhile: the copy serves nothing */
 		objstore_del(g->store, key);
@@ -654,6 +707,10 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 			goto out;
 	}
 	phase(&g, "metadata");
+	err = meta_scan_retired(m, on_retired, &g);
+	if (err)
+		goto out;
+	qsort(g.retired, g.nretired, sizeof *g.retired, by_pack);
 	g.walk = 1;
 	err = meta_scan_refs(m, on_ref, &g);
 	if (!err)
@@ -691,6 +748,7 @@ out:
 	free(g.cands);
 	free(g.longs);
 	free(g.moves);
+	free(g.retired);
 	hash_release(&g.refs);
 	while (!SLIST_EMPTY(&g.chunks)) {
 		struct ref_chunk *c = SLIST_FIRST(&g.chunks);

@@ -26,7 +26,8 @@
  * dead and older than min_age has its live frames copied into a new pack
  * and its records moved there (one script per chunk list); the old pack,
  * referenced by nothing then, is deleted by a later gc once min_age has
- * passed (a reader holding the old records keeps reading it meanwhile).
+ * passed since the rewrite (not since its upload: a reader holding the
+ * old records keeps reading it meanwhile; meta_pack_retire notes when).
  *
  * Memory: about 40 bytes per slice and pack referenced, and 40 bytes per
  * unreferenced object found (and 16 per chunk to compact).
@@ -53,6 +54,8 @@ struct gc_report {
 	uint64_t leaked, leaked_bytes; /* unreferenced, older than min_age */
 	int64_t leaked_oldest;	       /* its time (unix seconds); 0: none */
 	uint64_t young, young_bytes;   /* unreferenced, younger: left */
+	uint64_t retired; /* of those, packs a rewrite replaced less than
+			     min_age ago (their age counts from it) */
 	uint64_t other, other_bytes;   /* keys that are no object of ours */
 	/* temp files of puts a crash left half done (file:// pools), older
 	 * than min_age and an hour; with delete: those deleted */

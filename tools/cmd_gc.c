@@ -100,8 +100,9 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"leaked\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
 	       ", \"leaked_oldest\": %" PRId64,
 	       r->leaked, r->leaked_bytes, r->leaked_oldest);
-	printf(", \"young\": %" PRIu64 ", \"young_bytes\": %" PRIu64, r->young,
-	       r->young_bytes);
+	printf(", \"young\": %" PRIu64 ", \"young_bytes\": %" PRIu64
+	       ", \"retired\": %" PRIu64,
+	       r->young, r->young_bytes, r->retired);
 	printf(", \"other\": %" PRIu64 ", \"other_bytes\": %" PRIu64, r->other,
 	       r->other_bytes);
 	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
@@ -159,6 +160,11 @@ static void human(const struct meta_volume *v, const char *shown,
 		       "nothing but newer than --min-age %" PRId64
 		       " s: left alone\n",
 		       r->young, a, o->min_age);
+		if (r->retired)
+			printf("          (%" PRIu64 " of them packs gc "
+			       "--compact rewrote: their age counts from the "
+			       "rewrite)\n",
+			       r->retired);
 	}
 	if (r->other) {
 		cli_format_size(r->other_bytes, a, sizeof a);
