@@ -47,6 +47,7 @@ int cmd_redact(int argc, char **argv)
 		}
 		meta_url_redact(line, shown, scap);
 		puts(shown);
+		fflush(stdout); /* a line at a time, for a script on a pipe */
 	}
 	if (line)
 		explicit_bzero(line, cap);

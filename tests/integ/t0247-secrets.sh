@@ -43,17 +43,20 @@ umount_vol "$M"
 ok "a mount's environment no longer holds the passphrase nor the S3 secret once it is up"
 
 # dumpable: /proc/PID/ of a process that is not belongs to root; a granary
-# process run as nobody (redact-url waits on its stdin) shows it
-mkfifo "$TMP/fifo"
+# process run as nobody (redact-url, answering lines of its stdin: an
+# answer shows it is past its start) shows it
+mkfifo "$TMP/in" "$TMP/out"
 owner_of() { # owner_of [ENV=VALUE]: the owner of its /proc/PID/environ
-	local p
+	local p line
 	env "$@" setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-		"$GRANARY" redact-url <"$TMP/fifo" >/dev/null &
+		"$GRANARY" redact-url <"$TMP/in" >"$TMP/out" &
 	p=$!
-	exec 3>"$TMP/fifo"
-	wait_until 10 grep -qx granary "/proc/$p/comm" || fail "granary did not start"
+	exec 3>"$TMP/in" 4<"$TMP/out"
+	echo "redis://:pw@127.0.0.1/1" >&3
+	read -r -t 10 line <&4 || fail "granary redact-url did not answer"
+	[ "$line" = "redis://:****@127.0.0.1/1" ] || fail "granary redact-url: '$line'"
 	stat -c %U "/proc/$p/environ"
-	exec 3>&-
+	exec 3>&- 4<&-
 	wait "$p"
 }
 check_eq "$(owner_of X=1)" root "owner of /proc/PID of a granary process run as nobody"
