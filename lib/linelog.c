@@ -172,7 +172,8 @@ int linelog_open(const char *path, size_t cap, struct linelog **out)
 		struct stat st;
 		l->fd = open_log(path);
 		err = l->fd < 0 ? errno : 0;
-		if (!err && !fstat(l->fd, &st) && (st.st_mode & S_IROTH))
+		if (!err && !fstat(l->fd, &st) && S_ISREG(st.st_mode) &&
+		    (st.st_mode & S_IROTH))
 			log_warn("the access log '%s' is readable by everyone, "
 				 "and holds file names: chmod o-r '%s'",
 				 path, path);

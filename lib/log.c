@@ -121,6 +121,10 @@ static int open_file(const char *path, mode_t mode, uint64_t *size, int *others)
 			fchmod(fd, mode);
 	} else if (errno == EEXIST) { /* there: its mode is the operator's */
 		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) /* a dangling symlink */
+			fd = open(path,
+				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				  mode ? mode : LOG_FILE_MODE);
 	}
 	if (fd < 0)
 		return -1;
@@ -128,7 +132,7 @@ static int open_file(const char *path, mode_t mode, uint64_t *size, int *others)
 	*others = 0;
 	if (!fstat(fd, &st)) {
 		*size = (uint64_t)st.st_size;
-		*others = (st.st_mode & S_IROTH) != 0;
+		*others = S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
 	}
 	return fd;
 }
