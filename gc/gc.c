@@ -22,6 +22,7 @@
 #include "lib/workq.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_scan.h"
+#include "meta/meta_volume.h"
 
 #define R_SLICE	  0x01 /* a slice with a live reference */
 #define R_PACK	  0x02 /* a pack with a live frame or a staged name */
@@ -29,7 +30,8 @@
 #define R_COUNTED 0x08 /* a packed slice: its frame is in its pack's live */
 #define R_REWRITE 0x10 /* a pack to rewrite (compact) */
 
-#define TEMP_MIN_AGE 3600 /* seconds: the youngest temp file taken as stale */
+#define TEMP_MIN_AGE  3600 /* seconds: the youngest temp file taken as stale */
+#define RECLAIM_BATCH 256  /* dead records handed out at a time */
 
 /* One referenced id; the hash is the id itself (ids are unique). */
 struct ref {
@@ -56,6 +58,12 @@ struct move {
 	uint64_t ino;
 	uint32_t idx;
 	struct meta_slice s;
+};
+
+/* A pack a rewrite replaced, and when (meta_scan_retired). */
+struct retired {
+	uint64_t pack;
+	int64_t when;
 };
 
 /* An object nothing referenced when the store was listed. */
@@ -86,6 +94,8 @@ struct gc {
 	size_t nrewrite; /* packs flagged R_REWRITE */
 	struct move *moves;
 	size_t nmove, capmove;
+	struct retired *retired; /* sorted by pack */
+	size_t nretired, capretired;
 	const char *phase;
 	/* deletes, counted by the workers */
 	_Atomic uint64_t deleted, deleted_bytes, delete_errors;
@@ -214,6 +224,38 @@ static const struct ref *referenced(struct gc *g,
 
 /* ---- the listing ------------------------------------------------------- */
 
+static int on_retired(void *arg, uint64_t pack, int64_t when)
+{
+	struct gc *g = arg;
+
+	if (g->nretired == g->capretired) {
+		size_t cap = g->capretired ? 2 * g->capretired : 64;
+		struct retired *v = realloc(g->retired, cap * sizeof *v);
+		if (!v)
+			return ENOMEM;
+		g->retired = v;
+		g->capretired = cap;
+	}
+	g->retired[g->nretired++] = (struct retired){pack, when};
+	return 0;
+}
+
+static int by_pack(const void *a, const void *b)
+{
+	uint64_t x = ((const struct retired *)a)->pack;
+	uint64_t y = ((const struct retired *)b)->pack;
+	return (x > y) - (x < y);
+}
+
+/* When a rewrite replaced pack, or 0. */
+static int64_t retired_at(const struct gc *g, uint64_t pack)
+{
+	struct retired key = {pack, 0};
+	const struct retired *r =
+	    bsearch(&key, g->retired, g->nretired, sizeof *g->retired, by_pack);
+	return r ? r->when : 0;
+}
+
 static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 {
 	struct gc *g = arg;
@@ -249,9 +291,13 @@ static int on_object(void *arg, const char *key, uint64_t size, int64_t mtime)
 		}
 		return 0;
 	}
-	if (g->now - mtime < g->o->min_age) {
+	/* a pack a rewrite replaced is as old as the rewrite: a reader
+	 * holding its old records reads it for min_age from then on */
+	int64_t since = k.pack ? retired_at(g, k.id) : 0;
+	if (g->now - (since > mtime ? since : mtime) < g->o->min_age) {
 		r->young++;
 		r->young_bytes += size;
+		r->retired += since > 0;
 		return 0;
 	}
 	r->leaked++;
@@ -390,14 +436,86 @@ static int delete_leaked(struct gc *g)
 	return err;
 }
 
+/* ---- reclamation ------------------------------------------------------- */
+
+/* A chunk store over g's store, of the volume's block size. */
+static int open_chunkstore(struct gc *g, struct chunkstore **cs)
+{
+	struct chunkstore_opts co = {.block_size = g->o->block_size,
+				     .compress = g->o->compress};
+	struct meta_volume v;
+
+	if (!co.block_size) {
+		int err = meta_load_volume(g->m, &v);
+		if (err)
+			return err;
+		co.block_size = v.block_size;
+		co.compress = v.compress;
+	}
+	return chunkstore_open(g->store, &co, cs);
+}
+
+/*
+ * What mounted read-write clients do in the background, for a volume that
+ * may have none: the deleted files' chunk lists dropped, the dead slices
+ * and packs handed out and their objects deleted, the slices compactions
+ * replaced once their delay is over, and all of those with min_age 0 when
+ * no session is alive (nobody can hold an old chunk list then). Each dead
+ * record is handed to one caller only: safe beside clients doing it too.
+ */
+static int reclaim(struct gc *g)
+{
+	struct meta_slice dead[RECLAIM_BATCH];
+	struct chunkstore *cs;
+	uint64_t moved = 0, left, clients;
+	size_t n;
+	int err = open_chunkstore(g, &cs);
+
+	if (err)
+		return err;
+	do {
+		if (g->o->min_age == 0 &&
+		    (err = meta_reclaim_delayed(g->m, RECLAIM_BATCH, &moved,
+						&left, &clients)))
+			break;
+		do {
+			err = meta_reclaim(g->m, dead, RECLAIM_BATCH, &n);
+			for (size_t i = 0; i < n && !err; i++) {
+				const struct meta_slice *d = &dead[i];
+				int e =
+				    d->pack
+					? chunkstore_delete_pack(cs, d->pack)
+					: chunkstore_delete(cs, d->id, d->size);
+				tick(g);
+				if (e) {
+					/* its record is gone: a later gc
+					 * finds the object leaked */
+					log_err("gc: cannot delete %s %" PRIu64
+						": %s",
+						d->pack ? "pack" : "slice",
+						d->pack ? d->pack : d->id,
+						gr_strerror(e));
+					atomic_fetch_add(&g->delete_errors, 1);
+					continue;
+				}
+				g->r->reclaimed++;
+			}
+		} while (!err && n);
+	} while (!err && moved);
+	if (!err)
+		err = meta_reclaim_delayed(g->m, 0, &moved, &g->r->delayed,
+					   &g->r->delayed_clients);
+	g->r->delete_errors = atomic_load(&g->delete_errors);
+	chunkstore_close(cs);
+	return err;
+}
+
 /* ---- compaction -------------------------------------------------------- */
 
 static int compact_long(struct gc *g)
 {
-	struct chunkstore_opts co = {.block_size = g->o->block_size,
-				     .compress = g->o->compress};
 	struct chunkstore *cs;
-	int err = chunkstore_open(g->store, &co, &cs);
+	int err = open_chunkstore(g, &cs);
 
 	if (err)
 		return err;
@@ -496,7 +614,11 @@ static int rewrite_pack(struct gc *g, struct move *mv, size_t n)
 		memcpy(dst + at, (char *)src + s->poff, s->plen);
 		at += s->plen;
 	}
-	err = meta_new_slice_id(g->m, &pack);
+	/* its age starts now, before any record moves (again once they
+	 * have: then readers of the old records have min_age from there) */
+	err = meta_pack_retire(g->m, old);
+	if (!err)
+		err = meta_new_slice_id(g->m, &pack);
 	if (!err)
 		err = meta_pack_total(g->m, pack, total, NULL);
 	chunkstore_pack_key(pack, key, sizeof key);
@@ -517,6 +639,11 @@ static int rewrite_pack(struct gc *g, struct move *mv, size_t n)
 				     &k);
 		moved += k;
 	}
+	if (moved && meta_pack_retire(g->m, old))
+		log_warn("gc: pack %" PRIu64
+			 " is rewritten, and its age counts "
+			 "from just before",
+			 old);
 	if (!moved && !err) {
 		/* every record changed meanwhile: the copy serves nothing */
 		objstore_del(g->store, key);
@@ -573,7 +700,17 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 	if (err)
 		return err;
 
+	if (o->delete) {
+		phase(&g, "reclaim");
+		err = reclaim(&g);
+		if (err)
+			goto out;
+	}
 	phase(&g, "metadata");
+	err = meta_scan_retired(m, on_retired, &g);
+	if (err)
+		goto out;
+	qsort(g.retired, g.nretired, sizeof *g.retired, by_pack);
 	g.walk = 1;
 	err = meta_scan_refs(m, on_ref, &g);
 	if (!err)
@@ -605,11 +742,13 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 		phase(&g, "rewrite packs");
 		err = rewrite_packs(&g);
 	}
+out:
 	phase(&g, "done");
 
 	free(g.cands);
 	free(g.longs);
 	free(g.moves);
+	free(g.retired);
 	hash_release(&g.refs);
 	while (!SLIST_EMPTY(&g.chunks)) {
 		struct ref_chunk *c = SLIST_FIRST(&g.chunks);

@@ -13,13 +13,21 @@
  * unreferenced are deleted in parallel; an object that vanished meanwhile
  * is fine. Safe beside mounted clients that are writing.
  *
+ * With delete set, reclamation runs first, as a mounted client's
+ * reclaimer does (a volume nobody mounts has none): the chunk lists of
+ * deleted files are dropped, the dead slices and packs deleted, and the
+ * slices compactions replaced once their delay (META_COMPACT_DELAY) is
+ * over; with min_age 0 and no live session, all of those at once (a reader
+ * holding an old chunk list is a mounted client).
+ *
  * With compact set, every chunk whose slice list has grown long is
  * compacted afterwards (fs/data/compact.h), as clients do in the
  * background for the chunks they write; and every pack more than half
  * dead and older than min_age has its live frames copied into a new pack
  * and its records moved there (one script per chunk list); the old pack,
  * referenced by nothing then, is deleted by a later gc once min_age has
- * passed (a reader holding the old records keeps reading it meanwhile).
+ * passed since the rewrite (not since its upload: a reader holding the
+ * old records keeps reading it meanwhile; meta_pack_retire notes when).
  *
  * Memory: about 40 bytes per slice and pack referenced, and 40 bytes per
  * unreferenced object found (and 16 per chunk to compact).
@@ -46,6 +54,8 @@ struct gc_report {
 	uint64_t leaked, leaked_bytes; /* unreferenced, older than min_age */
 	int64_t leaked_oldest;	       /* its time (unix seconds); 0: none */
 	uint64_t young, young_bytes;   /* unreferenced, younger: left */
+	uint64_t retired; /* of those, packs a rewrite replaced less than
+			     min_age ago (their age counts from it) */
 	uint64_t other, other_bytes;   /* keys that are no object of ours */
 	/* temp files of puts a crash left half done (file:// pools), older
 	 * than min_age and an hour; with delete: those deleted */
@@ -55,6 +65,11 @@ struct gc_report {
 	uint64_t packs, pack_bytes, pack_dead_bytes, packs_half_dead;
 	/* with delete */
 	uint64_t deleted, deleted_bytes, delete_errors;
+	/* with delete: dead slices and packs reclamation handed out (as a
+	 * mounted client's reclaimer does) and gc deleted; the slices
+	 * compactions replaced still waiting for their delay after the run,
+	 * and the live sessions that kept them waiting (min_age 0) */
+	uint64_t reclaimed, delayed, delayed_clients;
 	/* chunk lists of COMPACT_MIN_RECS records or more; with compact:
 	 * those rewritten, their records before and after, bytes rewritten */
 	uint64_t long_chunks, compacted, records_before, records_after;

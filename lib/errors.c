@@ -19,7 +19,8 @@ static const struct {
     {OBJSTORE_ENOBUCKET, "bucket does not exist (create it first, or check "
 			 "the bucket name in the storage URL)"},
     {OBJSTORE_EAUTH, "access key or secret refused by the store (check "
-		     "GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY)"},
+		     "GRANARY_S3_ACCESS_KEY / GRANARY_S3_SECRET_KEY, and the "
+		     "session token of temporary keys)"},
     {OBJSTORE_EUNREACH, "cannot reach the object store (check host, port and "
 			"network; the request failed or timed out after "
 			"retries)"},

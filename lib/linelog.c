@@ -68,9 +68,12 @@ uint64_t linelog_hup_count(void)
 	return (uint64_t)hups;
 }
 
+/* Created LOG_FILE_MODE (names and uids are in it); an existing file, or
+ * one logrotate's `create` made, keeps its mode. */
 static int open_log(const char *path)
 {
-	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+		    LOG_FILE_MODE);
 }
 
 /* Has path come to name another file than fd (moved, deleted)? */
@@ -166,8 +169,14 @@ int linelog_open(const char *path, size_t cap, struct linelog **out)
 	l->buf = malloc(l->cap);
 	l->spare = malloc(l->cap);
 	if (l->path && l->buf && l->spare) {
+		struct stat st;
 		l->fd = open_log(path);
 		err = l->fd < 0 ? errno : 0;
+		if (!err && !fstat(l->fd, &st) && S_ISREG(st.st_mode) &&
+		    (st.st_mode & S_IROTH))
+			log_warn("the access log '%s' is readable by everyone, "
+				 "and holds file names: chmod o-r '%s'",
+				 path, path);
 	}
 	l->hup_seen = linelog_hup_count();
 	if (!err)

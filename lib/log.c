@@ -5,6 +5,8 @@
  * after log_close()) messages go to stderr at LOG_INFO. A file target is
  * rotated under the same mutex by the line that would pass its bound, so
  * no line is split across two files and no other thread sees a closed fd.
+ * Files are created LOG_FILE_MODE; a rotation gives the new file the mode
+ * of the one it replaces.
  */
 #include "lib/log.h"
 
@@ -106,23 +108,46 @@ void log_reopen_on_sighup(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-static int open_file(const char *path, uint64_t *size)
+/* path opened for appending, created with mode (0: LOG_FILE_MODE) when
+ * missing; *size its size, *others set when others may read it. */
+static int open_file(const char *path, mode_t mode, uint64_t *size, int *others)
 {
 	struct stat st;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_EXCL,
+		      mode ? mode : LOG_FILE_MODE);
 
+	if (fd >= 0) {
+		if (mode) /* the umask may have taken bits the old one had */
+			fchmod(fd, mode);
+	} else if (errno == EEXIST) { /* there: its mode is the operator's */
+		fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) /* a dangling symlink */
+			fd = open(path,
+				  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				  mode ? mode : LOG_FILE_MODE);
+	}
 	if (fd < 0)
 		return -1;
-	*size = fstat(fd, &st) ? 0 : (uint64_t)st.st_size;
+	*size = 0;
+	*others = 0;
+	if (!fstat(fd, &st)) {
+		*size = (uint64_t)st.st_size;
+		*others = S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
+	}
 	return fd;
 }
 
-/* Reopen log_path (moved away by logrotate or by rotate_locked). On failure
- * the old fd stays: lines go on to the moved file rather than nowhere. */
+/* Reopen log_path (moved away by logrotate or by rotate_locked); a new
+ * file gets the mode of the one it replaces. On failure the old fd stays:
+ * lines go on to the moved file rather than nowhere. */
 static void reopen_locked(void)
 {
+	struct stat st;
 	uint64_t size;
-	int fd = open_file(log_path, &size);
+	int others;
+	int fd =
+	    open_file(log_path, fstat(log_fd, &st) ? 0 : st.st_mode & 07777,
+		      &size, &others);
 
 	if (fd < 0)
 		return;
@@ -156,7 +181,7 @@ static void rotate_locked(void)
 int log_open(const char *target, int level)
 {
 	uint64_t size = 0;
-	int fd = -1;
+	int fd = -1, others = 0;
 	enum log_kind kind;
 
 	if (level < LOG_EMERG || level > LOG_DEBUG)
@@ -168,7 +193,7 @@ int log_open(const char *target, int level)
 	} else {
 		if (strlen(target) >= sizeof(log_path))
 			return ENAMETOOLONG;
-		fd = open_file(target, &size);
+		fd = open_file(target, 0, &size, &others);
 		if (fd < 0)
 			return errno;
 		kind = LOG_TO_FILE;
@@ -187,6 +212,10 @@ int log_open(const char *target, int level)
 	snprintf(log_path, sizeof(log_path), "%s", fd >= 0 ? target : "");
 	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&log_lock);
+	if (others)
+		log_warn("the log file '%s' is readable by everyone, and holds "
+			 "file names and uids: chmod o-r '%s'",
+			 target, target);
 	return 0;
 }
 

@@ -16,7 +16,14 @@
 #define LOG_KEEP_DEFAULT     3
 #define LOG_KEEP_MAX	     100
 
-/* target: NULL or "-" for stderr, "syslog", or a file path (appended). */
+/*
+ * target: NULL or "-" for stderr, "syslog", or a file path (appended). A
+ * missing file is created LOG_FILE_MODE: a log holds file and snapshot
+ * names and uids. An existing one keeps its mode (an operator's 0640 for
+ * a log group, logrotate's `create`), with a warning when everyone may
+ * read it; a file a rotation starts gets the mode of the one it replaces.
+ */
+#define LOG_FILE_MODE 0600
 int log_open(const char *target, int level);
 void log_close(void);
 

@@ -85,8 +85,12 @@ struct meta;
 
 int meta_open(const char *url, const struct meta_opts *opts, struct meta **out);
 void meta_close(struct meta *m); /* NULL-safe; ends the session if any */
-/* The URL with any password replaced by "****", for messages. */
+/* The URL with any password replaced by "****", for messages: every
+ * scheme but unix://, the password running from the first ':' of the user
+ * information (or its start) to its last '@'. */
 void meta_url_redact(const char *url, char *buf, size_t cap);
+/* Where that password is: 1 with url[*off, *off + *len), else 0. */
+int meta_url_password(const char *url, size_t *off, size_t *len);
 /* Round trips to the server since open (pipelines sent and answered, or
  * lost with their connection: errors), with their latency. */
 struct meta_round_trips {

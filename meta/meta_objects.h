@@ -87,5 +87,16 @@ int meta_pack_move(struct meta *m, uint64_t ino, uint32_t idx,
  */
 int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap,
 		 size_t *n);
+/*
+ * The slices compactions replaced wait META_COMPACT_DELAY (or their
+ * compaction's delay) before meta_reclaim hands them out, for readers that
+ * hold the old chunk list: mounted clients. When no session is alive (no
+ * heartbeat within the session ttl), nobody can: up to cap of them are
+ * made ripe now (*moved); cap 0 only counts. *left: those still waiting
+ * after; *clients: the live sessions (then nothing moved). Call
+ * meta_reclaim afterwards to have them handed out.
+ */
+int meta_reclaim_delayed(struct meta *m, size_t cap, uint64_t *moved,
+			 uint64_t *left, uint64_t *clients);
 
 #endif

@@ -73,9 +73,16 @@ int meta_scan_chunks(struct meta *m, const struct meta_chunk_at *v, size_t n,
 typedef int (*meta_pack_fn)(void *arg, uint64_t pack, uint64_t total,
 			    uint64_t dead);
 int meta_scan_packs(struct meta *m, meta_pack_fn fn, void *arg);
-/* Forget a pack nothing references any more (its total and dead bytes),
- * once its object is deleted; a pack not known is fine. */
+/* Forget a pack nothing references any more (its total, dead bytes and
+ * retirement), once its object is deleted; a pack not known is fine. */
 int meta_pack_forget(struct meta *m, uint64_t pack);
+/* A pack rewrite moved the records of pack elsewhere: note the server's
+ * time, from which gc counts its age (readers holding the old records
+ * keep reading it for --min-age); again to move the time on. */
+int meta_pack_retire(struct meta *m, uint64_t pack);
+/* Every retired pack not forgotten yet, with that time (unix seconds). */
+typedef int (*meta_retired_fn)(void *arg, uint64_t pack, int64_t when);
+int meta_scan_retired(struct meta *m, meta_retired_fn fn, void *arg);
 
 /* ---- inodes and entries (fsck) ---------------------------------------- */
 

@@ -265,28 +265,6 @@ static int url_parse(const char *url, struct addr *a)
 	return err;
 }
 
-void meta_url_redact(const char *url, char *buf, size_t cap)
-{
-	const char *ui, *at, *colon;
-
-	if (!cap)
-		return;
-	if (!url) {
-		snprintf(buf, cap, "(none)");
-		return;
-	}
-	/* only redis:// URLs carry a password (unix:// paths may hold '@') */
-	ui = strncmp(url, "redis://", 8) == 0 ? url + 8 : NULL;
-	at = ui ? strrchr(ui, '@') : NULL;
-	if (!at) {
-		snprintf(buf, cap, "%s", url);
-		return;
-	}
-	colon = memchr(ui, ':', (size_t)(at - ui));
-	snprintf(buf, cap, "%.*s****%s", (int)((colon ? colon + 1 : ui) - url),
-		 url, at);
-}
-
 /* ---- records --------------------------------------------------------- */
 
 static int64_t ld40s(const uint8_t *p)

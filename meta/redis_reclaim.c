@@ -1,7 +1,9 @@
 /*
  * redis_reclaim.c - reclamation in the Redis engine: the chunk lists of
  * deleted files are dropped and the slices (or whole packs) left without a
- * reference handed out, each to exactly one caller (SCHEMA.md).
+ * reference handed out, each to exactly one caller (SCHEMA.md); the
+ * slices compactions replaced, ahead of their delay when nobody is
+ * mounted.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -72,4 +74,33 @@ int meta_reclaim(struct meta *m, struct meta_slice *dead, size_t cap, size_t *n)
 		if (*n || !left || !cap)
 			return 0;
 	}
+}
+
+/* ---- the compactions' delay ------------------------------------------ */
+
+int meta_reclaim_delayed(struct meta *m, size_t cap, uint64_t *moved,
+			 uint64_t *left, uint64_t *clients)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	*moved = *left = *clients = 0;
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_RECLAIM_DELAYED);
+	redis_cmd_i64(&c, m->opts.session_ttl);
+	redis_cmd_u64(&c, cap);
+	err = redis_run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	if (r->elements != 4) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	*moved = redis_reply_u64(r->element[1]);
+	*left = redis_reply_u64(r->element[2]);
+	*clients = redis_reply_u64(r->element[3]);
+	freeReplyObject(r);
+	return 0;
 }

@@ -639,27 +639,71 @@ int meta_scan_packs(struct meta *m, meta_pack_fn fn, void *arg)
 
 int meta_pack_forget(struct meta *m, uint64_t pack)
 {
-	struct req reqs[2];
-	const char *argv[2][3];
-	size_t lens[2][3];
+	static const char *const what[3][2] = {
+	    {"HDEL", "packs"}, {"HDEL", "packdead"}, {"ZREM", "packretired"}};
+	struct req reqs[3];
+	const char *argv[3][3];
+	size_t lens[3][3];
 	char id[24];
-	redisReply *out[2];
+	redisReply *out[3];
 	int err;
 
 	if (m->opts.read_only)
 		return EROFS;
 	snprintf(id, sizeof id, "%" PRIu64, pack);
-	for (int i = 0; i < 2; i++) {
-		argv[i][0] = "HDEL";
-		argv[i][1] = i ? "packdead" : "packs";
+	for (int i = 0; i < 3; i++) {
+		argv[i][0] = what[i][0];
+		argv[i][1] = what[i][1];
 		argv[i][2] = id;
 		for (int j = 0; j < 3; j++)
 			lens[i][j] = strlen(argv[i][j]);
 		reqs[i] = (struct req){3, argv[i], lens[i], -1};
 	}
-	err = redis_run_reqs(m, RUN_RETRY, reqs, 2, out);
-	for (int i = 0; i < 2 && !err; i++)
+	err = redis_run_reqs(m, RUN_RETRY, reqs, 3, out);
+	for (int i = 0; i < 3 && !err; i++)
 		freeReplyObject(out[i]);
+	return err;
+}
+
+int meta_pack_retire(struct meta *m, uint64_t pack)
+{
+	struct cmd c;
+
+	if (m->opts.read_only)
+		return EROFS;
+	redis_cmd_script(m, &c, SC_PACK_RETIRE);
+	redis_cmd_u64(&c, pack);
+	return redis_run_script_void(m, &c);
+}
+
+int meta_scan_retired(struct meta *m, meta_retired_fn fn, void *arg)
+{
+	char cursor[32] = "0";
+	int err;
+
+	do {
+		const redisReply *page;
+		redisReply *r;
+		err = scan_page_of(m, "packretired", 1, NULL, cursor,
+				   sizeof cursor, &r, &page);
+		if (err)
+			return err;
+		for (size_t i = 0; i + 1 < page->elements && !err; i += 2) {
+			const redisReply *f = page->element[i];
+			const redisReply *v = page->element[i + 1];
+			uint64_t pack;
+			char *end;
+			double t;
+			if (f->type != REDIS_REPLY_STRING ||
+			    v->type != REDIS_REPLY_STRING ||
+			    !parse_u64(f->str, (size_t)f->len, &pack))
+				continue;
+			t = strtod(v->str, &end);
+			if (end != v->str)
+				err = fn(arg, pack, (int64_t)t);
+		}
+		freeReplyObject(r);
+	} while (!err && strcmp(cursor, "0") != 0);
 	return err;
 }
 

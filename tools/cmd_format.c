@@ -78,6 +78,8 @@ static const char usage[] =
     "\n"
     "S3 keys come from GRANARY_S3_ACCESS_KEY and GRANARY_S3_SECRET_KEY, or\n"
     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; they are never printed.\n"
+    "Temporary keys (STS) need their token too: GRANARY_S3_SESSION_TOKEN,\n"
+    "or AWS_SESSION_TOKEN; they are not kept in the settings.\n"
     "SIZE is a byte count with an optional K, M, G or T suffix (powers of\n"
     "1024): 4194304, 4M and 4MiB are the same.\n";
 
@@ -494,7 +496,13 @@ int cmd_format(int argc, char **argv)
 
 	if (is_s3(storage)) {
 		objstore_env_creds(&creds);
-		if (store_keys && creds.access_key && creds.secret_key) {
+		if (store_keys && creds.session_token) {
+			/* temporary keys would be kept past their expiry */
+			cli_error("warning: S3 keys with a session token are "
+				  "temporary: not kept in the volume settings");
+			cli_hint("every mount needs them (and "
+				 "its session token) in its environment");
+		} else if (store_keys && creds.access_key && creds.secret_key) {
 			if (strlen(creds.access_key) >= sizeof(v.access_key) ||
 			    strlen(creds.secret_key) >= sizeof(v.secret_key)) {
 				cli_error("S3 keys too long to store (%zu "

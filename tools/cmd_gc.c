@@ -27,7 +27,11 @@ static const char usage[] =
     "write, for one) and the dead bytes inside packs. Safe beside mounted\n"
     "clients, also with --delete.\n"
     "\n"
-    "  -d, --delete        delete the leaked objects\n"
+    "  -d, --delete        delete the leaked objects; first reclaim what\n"
+    "                      mounted clients reclaim (deleted files, dead\n"
+    "                      slices, the slices compactions replaced once\n"
+    "                      their hour is over: all of them with\n"
+    "                      --min-age 0 when no client is mounted)\n"
     "  -c, --compact       rewrite every chunk whose slice list has grown\n"
     "                      long (clients do it for what they write)\n"
     "  -a, --min-age DUR   an object nothing references is leaked only when\n"
@@ -96,13 +100,11 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"leaked\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64
 	       ", \"leaked_oldest\": %" PRId64,
 	       r->leaked, r->leaked_bytes, r->leaked_oldest);
-	printf(", \"young\": %" PRIu64 ", \"young_bytes\": %" PRIu64, r->young,
-	       r->young_bytes);
+	printf(", \"young\": %" PRIu64 ", \"young_bytes\": %" PRIu64
+	       ", \"retired\": %" PRIu64,
+	       r->young, r->young_bytes, r->retired);
 	printf(", \"other\": %" PRIu64 ", \"other_bytes\": %" PRIu64, r->other,
 	       r->other_bytes);
-	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
-	       ", \"temps_deleted\": %" PRIu64,
-	       r->temps, r->temps_bytes, r->temps_deleted);
 	printf(", \"temps\": %" PRIu64 ", \"temps_bytes\": %" PRIu64
 	       ", \"temps_deleted\": %" PRIu64,
 	       r->temps, r->temps_bytes, r->temps_deleted);
@@ -113,6 +115,9 @@ static void json(const struct meta_volume *v, const struct gc_opts *o,
 	printf(", \"deleted\": %" PRIu64 ", \"deleted_bytes\": %" PRIu64
 	       ", \"delete_errors\": %" PRIu64,
 	       r->deleted, r->deleted_bytes, r->delete_errors);
+	printf(", \"reclaimed\": %" PRIu64 ", \"delayed\": %" PRIu64
+	       ", \"delayed_clients\": %" PRIu64,
+	       r->reclaimed, r->delayed, r->delayed_clients);
 	printf(", \"long_chunks\": %" PRIu64 ", \"compacted\": %" PRIu64
 	       ", \"records_before\": %" PRIu64 ", \"records_after\": %" PRIu64
 	       ", \"compacted_bytes\": %" PRIu64
@@ -155,6 +160,11 @@ static void human(const struct meta_volume *v, const char *shown,
 		       "nothing but newer than --min-age %" PRId64
 		       " s: left alone\n",
 		       r->young, a, o->min_age);
+		if (r->retired)
+			printf("          (%" PRIu64 " of them packs gc "
+			       "--compact rewrote: their age counts from the "
+			       "rewrite)\n",
+			       r->retired);
 	}
 	if (r->other) {
 		cli_format_size(r->other_bytes, a, sizeof a);
@@ -197,6 +207,19 @@ static void human(const struct meta_volume *v, const char *shown,
 		       r->long_chunks);
 	}
 	if (o->delete) {
+		printf("reclaimed %" PRIu64 " dead slices and packs (what "
+		       "mounted clients reclaim)\n",
+		       r->reclaimed);
+		if (r->delayed && r->delayed_clients)
+			printf("delayed   %" PRIu64 " slices compactions "
+			       "replaced wait out their delay: %" PRIu64
+			       " clients are mounted\n",
+			       r->delayed, r->delayed_clients);
+		else if (r->delayed)
+			printf("delayed   %" PRIu64 " slices compactions "
+			       "replaced wait out their delay (--min-age 0 "
+			       "takes them when no client is mounted)\n",
+			       r->delayed);
 		cli_format_size(r->deleted_bytes, a, sizeof a);
 		printf("deleted   %" PRIu64 " objects, %s; %" PRIu64
 		       " could not be deleted\n",

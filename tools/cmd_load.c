@@ -58,7 +58,7 @@ static const char usage[] =
     "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,\n"
     "and are saved in the settings as 'granary format' saves them (never on\n"
     "a command line, where ps would show them). Without them every mount\n"
-    "needs them in its environment.\n"
+    "needs them in its environment; so do temporary keys (a session token).\n"
     "\n"
     "exit status: 0 when the volume is loaded, 1 when it is not, 2 on a\n"
     "usage error.\n";
@@ -433,7 +433,9 @@ int cmd_load(int argc, char **argv)
 		cli_error("out of memory");
 		goto out;
 	}
-	if (store_keys && (creds.access_key || !objstore_env_creds(&creds))) {
+	/* temporary keys (a session token) would be kept past their expiry */
+	if (store_keys && (creds.access_key || !objstore_env_creds(&creds)) &&
+	    !creds.session_token) {
 		o.access_key = creds.access_key;
 		o.secret_key = creds.secret_key;
 	}

@@ -115,7 +115,8 @@ static const char usage[] =
     "S is in seconds (0.5, 10, 200ms); SIZE takes K, M, G suffixes.\n"
     "S3 keys in the environment (GRANARY_S3_ACCESS_KEY and\n"
     "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)\n"
-    "override the ones kept in the volume settings at format.\n"
+    "override the ones kept in the volume settings at format; temporary\n"
+    "ones (STS) with their GRANARY_S3_SESSION_TOKEN or AWS_SESSION_TOKEN.\n"
     "A password in META_URL is hidden from ps; GRANARY_META_PASSWORD keeps\n"
     "it off the command line altogether. META_URL may name Redis Sentinels:\n"
     "redis://[:PASSWORD@]MASTER,SENTINEL[:PORT],.../DB; ?wait=N makes each\n"
@@ -208,21 +209,58 @@ const char *mount_cmdline_mountpoint(int argc, char **argv)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* Overwrite the password of a redis://user:PASSWORD@host URL in place, so
- * that ps and /proc/PID/cmdline no longer show it (the caller keeps a copy). */
+/* Overwrite the password of META_URL in place (the bytes
+ * meta_url_redact hides: '/', '@' and ':' in it included), so that ps and
+ * /proc/PID/cmdline no longer show it (the caller keeps a copy). */
 static void hide_password(char *url)
 {
-	char *auth = strstr(url, "://"), *at, *colon;
+	size_t off, len;
 
-	if (!auth)
-		return;
-	auth += 3;
-	at = memchr(auth, '@', strcspn(auth, "/"));
-	if (!at)
-		return;
-	colon = memchr(auth, ':', (size_t)(at - auth));
-	if (colon)
-		memset(colon + 1, '*', (size_t)(at - colon - 1));
+	if (meta_url_password(url, &off, &len))
+		memset(url + off, '*', len);
+}
+
+/*
+ * The secrets the environment may hand a mount. /proc/PID/environ shows
+ * the bytes the process started with for all its life (unsetenv only
+ * drops a pointer), so each value is overwritten in place once read: the
+ * passphrase before anything starts, the others (read by fs_mount while
+ * it opens the metadata and the stores) once the mount is up. The names
+ * stay, empty: unset for every reader, and no thread reading the
+ * environment meanwhile sees its array move.
+ */
+static const char *const env_secrets[] = {
+    "GRANARY_META_PASSWORD", "GRANARY_SENTINEL_PASSWORD",
+    "GRANARY_S3_SECRET_KEY", "GRANARY_S3_SESSION_TOKEN",
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+};
+
+static void env_wipe(const char *name)
+{
+	char *v = getenv(name);
+
+	if (v)
+		explicit_bzero(v, strlen(v));
+}
+
+/* name=value out of the environment and overwritten, name too. */
+static void env_drop(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (char **e = environ; *e; e++)
+		if (!strncmp(*e, name, n) && (*e)[n] == '=') {
+			char *entry = *e;
+			unsetenv(name);
+			explicit_bzero(entry, strlen(entry));
+			return;
+		}
+}
+
+static void env_wipe_secrets(void)
+{
+	for (size_t i = 0; i < sizeof(env_secrets) / sizeof(*env_secrets); i++)
+		env_wipe(env_secrets[i]);
 }
 
 /* "a:/b" -> "/cwd/a:/b" into out; ENAMETOOLONG if it does not fit. */
@@ -345,6 +383,8 @@ static void on_ready(void *arg, int err, const char *msg)
 		msg = gr_strerror(err);
 	r->told = 1;
 	r->up = !err;
+	if (!err)
+		env_wipe_secrets(); /* read by now: the mount is up */
 	if (r->foreground) {
 		if (err) {
 			cli_error("cannot mount '%s': %s", r->mountpoint, msg);
@@ -789,6 +829,9 @@ int cmd_mount(int argc, char **argv)
 		goto free_opts;
 	if (!foreground && strcmp(mp_arg, mp))
 		reexec_canonical(argc, argv, mp_arg, mp);
+	/* read, and the run again is past: gone, name and all (no thread
+	 * runs yet that could read the environment) */
+	env_drop("GRANARY_ENCRYPT_PASSPHRASE");
 
 	meta_url = strdup(argv[optind]);
 	if (!meta_url) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "lib/log.h"
 #include "tools/cli.h"
@@ -15,6 +16,8 @@
  * command wants the reason a call failed, not the chatter. Commands that
  * run for long (mount) choose their own log target. */
 #define CMD_LOG_STDERR 0x1
+/* Plumbing for scripts of ours (mount.granary): not in the list. */
+#define CMD_HIDDEN 0x2
 
 struct cmd {
 	const char *name;
@@ -58,6 +61,8 @@ static const struct cmd commands[] = {
      "set, show, list, remove and check directory quotas"},
     {"key", cmd_key, CMD_LOG_STDERR,
      "change the key file an encrypted volume opens with"},
+    {"redact-url", cmd_redact, CMD_LOG_STDERR | CMD_HIDDEN,
+     "print metadata URLs read from stdin with their passwords hidden"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -78,7 +83,9 @@ static int main_usage(int status)
 		   "\n"
 		   "commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "   %-10s %s\n", commands[i].name, commands[i].help);
+		if (!(commands[i].flags & CMD_HIDDEN))
+			fprintf(f, "   %-10s %s\n", commands[i].name,
+				commands[i].help);
 	fprintf(f, "\n"
 		   "'granary help COMMAND' or 'granary COMMAND --help' "
 		   "describes one command.\n"
@@ -86,10 +93,28 @@ static int main_usage(int status)
 	return status;
 }
 
+/* Keys live in this process's memory (S3 secrets, a volume's key, Redis
+ * passwords): no core file may hold them, and no other process of the
+ * user may read them (ptrace, /proc/PID/mem and environ, which become
+ * root's). GRANARY_CORE_DUMPS=1 keeps the process dumpable, to debug a
+ * crash with its core. */
+static void secrets_protect(void)
+{
+	const char *e = getenv("GRANARY_CORE_DUMPS");
+
+	if (e && !strcmp(e, "1"))
+		return;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		cli_error("warning: cannot make the process non-dumpable "
+			  "(a core file could hold keys): %s",
+			  strerror(errno));
+}
+
 static int run(const struct cmd *c, int argc, char **argv)
 {
 	int ret;
 
+	secrets_protect();
 	/* the commands print their own one-line errors; the library's log
 	 * lines (with timestamps) are details, shown with GRANARY_DEBUG=1 */
 	if (c->flags & CMD_LOG_STDERR) {

@@ -52,16 +52,19 @@ static unsigned env_window_ms(void)
 
 int objstore_env_creds(struct objstore_creds *c)
 {
-	static const char *const env[][2] = {
-	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY"},
-	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"},
+	static const char *const env[][3] = {
+	    {"GRANARY_S3_ACCESS_KEY", "GRANARY_S3_SECRET_KEY",
+	     "GRANARY_S3_SESSION_TOKEN"},
+	    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"},
 	};
 
 	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
 		const char *a = getenv(env[i][0]), *s = getenv(env[i][1]);
+		const char *t = getenv(env[i][2]);
 		if (a && *a && s && *s) {
 			c->access_key = a;
 			c->secret_key = s;
+			c->session_token = t && *t ? t : NULL;
 			return 0;
 		}
 	}

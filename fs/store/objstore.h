@@ -45,6 +45,9 @@ struct objstore;
 struct objstore_creds {
 	const char *access_key; /* NULL: take from the environment */
 	const char *secret_key;
+	/* temporary credentials (STS): their session token, sent signed in
+	 * x-amz-security-token on every request; NULL: none */
+	const char *session_token;
 };
 
 /* A listed object: its key (without the store's prefix), size, and time of
@@ -168,9 +171,10 @@ int objstore_open(const char *url, const struct objstore_creds *creds,
 		  struct objstore **out);
 /*
  * The S3 key pair of the environment: GRANARY_S3_ACCESS_KEY and
- * GRANARY_S3_SECRET_KEY when both are set, else AWS_ACCESS_KEY_ID and
- * AWS_SECRET_ACCESS_KEY when both are; 0, or OBJSTORE_ENOCREDS with c
- * untouched. The strings are the environment's own.
+ * GRANARY_S3_SECRET_KEY when both are set (with GRANARY_S3_SESSION_TOKEN),
+ * else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when both are (with
+ * AWS_SESSION_TOKEN): a token goes with its pair; 0, or OBJSTORE_ENOCREDS
+ * with c untouched. The strings are the environment's own.
  */
 int objstore_env_creds(struct objstore_creds *c);
 void objstore_close(struct objstore *s); /* NULL-safe */

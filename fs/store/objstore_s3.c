@@ -64,6 +64,7 @@ struct s3_store {
 	char *prefix; /* "" or "some/prefix/": prepended to every key */
 	size_t prefix_len;
 	char *access_key, *secret_key; /* wiped on close */
+	char *session_token; /* temporary credentials' (STS); NULL: none */
 	char region[64];
 	enum s3_sig sig;
 	int tls, virtual_host;
@@ -174,7 +175,9 @@ static void s3_amz_date(char out[20])
  * Start r as METHOD on key (an encoded path below the bucket, "" for the
  * bucket itself) with the query q ("" or canonical: sorted, encoded).
  * Path-style: /BUCKET/KEY; virtual-hosted: /KEY on BUCKET.HOST. Fills the
- * headers every request has: Host, x-amz-date, and for V4 the payload hash.
+ * headers every request has: Host, x-amz-date, the session token of
+ * temporary credentials (an x-amz-* header: V4 and V2 both sign it), and
+ * for V4 the payload hash.
  */
 static int req_init(const struct s3_store *s, struct s3_req *r,
 		    const char *method, const char *key, const char *q)
@@ -202,6 +205,8 @@ static int req_init(const struct s3_store *s, struct s3_req *r,
 	r->nhdr = 0;
 	req_header(r, "Host", s->authority);
 	req_header(r, "x-amz-date", r->date);
+	if (s->session_token)
+		req_header(r, "x-amz-security-token", s->session_token);
 	r->payload_hash = S3SIGN_EMPTY_SHA256;
 	return 0;
 }
@@ -225,7 +230,7 @@ static void req_body(const struct s3_store *s, struct s3_req *r,
 static int req_sign(const struct s3_store *s, struct s3_req *r,
 		    struct curl_slist **out)
 {
-	char auth[512], line[sizeof(r->range) + 600];
+	char auth[512];
 	char v2path[sizeof(r->path) + 260];
 	struct s3sign_req sr = {r->method, r->path,    r->query,
 				r->hdr,	   r->nhdr,    r->payload_hash};
@@ -251,13 +256,15 @@ static int req_sign(const struct s3_store *s, struct s3_req *r,
 	if (err)
 		return err;
 	for (size_t i = 0; i <= r->nhdr; i++) {
-		if (i < r->nhdr)
-			snprintf(line, sizeof(line), "%s: %s", r->hdr[i].name,
-				 r->hdr[i].value);
-		else
-			snprintf(line, sizeof(line), "Authorization: %s",
-				 auth);
-		if (!(t = curl_slist_append(l, line)))
+		/* a session token runs to kilobytes: no fixed line */
+		char *line;
+		if (asprintf(&line, "%s: %s",
+			     i < r->nhdr ? r->hdr[i].name : "Authorization",
+			     i < r->nhdr ? r->hdr[i].value : auth) < 0)
+			goto nomem;
+		t = curl_slist_append(l, line);
+		free(line);
+		if (!t)
 			goto nomem;
 		l = t;
 	}
@@ -1050,6 +1057,7 @@ static void s3_close(struct objstore *os)
 	free(s->connect_to);
 	wipe_free(s->access_key);
 	wipe_free(s->secret_key);
+	wipe_free(s->session_token);
 	pthread_mutex_destroy(&s->log_lock);
 	free(s);
 }
@@ -1134,23 +1142,17 @@ static int bucket_valid(const char *b, int virtual_host)
 	return 1;
 }
 
-/* Pick the credentials: explicit, then GRANARY_S3_*, then AWS_*. */
-static int pick_creds(const struct objstore_creds *creds, const char **ak,
-		      const char **sk)
+/* Pick the credentials: explicit, then GRANARY_S3_*, then AWS_* (each
+ * with its session token, if any). */
+static int pick_creds(const struct objstore_creds *creds,
+		      struct objstore_creds *out)
 {
-	struct objstore_creds env;
-
 	if (creds && creds->access_key && *creds->access_key &&
 	    creds->secret_key && *creds->secret_key) {
-		*ak = creds->access_key;
-		*sk = creds->secret_key;
+		*out = *creds;
 		return 0;
 	}
-	if (objstore_env_creds(&env))
-		return OBJSTORE_ENOCREDS;
-	*ak = env.access_key;
-	*sk = env.secret_key;
-	return 0;
+	return objstore_env_creds(out) ? OBJSTORE_ENOCREDS : 0;
 }
 
 /* GRANARY_S3_TIMEOUT: seconds (fractions allowed) for the base deadline. */
@@ -1353,7 +1355,8 @@ static int set_prefix(struct s3_store *s, const char *pfx, size_t plen)
 int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		     struct objstore **out)
 {
-	const char *rest, *ak, *sk, *q;
+	const char *rest, *q;
+	struct objstore_creds c = {0};
 	struct s3_store *s;
 	size_t hlen, blen, len;
 	int tls, err;
@@ -1402,10 +1405,15 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		err = OBJSTORE_EURL;
 		goto close_store;
 	}
-	if ((err = pick_creds(creds, &ak, &sk)))
+	if ((err = pick_creds(creds, &c)))
 		goto close_store;
-	s->access_key = strdup(ak);
-	s->secret_key = strdup(sk);
+	s->access_key = strdup(c.access_key);
+	s->secret_key = strdup(c.secret_key);
+	if (c.session_token && *c.session_token &&
+	    !(s->session_token = strdup(c.session_token))) {
+		err = ENOMEM;
+		goto close_store;
+	}
 	if (!s->access_key || !s->secret_key) {
 		err = ENOMEM;
 		goto close_store;

@@ -7,7 +7,12 @@
  * MAX_CONNS clients, each with READ_TIMEOUT_MS to send its request line
  * and headers (REQ_MAX bytes at most); GET (or HEAD) /metrics gets the
  * figures, another path 404, another method 405; one answer per
- * connection. Nothing here is on a FUSE request's path but vfs_op_done.
+ * connection. A client that connects while every slot is taken is
+ * accepted at once, and the oldest connection (one that has not sent a
+ * whole request yet: a whole one is answered on arrival) is closed for
+ * it: clients that connect and say nothing, or say it slowly, never keep
+ * a scrape waiting. Nothing here is on a FUSE request's path but
+ * vfs_op_done.
  */
 #include "fs/vfs/metrics.h"
 
@@ -40,13 +45,13 @@
 
 #define MAX_CONNS	8
 #define REQ_MAX		4096
-#define READ_TIMEOUT_MS 5000
+#define READ_TIMEOUT_MS 3000
 #define SEND_TIMEOUT_S	5
 
 struct conn {
 	int fd; /* -1: free */
 	size_t got;
-	int64_t deadline_ms;
+	int64_t deadline_ms; /* accepted + READ_TIMEOUT_MS: the oldest first */
 	char req[REQ_MAX];
 };
 
@@ -713,6 +718,24 @@ static void conn_read(struct metrics *m, struct conn *c)
 	}
 }
 
+/* Give fd a slot: a free one, else the oldest connection's. */
+static void conn_take(struct metrics *m, int fd)
+{
+	struct conn *c = NULL;
+
+	for (int i = 0; i < MAX_CONNS && !c; i++)
+		if (m->conns[i].fd < 0)
+			c = &m->conns[i];
+	for (int i = 0; i < MAX_CONNS && !c; i++)
+		if (i == 0 || m->conns[i].deadline_ms < c->deadline_ms)
+			c = &m->conns[i];
+	if (c->fd >= 0)
+		conn_close(c); /* it had its chance: all it sent is read */
+	c->fd = fd;
+	c->got = 0;
+	c->deadline_ms = fsutil_mono_ms() + READ_TIMEOUT_MS;
+}
+
 static void *server_main(void *arg)
 {
 	struct metrics *m = arg;
@@ -720,19 +743,16 @@ static void *server_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "gr-metrics");
 	for (;;) {
-		int n = 0, free_slot = -1;
+		int n = 0;
 		int64_t now = fsutil_mono_ms();
 		pfd[n++] = (struct pollfd){.fd = m->wake, .events = POLLIN};
 		for (int i = 0; i < MAX_CONNS; i++) {
 			struct conn *c = &m->conns[i];
 			if (c->fd >= 0 && now >= c->deadline_ms)
 				conn_close(c); /* too slow to ask */
-			if (c->fd < 0)
-				free_slot = i;
 		}
-		/* all slots busy: new clients wait in the backlog */
-		pfd[n++] = (struct pollfd){
-		    .fd = free_slot >= 0 ? m->lfd : -1, .events = POLLIN};
+		/* always: with every slot busy, the oldest makes room */
+		pfd[n++] = (struct pollfd){.fd = m->lfd, .events = POLLIN};
 		for (int i = 0; i < MAX_CONNS; i++)
 			pfd[n++] = (struct pollfd){.fd = m->conns[i].fd,
 						   .events = POLLIN};
@@ -743,19 +763,13 @@ static void *server_main(void *arg)
 		for (int i = 0; i < MAX_CONNS; i++)
 			if (m->conns[i].fd >= 0 && pfd[2 + i].revents)
 				conn_read(m, &m->conns[i]);
-		if (free_slot >= 0 && (pfd[1].revents & POLLIN)) {
+		/* after the reads: a request that came is answered before
+		 * its connection can be the oldest to make room */
+		if (pfd[1].revents & POLLIN) {
 			int fd = accept4(m->lfd, NULL, NULL,
 					 SOCK_CLOEXEC | SOCK_NONBLOCK);
-			for (int i = 0; fd >= 0 && i < MAX_CONNS; i++)
-				if (m->conns[i].fd < 0) {
-					m->conns[i].fd = fd;
-					m->conns[i].got = 0;
-					m->conns[i].deadline_ms =
-					    fsutil_mono_ms() + READ_TIMEOUT_MS;
-					fd = -1;
-				}
 			if (fd >= 0)
-				close(fd);
+				conn_take(m, fd);
 		}
 	}
 	return NULL;

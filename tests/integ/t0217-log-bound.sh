@@ -3,7 +3,8 @@
 # t0217-log-bound.sh - the client log of a real mount stays under its bound
 # when flooded (-d logs every FUSE request): --log-max-size and --log-keep
 # files; --log-level filters; SIGHUP reopens a log moved by logrotate and
-# does not end the mount; bad values are refused.
+# does not end the mount; bad values are refused. Log files are created
+# 0600 (the access log too); a mode the operator gave one stays.
 . "$(dirname "$0")/lib.sh"
 
 new_volume logs
@@ -41,7 +42,10 @@ grep -q " DEBUG .*copy_file_range" "$L.1" || fail "no DEBUG lines with --log-lev
 check_eq "$(cat "$L" "$L.1" "$L.2" | grep -c 'copy_file_range: ')" \
 	"$(cat "$L" "$L.1" "$L.2" | grep -c '^20[0-9-]* [0-9:.]* DEBUG .*copy_file_range: inode [0-9]* shares the 2 bytes of [0-9]*$')" \
 	"whole lines across rotations"
-ok "a flooded client log is rotated: 3 files, each at most 64K"
+for f in "$L" "$L.1" "$L.2"; do
+	check_eq "$(stat -c %a "$f")" 600 "mode of $f (names and uids are in it)"
+done
+ok "a flooded client log is rotated: 3 files, each at most 64K, each 0600"
 
 # --- SIGHUP: reopen a moved log, the mount goes on
 pids=$(mount_pids "$M" 2>/dev/null)
@@ -68,3 +72,19 @@ mount_vol "$META" "$M" --log "$TMP/info.log"
 umount_vol "$M"
 grep -q " INFO .*mounted volume 'logs'" "$TMP/info.log" || fail "no INFO line by default: $(cat "$TMP/info.log")"
 ok "--log-level warn drops INFO lines; the default keeps them"
+
+# --- modes: new files 0600 (umask 022 or not), an existing file's stays
+rm -f "$TMP/info.log"
+touch "$TMP/group.log" && chmod 0640 "$TMP/group.log"
+old_umask=$(umask)
+umask 000
+mount_vol "$META" "$M" --log "$TMP/info.log" --access-log "$TMP/access.log"
+umask "$old_umask"
+ls "$M/d" >/dev/null
+umount_vol "$M"
+check_eq "$(stat -c %a "$TMP/info.log")" 600 "mode of a new client log"
+check_eq "$(stat -c %a "$TMP/access.log")" 600 "mode of a new access log"
+mount_vol "$META" "$M" --log "$TMP/group.log"
+umount_vol "$M"
+check_eq "$(stat -c %a "$TMP/group.log")" 640 "mode of a log that was there"
+ok "new client and access logs are 0600 (umask 000 too); an existing log keeps its mode"

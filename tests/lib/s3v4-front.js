@@ -17,21 +17,28 @@
 //   date equal to x-amz-date's, x-amz-date within 15 minutes of now;
 // - host, x-amz-date and x-amz-content-sha256 signed, and every x-amz-*
 //   header present signed;
+// - temporary credentials (STS), when started with a second key pair and
+//   its session token: a request signed with that key must carry the
+//   token in x-amz-security-token, signed as every x-amz-* header is;
+//   without it -> 403 InvalidAccessKeyId, another token -> 400
+//   InvalidToken; a token with the long-term key -> 400 InvalidToken;
 // - x-amz-content-sha256: UNSIGNED-PAYLOAD (body streamed through) or the
 //   hex SHA-256 of the body (the body is held until it is checked, so a
 //   mismatch never reaches s3rver: 400 XAmzContentSHA256Mismatch);
 //   streaming (chunked-signature) payloads -> 501 NotImplemented.
 //
 // usage: node s3v4-front.js LISTEN_PORT UPSTREAM_PORT ACCESS_KEY SECRET REGION
+//            [TEMP_ACCESS_KEY TEMP_SECRET SESSION_TOKEN]
 'use strict';
 const http = require('http');
 const crypto = require('crypto');
 const path = require('path');
 const aws4 = require(path.join(__dirname, '../../.deps/node_modules/aws4'));
 
-const [listenPort, upstreamPort, accessKey, secretKey, region] = process.argv.slice(2);
-if (!region) {
-	console.error('usage: node s3v4-front.js LISTEN_PORT UPSTREAM_PORT ACCESS_KEY SECRET REGION');
+const [listenPort, upstreamPort, accessKey, secretKey, region,
+	tempKey, tempSecret, sessionToken] = process.argv.slice(2);
+if (!region || (tempKey && !sessionToken)) {
+	console.error('usage: node s3v4-front.js LISTEN_PORT UPSTREAM_PORT ACCESS_KEY SECRET REGION [TEMP_ACCESS_KEY TEMP_SECRET SESSION_TOKEN]');
 	process.exit(2);
 }
 const MAX_HELD_BODY = 512 << 20; // bodies with a hash are held until checked
@@ -83,10 +90,27 @@ function parseAuth(req) {
 	return { ak, date, scopeRegion, service, signed: signedHeaders.split(';'), signedHeaders, signature };
 }
 
-// checkScope: the key, scope and time of a parsed header, as S3 checks them.
+// checkKey: the secret of a known access key, and its session token as S3
+// checks it for temporary credentials.
+function checkKey(req, a) {
+	const token = req.headers['x-amz-security-token'];
+	if (a.ak === accessKey) {
+		if (token !== undefined)
+			throw new S3Error(400, 'InvalidToken', 'The provided token is malformed or otherwise invalid. (this access key is no temporary one)');
+		return secretKey;
+	}
+	if (tempKey && a.ak === tempKey) {
+		if (token === undefined)
+			throw new S3Error(403, 'InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records. (a temporary key without its x-amz-security-token)');
+		if (token !== sessionToken)
+			throw new S3Error(400, 'InvalidToken', 'The provided token is malformed or otherwise invalid.');
+		return tempSecret;
+	}
+	throw new S3Error(403, 'InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.');
+}
+
+// checkScope: the scope and time of a parsed header, as S3 checks them.
 function checkScope(req, a) {
-	if (a.ak !== accessKey)
-		throw new S3Error(403, 'InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.');
 	if (a.service !== 's3')
 		throw new S3Error(400, 'AuthorizationHeaderMalformed', `the credential scope names service '${a.service}'; expecting 's3'`);
 	if (a.scopeRegion !== region)
@@ -121,7 +145,7 @@ function checkScope(req, a) {
 
 // checkSignature: aws4 recomputes the signature over exactly the headers
 // the client signed (aws4 leaves out some, e.g. range, unless told).
-function checkSignature(req, a) {
+function checkSignature(req, a, secret) {
 	const headers = {};
 	const include = {};
 	for (const h of a.signed) {
@@ -131,7 +155,7 @@ function checkSignature(req, a) {
 	const signer = new aws4.RequestSigner({
 		service: 's3', region, method: req.method, path: req.url, headers,
 		doNotModifyHeaders: true, extraHeadersToInclude: include,
-	}, { accessKeyId: accessKey, secretAccessKey: secretKey });
+	}, { accessKeyId: a.ak, secretAccessKey: secret });
 	signer.datetime = req.headers['x-amz-date'];
 	const want = Buffer.from(signer.signature());
 	const got = Buffer.from(a.signature);
@@ -192,8 +216,9 @@ function holdBody(req, res, want) {
 const server = http.createServer((req, res) => {
 	try {
 		const a = parseAuth(req);
+		const secret = checkKey(req, a);
 		checkScope(req, a);
-		checkSignature(req, a);
+		checkSignature(req, a, secret);
 	} catch (e) {
 		if (!(e instanceof S3Error))
 			e = new S3Error(500, 'InternalError', e.message);

@@ -6,7 +6,9 @@
 #          GRANARY_TEST_REDIS_SOCK, GRANARY_TEST_S3 (s3+http://127.0.0.1:PORT),
 #          GRANARY_TEST_S3_PORT, GRANARY_S3_ACCESS_KEY/SECRET_KEY (s3rver's);
 #          svc_start_s3v4 (a server that verifies Signature V4):
-#          GRANARY_TEST_S3V4 and its _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION;
+#          GRANARY_TEST_S3V4 and its _PORT, _ACCESS_KEY, _SECRET_KEY, _REGION,
+#          and temporary credentials: _TEMP_ACCESS_KEY, _TEMP_SECRET_KEY,
+#          _SESSION_TOKEN;
 #          svc_start_tls (a TLS front): GRANARY_TEST_TLS_PORT, _CA.
 
 SVC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)
@@ -102,13 +104,20 @@ svc_start_s3rver() {
 # own (objects in DIR/data) that only it reaches. Exports
 # GRANARY_TEST_S3V4 (s3+http://127.0.0.1:PORT, path-style),
 # GRANARY_TEST_S3V4_PORT, _ACCESS_KEY, _SECRET_KEY and _REGION (the only
-# credentials and region it accepts); leaves GRANARY_TEST_S3* alone.
+# credentials and region it accepts), and a temporary key pair (as STS
+# hands out) that is only taken with its session token:
+# _TEMP_ACCESS_KEY, _TEMP_SECRET_KEY, _SESSION_TOKEN; leaves
+# GRANARY_TEST_S3* alone.
 # Virtual-hosted style: Host BUCKET.s3.amazonaws.com:PORT, connected to
 # 127.0.0.1:PORT (curl --connect-to, libcurl CURLOPT_CONNECT_TO).
 svc_start_s3v4() {
 	local dir=$1; shift
 	local saved=("${GRANARY_TEST_S3-}" "${GRANARY_TEST_S3_PORT-}" "${GRANARY_TEST_S3_PID-}")
 	local ak=GRANARYV4TEST sk=granary-v4-test-secret region=us-east-1 port
+	# a token as long as STS's, with the characters theirs hold
+	local tak=ASIAGRANARYV4TEMP tsk=granary-v4-temp-secret
+	local token
+	token="FwoGZXIvYXdzE/granary+test=$(head -c 1200 /dev/zero | tr '\0' 'x')//end="
 	[ -f "$SVC_ROOT/.deps/node_modules/aws4/aws4.js" ] ||
 		{ echo "services: aws4 (npm) missing: run tools/install-deps.sh" >&2; return 1; }
 	svc_start_s3rver "$dir/s3rver" "$@" || return 1
@@ -117,12 +126,14 @@ svc_start_s3v4() {
 	[ -n "$GRANARY_TEST_S3" ] || unset GRANARY_TEST_S3 GRANARY_TEST_S3_PORT GRANARY_TEST_S3_PID
 	port=$(svc_free_port)
 	node "$SVC_ROOT/tests/lib/s3v4-front.js" "$port" "$up" "$ak" "$sk" "$region" \
-		>"$dir/s3v4-front.log" 2>&1 &
+		"$tak" "$tsk" "$token" >"$dir/s3v4-front.log" 2>&1 &
 	SVC_PIDS="$SVC_PIDS $!"
 	svc_wait_port "$port" "the V4 front" "$dir/s3v4-front.log" || return 1
 	export GRANARY_TEST_S3V4="s3+http://127.0.0.1:$port" GRANARY_TEST_S3V4_PORT=$port
 	export GRANARY_TEST_S3V4_ACCESS_KEY=$ak GRANARY_TEST_S3V4_SECRET_KEY=$sk
 	export GRANARY_TEST_S3V4_REGION=$region
+	export GRANARY_TEST_S3V4_TEMP_ACCESS_KEY=$tak GRANARY_TEST_S3V4_TEMP_SECRET_KEY=$tsk
+	export GRANARY_TEST_S3V4_SESSION_TOKEN=$token
 }
 
 # svc_start_tls DIR UPSTREAM_PORT: a TLS front (Debian's stunnel4) on a

@@ -1,18 +1,23 @@
 /*
  * test_log.c - a log file stays under its bound when flooded (from many
  * threads, no line split or lost), keeps keep files, filters by level, and
- * a SIGHUP reopens the file an external logrotate moved away.
+ * a SIGHUP reopens the file an external logrotate moved away; log files
+ * are created 0600 (they hold names and uids), keep the mode an operator
+ * gave them, through rotations too.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "lib/linelog.h"
 #include "lib/log.h"
 
 #define BOUND (64u << 10)
@@ -176,4 +181,64 @@ Test(log, threads_never_split_a_line)
 	}
 	cr_assert_eq(whole, 4 * 2000, "lines lost or split: %d", whole);
 	cr_assert_gt(file_size(2), 0, "the flood did not rotate");
+}
+
+/* Permission bits of PATH[.n], or -1 if absent. */
+static int file_mode(const char *p, int n)
+{
+	char q[300];
+	struct stat st;
+
+	if (n)
+		snprintf(q, sizeof(q), "%s.%d", p, n);
+	else
+		snprintf(q, sizeof(q), "%s", p);
+	return stat(q, &st) ? -1 : (int)(st.st_mode & 07777);
+}
+
+Test(log, files_are_created_private)
+{
+	char access[300];
+	struct linelog *l;
+
+	umask(022); /* the usual one: what the code asks for shows */
+	cr_assert_eq(log_open(path, LOG_INFO), 0);
+	log_info("uid 1000 made snapshot 'secret-project'");
+	cr_expect_eq(file_mode(path, 0), 0600, "client log %o",
+		     file_mode(path, 0));
+	snprintf(access, sizeof(access), "%s/access.log", dir);
+	cr_assert_eq(linelog_open(access, 0, &l), 0);
+	linelog_put(l, "a line\n", 7);
+	linelog_close(l);
+	cr_expect_eq(file_mode(access, 0), 0600, "access log %o",
+		     file_mode(access, 0));
+}
+
+/* An operator's mode stays, and the in-process rotation gives the new
+ * file the mode of the one it replaces. One others may read is said. */
+Test(log, a_chosen_mode_is_kept_through_rotations)
+{
+	umask(022);
+	cr_assert_eq(log_set_bound(BOUND, 3), 0);
+	cr_assert_eq(log_open(path, LOG_INFO), 0);
+	log_info("first");
+	cr_assert_eq(chmod(path, 0640), 0);
+	for (int i = 0; i < 2000; i++)
+		log_info("flood line %06d %s", i,
+			 "xxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	cr_assert_gt(file_size(1), 0, "the flood did not rotate");
+	cr_expect_eq(file_mode(path, 0), 0640, "new live file %o",
+		     file_mode(path, 0));
+	cr_expect_eq(file_mode(path, 1), 0640);
+	log_close();
+
+	/* a file that was there, readable by all: left so, with a warning */
+	cr_assert_eq(unlink(path), 0);
+	int fd = open(path, O_CREAT | O_WRONLY, 0644);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(chmod(path, 0644), 0);
+	cr_assert_eq(log_open(path, LOG_INFO), 0);
+	cr_expect_eq(file_mode(path, 0), 0644);
+	cr_expect_eq(count_lines(0, "readable by everyone"), 1);
 }

@@ -248,6 +248,45 @@ Test(meta, unreachable)
 	cr_expect_lt(t1.tv_sec - t0.tv_sec, 8, "unreachable must fail fast");
 }
 
+/* The same table as tests/integ/t0215 (mount.granary -v asks the binary):
+ * the password runs from the first ':' of the user information to its
+ * last '@', whatever it holds; every scheme but unix:// may carry one. */
+Test(meta, redact_every_url_form)
+{
+	static const char *const t[][2] = {
+	    {"redis://:s3PWcret@127.0.0.1:1/2", "redis://:****@127.0.0.1:1/2"},
+	    {"redis://:PW/with/slashes@127.0.0.1:1/2",
+	     "redis://:****@127.0.0.1:1/2"},
+	    {"redis://user:PW@at@127.0.0.1:1/2",
+	     "redis://user:****@127.0.0.1:1/2"},
+	    {"redis://user:PW:a/b@c@d@127.0.0.1/2?wait=1",
+	     "redis://user:****@127.0.0.1/2?wait=1"},
+	    {"redis://:PW@mymaster,127.0.0.1:26379,127.0.0.2/2",
+	     "redis://:****@mymaster,127.0.0.1:26379,127.0.0.2/2"},
+	    {"rediss://:PW@127.0.0.1:6380/0",
+	     "rediss://:****@127.0.0.1:6380/0"},
+	    {"redis://PWalone@127.0.0.1/1", "redis://****@127.0.0.1/1"},
+	    {"redis://127.0.0.1:1/2", "redis://127.0.0.1:1/2"},
+	    {"unix:///run/a@b/redis.sock?db=1",
+	     "unix:///run/a@b/redis.sock?db=1"},
+	};
+	char buf[256];
+	size_t off, len;
+
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		meta_url_redact(t[i][0], buf, sizeof buf);
+		cr_expect_str_eq(buf, t[i][1], "%s", t[i][0]);
+		cr_expect_null(strstr(buf, "PW"), "%s", t[i][0]);
+	}
+	/* the span ps is spared (mount overwrites it in place) */
+	cr_assert(meta_url_password("redis://u:a/b@c@h/1", &off, &len));
+	cr_expect_eq(off, 10);
+	cr_expect_eq(len, 5);
+	cr_expect(!meta_url_password("unix:///a@b/s", &off, &len));
+	cr_expect(!meta_url_password("redis://h/1", &off, &len));
+	cr_expect(!meta_url_password(NULL, &off, &len));
+}
+
 Test(meta, redact_and_strerror)
 {
 	char buf[256];

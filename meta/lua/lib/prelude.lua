@@ -665,6 +665,7 @@ local function pack_dead(pack, plen, out)
 	if total and dead >= total then
 		redis.call('HDEL', 'packs', d(pack))
 		redis.call('HDEL', 'packdead', d(pack))
+		redis.call('ZREM', 'packretired', d(pack)) -- a rewrite that failed
 		local rec = struct.pack('<BI8I8', 5, pack, total)
 		if redis.call('HEXISTS', 'staging', 'p' .. d(pack)) == 1 then
 			redis.call('HSET', 'stagedead', 'p' .. d(pack), rec)
