@@ -66,6 +66,9 @@ struct addr {
 				    for the master again; 0: they do not */
 };
 
+/* Parse a metadata URL into a (redis_url.c); META_EURL when malformed. */
+int redis_url_parse(const char *url, struct addr *a);
+
 struct conn {
 	redisContext *rc;	/* NULL: connect before use */
 	unsigned epoch;		/* pool epoch when it connected */
