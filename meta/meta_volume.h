@@ -62,7 +62,8 @@ int meta_load_volume(struct meta *m, struct meta_volume *v);
 /*
  * Rewrite a volume of an older format version into META_FORMAT_VERSION
  * (SCHEMA.md, "Upgrades"), in place. Refused with EBUSY while a client
- * has it mounted (a session with a heartbeat within the session TTL). An
+ * has it mounted (a session alive to the session TTL: SCHEMA.md
+ * "Sessions", a Redis stall counts for none). An
  * interrupted upgrade is finished by running it again; the volume's
  * format_version changes last. *from gets the version found (= current:
  * nothing was done), *n the records rewritten.

@@ -3416,6 +3416,78 @@ Test(meta, snapshot_crash_cleanup)
 	meta_close(m);
 }
 
+/* Redis time, in ms. */
+static long long server_ms(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "TIME");
+	long long ms;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+	ms =
+	    atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+	freeReplyObject(r);
+	return ms;
+}
+
+/* The server's liveness clock (lib/live.lua): its last script that judged
+ * liveness ago_ms ago, and no stall known. */
+static void liveclock_set(redisContext *c, long long ago_ms)
+{
+	freeReplyObject(redisCommand(c, "HDEL liveclock s g"));
+	freeReplyObject(
+	    redisCommand(c, "HSET liveclock t %lld", server_ms(c) - ago_ms));
+}
+
+/* Session sid last renewed ago seconds ago. */
+static void heartbeat_set(redisContext *c, uint64_t sid, long long ago)
+{
+	freeReplyObject(redisCommand(c, "ZADD sessions %lld %" PRIu64,
+				     server_ms(c) / 1000 - ago, sid));
+}
+
+/* A stall of the server longer than the TTL (no script for 100 s, TTL 60)
+ * while a builder was half way: its session did not renew and its copy
+ * was not touched for all that time, yet nobody took it for dead, so no
+ * cleaner takes its copy (before lib/live.lua's rule in snap_claim, one
+ * did). Once the server has run scripts for the TTL without the builder
+ * (dead indeed), the copy is taken. */
+Test(meta, snapshot_stall_keeps_builder)
+{
+	struct meta *m = fresh(24), *b = mopen(24);
+	redisContext *c = raw(24);
+	uint64_t ids[5], top, sid;
+	size_t n = 9;
+
+	uint64_t src = mktree(m, 1, "src", ids);
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	sid = meta_session_id(m);
+	cr_assert_eq(
+	    meta_redis_test_snapshot_partial(m, src, 1, "snap", 2, &top), 0);
+	/* the builder waits on the server: no heartbeat, no step */
+	meta_redis_test_kill_session(m);
+	heartbeat_set(c, sid, 100);
+	freeReplyObject(
+	    redisCommand(c, "HSET snapshots %" PRIu64 " %" PRIu64 ":%lld", top,
+			 sid, server_ms(c) / 1000 - 100));
+	liveclock_set(c, 100000);
+	cr_assert_eq(meta_snapshot_cleanup(b, &n), 0);
+	cr_expect_eq(n, 0,
+		     "a cleaner took a live builder's copy after a "
+		     "stall of the server");
+	cr_expect_eq(attr(b, top).type, META_DIR, "the copy is still there");
+
+	/* the server ran scripts meanwhile: the builder is dead */
+	liveclock_set(c, 50);
+	heartbeat_set(c, sid, 100);
+	cr_assert_eq(meta_snapshot_cleanup(b, &n), 0);
+	cr_expect_eq(n, 1, "a dead builder's copy is left");
+	cr_expect_eq(meta_getattr(b, top, NULL), ENOENT);
+	expect_no_snapshot_keys(c);
+	redisFree(c);
+	meta_close(b);
+	meta_close(m);
+}
+
 /* 4 GiB written as 4 MiB slices: 1024 records in 64 chunks. (Its time:
  * build/bench/snapshot.) */
 Test(meta, snapshot_4gib_file)
@@ -4016,6 +4088,16 @@ Test(meta, upgrade_from_format_1)
 	cr_assert_eq(meta_open(url, NULL, &other), 0);
 	cr_assert_eq(meta_session_open(other, "/mnt/old"), 0);
 	cr_expect_eq(meta_upgrade(m, &from, &n), EBUSY);
+	/* so does one silent for longer than the TTL while the server
+	 * stalled (no script for 100 s: lib/live.lua) */
+	uint64_t osid = meta_session_id(other);
+	meta_redis_test_kill_session(other);
+	heartbeat_set(c, osid, 100);
+	liveclock_set(c, 100000);
+	cr_expect_eq(meta_upgrade(m, &from, &n), EBUSY,
+		     "a client taken for dead for a stall of the server");
+	/* the server ran scripts meanwhile: that client is dead */
+	liveclock_set(c, 50);
 	meta_close(other);
 
 	cr_assert_eq(meta_upgrade(m, &from, &n), 0);
