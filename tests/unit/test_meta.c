@@ -1470,6 +1470,120 @@ Test(meta, dead_session_cleanup)
 	meta_close(m);
 }
 
+static long long raw_int(redisContext *c, const char *cmd);
+
+static void gone_count(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* Poll cond every 50 ms until it holds, for 5 s at most. */
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int i_ = 0; i_ < 100 && !(cond); i_++)                    \
+			usleep(50000);                                         \
+	} while (0)
+
+/* Is sid in sessions? */
+static int in_sessions(redisContext *c, uint64_t sid)
+{
+	redisReply *r = redisCommand(c, "ZSCORE sessions %" PRIu64, sid);
+	int in = r && r->type == REDIS_REPLY_STRING;
+
+	freeReplyObject(r);
+	return in;
+}
+
+/* meta_session_watch: a client mounted across a load (the settings hold
+ * another restore_id), or whose database was emptied, stops at its next
+ * heartbeat: its calls fail with META_EGONE, it writes nothing more (no
+ * heartbeat, no registration again: a load into the emptied database
+ * would be refused, and the restored volume would list a session of
+ * before), and its owner is told once. A session cleaned away as dead
+ * while its volume is still there is registered again, as before. TTL
+ * 1 s: a heartbeat every 250 ms. */
+Test(meta, session_watch_restore)
+{
+	struct meta_opts o = {.session_ttl = 1};
+	struct meta *m = fresh(45), *a = mopen_opts(45, &o);
+	struct meta *b = mopen_opts(45, &o);
+	redisContext *c = raw(45);
+	struct meta_volume v, w;
+	int told_a = 0, told_b = 0;
+	uint64_t sa, f;
+	char cmd[64];
+
+	cr_assert_eq(meta_load_volume(m, &v), 0);
+	meta_session_watch(a, &v, gone_count, &told_a);
+	meta_session_watch(b, &v, gone_count, &told_b);
+	cr_assert_eq(meta_session_open(a, "/mnt/a"), 0);
+	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
+	sa = meta_session_id(a);
+
+	/* a plain expiry: a registers again and goes on */
+	snprintf(cmd, sizeof cmd, "ZREM sessions %" PRIu64, sa);
+	cr_assert_eq(raw_int(c, cmd), 1);
+	WAIT_FOR(in_sessions(c, sa));
+	cr_expect(in_sessions(c, sa), "an expired session was not registered "
+				      "again");
+	cr_expect(!meta_session_gone(a), "a plain expiry stopped the client");
+	cr_expect_eq(
+	    meta_mknod(a, 1, "f", META_FILE, 0644, 0, 0, 0, NULL, &f, NULL), 0);
+
+	/* a load of another restore over the volume: both stop */
+	freeReplyObject(
+	    redisCommand(c, "HSET setting restore_id 0123456789abcdef"));
+	WAIT_FOR(meta_session_gone(a) && meta_session_gone(b));
+	cr_expect(meta_session_gone(a) && meta_session_gone(b),
+		  "a client mounted across a restore goes on");
+	cr_expect_eq(meta_getattr(a, f, NULL), META_EGONE);
+	cr_expect_eq(
+	    meta_mknod(b, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, &f, NULL),
+	    META_EGONE);
+	cr_expect_eq(meta_lookup(m, 1, "g", &f, NULL), ENOENT);
+	/* and write nothing: the database emptied (a load's first step)
+	 * stays empty while their heartbeats go by */
+	freeReplyObject(redisCommand(c, "FLUSHDB"));
+	usleep(1500000);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0,
+		     "a stopped client wrote into the emptied database");
+	cr_expect_eq(told_a, 1);
+	cr_expect_eq(told_b, 1);
+	cr_expect_eq(meta_session_close(a), 0);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0, "its close wrote");
+	meta_close(a);
+	meta_close(b);
+
+	/* emptied first, then loaded: the same */
+	meta_close(m);
+	m = fresh(45);
+	cr_assert_eq(meta_load_volume(m, &v), 0);
+	a = mopen_opts(45, &o);
+	told_a = 0;
+	meta_session_watch(a, &v, gone_count, &told_a);
+	cr_assert_eq(meta_session_open(a, "/mnt/a"), 0);
+	freeReplyObject(redisCommand(c, "FLUSHDB"));
+	WAIT_FOR(meta_session_gone(a));
+	cr_expect(meta_session_gone(a),
+		  "a client whose database was emptied goes on");
+	usleep(600000);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0,
+		     "a stopped client wrote into the emptied database");
+	w = v;
+	snprintf(w.restore_id, sizeof w.restore_id, "fedcba9876543210");
+	cr_assert_eq(meta_format(m, &w, 1), 0);
+	freeReplyObject(
+	    redisCommand(c, "HSET setting restore_id fedcba9876543210"));
+	usleep(600000);
+	cr_expect(meta_session_gone(a));
+	cr_expect_eq(raw_int(c, "EXISTS sessions"), 0,
+		     "the stopped client registered in the restored volume");
+	cr_expect_eq(told_a, 1);
+	redisFree(c);
+	meta_close(a);
+	meta_close(m);
+}
+
 /* The capacity gate's view (meta_space_usage): each session publishes
  * what it accepted and did not commit; the others' sum is read with
  * usedspace; the field goes with the session, closed or dead. */
