@@ -77,6 +77,9 @@ static const struct {
 		     "session went without heartbeat for the session TTL, "
 		     "and other clients may have taken the lock (unlock or "
 		     "close the file, then lock it again)"},
+    {META_EGONE, "the volume mounted here is not in its database any more "
+		 "(restored from a dump, emptied or replaced while mounted): "
+		 "unmount and mount again"},
 };
 
 const char *gr_strerror(int err)

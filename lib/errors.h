@@ -43,6 +43,9 @@
 #define META_ESENTINEL (-308) /* no sentinel of a sentinel URL answered */
 #define META_ENOMASTER (-309) /* the sentinels know no master of that name */
 #define META_ELOCKLOST (-310) /* a lock this client held was taken from it */
+#define META_EGONE                                                             \
+	(-311) /* the volume mounted is not in its database                    \
+		  any more (restored, emptied, replaced) */
 
 /* Message for 0, a positive errno or any code above; never NULL. */
 const char *gr_strerror(int err);

@@ -62,7 +62,8 @@ int meta_load_volume(struct meta *m, struct meta_volume *v);
 /*
  * Rewrite a volume of an older format version into META_FORMAT_VERSION
  * (SCHEMA.md, "Upgrades"), in place. Refused with EBUSY while a client
- * has it mounted (a session with a heartbeat within the session TTL). An
+ * has it mounted (a session alive to the session TTL: SCHEMA.md
+ * "Sessions", a Redis stall counts for none). An
  * interrupted upgrade is finished by running it again; the volume's
  * format_version changes last. *from gets the version found (= current:
  * nothing was done), *n the records rewritten.
@@ -87,6 +88,23 @@ int meta_space_usage(struct meta *m, uint64_t pending, uint64_t *used,
 /* Register this client (starts a heartbeat thread; cleans up sessions of
  * dead clients: their open files, their orphaned inodes). */
 int meta_session_open(struct meta *m, const char *mountpoint);
+/*
+ * Before meta_session_open: the session serves volume v, as the mount read
+ * it. Each heartbeat then checks that the database still holds v, of the
+ * same restore (uuid and restore_id). Once it does not (restored from a
+ * dump while mounted, the database emptied, another volume formatted
+ * there), the handle stops for good: it logs so once, as an error, naming
+ * v and what to do; every later call on it fails with META_EGONE, and
+ * nothing more is written to the database (meta_session_close leaves it
+ * alone); gone(arg) runs once, on the heartbeat thread. A session whose
+ * volume is still there but which was cleaned away as dead is registered
+ * again, as without the watch.
+ */
+void meta_session_watch(struct meta *m, const struct meta_volume *v,
+			void (*gone)(void *arg), void *arg);
+/* 1 once the watch stopped the handle (its calls fail), else 0; any
+ * thread, lock-free. */
+int meta_session_gone(struct meta *m);
 int meta_session_close(struct meta *m);
 uint64_t meta_session_id(struct meta *m);
 struct meta_session {

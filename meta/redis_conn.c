@@ -993,6 +993,10 @@ int redis_run_reqs(struct meta *m, int flags, const struct req *reqs, int n,
 again:
 	for (i = 0; i < n; i++)
 		out[i] = NULL;
+	if (atomic_load(&m->gone) && !(flags & RUN_GONE_OK)) {
+		pool_put(m, c); /* not the volume mounted: redis_session.c */
+		return META_EGONE;
+	}
 	sent = refused = 0;
 	if (c->rc && conn_closed(c))
 		conn_failed(m, c);

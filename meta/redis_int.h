@@ -114,6 +114,17 @@ struct meta {
 				       client knows of: a newer one is logged */
 	_Atomic int64_t loss_seen;  /* the session's sessionlost stamp this
 				       client acted on (0: none) */
+	/* The volume the session serves (meta_session_watch; uuid "": not
+	 * watched), written before the heartbeat thread starts; told and
+	 * the look for a volume again: the heartbeat thread's. */
+	struct redis_watch {
+		char name[256], uuid[40], restore_id[META_RESTORE_ID];
+		void (*gone_fn)(void *arg);
+		void *arg;
+		int told; /* gone_fn ran */
+	} watch;
+	_Atomic int gone; /* GONE_* (redis_session.c): not 0, every call
+			     but RUN_GONE_OK fails with META_EGONE */
 
 	/* round trips of conn_exec (every command after the connection's
 	 * set-up): updated with relaxed atomics (lib/metric.h) */
@@ -144,8 +155,9 @@ struct req {
 	int script;
 };
 
-#define RUN_RETRY 1 /* idempotent: may be sent again after a reconnect */
-#define RUN_RAW	  2 /* error replies are handed out, not turned to errors */
+#define RUN_RETRY   1 /* idempotent: may be sent again after a reconnect */
+#define RUN_RAW	    2 /* error replies are handed out, not turned to errors */
+#define RUN_GONE_OK 4 /* runs even once the handle stopped (m->gone) */
 
 void redis_cmd_init(struct cmd *c, const char *name);
 /* The command that runs script s (FCALL or EVALSHA, no keys); the

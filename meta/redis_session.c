@@ -132,6 +132,103 @@ static void stall_note(struct meta *m, int64_t end, int64_t len)
 		 (double)len / 1000, m->opts.session_ttl);
 }
 
+/* ---- the volume served ----------------------------------------------- */
+
+/* m->gone: what the heartbeat found in place of the volume mounted. */
+enum { GONE_NOT, GONE_RESTORED, GONE_EMPTIED, GONE_REPLACED };
+
+void meta_session_watch(struct meta *m, const struct meta_volume *v,
+			void (*gone)(void *arg), void *arg)
+{
+	snprintf(m->watch.name, sizeof m->watch.name, "%s", v->name);
+	snprintf(m->watch.uuid, sizeof m->watch.uuid, "%s", v->uuid);
+	snprintf(m->watch.restore_id, sizeof m->watch.restore_id, "%s",
+		 v->restore_id);
+	m->watch.gone_fn = gone;
+	m->watch.arg = arg;
+}
+
+int meta_session_gone(struct meta *m)
+{
+	return atomic_load(&m->gone) != GONE_NOT;
+}
+
+/* What settings of uuid u and restore_id r ("" when absent) are to the
+ * volume watched: GONE_*. */
+static int watch_judge(const struct meta *m, const char *u, const char *r)
+{
+	if (!*u)
+		return GONE_EMPTIED;
+	if (strcmp(u, m->watch.uuid))
+		return GONE_REPLACED;
+	if (strcmp(r, m->watch.restore_id))
+		return GONE_RESTORED;
+	return GONE_NOT;
+}
+
+/* The handle stops (from GONE_NOT), or learns what came after the volume
+ * went (from GONE_EMPTIED); said once each, as an error. u: the uuid the
+ * settings hold. */
+static void watch_stop(struct meta *m, int from, int why, const char *u)
+{
+	const char *name = m->watch.name;
+
+	if (why == GONE_NOT || why == from ||
+	    !atomic_compare_exchange_strong(&m->gone, &from, why))
+		return;
+	if (why == GONE_RESTORED)
+		log_err("volume '%s' was restored from a dump while mounted "
+			"here; every operation now fails with EIO: unmount "
+			"and mount again",
+			name);
+	else if (why == GONE_EMPTIED)
+		log_err("volume '%s' is gone from its database at '%s' while "
+			"mounted here (emptied, or a load under way?); every "
+			"operation now fails with EIO: unmount and mount again",
+			name, m->where);
+	else
+		log_err("the database at '%s' holds another volume (uuid %s) "
+			"than '%s', mounted here; every operation now fails "
+			"with EIO: unmount and mount again",
+			m->where, u, name);
+}
+
+/* A string of a reply into buf ("" for anything else). */
+static void reply_str(const redisReply *r, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%.*s",
+		 r->type == REDIS_REPLY_STRING ? (int)r->len : 0,
+		 r->type == REDIS_REPLY_STRING ? r->str : "");
+}
+
+/*
+ * The heartbeat thread's turn once the handle stopped: the owner's
+ * gone_fn runs (once); while the database holds no volume, its settings
+ * are read again, to tell what replaced the volume when something does
+ * (a load that emptied the database first: it is restored).
+ */
+static void watch_gone(struct meta *m)
+{
+	const char *argv[] = {"HMGET", "setting", "uuid", "restore_id"};
+	size_t len[] = {5, 7, 4, 10};
+	struct req q = {4, argv, len, -1};
+	char u[64], rid[64];
+	redisReply *r;
+
+	if (!m->watch.told && m->watch.gone_fn)
+		m->watch.gone_fn(m->watch.arg);
+	m->watch.told = 1;
+	if (atomic_load(&m->gone) != GONE_EMPTIED ||
+	    redis_run_reqs(m, RUN_RETRY | RUN_GONE_OK, &q, 1, &r))
+		return;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+		reply_str(r->element[0], u, sizeof u);
+		reply_str(r->element[1], rid, sizeof rid);
+		watch_stop(m, GONE_EMPTIED, watch_judge(m, u, rid), u);
+	}
+	freeReplyObject(r);
+}
+
 /*
  * Run the heartbeat script: renew the session, and act on what it says.
  * Cleaned away: every lock held here is lost, and the session is
@@ -154,9 +251,24 @@ static int session_beat(struct meta *m, redisReply **dead)
 	redis_cmd_script(m, &c, SC_HEARTBEAT);
 	redis_cmd_u64(&c, sid);
 	redis_cmd_i64(&c, m->opts.session_ttl);
+	if (m->watch.uuid[0]) {
+		redis_cmd_str(&c, m->watch.uuid);
+		redis_cmd_str(&c, m->watch.restore_id);
+	}
 	err = redis_run_script(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
+	if (r->elements >= 4 && r->element[1]->type == REDIS_REPLY_INTEGER &&
+	    r->element[1]->integer == 2) {
+		/* not the volume mounted: nothing was done */
+		char u[64], rid[64];
+		reply_str(r->element[2], u, sizeof u);
+		reply_str(r->element[3], rid, sizeof rid);
+		int why = watch_judge(m, u, rid);
+		watch_stop(m, GONE_NOT, why, u);
+		freeReplyObject(r);
+		return why == GONE_NOT ? META_EPROTO : META_EGONE;
+	}
 	if (r->elements < 5 || r->element[1]->type != REDIS_REPLY_INTEGER) {
 		freeReplyObject(r);
 		return META_EPROTO;
@@ -211,7 +323,15 @@ static int heartbeat(struct meta *m)
 	size_t n = 0;
 	int err, state;
 
+	if (atomic_load(&m->gone)) {
+		watch_gone(m);
+		return 0;
+	}
 	err = session_beat(m, &dead);
+	if (err == META_EGONE) {
+		watch_gone(m);
+		return 0;
+	}
 	if (err) {
 		if (redis_log_ok(m))
 			log_warn("session %" PRIu64 ": heartbeat failed: %s",
@@ -378,8 +498,9 @@ int meta_session_close(struct meta *m)
 		return 0;
 	heartbeat_stop(m);
 	/* our opens and locks go with the session: unlinked files we held
-	 * are freed, unlocks not delivered yet are done */
-	err = session_clean(m, sid, -1, &state);
+	 * are freed, unlocks not delivered yet are done; in the volume that
+	 * is there now (m->gone), the session is none of ours */
+	err = atomic_load(&m->gone) ? 0 : session_clean(m, sid, -1, &state);
 	atomic_store(&m->sid, 0);
 	redis_lock_close(m);
 	free(m->sess_info);

@@ -295,36 +295,24 @@ free_r:
 	return err;
 }
 
-/* Clients with a heartbeat within the session TTL. */
+/* Clients alive to the session TTL (script session_live: a heartbeat
+ * within it, or any while a stall of the server is less than it behind:
+ * SCHEMA.md "Sessions"). */
 static int live_sessions(struct meta *m, long long *n)
 {
 	struct cmd c;
 	redisReply *r;
-	long long now;
 	int err;
 
-	redis_cmd_init(&c, "TIME");
-	err = redis_run(m, RUN_RETRY, &c, &r);
+	redis_cmd_script(m, &c, SC_SESSION_LIVE);
+	redis_cmd_i64(&c, m->opts.session_ttl);
+	err = redis_run_script(m, 0, &c, &r);
 	if (err)
 		return err;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING) {
-		freeReplyObject(r);
-		return META_EPROTO;
-	}
-	now = atoll(r->element[0]->str);
-	freeReplyObject(r);
-	redis_cmd_init(&c, "ZCOUNT");
-	redis_cmd_str(&c, "sessions");
-	redis_cmd_i64(&c, now - m->opts.session_ttl);
-	redis_cmd_str(&c, "+inf");
-	err = redis_run(m, RUN_RETRY, &c, &r);
-	if (err)
-		return err;
-	if (r->type != REDIS_REPLY_INTEGER)
+	if (r->elements < 2 || r->element[1]->type != REDIS_REPLY_INTEGER)
 		err = META_EPROTO;
 	else
-		*n = r->integer;
+		*n = r->element[1]->integer;
 	freeReplyObject(r);
 	return err;
 }

@@ -65,11 +65,15 @@ struct op_now {
 };
 static __thread struct op_now op_now;
 
-static void op_begin(fuse_req_t req, enum vfs_op op, uint64_t ino,
-		     const char *name)
+/* Start a request; EIO (then the handler answers it with that at once) when
+ * the volume is gone from under this client (vfs_gone: restored from a
+ * dump while mounted...), else 0. */
+static int op_begin(fuse_req_t req, enum vfs_op op, uint64_t ino,
+		    const char *name)
 {
-	op_now = (struct op_now){fs_of(req), op, ino, name, fsutil_mono_ns(),
-				 0};
+	op_now =
+	    (struct op_now){fs_of(req), op, ino, name, fsutil_mono_ns(), 0};
+	return vfs_gone(op_now.fs);
 }
 
 static void op_end(int err)
@@ -108,6 +112,13 @@ static void reply_err(fuse_req_t req, const char *op, int err)
 		err = EIO;
 	}
 	fuse_reply_err(req, err);
+}
+
+/* The answer to every request of a client whose volume is gone (op_begin):
+ * the log said why once; no line per request. */
+static void reply_gone(fuse_req_t req)
+{
+	fuse_reply_err(req, EIO);
 }
 
 static void fill_entry(struct fuse_entry_param *p, const struct vfs_entry *e)
@@ -207,7 +218,8 @@ static void op_destroy(void *userdata)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	op_begin(req, VFS_OP_lookup, parent, name);
+	if (op_begin(req, VFS_OP_lookup, parent, name))
+		return reply_gone(req);
 	struct vfs_entry e;
 	struct vfs_caller c = caller_of(req);
 	int err = vfs_lookup(fs_of(req), &c, parent, name, &e);
@@ -216,7 +228,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	op_begin(req, VFS_OP_forget, ino, NULL);
+	(void)op_begin(req, VFS_OP_forget, ino, NULL);
 	vfs_forget(fs_of(req), ino, nlookup);
 	fuse_reply_none(req);
 }
@@ -224,7 +236,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
-	op_begin(req, VFS_OP_forget, 0, NULL);
+	(void)op_begin(req, VFS_OP_forget, 0, NULL);
 	for (size_t i = 0; i < count; i++)
 		vfs_forget(fs_of(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
@@ -233,7 +245,8 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_getattr, ino, NULL);
+	if (op_begin(req, VFS_OP_getattr, ino, NULL))
+		return reply_gone(req);
 	struct stat st;
 	double timeout;
 	(void)fi;
@@ -246,7 +259,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *in,
 		       int to_set, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_setattr, ino, NULL);
+	if (op_begin(req, VFS_OP_setattr, ino, NULL))
+		return reply_gone(req);
 	struct stat st;
 	double timeout;
 	(void)fi;
@@ -258,7 +272,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *in,
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	op_begin(req, VFS_OP_readlink, ino, NULL);
+	if (op_begin(req, VFS_OP_readlink, ino, NULL))
+		return reply_gone(req);
 	char *target;
 	int err = vfs_readlink(fs_of(req), ino, &target);
 	if (err)
@@ -279,33 +294,38 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
-	op_begin(req, VFS_OP_mknod, parent, name);
+	if (op_begin(req, VFS_OP_mknod, parent, name))
+		return reply_gone(req);
 	make_node(req, parent, name, mode, rdev, NULL);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	op_begin(req, VFS_OP_mkdir, parent, name);
+	if (op_begin(req, VFS_OP_mkdir, parent, name))
+		return reply_gone(req);
 	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
-	op_begin(req, VFS_OP_symlink, parent, name);
+	if (op_begin(req, VFS_OP_symlink, parent, name))
+		return reply_gone(req);
 	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	op_begin(req, VFS_OP_unlink, parent, name);
+	if (op_begin(req, VFS_OP_unlink, parent, name))
+		return reply_gone(req);
 	reply_err(req, "unlink", vfs_unlink(fs_of(req), parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	op_begin(req, VFS_OP_rmdir, parent, name);
+	if (op_begin(req, VFS_OP_rmdir, parent, name))
+		return reply_gone(req);
 	reply_err(req, "rmdir", vfs_rmdir(fs_of(req), parent, name));
 }
 
@@ -313,7 +333,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
-	op_begin(req, VFS_OP_rename, parent, name);
+	if (op_begin(req, VFS_OP_rename, parent, name))
+		return reply_gone(req);
 	reply_err(
 	    req, "rename",
 	    vfs_rename(fs_of(req), parent, name, newparent, newname, flags));
@@ -322,7 +343,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
-	op_begin(req, VFS_OP_link, newparent, newname);
+	if (op_begin(req, VFS_OP_link, newparent, newname))
+		return reply_gone(req);
 	struct vfs_entry e;
 	int err = vfs_link(fs_of(req), ino, newparent, newname, &e);
 	reply_entry(req, "link", err, &e);
@@ -330,7 +352,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	op_begin(req, VFS_OP_statfs, ino, NULL);
+	if (op_begin(req, VFS_OP_statfs, ino, NULL))
+		return reply_gone(req);
 	struct statvfs sv;
 	(void)ino;
 	int err = vfs_statfs(fs_of(req), &sv);
@@ -341,7 +364,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	op_begin(req, VFS_OP_access, ino, NULL);
+	if (op_begin(req, VFS_OP_access, ino, NULL))
+		return reply_gone(req);
 	/* default_permissions: the kernel has checked already */
 	(void)ino;
 	(void)mask;
@@ -359,7 +383,8 @@ static void set_open(struct fuse_file_info *fi, const struct vfs_open *o)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_open, ino, NULL);
+	if (op_begin(req, VFS_OP_open, ino, NULL))
+		return reply_gone(req);
 	struct vfs_open o;
 	int err = vfs_open(fs_of(req), ino, fi->flags, &o);
 	if (err)
@@ -373,7 +398,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_create, parent, name);
+	if (op_begin(req, VFS_OP_create, parent, name))
+		return reply_gone(req);
 	struct vfs_caller c = caller_of(req);
 	struct fuse_entry_param p;
 	struct vfs_entry e;
@@ -400,7 +426,8 @@ static void reply_read(void *arg, const struct iovec *iov, int n)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_read, ino, NULL);
+	if (op_begin(req, VFS_OP_read, ino, NULL))
+		return reply_gone(req);
 	(void)ino;
 	/* reply_read sends the reply when vfs_read succeeds */
 	int err = vfs_read(fs_of(req), fh_of(fi), (uint64_t)off, size,
@@ -412,7 +439,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_write, ino, NULL);
+	if (op_begin(req, VFS_OP_write, ino, NULL))
+		return reply_gone(req);
 	struct vfs_caller c = caller_of(req);
 	(void)ino;
 	int err =
@@ -427,7 +455,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * locks on the file end with it (it keeps none of them itself). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_flush, ino, NULL);
+	if (op_begin(req, VFS_OP_flush, ino, NULL))
+		return reply_gone(req);
 	vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner, 0);
 	reply_err(req, "flush", vfs_flush(fs_of(req), fh_of(fi)));
 }
@@ -435,7 +464,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_fsync, ino, NULL);
+	if (op_begin(req, VFS_OP_fsync, ino, NULL))
+		return reply_gone(req);
 	(void)ino;
 	(void)datasync;
 	reply_err(req, "fsync", vfs_flush(fs_of(req), fh_of(fi)));
@@ -444,11 +474,10 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_release, ino, NULL);
+	(void)op_begin(req, VFS_OP_release, ino, NULL);
 	/* the last close of an open file that took a flock lock */
 	if (fi->flock_release)
-		vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner,
-			       1);
+		vfs_lock_close(fs_of(req), fh_of(fi), ino, fi->lock_owner, 1);
 	vfs_release(fs_of(req), fh_of(fi));
 	fuse_reply_err(req, 0);
 }
@@ -458,7 +487,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       off_t off_out, struct fuse_file_info *fi_out,
 			       size_t len, int flags)
 {
-	op_begin(req, VFS_OP_copy_file_range, ino_out, NULL);
+	if (op_begin(req, VFS_OP_copy_file_range, ino_out, NULL))
+		return reply_gone(req);
 	size_t n = 0;
 	(void)ino_in;
 	(void)ino_out;
@@ -472,7 +502,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_fallocate, ino, NULL);
+	if (op_begin(req, VFS_OP_fallocate, ino, NULL))
+		return reply_gone(req);
 	(void)ino;
 	reply_err(req, "fallocate",
 		  vfs_fallocate(fs_of(req), fh_of(fi), mode, off, len));
@@ -488,7 +519,8 @@ static int lock_interrupted(void *arg)
 static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock)
 {
-	op_begin(req, VFS_OP_getlk, ino, NULL);
+	if (op_begin(req, VFS_OP_getlk, ino, NULL))
+		return reply_gone(req);
 	int err = vfs_getlk(fs_of(req), ino, fi->lock_owner, lock);
 	if (err)
 		return reply_err(req, "getlk", err);
@@ -498,7 +530,8 @@ static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock, int sleep)
 {
-	op_begin(req, VFS_OP_setlk, ino, NULL);
+	if (op_begin(req, VFS_OP_setlk, ino, NULL))
+		return reply_gone(req);
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "setlk",
 		  vfs_setlk(fs_of(req), fh_of(fi), ino, fi->lock_owner, lock,
@@ -508,7 +541,8 @@ static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     int op)
 {
-	op_begin(req, VFS_OP_flock, ino, NULL);
+	if (op_begin(req, VFS_OP_flock, ino, NULL))
+		return reply_gone(req);
 	struct vfs_wait w = {lock_interrupted, req};
 	reply_err(req, "flock",
 		  vfs_flock(fs_of(req), ino, fi->lock_owner, op, &w));
@@ -519,7 +553,8 @@ static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_opendir, ino, NULL);
+	if (op_begin(req, VFS_OP_opendir, ino, NULL))
+		return reply_gone(req);
 	struct vfs_dh *d;
 	int keep;
 	int err = vfs_opendir(fs_of(req), ino, &d, &keep);
@@ -585,21 +620,23 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_readdir, ino, NULL);
+	if (op_begin(req, VFS_OP_readdir, ino, NULL))
+		return reply_gone(req);
 	do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_readdirplus, ino, NULL);
+	if (op_begin(req, VFS_OP_readdirplus, ino, NULL))
+		return reply_gone(req);
 	do_readdir(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_releasedir, ino, NULL);
+	(void)op_begin(req, VFS_OP_releasedir, ino, NULL);
 	(void)ino;
 	vfs_releasedir(fs_of(req), (struct vfs_dh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
@@ -608,7 +645,8 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	op_begin(req, VFS_OP_fsyncdir, ino, NULL);
+	if (op_begin(req, VFS_OP_fsyncdir, ino, NULL))
+		return reply_gone(req);
 	(void)ino;
 	(void)datasync;
 	(void)fi;
@@ -669,7 +707,8 @@ static int xattr_caller(fuse_req_t req, const char *name, struct vfs_caller *c,
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	op_begin(req, VFS_OP_setxattr, ino, name);
+	if (op_begin(req, VFS_OP_setxattr, ino, name))
+		return reply_gone(req);
 	struct vfs_caller c;
 	uint32_t *groups;
 	int err = xattr_caller(req, name, &c, &groups);
@@ -684,7 +723,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
-	op_begin(req, VFS_OP_getxattr, ino, name);
+	if (op_begin(req, VFS_OP_getxattr, ino, name))
+		return reply_gone(req);
 	struct vfs_caller c;
 	uint32_t *groups;
 	void *v = NULL;
@@ -699,7 +739,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	op_begin(req, VFS_OP_listxattr, ino, NULL);
+	if (op_begin(req, VFS_OP_listxattr, ino, NULL))
+		return reply_gone(req);
 	char *names = NULL;
 	size_t n = 0;
 	int err = vfs_listxattr(fs_of(req), ino, &names, &n);
@@ -708,7 +749,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	op_begin(req, VFS_OP_removexattr, ino, name);
+	if (op_begin(req, VFS_OP_removexattr, ino, name))
+		return reply_gone(req);
 	struct vfs_caller c = caller_of(req);
 	reply_err(req, "removexattr",
 		  vfs_removexattr(fs_of(req), &c, ino, name));

@@ -176,7 +176,9 @@ static void *backupd_main(void *arg)
 		int64_t retry = b->interval < RETRY_S ? b->interval : RETRY_S;
 		int err =
 		    meta_backup_claim(b->m, b->interval, ttl, retry, &claimed);
-		if (err && err != EROFS)
+		/* META_EGONE: the volume went from under this client,
+		 * which said so */
+		if (err && err != EROFS && err != META_EGONE)
 			log_warn("metadata backup: asking whether one is "
 				 "due: %s",
 				 gr_strerror(err));

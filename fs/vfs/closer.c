@@ -33,8 +33,10 @@ static void release(struct closer *c, const uint64_t *inos, size_t n)
 	size_t freed = 0;
 	int err = meta_files_release(c->m, inos, n, &freed);
 
-	/* the opens stay registered until this client's session ends */
-	if (err)
+	/* the opens stay registered until this client's session ends;
+	 * META_EGONE: the volume went from under this client, which said so,
+	 * and nothing of it is registered in what is there now */
+	if (err && err != META_EGONE)
 		log_err("cannot release %zu closed files (first inode %llu): "
 			"%s",
 			n, (unsigned long long)inos[0], gr_strerror(err));

@@ -54,6 +54,47 @@ void reclaim_soon(void *arg)
 	pthread_mutex_unlock(&fs->rc_lock);
 }
 
+/* ---- a volume gone from under the mount ------------------------------ */
+
+/*
+ * The volume is not in its database any more (meta_session_watch:
+ * restored from a dump while mounted, the database emptied or given
+ * another volume); the metadata handle said so in the log. Every request
+ * now gets EIO (the adapter asks vfs_gone first), and what the kernel
+ * keeps of the old volume, pages and attributes, is dropped so that it
+ * asks for them, and is refused, too. Runs once, on the heartbeat
+ * thread; the kernel is told without table_lock held.
+ */
+static void volume_gone(void *arg)
+{
+	struct fs *fs = arg;
+	struct hash_node *h;
+	uint64_t *inos;
+	size_t n = 0;
+
+	if (!fs->kern.inval_inode)
+		return; /* no request came yet: nothing is cached */
+	pthread_mutex_lock(&fs->table_lock);
+	inos = calloc(hash_count(&fs->nodes) + 1, sizeof(*inos));
+	for (h = hash_first(&fs->nodes); inos && h;
+	     h = hash_next(&fs->nodes, h))
+		inos[n++] = hash_entry(h, struct node, hn)->ino;
+	pthread_mutex_unlock(&fs->table_lock);
+	fs->kern.inval_inode(fs->kern.arg, VFS_ROOT_ID, 0, 0);
+	for (size_t i = 0; i < n; i++)
+		if (inos[i] != fs->root)
+			fs->kern.inval_inode(fs->kern.arg, inos[i], 0, 0);
+	if (!inos)
+		log_warn("out of memory: the kernel may serve pages of the "
+			 "files it has cached until they are evicted");
+	free(inos);
+}
+
+int vfs_gone(struct fs *fs)
+{
+	return meta_session_gone(fs->meta) ? EIO : 0;
+}
+
 /* ---- background reclamation ----------------------------------------- */
 
 /* Deletes the objects of slices nobody references any more: data of
@@ -108,6 +149,11 @@ static void *reclaimer_main(void *arg)
 	uint64_t told_packs = 0, told_bytes = 0;
 	for (;;) {
 		size_t n = 0;
+		int err = 0;
+		/* nothing of the volume is this client's any more: wait for
+		 * the unmount */
+		if (meta_session_gone(fs->meta))
+			goto wait;
 		/* pending bytes that changed while no write came (space.h) */
 		space_tick(fs->space);
 		/* the quotas' generation; their gates' pending bytes */
@@ -141,7 +187,7 @@ static void *reclaimer_main(void *arg)
 			next_cleanup = mono_ns() + SNAPSHOT_CLEANUP_NS;
 		}
 		trash_purge_tick(fs);
-		int err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
+		err = meta_reclaim(fs->meta, dead, RECLAIM_BATCH, &n);
 		if (err)
 			log_warn("reclaim: %s", gr_strerror(err));
 		for (size_t i = 0; i < n; i++) {
@@ -168,6 +214,7 @@ static void *reclaimer_main(void *arg)
 				break;
 			}
 		}
+	wait:
 		pthread_mutex_lock(&fs->rc_lock);
 		if (!fs->stopping && (n == 0 || err)) {
 			struct timespec ts;
@@ -872,6 +919,8 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 			goto fail;
 		}
 	}
+	/* a load under it (granary load) stops this client: volume_gone */
+	meta_session_watch(fs->meta, &fs->vol, volume_gone, fs);
 	err = meta_session_open(fs->meta, o->mountpoint);
 	if (err) {
 		err = fail(msg, cap, err, "cannot register session: %s",

@@ -88,6 +88,12 @@ void vfs_started(struct fs *fs);
 void vfs_flush_all(struct fs *fs);
 /* After the unmount: flush, stop and free everything. NULL-safe. */
 void vfs_close_fs(struct fs *fs);
+/* EIO once the volume is gone from under this client (restored from a
+ * dump while mounted, its database emptied or given another volume: the
+ * log says which), for good: the adapter then answers every request with
+ * it, but the forgets and the releases, which it still hands on. Else 0.
+ * Lock-free. */
+int vfs_gone(struct fs *fs);
 int vfs_read_only(const struct fs *fs);
 uint64_t vfs_direct_read(const struct fs *fs); /* UINT64_MAX: off */
 const char *vfs_volume_name(const struct fs *fs);

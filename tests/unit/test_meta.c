@@ -1509,6 +1509,120 @@ Test(meta, dead_session_cleanup)
 	meta_close(m);
 }
 
+static long long raw_int(redisContext *c, const char *cmd);
+
+static void gone_count(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* Poll cond every 50 ms until it holds, for 5 s at most. */
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int i_ = 0; i_ < 100 && !(cond); i_++)                    \
+			usleep(50000);                                         \
+	} while (0)
+
+/* Is sid in sessions? */
+static int in_sessions(redisContext *c, uint64_t sid)
+{
+	redisReply *r = redisCommand(c, "ZSCORE sessions %" PRIu64, sid);
+	int in = r && r->type == REDIS_REPLY_STRING;
+
+	freeReplyObject(r);
+	return in;
+}
+
+/* meta_session_watch: a client mounted across a load (the settings hold
+ * another restore_id), or whose database was emptied, stops at its next
+ * heartbeat: its calls fail with META_EGONE, it writes nothing more (no
+ * heartbeat, no registration again: a load into the emptied database
+ * would be refused, and the restored volume would list a session of
+ * before), and its owner is told once. A session cleaned away as dead
+ * while its volume is still there is registered again, as before. TTL
+ * 1 s: a heartbeat every 250 ms. */
+Test(meta, session_watch_restore)
+{
+	struct meta_opts o = {.session_ttl = 1};
+	struct meta *m = fresh(45), *a = mopen_opts(45, &o);
+	struct meta *b = mopen_opts(45, &o);
+	redisContext *c = raw(45);
+	struct meta_volume v, w;
+	int told_a = 0, told_b = 0;
+	uint64_t sa, f;
+	char cmd[64];
+
+	cr_assert_eq(meta_load_volume(m, &v), 0);
+	meta_session_watch(a, &v, gone_count, &told_a);
+	meta_session_watch(b, &v, gone_count, &told_b);
+	cr_assert_eq(meta_session_open(a, "/mnt/a"), 0);
+	cr_assert_eq(meta_session_open(b, "/mnt/b"), 0);
+	sa = meta_session_id(a);
+
+	/* a plain expiry: a registers again and goes on */
+	snprintf(cmd, sizeof cmd, "ZREM sessions %" PRIu64, sa);
+	cr_assert_eq(raw_int(c, cmd), 1);
+	WAIT_FOR(in_sessions(c, sa));
+	cr_expect(in_sessions(c, sa), "an expired session was not registered "
+				      "again");
+	cr_expect(!meta_session_gone(a), "a plain expiry stopped the client");
+	cr_expect_eq(
+	    meta_mknod(a, 1, "f", META_FILE, 0644, 0, 0, 0, NULL, &f, NULL), 0);
+
+	/* a load of another restore over the volume: both stop */
+	freeReplyObject(
+	    redisCommand(c, "HSET setting restore_id 0123456789abcdef"));
+	WAIT_FOR(meta_session_gone(a) && meta_session_gone(b));
+	cr_expect(meta_session_gone(a) && meta_session_gone(b),
+		  "a client mounted across a restore goes on");
+	cr_expect_eq(meta_getattr(a, f, NULL), META_EGONE);
+	cr_expect_eq(
+	    meta_mknod(b, 1, "g", META_FILE, 0644, 0, 0, 0, NULL, &f, NULL),
+	    META_EGONE);
+	cr_expect_eq(meta_lookup(m, 1, "g", &f, NULL), ENOENT);
+	/* and write nothing: the database emptied (a load's first step)
+	 * stays empty while their heartbeats go by */
+	freeReplyObject(redisCommand(c, "FLUSHDB"));
+	usleep(1500000);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0,
+		     "a stopped client wrote into the emptied database");
+	cr_expect_eq(told_a, 1);
+	cr_expect_eq(told_b, 1);
+	cr_expect_eq(meta_session_close(a), 0);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0, "its close wrote");
+	meta_close(a);
+	meta_close(b);
+
+	/* emptied first, then loaded: the same */
+	meta_close(m);
+	m = fresh(45);
+	cr_assert_eq(meta_load_volume(m, &v), 0);
+	a = mopen_opts(45, &o);
+	told_a = 0;
+	meta_session_watch(a, &v, gone_count, &told_a);
+	cr_assert_eq(meta_session_open(a, "/mnt/a"), 0);
+	freeReplyObject(redisCommand(c, "FLUSHDB"));
+	WAIT_FOR(meta_session_gone(a));
+	cr_expect(meta_session_gone(a),
+		  "a client whose database was emptied goes on");
+	usleep(600000);
+	cr_expect_eq(raw_int(c, "DBSIZE"), 0,
+		     "a stopped client wrote into the emptied database");
+	w = v;
+	snprintf(w.restore_id, sizeof w.restore_id, "fedcba9876543210");
+	cr_assert_eq(meta_format(m, &w, 1), 0);
+	freeReplyObject(
+	    redisCommand(c, "HSET setting restore_id fedcba9876543210"));
+	usleep(600000);
+	cr_expect(meta_session_gone(a));
+	cr_expect_eq(raw_int(c, "EXISTS sessions"), 0,
+		     "the stopped client registered in the restored volume");
+	cr_expect_eq(told_a, 1);
+	redisFree(c);
+	meta_close(a);
+	meta_close(m);
+}
+
 /* The capacity gate's view (meta_space_usage): each session publishes
  * what it accepted and did not commit; the others' sum is read with
  * usedspace; the field goes with the session, closed or dead. */
@@ -3455,6 +3569,78 @@ Test(meta, snapshot_crash_cleanup)
 	meta_close(m);
 }
 
+/* Redis time, in ms. */
+static long long server_ms(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "TIME");
+	long long ms;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+	ms =
+	    atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+	freeReplyObject(r);
+	return ms;
+}
+
+/* The server's liveness clock (lib/live.lua): its last script that judged
+ * liveness ago_ms ago, and no stall known. */
+static void liveclock_set(redisContext *c, long long ago_ms)
+{
+	freeReplyObject(redisCommand(c, "HDEL liveclock s g"));
+	freeReplyObject(
+	    redisCommand(c, "HSET liveclock t %lld", server_ms(c) - ago_ms));
+}
+
+/* Session sid last renewed ago seconds ago. */
+static void heartbeat_set(redisContext *c, uint64_t sid, long long ago)
+{
+	freeReplyObject(redisCommand(c, "ZADD sessions %lld %" PRIu64,
+				     server_ms(c) / 1000 - ago, sid));
+}
+
+/* A stall of the server longer than the TTL (no script for 100 s, TTL 60)
+ * while a builder was half way: its session did not renew and its copy
+ * was not touched for all that time, yet nobody took it for dead, so no
+ * cleaner takes its copy (before lib/live.lua's rule in snap_claim, one
+ * did). Once the server has run scripts for the TTL without the builder
+ * (dead indeed), the copy is taken. */
+Test(meta, snapshot_stall_keeps_builder)
+{
+	struct meta *m = fresh(24), *b = mopen(24);
+	redisContext *c = raw(24);
+	uint64_t ids[5], top, sid;
+	size_t n = 9;
+
+	uint64_t src = mktree(m, 1, "src", ids);
+	cr_assert_eq(meta_session_open(m, "/mnt/a"), 0);
+	sid = meta_session_id(m);
+	cr_assert_eq(
+	    meta_redis_test_snapshot_partial(m, src, 1, "snap", 2, &top), 0);
+	/* the builder waits on the server: no heartbeat, no step */
+	meta_redis_test_kill_session(m);
+	heartbeat_set(c, sid, 100);
+	freeReplyObject(
+	    redisCommand(c, "HSET snapshots %" PRIu64 " %" PRIu64 ":%lld", top,
+			 sid, server_ms(c) / 1000 - 100));
+	liveclock_set(c, 100000);
+	cr_assert_eq(meta_snapshot_cleanup(b, &n), 0);
+	cr_expect_eq(n, 0,
+		     "a cleaner took a live builder's copy after a "
+		     "stall of the server");
+	cr_expect_eq(attr(b, top).type, META_DIR, "the copy is still there");
+
+	/* the server ran scripts meanwhile: the builder is dead */
+	liveclock_set(c, 50);
+	heartbeat_set(c, sid, 100);
+	cr_assert_eq(meta_snapshot_cleanup(b, &n), 0);
+	cr_expect_eq(n, 1, "a dead builder's copy is left");
+	cr_expect_eq(meta_getattr(b, top, NULL), ENOENT);
+	expect_no_snapshot_keys(c);
+	redisFree(c);
+	meta_close(b);
+	meta_close(m);
+}
+
 /* 4 GiB written as 4 MiB slices: 1024 records in 64 chunks. (Its time:
  * build/bench/snapshot.) */
 Test(meta, snapshot_4gib_file)
@@ -4055,6 +4241,16 @@ Test(meta, upgrade_from_format_1)
 	cr_assert_eq(meta_open(url, NULL, &other), 0);
 	cr_assert_eq(meta_session_open(other, "/mnt/old"), 0);
 	cr_expect_eq(meta_upgrade(m, &from, &n), EBUSY);
+	/* so does one silent for longer than the TTL while the server
+	 * stalled (no script for 100 s: lib/live.lua) */
+	uint64_t osid = meta_session_id(other);
+	meta_redis_test_kill_session(other);
+	heartbeat_set(c, osid, 100);
+	liveclock_set(c, 100000);
+	cr_expect_eq(meta_upgrade(m, &from, &n), EBUSY,
+		     "a client taken for dead for a stall of the server");
+	/* the server ran scripts meanwhile: that client is dead */
+	liveclock_set(c, 50);
 	meta_close(other);
 
 	cr_assert_eq(meta_upgrade(m, &from, &n), 0);

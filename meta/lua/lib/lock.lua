@@ -1,3 +1,4 @@
+-- lib: live
 -- lock: file locks (meta/meta_lock.h, SCHEMA.md "Locks"). Hash lf<ino>
 -- holds the BSD flock locks of an inode, lp<ino> its POSIX record locks;
 -- a field per owner, "<sid>_<owner>", its value "<pid> <type> <start>
@@ -6,50 +7,10 @@
 -- stands for "to the end of the file" (a flock lock is the range
 -- 0..LOCK_EOF); request, the id of the last lock_set call that changed
 -- them (a replay of it is not applied again). Set sl<sid> lists the
--- inodes a session holds locks on, for its cleanup. And the liveness of
--- sessions, which decides whose locks count (and whose opens go: the
--- session scripts take this lib for it).
+-- inodes a session holds locks on, for its cleanup. Whose locks count is
+-- the liveness rule of lib/live.lua (which the session scripts take with
+-- this lib: their opens go with their locks).
 local LOCK_EOF = 4503599627370496 --C: META_LOCK_EOF
-
--- Session liveness (SCHEMA.md "Sessions"): a session is dead once it has
--- not renewed (heartbeat) for ttl seconds of time the server spent
--- running scripts. Hash liveclock: t, the server time (ms) of the last
--- script that judged liveness; s and g, the end and the length (ms) of
--- the last stall, a gap of more than ttl/2 without any such script (live
--- clients heartbeat every ttl/4: a server that goes that long was paused,
--- restarted, failing over, or ran no client at all). The server cannot
--- tell a dead client from one that waited on it: a stall gives every
--- session a fresh ttl from its end.
-local function live_clock(ttl)
-	local s, ns = now()
-	local t = s * 1000 + math.floor(ns / 1000000)
-	local c = redis.call('HMGET', 'liveclock', 't', 's')
-	local last, stall = tonumber(c[1]), tonumber(c[2]) or 0
-	if last and t - last > ttl * 500 then
-		stall = t
-		redis.call('HSET', 'liveclock', 's', d(t), 'g', d(t - last))
-	end
-	redis.call('HSET', 'liveclock', 't', d(t))
-	return t, stall
-end
--- The heartbeat (sessions score, server seconds) below which a session is
--- dead to a caller whose ttl is ttl; nil when none is (a stall ended less
--- than ttl ago).
-local function live_floor(ttl)
-	local t, stall = live_clock(ttl)
-	if stall >= t - ttl * 1000 then
-		return nil
-	end
-	return math.floor(t / 1000) - ttl
-end
--- Is session sid in sessions and, with floor (live_floor's), not dead?
-local function session_alive(sid, floor)
-	local hb = redis.call('ZSCORE', 'sessions', sid)
-	if not hb then
-		return false
-	end
-	return floor == nil or tonumber(hb) >= floor
-end
 
 -- pid, ranges, request id (nil when the value has none)
 local function lock_parse(v)
