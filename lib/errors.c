@@ -51,6 +51,12 @@ static const struct {
 		  "altered, damaged or swapped in the store"},
     {CRYPT_EPLAIN, "a key was given, but the volume is not encrypted "
 		   "(refused: its writes would not be)"},
+    {PEER_EDOWN, "the cache group member did not answer (down, or its "
+		 "address not reachable from here: see --group-addr)"},
+    {PEER_EAUTH, "the cache group member refused the request's signature "
+		 "(the members do not share the volume's group secret)"},
+    {PEER_EPROTO, "the cache group member's answer is not granary's "
+		  "protocol (another program at that address?)"},
     {META_ENOVOLUME,
      "no granary volume in this database (run 'granary format' first)"},
     {META_EEXIST, "the database already holds a granary volume or other "

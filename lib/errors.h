@@ -32,6 +32,11 @@
 #define CRYPT_EAUTH  (-223) /* an object failed its authentication tag */
 #define CRYPT_EPLAIN (-224) /* a key was given for a volume not encrypted */
 
+/* the transport between members of a cache group (fs/store/peer.h) */
+#define PEER_EDOWN  (-241) /* the member did not answer (refused, timed out) */
+#define PEER_EAUTH  (-242) /* the member refused our signature */
+#define PEER_EPROTO (-243) /* the member's answer is not the protocol's */
+
 /* metadata engine (meta/meta.h) */
 #define META_ENOVOLUME (-301) /* the database holds no granary volume */
 #define META_EEXIST    (-302) /* a volume already exists (format w/o force) */
