@@ -58,7 +58,7 @@ launch() {
 	JOB_RUN[$!]=$i
 }
 
-fail=0 n=0 next=0
+fail=0 n=0 next=0 start=${EPOCHREALTIME/,/.}
 while [ "$next" -lt "${#RUNS[@]}" ] || [ "${#JOB_RUN[@]}" -gt 0 ]; do
 	while [ "$next" -lt "${#RUNS[@]}" ] && [ "${#JOB_RUN[@]}" -lt "$JOBS" ]; do
 		launch "$next"
@@ -82,5 +82,6 @@ while [ "$next" -lt "${#RUNS[@]}" ] || [ "${#JOB_RUN[@]}" -gt 0 ]; do
 	fi
 	cat "$TMP/$i.log"
 done
+echo "unit: total $(awk -v a="$start" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.0f", b - a }')s"
 echo "unit: $((n - fail)) passed, $fail failed"
 [ "$fail" = 0 ]
