@@ -84,7 +84,8 @@ $(O)/bench/%: $(O)/bench/%.o $(O)/libgranary.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # test: unit tests (Criterion) then integration tests on real mounts, with
-# Redis and s3rver started in a temporary directory and stopped at the end.
+# Redis and s3rver started in a temporary directory and stopped at the end;
+# both run several at once (GRANARY_UNIT_JOBS, GRANARY_INTEG_JOBS).
 test: deps
 	@$(MAKE) --no-print-directory all
 	@tests/check-layers.sh
@@ -97,8 +98,9 @@ check-layers:
 unit: all
 	@tests/run-unit.sh $(O)
 
+# integ T="tests/integ/tNNNN-x.sh ...": those tests only
 integ: all
-	@tests/integ/run.sh $(O)
+	@tests/integ/run.sh $(O) $(T)
 
 # demo: a local Redis on a unix socket under $(DEMO_DIR), a file:// volume
 # under it, mounted on $(MNT).  `make demo-stop` undoes it all.

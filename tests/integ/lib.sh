@@ -172,8 +172,9 @@ strict_url() {
 }
 
 # Pick a Redis database no running test uses: a counter shared through a
-# file when run.sh drives the tests, wrapping over dbs 1..63 (tests run one
-# at a time, so a wrapped db belongs to a finished test and is flushed).
+# file when run.sh drives the tests, wrapping over dbs 1..63 (run.sh runs
+# one test at a time on each Redis and counter, so a wrapped db belongs to
+# a finished test and is flushed).
 next_db() {
 	local f=${GRANARY_INTEG_DBFILE:-$TMP/dbcounter} n
 	(
@@ -306,9 +307,10 @@ is_mounted() {
 mount_pids() {
 	local p
 	for p in /proc/[0-9]*; do
-		tr '\0' '\n' <"$p/cmdline" 2>/dev/null |
+		# (2> first: a process that ended meanwhile is no message)
+		tr '\0' '\n' 2>/dev/null <"$p/cmdline" |
 			grep -qxF -- "$1" || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" |
 			grep -q "granary mount" || continue
 		echo "${p#/proc/}"
 	done

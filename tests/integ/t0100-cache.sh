@@ -1,4 +1,5 @@
 #!/bin/bash
+# serial: counts its Redis's commands, which other tests' drop_caches raise
 # t0100-cache.sh - the node's disk cache: warmup fills it (progress,
 # --check, --evict), a remount keeps it warm (the second epoch asks the
 # store for nothing), a corrupt cache file is repaired transparently, and a

@@ -1,5 +1,6 @@
 #!/bin/bash
 # storage: file
+# serial: times a lock hand-over (1 s at most) and a 3 s session TTL
 # t0190-locks.sh - flock(2) and fcntl(2) locks hold between two mounts of
 # one volume (fs/vfs/lock.c): a lock on one blocks or fails the other,
 # a waiter gets the lock soon after its release and can be interrupted,

@@ -1,5 +1,6 @@
 #!/bin/bash
 # storage: s3
+# serial: a refused format must end within 2 s; other tests' load can stretch it
 # t0204-s3v4-volume.sh - a whole volume through the S3 server that
 # verifies Signature V4 (tests/lib/s3v4-front.js: every request's
 # signature recomputed with the aws4 npm package): format, mount, files

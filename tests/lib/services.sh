@@ -14,7 +14,28 @@
 SVC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/../.." && pwd)
 SVC_PIDS=""
 
+# svc_free_port: a loopback port free now. Under tests/integ/run.sh, which
+# runs tests at once, each port is handed out once per run (env
+# SVC_PORTS_TAKEN: the file of those given, under a lock): the port of a
+# server a test stops and starts again, or a port a test keeps closed, is
+# not given to another test meanwhile.
 svc_free_port() {
+	local f=${SVC_PORTS_TAKEN:-}
+	[ -n "$f" ] || { svc_pick_port; return; }
+	(
+		flock 9
+		for _ in $(seq 1 50); do
+			port=$(svc_pick_port) || exit 1
+			grep -qx "$port" "$f" 2>/dev/null && continue
+			echo "$port" >>"$f"
+			echo "$port"
+			exit 0
+		done
+		echo "services: no free port not handed out already" >&2
+		exit 1
+	) 9>>"$f.lock"
+}
+svc_pick_port() {
 	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
