@@ -1,8 +1,9 @@
 /*
  * redis_quota.c - directory quotas of the Redis engine (meta_quota.h):
- * thin calls of the quota_* scripts. The namespace scripts keep the usage
- * themselves (the chain helpers of lib/prelude.lua); the data scripts are
- * told the chain (redis_cmd_qchain).
+ * thin calls of the quota_* scripts. The namespace and data scripts keep
+ * the usage themselves (the chain helpers of lib/prelude.lua); the data
+ * scripts are also sent the client's chain (redis_cmd_qchain), used only
+ * for a file without a parent field.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,9 +17,9 @@ void redis_cmd_qchain(struct cmd *c, const struct meta_qchain *q, char *buf)
 	size_t len = 0;
 
 	for (size_t i = 0; q && i < q->n && i < META_QUOTA_NEST; i++)
-		len += (size_t)snprintf(buf + len, QCHAIN_STR_MAX - len,
-					"%s%llu", i ? "," : "",
-					(unsigned long long)q->q[i]);
+		len +=
+		    (size_t)snprintf(buf + len, QCHAIN_STR_MAX - len, "%s%llu",
+				     i ? "," : "", (unsigned long long)q->q[i]);
 	buf[len] = 0;
 	redis_cmd_bin(c, buf, len);
 }

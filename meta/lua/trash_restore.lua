@@ -45,6 +45,8 @@ if ty == DIR then
 	a.par = np
 	ha.nlink = ha.nlink - 1
 	npa.nlink = npa.nlink + 1
+elseif a.ty == FILE then
+	fpar_set(ino, np)
 end
 touch(h, true)
 touch(np, true)

@@ -29,7 +29,8 @@ end
 if hasD then
 	redis.call('RENAME', tmp, dC)
 end
--- the subdirectories of k get parent par; returns how many
+-- the subdirectories of k get parent par, and its regular files their
+-- parent field; returns how many subdirectories
 local function adopt(k, par)
 	local n = 0
 	for _, e in ipairs(redis.call('HVALS', k)) do
@@ -39,6 +40,8 @@ local function adopt(k, par)
 			s.par = par
 			idirty[ino] = true
 			n = n + 1
+		elseif ty == FILE then
+			fpar_set(ino, par)
 		end
 	end
 	return n

@@ -63,18 +63,20 @@ local function stored(a)
 	end
 	return math.min(a.par - 1, a.len)
 end
--- the chain of quotas a data script charges (quota_data), and how
--- (both below, with the quotas)
-local qdata, quota_add = {}, nil
+-- what a data script's change of stored bytes counts in besides
+-- usedspace (quota_data, below with the quotas): the chain of quotas,
+-- and the hour directory of the trash that holds the file (nil: none)
+local qdata, qhour, quota_add, data_charge = {}, nil, nil, nil
 -- the file's stored bytes become n (clamped to [0, length]);
--- usedspace and the quotas of qdata follow. The caller writes the record (idirty).
+-- usedspace, the quotas of qdata and the trash's bytes follow. The
+-- caller writes the record (idirty).
 local function stored_set(a, n)
 	local o = stored(a)
 	n = math.max(0, math.min(n, a.len))
 	a.par = n + 1
 	if n ~= o then
 		redis.call('INCRBY', 'usedspace', d(n - o))
-		quota_add(qdata, n - o, 0)
+		data_charge(n - o)
 	end
 end
 
@@ -94,6 +96,30 @@ end
 local function itf(ino)
 	return d(ino % IB + IB)
 end
+-- A regular file's parent field, 2 * IB + ino % IB (SCHEMA.md): a
+-- directory holding a name of it, the one whose quota chain its bytes
+-- count in (a file with several names: see fpar_leave), the hour
+-- directory while it is in the trash; 0: not known (a file from before
+-- the field, or none left). Kept by every script that moves a name;
+-- read by the data scripts (quota_data). fpars caches it for a call.
+local fpars = {}
+local function ipf(ino)
+	return d(ino % IB + 2 * IB)
+end
+local function fpar(ino)
+	local p = fpars[ino]
+	if p == nil then
+		p = tonumber(redis.call('HGET', ib(ino), ipf(ino)) or '0')
+		fpars[ino] = p
+	end
+	return p
+end
+local function fpar_set(ino, dir)
+	if fpars[ino] ~= dir then
+		redis.call('HSET', ib(ino), ipf(ino), d(dir))
+		fpars[ino] = dir
+	end
+end
 
 -- inode cache: a script reads each inode once and writes it once (iflush),
 -- so that two names for one inode (rename within a directory) never see
@@ -105,6 +131,18 @@ local function iget(ino)
 		local s = redis.call('HGET', ib(ino), iaf(ino))
 		a = s and attr_unpack(s) or false
 		icache[ino] = a
+	end
+	return a
+end
+-- iget of a file a data script changes, its parent field read in the
+-- same command (for quota_data)
+local function iget_data(ino)
+	local a = icache[ino]
+	if a == nil then
+		local r = redis.call('HMGET', ib(ino), iaf(ino), ipf(ino))
+		a = r[1] and attr_unpack(r[1]) or false
+		icache[ino] = a
+		fpars[ino] = tonumber(r[2] or '0')
 	end
 	return a
 end
@@ -230,7 +268,7 @@ end
 local EDQUOT, EXDEV, EMLINK = @EDQUOT@, @EXDEV@, @EMLINK@
 local QNEST = 8 --C: META_QUOTA_NEST
 local QFMT = '<I8I8'
-local qany, qrec, qchains = nil, {}, {}
+local qany, qrec, qchains, qdetached = nil, {}, {}, {}
 -- Does the volume have any quota? (read once a call)
 local function quota_any()
 	if qany == nil then
@@ -241,7 +279,8 @@ end
 -- The chain of directory dir: the directories with a quota among dir and
 -- its ancestors, nearest first. {} when the volume has none, and for a
 -- directory in the trash, in a version (DIR/.versions/...) or in a
--- detached tree (a snapshot being built): those are outside every quota.
+-- detached tree (a snapshot being built, a tree a restore replaced):
+-- those are outside every quota (qdetached[dir]: the detached tree's top).
 local function quota_chain(dir)
 	if not quota_any() then
 		return {}
@@ -264,6 +303,9 @@ local function quota_chain(dir)
 		local a = iget(ino)
 		if not a or a.ty ~= DIR or a.par == 0 then
 			qchains[dir] = {}
+			if a and a.par == 0 then
+				qdetached[dir] = ino
+			end
 			return qchains[dir]
 		end
 		ino = a.par
@@ -375,25 +417,75 @@ local function quota_session_drop(sid)
 		end
 	end
 end
--- The chain a data script charges (stored_set): the client's, ARGV
--- string s of decimal inodes joined by ','; '' or nil: none. Nothing
--- for a file with no name left (a quota counts names' inodes).
-local function quota_data(s, a)
-	qdata = {}
-	if not s or s == '' or a.nlink == 0 or not quota_any() then
-		return
-	end
-	local c = {}
-	for q in string.gmatch(s, '%d+') do
+-- the quotas of s (decimal inodes joined by ','; nil or '': none) that
+-- still exist
+local function quota_parse(s)
+	local c, out = {}, {}
+	for q in string.gmatch(s or '', '%d+') do
 		c[#c + 1] = q
 	end
-	-- a client's chain may name a quota deleted since: not charged
 	if #c > 0 then
 		local r = redis.call('HMGET', 'quota', unpack(c))
 		for i = 1, #c do
 			if r[i] then
-				qdata[#qdata + 1] = tonumber(c[i])
+				out[#out + 1] = tonumber(c[i])
 			end
+		end
+	end
+	return out
+end
+-- What a data script's change to regular file ino (record a, read with
+-- iget_data) counts in (stored_set, data_charge): the chain of the
+-- file's parent field, the one the namespace scripts charge and free;
+-- for a file in the trash, no quota but its hour's trashbytes; for a
+-- file in a tree a restore replaced, the chain that tree's drop frees
+-- (snapquota c). The client's chain, s (ARGV: decimal inodes joined by
+-- ','), serves only a file without the field. Nothing for a file with
+-- no name left, and nothing read on a volume with neither a quota nor
+-- a trash.
+local function quota_data(ino, a, s)
+	qdata, qhour = {}, nil
+	if a.nlink == 0 or not (quota_any() or trash_ino()) then
+		return
+	end
+	local p = fpar(ino)
+	local pa = p ~= 0 and iget(p)
+	if not pa or pa.ty ~= DIR then
+		-- not known: what the client says
+		if quota_any() then
+			qdata = quota_parse(s)
+		end
+		return
+	end
+	if pa.par == trash_ino() then
+		qhour = p
+		return
+	end
+	qdata = quota_chain(p)
+	if #qdata == 0 and qdetached[p] then
+		qdata = quota_parse(redis.call('HGET',
+			'snapquota:' .. d(qdetached[p]), 'c'))
+	end
+end
+-- a data script's file holds ds stored bytes more: its quotas and the
+-- trash's bytes follow (quota_data)
+function data_charge(ds)
+	quota_add(qdata, ds, 0)
+	if qhour and ds ~= 0 and
+		redis.call('HINCRBY', 'trashbytes', d(qhour), d(ds)) <= 0 then
+		redis.call('HDEL', 'trashbytes', d(qhour))
+	end
+end
+-- A name of regular file ino in dir is gone, others are left: when the
+-- field named dir (which may hold none of them now), it names the
+-- nearest quota above dir instead, a directory of the chain all the
+-- names share (link and rename keep a file's names in one chain), or
+-- stays dir when there is no quota.
+local function fpar_leave(ino, dir)
+	if fpar(ino) == dir then
+		local c = quota_chain(dir)
+		if #c > 0 then
+			fpar_set(ino, c[1])
 		end
 	end
 end
@@ -594,10 +686,11 @@ local function inode_destroy(ino)
 		end
 	end
 	redis.call('DECR', 'totalinodes')
-	redis.call('HDEL', ib(ino), iaf(ino), itf(ino))
+	redis.call('HDEL', ib(ino), iaf(ino), itf(ino), ipf(ino))
 	redis.call('DEL', key('x', ino), key('s', ino), key('d', ino))
 	icache[ino] = false
 	idirty[ino] = nil
+	fpars[ino] = 0
 end
 -- true when the inode was deleted
 local function inode_release(ino)
@@ -608,9 +701,12 @@ local function inode_release(ino)
 	end
 	return false
 end
--- a name of non-directory ino (record a) is gone: one link less, and
--- the inode deleted once it has none and nobody has it open
-local function link_drop(ino, a)
+-- a name of non-directory ino (record a) in dir is gone: one link
+-- less, and the inode deleted once it has none and nobody has it open
+local function link_drop(ino, a, dir)
+	if a.ty == FILE and a.nlink > 1 then
+		fpar_leave(ino, dir)
+	end
 	if a.nlink > 0 then
 		a.nlink = a.nlink - 1
 	end
@@ -683,6 +779,6 @@ end
 -- call to the next and so calls this first
 local function fresh()
 	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil
-	tino = nil
-	qany, qrec, qchains, qdata = nil, {}, {}, {}
+	tino, fpars = nil, {}
+	qany, qrec, qchains, qdetached, qdata, qhour = nil, {}, {}, {}, {}, nil
 end
