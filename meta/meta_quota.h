@@ -57,10 +57,15 @@ struct meta_quota {
 };
 
 /* The quotas whose limits a change in a directory counts against,
- * nearest first. n 0: none. */
+ * nearest first. n 0: none. dir and gen: the directory and the quotas'
+ * generation meta_quota_chain read it for (0: not known); a data script
+ * takes the chain as it is while the file's parent field is dir and the
+ * generation has not moved (one read), and finds the file's own
+ * otherwise. */
 struct meta_qchain {
 	size_t n;
 	uint64_t q[META_QUOTA_NEST];
+	uint64_t dir, gen;
 };
 
 /* Create or change the quota of directory ino. *created (may be NULL): 1

@@ -14,7 +14,10 @@
 
 void redis_cmd_qchain(struct cmd *c, const struct meta_qchain *q, char *buf)
 {
-	size_t len = 0;
+	size_t len =
+	    (size_t)snprintf(buf, QCHAIN_STR_MAX,
+			     "%llu:%llu:", (unsigned long long)(q ? q->gen : 0),
+			     (unsigned long long)(q ? q->dir : 0));
 
 	for (size_t i = 0; q && i < q->n && i < META_QUOTA_NEST; i++)
 		len +=
@@ -159,13 +162,18 @@ int meta_quota_chain(struct meta *m, uint64_t dir, struct meta_qchain *q)
 	struct cmd c;
 	redisReply *r;
 
-	q->n = 0;
+	*q = (struct meta_qchain){.dir = dir};
 	redis_cmd_script(m, &c, SC_QUOTA_CHAIN);
 	redis_cmd_u64(&c, dir);
 	int err = redis_run_script(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	for (size_t i = 1; i < r->elements && q->n < META_QUOTA_NEST; i++)
+	if (r->elements < 2) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	q->gen = redis_reply_u64(r->element[1]);
+	for (size_t i = 2; i < r->elements && q->n < META_QUOTA_NEST; i++)
 		q->q[q->n++] = redis_reply_u64(r->element[i]);
 	freeReplyObject(r);
 	return 0;

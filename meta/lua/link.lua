@@ -25,11 +25,17 @@ end
 if redis.call('HEXISTS', key('d', parent), name) == 1 then
 	return {EEXIST}
 end
-local home = a.ty == FILE and fpar(ino) or 0
-if home ~= 0 then
-	hint = home
+-- the file's chain: its parent field's (the trash's: none), else the
+-- hint's
+local home, hc = a.ty == FILE and fpar(ino) or 0, nil
+if home < 0 then
+	hc = {}
+elseif home > 0 then
+	hc = quota_chain(home)
+elseif hint ~= 0 then
+	hc = quota_chain(hint)
 end
-if hint ~= 0 and not quota_same(quota_chain(parent), quota_chain(hint)) then
+if hc and not quota_same(quota_chain(parent), hc) then
 	return {EXDEV}
 end
 if a.ty == FILE and home == 0 then

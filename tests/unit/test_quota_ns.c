@@ -615,6 +615,48 @@ Test(quota_ns, data_charges_where_the_file_is)
 	meta_close(m);
 }
 
+static struct meta_trash_entry trash_find(struct meta *m, uint64_t ino,
+					  char *name, size_t cap);
+
+/* A client's chain of the file's directory is taken as it is only while
+ * the quotas' generation it was read at holds: a quota set or removed
+ * since, or the directory restored from the trash, and the scripts
+ * find the chain themselves. */
+Test(quota_ns, data_trusts_a_chain_of_its_generation_only)
+{
+	struct meta *m = fresh(1);
+	uint64_t q = qdir(m, META_ROOT_INO, "q", 0, 0), e, f, g, d;
+	struct meta_qchain c;
+	struct meta_attr a;
+	char name[300];
+
+	e = mk(m, q, "e", META_DIR);
+	f = mkfile(m, e, "f", 100);
+	c = chain_of(m, e);
+	cr_assert_eq(c.n, 1);
+	qset(m, e, 0, 0); /* counted from 0: the caller counts the tree */
+	cr_assert_eq(meta_fallocate_q(m, &c, f, 0, 100, 50, &a), 0);
+	USE(m, e, 50, 0);
+	USE(m, q, 150, 2);
+	c = chain_of(m, e);
+	cr_assert_eq(c.n, 2);
+	cr_assert_eq(meta_quota_delete(m, e), 0);
+	cr_assert_eq(meta_fallocate_q(m, &c, f, 0, 150, 50, &a), 0);
+	USE(m, q, 200, 2);
+	/* a directory back from the trash: its chain was none there */
+	d = mk(m, q, "d", META_DIR);
+	cr_assert_eq(meta_rmdir(m, q, "d"), 0);
+	struct meta_trash_entry te = trash_find(m, d, name, sizeof name);
+	c = chain_of(m, d); /* what a client that saw d in the trash holds */
+	cr_assert_eq(c.n, 0);
+	cr_assert_eq(meta_trash_restore(m, te.hour_ino, name, q, "d"), 0);
+	g = mk(m, d, "g", META_FILE);
+	cr_assert_eq(meta_fallocate_q(m, &c, g, 0, 0, 70, &a), 0);
+	USE(m, q, 270, 4);
+	recount_eq(m, q, "generations");
+	meta_close(m);
+}
+
 /* A file with several names is charged to the chain they share, also
  * once the name it was made with and its directory are gone. */
 Test(quota_ns, data_of_a_hard_linked_file)

@@ -63,13 +63,10 @@ local function stored(a)
 	end
 	return math.min(a.par - 1, a.len)
 end
--- what a data script's change of stored bytes counts in besides
--- usedspace (quota_data, below with the quotas): the chain of quotas,
--- and the hour directory of the trash that holds the file (nil: none)
+-- what a data script's change counts in (quota_data, below)
 local qdata, qhour, quota_add, data_charge = {}, nil, nil, nil
--- the file's stored bytes become n (clamped to [0, length]);
--- usedspace, the quotas of qdata and the trash's bytes follow. The
--- caller writes the record (idirty).
+-- the file's stored bytes become n (clamped to [0, length]); usedspace
+-- and data_charge follow. The caller writes the record (idirty).
 local function stored_set(a, n)
 	local o = stored(a)
 	n = math.max(0, math.min(n, a.len))
@@ -96,12 +93,8 @@ end
 local function itf(ino)
 	return d(ino % IB + IB)
 end
--- A regular file's parent field, 2 * IB + ino % IB (SCHEMA.md): a
--- directory holding a name of it, the one whose quota chain its bytes
--- count in (a file with several names: see fpar_leave), the hour
--- directory while it is in the trash; 0: not known (a file from before
--- the field, or none left). Kept by every script that moves a name;
--- read by the data scripts (quota_data). fpars caches it for a call.
+-- a regular file's parent field (SCHEMA.md "Inode record"): its
+-- directory, -hour in the trash, 0 not known; cached in fpars
 local fpars = {}
 local function ipf(ino)
 	return d(ino % IB + 2 * IB)
@@ -116,7 +109,11 @@ local function fpar(ino)
 end
 local function fpar_set(ino, dir)
 	if fpars[ino] ~= dir then
-		redis.call('HSET', ib(ino), ipf(ino), d(dir))
+		if dir == 0 then
+			redis.call('HDEL', ib(ino), ipf(ino))
+		else
+			redis.call('HSET', ib(ino), ipf(ino), d(dir))
+		end
 		fpars[ino] = dir
 	end
 end
@@ -134,8 +131,7 @@ local function iget(ino)
 	end
 	return a
 end
--- iget of a file a data script changes, its parent field read in the
--- same command (for quota_data)
+-- iget with the parent field in the same read
 local function iget_data(ino)
 	local a = icache[ino]
 	if a == nil then
@@ -279,8 +275,8 @@ end
 -- The chain of directory dir: the directories with a quota among dir and
 -- its ancestors, nearest first. {} when the volume has none, and for a
 -- directory in the trash, in a version (DIR/.versions/...) or in a
--- detached tree (a snapshot being built, a tree a restore replaced):
--- those are outside every quota (qdetached[dir]: the detached tree's top).
+-- detached tree (a snapshot being built, a tree a restore replaced:
+-- qdetached[dir] is its top): those are outside every quota.
 local function quota_chain(dir)
 	if not quota_any() then
 		return {}
@@ -417,58 +413,51 @@ local function quota_session_drop(sid)
 		end
 	end
 end
--- the quotas of s (decimal inodes joined by ','; nil or '': none) that
--- still exist
+-- the quotas of s ("Q1,Q2,...") that exist
 local function quota_parse(s)
 	local c, out = {}, {}
 	for q in string.gmatch(s or '', '%d+') do
 		c[#c + 1] = q
 	end
-	if #c > 0 then
-		local r = redis.call('HMGET', 'quota', unpack(c))
-		for i = 1, #c do
-			if r[i] then
-				out[#out + 1] = tonumber(c[i])
-			end
+	local r = #c > 0 and redis.call('HMGET', 'quota', unpack(c)) or {}
+	for i = 1, #c do
+		if r[i] then
+			out[#out + 1] = tonumber(c[i])
 		end
 	end
 	return out
 end
--- What a data script's change to regular file ino (record a, read with
--- iget_data) counts in (stored_set, data_charge): the chain of the
--- file's parent field, the one the namespace scripts charge and free;
--- for a file in the trash, no quota but its hour's trashbytes; for a
--- file in a tree a restore replaced, the chain that tree's drop frees
--- (snapquota c). The client's chain, s (ARGV: decimal inodes joined by
--- ','), serves only a file without the field. Nothing for a file with
--- no name left, and nothing read on a volume with neither a quota nor
--- a trash.
+-- What a data script's change to file ino (record a, from iget_data)
+-- counts in, SCHEMA.md "Quotas": qdata, the chain of its parent field,
+-- or qhour, its hour in the trash. s: the client's chain "GEN:DIR:Q,..",
+-- taken as it is while the field is DIR and quotagen is GEN, else the
+-- walk; only Q,.. for a file without the field.
 local function quota_data(ino, a, s)
 	qdata, qhour = {}, nil
-	if a.nlink == 0 or not (quota_any() or trash_ino()) then
-		return
-	end
 	local p = fpar(ino)
-	local pa = p ~= 0 and iget(p)
-	if not pa or pa.ty ~= DIR then
-		-- not known: what the client says
-		if quota_any() then
-			qdata = quota_parse(s)
+	if a.nlink == 0 or p < 0 then
+		qhour = a.nlink > 0 and -p or nil
+		return
+	end
+	local gen, dir, list = string.match(s or '', '^(%d+):(%d+):([%d,]*)$')
+	if p ~= 0 and tonumber(dir or '0') == p and
+		tonumber(redis.call('GET', 'quotagen') or '0') == tonumber(gen) then
+		for q in string.gmatch(list, '%d+') do
+			qdata[#qdata + 1] = tonumber(q)
 		end
-		return
-	end
-	if pa.par == trash_ino() then
-		qhour = p
-		return
-	end
-	qdata = quota_chain(p)
-	if #qdata == 0 and qdetached[p] then
-		qdata = quota_parse(redis.call('HGET',
-			'snapquota:' .. d(qdetached[p]), 'c'))
+	elseif quota_any() then
+		local pa = p ~= 0 and iget(p)
+		if not pa or pa.ty ~= DIR then
+			qdata = quota_parse(list)
+			return
+		end
+		qdata = quota_chain(p)
+		if qdetached[p] then
+			qdata = quota_parse(redis.call('HGET',
+				'snapquota:' .. d(qdetached[p]), 'c'))
+		end
 	end
 end
--- a data script's file holds ds stored bytes more: its quotas and the
--- trash's bytes follow (quota_data)
 function data_charge(ds)
 	quota_add(qdata, ds, 0)
 	if qhour and ds ~= 0 and
@@ -476,13 +465,14 @@ function data_charge(ds)
 		redis.call('HDEL', 'trashbytes', d(qhour))
 	end
 end
--- A name of regular file ino in dir is gone, others are left: when the
--- field named dir (which may hold none of them now), it names the
--- nearest quota above dir instead, a directory of the chain all the
--- names share (link and rename keep a file's names in one chain), or
--- stays dir when there is no quota.
+-- A name of file ino in dir went, others are left: a field naming dir
+-- names the nearest quota above it (all names share its chain), or 0
+-- for a trash entry (root linked its file out)
 local function fpar_leave(ino, dir)
-	if fpar(ino) == dir then
+	local p = fpar(ino)
+	if p == -dir then
+		fpar_set(ino, 0)
+	elseif p == dir then
 		local c = quota_chain(dir)
 		if #c > 0 then
 			fpar_set(ino, c[1])
@@ -701,8 +691,8 @@ local function inode_release(ino)
 	end
 	return false
 end
--- a name of non-directory ino (record a) in dir is gone: one link
--- less, and the inode deleted once it has none and nobody has it open
+-- a name of non-directory ino (record a) in dir is gone: one link less,
+-- and the inode deleted once it has none and nobody has it open
 local function link_drop(ino, a, dir)
 	if a.ty == FILE and a.nlink > 1 then
 		fpar_leave(ino, dir)

@@ -97,7 +97,7 @@ local function trash_put(parent, name, ino, a)
 	elseif a.ty == FILE then
 		-- its writes through a descriptor still open count here
 		-- (quota_data), in no quota
-		fpar_set(ino, h)
+		fpar_set(ino, -h)
 	end
 	touch(h, true)
 	touch(ino, false)
