@@ -2589,7 +2589,13 @@ static void memory_per_file(int packed)
 		"records, %lld bytes of used_memory\n",
 		packed ? "packed" : "one object", per, uper);
 	cr_expect_lt(per, 200, "%lld bytes of records per small file", per);
-	cr_expect_lt(uper, 200, "%lld bytes of used_memory per small file",
+	/* with EVALSHA (GRANARY_META_EVALSHA, servers without functions)
+	 * used_memory also carries what each call's run of the prelude
+	 * leaves to the server, which grows with the prelude's size (4 KB
+	 * more prelude, even of comments: about 10 bytes more a file here),
+	 * not with the volume's records */
+	long long ubound = getenv("GRANARY_META_EVALSHA") ? 240 : 200;
+	cr_expect_lt(uper, ubound, "%lld bytes of used_memory per small file",
 		     uper);
 	redisFree(c);
 	meta_close(m);
