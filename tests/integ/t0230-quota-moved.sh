@@ -5,7 +5,8 @@
 # leaves /qc with the file's bytes and /qd with none, and `quota check`
 # agrees without --repair; rm on B while A writes, then `trash purge
 # --all`: the trash's bytes in `status` are the entry's size before the
-# purge, and the usage ends where check puts it.
+# purge, and the usage ends where check puts it. `quota set` says when
+# the mounts see a quota.
 . "$(dirname "$0")/lib.sh"
 
 MIB=$((1 << 20))
@@ -18,6 +19,8 @@ mkdir "$A/qd" "$A/qc"
 for d in /qd /qc; do
 	"$GRANARY" quota set "$META" --path $d --capacity 1G >"$TMP/qset.out" 2>&1 ||
 		fail "quota set $d: $(cat "$TMP/qset.out")"
+	grep -q "^mounted clients see the change within about a second$" "$TMP/qset.out" ||
+		fail "quota set does not say when the clients see it: $(cat "$TMP/qset.out")"
 done
 # both clients read the quotas' generation about once a second: A's
 # gate then holds /qd's quota for what it writes there
