@@ -8,17 +8,22 @@
  * st_blocks and the volume's usedspace count). The namespace scripts find
  * the quotas above a directory themselves (the "chain", nearest first) and
  * keep the usage exact: mknod, link, unlink, rmdir, rename, the trash.
- * Data scripts (write, truncate, fallocate, clone) are told the chain by
- * the client (struct meta_qchain, from meta_quota_chain), which checks its
- * writes against the limit before it accepts them (fs/vfs/quota.c); a
- * commit never fails for a quota.
+ * Data scripts (write, truncate, fallocate, clone) charge the chain of the
+ * file's parent field, the directory the namespace scripts keep for each
+ * regular file (SCHEMA.md), in the same script: another client's rename
+ * or rm moves the charge at once. The client checks its writes against
+ * the limits of the chain it believes in (struct meta_qchain, from
+ * meta_quota_chain and its parent hint) before it accepts them
+ * (fs/vfs/quota.c); that chain is charged only for a file from before
+ * the parent field. A commit never fails for a quota.
  *
  * The rules that keep usage exact without walking trees:
  *   - a name never moves between different chains but for a regular file
  *     or symlink with one link, an empty directory, or a directory that
  *     has a quota itself (its usage is known): anything else is EXDEV,
  *     which mv(1) turns into a copy, as on XFS/ext4 project quotas;
- *   - a hard link is made only inside the chain of the file (EXDEV);
+ *   - a hard link is made only inside the chain of the file (EXDEV); a
+ *     file with several names is charged to that one chain;
  *   - the trash, versions (DIR/.versions) and the root are outside every
  *     quota: no quota on them, and what moves there leaves its quotas;
  *   - a snapshot counts in the quotas above its destination, as a copy.
@@ -52,10 +57,15 @@ struct meta_quota {
 };
 
 /* The quotas whose limits a change in a directory counts against,
- * nearest first. n 0: none. */
+ * nearest first. n 0: none. dir and gen: the directory and the quotas'
+ * generation meta_quota_chain read it for (0: not known); a data script
+ * takes the chain as it is while the file's parent field is dir and the
+ * generation has not moved (one read), and finds the file's own
+ * otherwise. */
 struct meta_qchain {
 	size_t n;
 	uint64_t q[META_QUOTA_NEST];
+	uint64_t dir, gen;
 };
 
 /* Create or change the quota of directory ino. *created (may be NULL): 1
@@ -92,24 +102,26 @@ int meta_quota_gen(struct meta *m, uint64_t *gen);
 int meta_quota_usage(struct meta *m, uint64_t ino, uint64_t pending,
 		     struct meta_quota *q);
 
-/* The data changes of meta.h with the chain their stored bytes count in
- * (c NULL or n 0: none, as the plain calls; ignored for a file with no
- * name left). Never EDQUOT. */
+/* The data changes of meta.h with the chain the client believes the
+ * file's stored bytes count in (c NULL or n 0: none, as the plain calls).
+ * The scripts charge the chain of the file's parent field instead, and
+ * c only for a file without one (made before the field); nothing for a
+ * file with no name left, or in the trash. Never EDQUOT. */
 int meta_write_q(struct meta *m, const struct meta_qchain *c, uint64_t ino,
 		 const struct meta_chunk_slice *s, size_t n,
 		 struct meta_attr *a);
-int meta_truncate_q(struct meta *m, const struct meta_qchain *c,
-		    uint64_t ino, uint64_t length, struct meta_attr *out);
-int meta_fallocate_q(struct meta *m, const struct meta_qchain *c,
-		     uint64_t ino, int mode, uint64_t off, uint64_t len,
+int meta_truncate_q(struct meta *m, const struct meta_qchain *c, uint64_t ino,
+		    uint64_t length, struct meta_attr *out);
+int meta_fallocate_q(struct meta *m, const struct meta_qchain *c, uint64_t ino,
+		     int mode, uint64_t off, uint64_t len,
 		     struct meta_attr *out);
 /* meta_link (meta.h) told a directory that holds a name of ino (hint;
- * 0: not known, then no check): EXDEV when newparent's chain is not
- * hint's. */
-int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino,
-		uint64_t newparent, const char *newname, struct meta_attr *a);
+ * 0: not known): EXDEV when newparent's chain is not the file's (that of
+ * its parent field; of hint for a file without one, no check when 0). */
+int meta_link_q(struct meta *m, uint64_t hint, uint64_t ino, uint64_t newparent,
+		const char *newname, struct meta_attr *a);
 /* meta_clone_data (meta_snap.h): dst's stored bytes count in c. */
-int meta_clone_data_q(struct meta *m, const struct meta_qchain *c,
-		      uint64_t src, uint64_t dst, struct meta_attr *a);
+int meta_clone_data_q(struct meta *m, const struct meta_qchain *c, uint64_t src,
+		      uint64_t dst, struct meta_attr *a);
 
 #endif

@@ -169,10 +169,10 @@ void redis_cmd_fmt(struct cmd *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void redis_cmd_u64(struct cmd *c, uint64_t v);
 void redis_cmd_i64(struct cmd *c, int64_t v);
-/* A quota chain (meta_quota.h) as a script's argument: decimal inodes
- * joined by ',' ("" for NULL or none), formatted into buf, which must
- * outlive the run (redis_quota.c). */
-#define QCHAIN_STR_MAX (META_QUOTA_NEST * 21 + 1)
+/* A quota chain (meta_quota.h) as a script's argument: "GEN:DIR:" then
+ * decimal inodes joined by ',' ("0:0:" for NULL), formatted into buf,
+ * which must outlive the run (redis_quota.c). */
+#define QCHAIN_STR_MAX ((META_QUOTA_NEST + 2) * 21 + 1)
 void redis_cmd_qchain(struct cmd *c, const struct meta_qchain *q, char *buf);
 /* A per-inode key: prefix and decimal inode number ("d123"). */
 void redis_cmd_key(struct cmd *c, const char *prefix, uint64_t ino);

@@ -846,6 +846,15 @@ static int load_dirent(struct load *l, json_t *o)
 	b_arg(l, v, k);
 	err = b_end(l);
 	free(own);
+	if (!err && type == META_FILE) {
+		/* a regular file's parent field (SCHEMA.md): the directory
+		 * of a name of it (of several, the last one loaded) */
+		b_cmd(l, "HSET");
+		b_fmt(l, "n%" PRIu64, ino / INO_PER_HASH);
+		b_fmt(l, "%" PRIu64, ino % INO_PER_HASH + 2 * INO_PER_HASH);
+		b_fmt(l, "%" PRIu64, rmap(l, dir));
+		err = b_end(l);
+	}
 	l->st.entries++;
 	return err;
 }

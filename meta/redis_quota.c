@@ -1,8 +1,9 @@
 /*
  * redis_quota.c - directory quotas of the Redis engine (meta_quota.h):
- * thin calls of the quota_* scripts. The namespace scripts keep the usage
- * themselves (the chain helpers of lib/prelude.lua); the data scripts are
- * told the chain (redis_cmd_qchain).
+ * thin calls of the quota_* scripts. The namespace and data scripts keep
+ * the usage themselves (the chain helpers of lib/prelude.lua); the data
+ * scripts are also sent the client's chain (redis_cmd_qchain), used only
+ * for a file without a parent field.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,12 +14,15 @@
 
 void redis_cmd_qchain(struct cmd *c, const struct meta_qchain *q, char *buf)
 {
-	size_t len = 0;
+	size_t len =
+	    (size_t)snprintf(buf, QCHAIN_STR_MAX,
+			     "%llu:%llu:", (unsigned long long)(q ? q->gen : 0),
+			     (unsigned long long)(q ? q->dir : 0));
 
 	for (size_t i = 0; q && i < q->n && i < META_QUOTA_NEST; i++)
-		len += (size_t)snprintf(buf + len, QCHAIN_STR_MAX - len,
-					"%s%llu", i ? "," : "",
-					(unsigned long long)q->q[i]);
+		len +=
+		    (size_t)snprintf(buf + len, QCHAIN_STR_MAX - len, "%s%llu",
+				     i ? "," : "", (unsigned long long)q->q[i]);
 	buf[len] = 0;
 	redis_cmd_bin(c, buf, len);
 }
@@ -158,13 +162,18 @@ int meta_quota_chain(struct meta *m, uint64_t dir, struct meta_qchain *q)
 	struct cmd c;
 	redisReply *r;
 
-	q->n = 0;
+	*q = (struct meta_qchain){.dir = dir};
 	redis_cmd_script(m, &c, SC_QUOTA_CHAIN);
 	redis_cmd_u64(&c, dir);
 	int err = redis_run_script(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	for (size_t i = 1; i < r->elements && q->n < META_QUOTA_NEST; i++)
+	if (r->elements < 2) {
+		freeReplyObject(r);
+		return META_EPROTO;
+	}
+	q->gen = redis_reply_u64(r->element[1]);
+	for (size_t i = 2; i < r->elements && q->n < META_QUOTA_NEST; i++)
 		q->q[q->n++] = redis_reply_u64(r->element[i]);
 	freeReplyObject(r);
 	return 0;

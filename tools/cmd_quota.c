@@ -56,6 +56,10 @@ static const char usage[] =
     "      --json            (get, list) JSON instead of a table\n"
     "  -h, --help            show this help\n"
     "\n"
+    "A quota set, changed or deleted is in force on every mounted client\n"
+    "within about a second (each reads the quotas' generation once a\n"
+    "second); writes a client accepted before then are not taken back.\n"
+    "\n"
     "list and get read the recorded usage (no walk); list then finds each\n"
     "directory's path from its parents. set on a new quota and check walk\n"
     "the trees: changes made meanwhile may be counted wrong; run check\n"
@@ -418,6 +422,13 @@ static void limits_text(const struct meta_quota *q, char *buf, size_t cap)
 
 /* ---- the subcommands -------------------------------------------------- */
 
+/* When a change reaches the mounts: they poll, set and delete do not
+ * wait for them (docs/operations.md "Quotas: enforcement"). */
+static void say_when_in_force(void)
+{
+	printf("mounted clients see the change within about a second\n");
+}
+
 /* Why a quota call on DIR failed, said once. */
 static int quota_failed(struct qctx *t, const char *what, const char *path,
 			int err)
@@ -469,6 +480,7 @@ static int do_set(struct qctx *t, const char *path, const struct qopts *o)
 	limits_text(&q, lim, sizeof lim);
 	if (!created) {
 		printf("quota of %s changed: %s\n", path, lim);
+		say_when_in_force();
 		return CLI_EXIT_OK;
 	}
 	/* a new quota starts at 0: what is there already is counted */
@@ -491,6 +503,7 @@ static int do_set(struct qctx *t, const char *path, const struct qopts *o)
 	printf("quota of %s set: %s; %" PRIu64 " inodes and %s (%" PRIu64
 	       " bytes) counted below it\n",
 	       path, lim, c.inodes, sz, c.space);
+	say_when_in_force();
 	return CLI_EXIT_OK;
 }
 
@@ -553,6 +566,7 @@ static int do_delete(struct qctx *t, const char *path)
 	if ((err = meta_quota_delete(t->m, ino)))
 		return quota_failed(t, "remove", path, err);
 	printf("quota of %s removed\n", path);
+	say_when_in_force();
 	return CLI_EXIT_OK;
 }
 

@@ -1,10 +1,12 @@
 -- lib: snap
--- ARGV: src, dst, the chain dst's bytes count in (quota_data). Make the empty regular file dst hold src's data:
--- its chunk lists copied, one more reference per record (the data is
--- shared copy-on-write, as a snapshot's). Returns {0, dst's attr}.
+-- ARGV: src, dst, the client's chain for dst (quota_data: used only for
+-- a file without a parent field). Make the empty regular file dst hold
+-- src's data: its chunk lists copied, one more reference per record
+-- (the data is shared copy-on-write, as a snapshot's). Returns {0,
+-- dst's attr}.
 local src, dst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local v = irec(src)
-local b = iget(dst)
+local b = iget_data(dst)
 if not v or not b then
 	return {ENOENT}
 end
@@ -30,7 +32,7 @@ mbytes, mstored = a.len, stored(a)
 b.len, b.par = a.len, mstored + 1
 touch(dst, true)
 made_flush()
-quota_data(ARGV[3], b)
-quota_add(qdata, mstored, 0)
+quota_data(dst, b, ARGV[3])
+data_charge(mstored)
 iflush()
 return {0, attr_pack(b)}

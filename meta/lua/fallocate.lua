@@ -1,11 +1,12 @@
 -- ARGV: ino, mode (0 or 1 = FALLOC_FL_KEEP_SIZE), offset, length, the
--- chain its bytes count in (quota_data). Space is
--- not reserved (the object store has none to reserve): only the length.
+-- client's chain (quota_data: used only for a file without a parent
+-- field). Space is not reserved (the object store has none to
+-- reserve): only the length.
 -- The range counts as stored bytes, as a write of it would (clamped to
 -- the length), so that the space is taken from the volume's capacity.
 local ino, mode = tonumber(ARGV[1]), tonumber(ARGV[2])
 local e = tonumber(ARGV[3]) + tonumber(ARGV[4])
-local a = iget(ino)
+local a = iget_data(ino)
 if not a then
 	return {ENOENT}
 end
@@ -15,7 +16,7 @@ end
 if a.ty ~= FILE then
 	return {ENODEV}
 end
-quota_data(ARGV[5], a)
+quota_data(ino, a, ARGV[5])
 local st = stored(a)
 stored_set(a, st)
 if mode == 0 and e > a.len then

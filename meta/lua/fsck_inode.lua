@@ -46,6 +46,8 @@ if ARGV[5] == '1' then
 		a.par = lf
 		local l = iget(lf)
 		l.nlink = l.nlink + 1
+	elseif a.ty == FILE then
+		fpar_set(ino, lf)
 	end
 	touch(lf, true)
 end

@@ -40,6 +40,7 @@ elseif ty == BLK or ty == CHR then
 	a.par = rdev
 elseif ty == FILE then
 	a.par = 1 -- stored bytes + 1: none yet
+	fpar_set(ino, parent)
 elseif ty == SYMLINK then
 	a.len = #ARGV[9]
 	redis.call('SET', key('s', ino), ARGV[9])

@@ -174,6 +174,12 @@ if exchange then
 			npa.nlink, pa.nlink = npa.nlink - 1, pa.nlink + 1
 		end
 	end
+	if sty == FILE then
+		fpar_set(sino, NP)
+	end
+	if dty == FILE then
+		fpar_set(dino, P)
+	end
 	touch(dino, false)
 else
 	if sdepth == 2 then
@@ -191,7 +197,7 @@ else
 		elseif da.nlink == 1 and trash_put(NP, NN, dino, da) then
 			trashed = dino
 		else
-			link_drop(dino, da)
+			link_drop(dino, da, NP)
 		end
 	end
 	redis.call('HDEL', key('d', P), N)
@@ -199,6 +205,11 @@ else
 	if sty == DIR and P ~= NP then
 		sa.par = NP
 		pa.nlink, npa.nlink = pa.nlink - 1, npa.nlink + 1
+	end
+	-- a file's bytes count where its name went (for a file with
+	-- several names, all in one chain, NP holds one of them)
+	if sty == FILE then
+		fpar_set(sino, NP)
 	end
 	if cross then
 		quota_move(cs, cd, ms, mi)

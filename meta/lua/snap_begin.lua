@@ -44,7 +44,7 @@ end
 local ino = redis.call('INCRBY', 'nextinode', 1)
 local top
 if sa.ty ~= DIR then
-	clone(src, v, ino, 1, 0)
+	clone(src, v, ino, 1, P)
 	redis.call('HSET', key('d', P), name, dent_pack(ino, sa.ty))
 	touch(P, true)
 	quota_add(qc, qs, 1)

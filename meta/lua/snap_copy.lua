@@ -105,7 +105,7 @@ while budget > 0 do
 					pa.nlink = pa.nlink + 1
 					idirty[ddir] = true
 				else
-					clone(t.sino, t.v, ino, 1, 0)
+					clone(t.sino, t.v, ino, 1, ddir)
 					if t.multi then
 						lmap[t.sino] = ino
 						redis.call('HSET', mk, d(t.sino), d(ino))

@@ -28,7 +28,7 @@ for i = 1, #page - 1, 2 do
 				ha.nlink = ha.nlink - 1
 				inode_destroy(ino)
 			else
-				link_drop(ino, a)
+				link_drop(ino, a, h)
 			end
 		end
 	end

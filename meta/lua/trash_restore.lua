@@ -45,6 +45,14 @@ if ty == DIR then
 	a.par = np
 	ha.nlink = ha.nlink - 1
 	npa.nlink = npa.nlink + 1
+	-- its chain was the trash's (none): the clients' cached chain
+	-- of it is stale now (the data scripts trust a chain of the
+	-- current generation)
+	if quota_any() then
+		redis.call('INCR', 'quotagen')
+	end
+elseif a.ty == FILE then
+	fpar_set(ino, np)
 end
 touch(h, true)
 touch(np, true)

@@ -1,6 +1,7 @@
--- ARGV: ino, length, the chain its bytes count in (quota_data).
+-- ARGV: ino, length, the client's chain (quota_data: used only for a
+-- file without a parent field).
 local ino, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
-local a = iget(ino)
+local a = iget_data(ino)
 if not a then
 	return {ENOENT}
 end
@@ -10,7 +11,7 @@ end
 if a.ty ~= FILE then
 	return {EINVAL}
 end
-quota_data(ARGV[3], a)
+quota_data(ino, a, ARGV[3])
 local ol = a.len
 -- stored bytes: a shorter file keeps at most its length, a longer one
 -- (sparse) what it had

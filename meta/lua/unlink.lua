@@ -30,7 +30,7 @@ if a then
 	if a.nlink == 1 and depth == 0 and trash_put(parent, name, ino, a) then
 		trashed = ino
 	else
-		link_drop(ino, a)
+		link_drop(ino, a, parent)
 	end
 end
 iflush()

@@ -47,7 +47,8 @@ if D == 1 then
 		end
 	end
 end
--- the subdirectories of k get parent par; returns how many
+-- the subdirectories of k get parent par, and its regular files their
+-- parent field; returns how many subdirectories
 local function adopt(k, par)
 	local n = 0
 	for _, e in ipairs(redis.call('HVALS', k)) do
@@ -57,6 +58,8 @@ local function adopt(k, par)
 			s.par = par
 			idirty[ino] = true
 			n = n + 1
+		elseif ty == FILE then
+			fpar_set(ino, par)
 		end
 	end
 	return n

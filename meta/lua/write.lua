@@ -1,10 +1,11 @@
 -- ARGV: ino, records: each a chunk index (u32 LE) and a slice record
--- (full or short), in order; the chain its bytes count in (quota_data). A slice referenced twice by one call gets
--- the extra reference counted in sliceref. Stored bytes: a data record
--- adds its length (an overwrite is counted again: the sum is clamped to
--- the length), a hole takes away the data it covers.
+-- (full or short), in order; the client's chain (quota_data: used only
+-- for a file without a parent field). A slice referenced twice by one
+-- call gets the extra reference counted in sliceref. Stored bytes: a
+-- data record adds its length (an overwrite is counted again: the sum
+-- is clamped to the length), a hole takes away the data it covers.
 local ino, recs = tonumber(ARGV[1]), ARGV[2]
-local a = iget(ino)
+local a = iget_data(ino)
 if not a then
 	return {ENOENT}
 end
@@ -14,7 +15,7 @@ end
 if a.ty ~= FILE then
 	return {EINVAL}
 end
-quota_data(ARGV[3], a)
+quota_data(ino, a, ARGV[3])
 local seen, len, t0, o = {}, a.len, {}, 1
 local st = stored(a)
 while o <= #recs do

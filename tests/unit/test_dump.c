@@ -357,6 +357,10 @@ Test(dump, round_trip)
 		     0);
 	cr_assert_eq(meta_quota_set(a, qd, 1 << 20, 99, NULL), 0);
 	cr_assert_eq(meta_quota_adjust(a, qd, 12345, 6), 0);
+	uint64_t qf;
+	cr_assert_eq(
+	    meta_mknod(a, qd, "qf", META_FILE, 0644, 0, 0, 0, NULL, &qf, NULL),
+	    0);
 	struct buf d1 = dump_of(a);
 	cr_assert(!strstr(d1.p, "SECRET"), "the keys are not in a dump");
 	cr_assert(strstr(d1.p, "\"type\":\"quota\""));
@@ -383,7 +387,13 @@ Test(dump, round_trip)
 	cr_assert_eq(q.max_space, 1 << 20);
 	cr_assert_eq(q.max_inodes, 99);
 	cr_assert_eq(q.used_space, 12345);
-	cr_assert_eq(q.used_inodes, 6);
+	cr_assert_eq(q.used_inodes, 7);
+	/* its files' data counts in it, whatever a client says (the
+	 * parent field is loaded with the entries) */
+	struct meta_attr fa;
+	cr_assert_eq(meta_fallocate_q(b, NULL, qf, 0, 0, 1000, &fa), 0);
+	cr_assert_eq(meta_quota_get(b, qd, &q), 0);
+	cr_assert_eq(q.used_space, 12345 + 1000);
 	uint64_t g;
 	cr_assert_eq(meta_quota_gen(b, &g), 0);
 	cr_assert_gt(g, 0, "the loaded volume's clients see its quotas");

@@ -3,7 +3,8 @@
  * against a real redis-server (GRANARY_TEST_REDIS): set, get, list,
  * delete, adjust, the chain of a directory, the generation, the gate's
  * round trip (pending bytes per session), and the data calls charging
- * the chain they are given. The namespace's accounting is in
+ * the chain of the file's directory (the chain a client sends only for a
+ * file from before the parent field). The namespace's accounting is in
  * test_quota_ns.c.
  */
 #include <criterion/criterion.h>
@@ -11,7 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
+
+#include <hiredis/hiredis.h>
 
 #include "lib/errors.h"
 #include "meta/meta.h"
@@ -32,23 +36,22 @@ static uint64_t mk(struct meta *m, uint64_t parent, const char *name,
 		   uint8_t type)
 {
 	uint64_t ino = 0;
-	int err = meta_mknod(m, parent, name, type,
-			     type == META_DIR ? 0755 : 0644, 0, 0, 0,
-			     type == META_SYMLINK ? "target" : NULL, &ino,
-			     NULL);
+	int err = meta_mknod(
+	    m, parent, name, type, type == META_DIR ? 0755 : 0644, 0, 0, 0,
+	    type == META_SYMLINK ? "target" : NULL, &ino, NULL);
 	cr_assert_eq(err, 0, "mknod %s: %s", name, gr_strerror(err));
 	return ino;
 }
 
-static void write_at(struct meta *m, const struct meta_qchain *c,
-		     uint64_t ino, uint32_t pos, uint32_t len)
+static void write_at(struct meta *m, const struct meta_qchain *c, uint64_t ino,
+		     uint32_t pos, uint32_t len)
 {
 	struct meta_chunk_slice s = {0};
 	uint64_t id;
 
 	cr_assert_eq(meta_new_slice_id(m, &id), 0);
-	s.s = (struct meta_slice){.id = id, .size = len, .len = len,
-				  .pos = pos};
+	s.s =
+	    (struct meta_slice){.id = id, .size = len, .len = len, .pos = pos};
 	cr_assert_eq(meta_write_q(m, c, ino, &s, 1, NULL), 0);
 }
 
@@ -139,8 +142,7 @@ Test(quota, set_get_list_delete)
 	cr_assert_eq(meta_quota_set(m, META_ROOT_INO, 1, 1, NULL), EINVAL);
 	cr_assert_eq(meta_quota_set(m, f, 1, 1, NULL), ENOTDIR);
 	cr_assert_eq(meta_quota_set(m, 999999, 1, 1, NULL), ENOENT);
-	cr_assert_eq(meta_quota_set(m, a, UINT64_C(1) << 60, 1, NULL),
-		     EINVAL);
+	cr_assert_eq(meta_quota_set(m, a, UINT64_C(1) << 60, 1, NULL), EINVAL);
 	meta_close(m);
 }
 
@@ -192,20 +194,40 @@ Test(quota, chain_and_nesting)
 	meta_close(m);
 }
 
-/* write, truncate, fallocate and clone charge the chain they are told,
- * by the stored bytes' change; a file with no name left charges none */
-Test(quota, data_calls_charge_the_chain)
+/* A raw command on the test database; the reply's integer (0 else). */
+static long long raw(const char *fmt, ...)
+{
+	redisContext *c = redisConnectUnix(testvol_sock());
+	va_list ap;
+
+	cr_assert(c && !c->err);
+	freeReplyObject(redisCommand(c, "SELECT %d", DB));
+	va_start(ap, fmt);
+	redisReply *r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	cr_assert(r);
+	long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+	freeReplyObject(r);
+	redisFree(c);
+	return v;
+}
+
+/* write, truncate, fallocate and clone charge the chain of the file's
+ * directory by the stored bytes' change, whatever chain the client sends
+ * (its parent hint may be stale); a file with no name left charges none */
+Test(quota, data_calls_charge_the_files_chain)
 {
 	struct meta *m = open_db(1);
 	uint64_t top = mk(m, META_ROOT_INO, "top", META_DIR);
 	uint64_t sub = mk(m, top, "sub", META_DIR);
-	struct meta_qchain c, none = {0};
+	struct meta_qchain c, none = {0}, other;
 	struct meta_attr a;
 
 	cr_assert_eq(meta_quota_set(m, top, 1 << 30, 0, NULL), 0);
 	cr_assert_eq(meta_quota_set(m, sub, 1 << 30, 0, NULL), 0);
 	cr_assert_eq(meta_quota_chain(m, sub, &c), 0);
 	cr_assert_eq(c.n, 2);
+	cr_assert_eq(meta_quota_chain(m, top, &other), 0);
 	uint64_t f = mk(m, sub, "f", META_FILE);
 
 	write_at(m, &c, f, 0, 100000);
@@ -214,26 +236,39 @@ Test(quota, data_calls_charge_the_chain)
 	/* an overwrite counts again up to the length: no change here */
 	write_at(m, &c, f, 0, 50000);
 	cr_assert_eq(get(m, sub).used_space, 100000);
-	/* not told: not charged */
+	/* told nothing, or another chain: charged where the file is */
 	write_at(m, &none, f, 100000, 1000);
 	write_at(m, NULL, f, 101000, 1000);
-	cr_assert_eq(get(m, sub).used_space, 100000);
+	write_at(m, &other, f, 102000, 1000);
+	cr_assert_eq(get(m, sub).used_space, 103000);
+	cr_assert_eq(get(m, top).used_space, 103000);
 
-	cr_assert_eq(meta_truncate_q(m, &c, f, 30000, &a), 0);
-	/* stored went 102000 -> 30000: 72000 taken off a usage of
-	 * 100000 */
-	cr_assert_eq(get(m, sub).used_space, 28000);
-	cr_assert_eq(get(m, top).used_space, 28000);
+	cr_assert_eq(meta_truncate_q(m, &other, f, 30000, &a), 0);
+	/* stored went 103000 -> 30000 */
+	cr_assert_eq(get(m, sub).used_space, 30000);
+	cr_assert_eq(get(m, top).used_space, 30000);
 
-	cr_assert_eq(meta_fallocate_q(m, &c, f, 0, 30000, 20000, &a), 0);
+	cr_assert_eq(meta_fallocate_q(m, NULL, f, 0, 30000, 20000, &a), 0);
 	cr_assert_eq(a.length, 50000);
-	cr_assert_eq(get(m, sub).used_space, 48000);
-	cr_assert_eq(get(m, top).used_space, 48000);
+	cr_assert_eq(get(m, sub).used_space, 50000);
+	cr_assert_eq(get(m, top).used_space, 50000);
 
 	uint64_t g = mk(m, sub, "g", META_FILE);
-	cr_assert_eq(meta_clone_data_q(m, &c, f, g, &a), 0);
-	cr_assert_eq(get(m, sub).used_space, 48000 + 50000);
-	cr_assert_eq(get(m, top).used_space, 48000 + 50000);
+	cr_assert_eq(meta_clone_data_q(m, &none, f, g, &a), 0);
+	cr_assert_eq(get(m, sub).used_space, 50000 + 50000);
+	cr_assert_eq(get(m, top).used_space, 50000 + 50000);
+
+	/* a file from before the parent field (made by an older client):
+	 * the chain the client sends, as it was */
+	uint64_t h = mk(m, sub, "h", META_FILE);
+	cr_assert_eq(raw("HDEL n%llu %llu", (unsigned long long)h / 32,
+			 (unsigned long long)(64 + h % 32)),
+		     1, "the parent field is where SCHEMA.md says");
+	write_at(m, &none, h, 0, 7);
+	cr_assert_eq(get(m, sub).used_space, 100000);
+	write_at(m, &other, h, 7, 7);
+	cr_assert_eq(get(m, sub).used_space, 100000);
+	cr_assert_eq(get(m, top).used_space, 100007);
 	meta_close(m);
 }
 

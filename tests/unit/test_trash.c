@@ -168,6 +168,66 @@ Test(trash, off_frees_at_once)
 	meta_close(m);
 }
 
+/* The trash's bytes and the entry's size, in one figure each. */
+static void trash_bytes_eq(struct meta *m, uint64_t ino, uint64_t want)
+{
+	struct meta_trash_entry *l, *e;
+	struct meta_trash_usage u;
+	size_t n;
+
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.bytes, want,
+		     "the trash counts %" PRIu64 " bytes, "
+		     "want %" PRIu64,
+		     u.bytes, want);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_not_null(e = find(l, n, ino));
+	cr_assert_eq(e->attr.stored, want);
+	meta_trash_entries_free(l, n);
+}
+
+/* A file removed (by another client) while open here: its writes and
+ * truncates while it is in the trash change the trash's bytes as they
+ * change the file's, so that the entry's size and the figure agree. */
+Test(trash, writes_to_a_removed_file)
+{
+	struct meta *m = fresh(1), *o = testvol_open(DB);
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), f, id;
+	struct meta_trash_entry *l;
+	struct meta_trash_usage u;
+	struct meta_chunk_slice s = {0};
+	struct meta_attr a;
+	size_t n;
+
+	cr_assert_eq(meta_session_open(m, "/mnt/t"), 0); /* opens count */
+	f = mkfile(m, d, "f", 1000);
+	cr_assert_eq(meta_file_open(m, f, NULL), 0);
+	cr_assert_eq(meta_unlink(o, d, "f"), 0);
+	trash_bytes_eq(m, f, 1000);
+	cr_assert_eq(meta_new_slice_id(m, &id), 0);
+	s.s = (struct meta_slice){
+	    .id = id, .size = 3000, .len = 3000, .pos = 1000};
+	cr_assert_eq(meta_write(m, f, &s, 1, NULL), 0);
+	trash_bytes_eq(m, f, 4000);
+	cr_assert_eq(meta_truncate(m, f, 500, &a), 0);
+	trash_bytes_eq(m, f, 500);
+	cr_assert_eq(meta_fallocate(m, f, 0, 500, 100, &a), 0);
+	trash_bytes_eq(m, f, 600);
+	/* restored: out of the trash, and its writes with it */
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(meta_trash_restore(o, l[0].hour_ino, l[0].name, d, "f"),
+		     0);
+	meta_trash_entries_free(l, n);
+	cr_assert_eq(meta_truncate(m, f, 0, &a), 0);
+	cr_assert_eq(meta_trash_usage(m, &u), 0);
+	cr_assert_eq(u.bytes + u.entries, 0);
+	cr_assert_eq(rint_("EXISTS %s", "trashbytes"), 0);
+	cr_assert_eq(meta_file_close(m, f), 0);
+	meta_close(o);
+	meta_close(m);
+}
+
 Test(trash, hard_links_lose_a_name)
 {
 	struct meta *m = fresh(1);

@@ -63,18 +63,17 @@ local function stored(a)
 	end
 	return math.min(a.par - 1, a.len)
 end
--- the chain of quotas a data script charges (quota_data), and how
--- (both below, with the quotas)
-local qdata, quota_add = {}, nil
--- the file's stored bytes become n (clamped to [0, length]);
--- usedspace and the quotas of qdata follow. The caller writes the record (idirty).
+-- what a data script's change counts in (quota_data, below)
+local qdata, qhour, quota_add, data_charge = {}, nil, nil, nil
+-- the file's stored bytes become n (clamped to [0, length]); usedspace
+-- and data_charge follow. The caller writes the record (idirty).
 local function stored_set(a, n)
 	local o = stored(a)
 	n = math.max(0, math.min(n, a.len))
 	a.par = n + 1
 	if n ~= o then
 		redis.call('INCRBY', 'usedspace', d(n - o))
-		quota_add(qdata, n - o, 0)
+		data_charge(n - o)
 	end
 end
 
@@ -94,6 +93,30 @@ end
 local function itf(ino)
 	return d(ino % IB + IB)
 end
+-- a regular file's parent field (SCHEMA.md "Inode record"): its
+-- directory, -hour in the trash, 0 not known; cached in fpars
+local fpars = {}
+local function ipf(ino)
+	return d(ino % IB + 2 * IB)
+end
+local function fpar(ino)
+	local p = fpars[ino]
+	if p == nil then
+		p = tonumber(redis.call('HGET', ib(ino), ipf(ino)) or '0')
+		fpars[ino] = p
+	end
+	return p
+end
+local function fpar_set(ino, dir)
+	if fpars[ino] ~= dir then
+		if dir == 0 then
+			redis.call('HDEL', ib(ino), ipf(ino))
+		else
+			redis.call('HSET', ib(ino), ipf(ino), d(dir))
+		end
+		fpars[ino] = dir
+	end
+end
 
 -- inode cache: a script reads each inode once and writes it once (iflush),
 -- so that two names for one inode (rename within a directory) never see
@@ -105,6 +128,17 @@ local function iget(ino)
 		local s = redis.call('HGET', ib(ino), iaf(ino))
 		a = s and attr_unpack(s) or false
 		icache[ino] = a
+	end
+	return a
+end
+-- iget with the parent field in the same read
+local function iget_data(ino)
+	local a = icache[ino]
+	if a == nil then
+		local r = redis.call('HMGET', ib(ino), iaf(ino), ipf(ino))
+		a = r[1] and attr_unpack(r[1]) or false
+		icache[ino] = a
+		fpars[ino] = tonumber(r[2] or '0')
 	end
 	return a
 end
@@ -230,7 +264,7 @@ end
 local EDQUOT, EXDEV, EMLINK = @EDQUOT@, @EXDEV@, @EMLINK@
 local QNEST = 8 --C: META_QUOTA_NEST
 local QFMT = '<I8I8'
-local qany, qrec, qchains = nil, {}, {}
+local qany, qrec, qchains, qdetached = nil, {}, {}, {}
 -- Does the volume have any quota? (read once a call)
 local function quota_any()
 	if qany == nil then
@@ -241,7 +275,8 @@ end
 -- The chain of directory dir: the directories with a quota among dir and
 -- its ancestors, nearest first. {} when the volume has none, and for a
 -- directory in the trash, in a version (DIR/.versions/...) or in a
--- detached tree (a snapshot being built): those are outside every quota.
+-- detached tree (a snapshot being built, a tree a restore replaced:
+-- qdetached[dir] is its top): those are outside every quota.
 local function quota_chain(dir)
 	if not quota_any() then
 		return {}
@@ -264,6 +299,9 @@ local function quota_chain(dir)
 		local a = iget(ino)
 		if not a or a.ty ~= DIR or a.par == 0 then
 			qchains[dir] = {}
+			if a and a.par == 0 then
+				qdetached[dir] = ino
+			end
 			return qchains[dir]
 		end
 		ino = a.par
@@ -375,25 +413,69 @@ local function quota_session_drop(sid)
 		end
 	end
 end
--- The chain a data script charges (stored_set): the client's, ARGV
--- string s of decimal inodes joined by ','; '' or nil: none. Nothing
--- for a file with no name left (a quota counts names' inodes).
-local function quota_data(s, a)
-	qdata = {}
-	if not s or s == '' or a.nlink == 0 or not quota_any() then
-		return
-	end
-	local c = {}
-	for q in string.gmatch(s, '%d+') do
+-- the quotas of s ("Q1,Q2,...") that exist
+local function quota_parse(s)
+	local c, out = {}, {}
+	for q in string.gmatch(s or '', '%d+') do
 		c[#c + 1] = q
 	end
-	-- a client's chain may name a quota deleted since: not charged
-	if #c > 0 then
-		local r = redis.call('HMGET', 'quota', unpack(c))
-		for i = 1, #c do
-			if r[i] then
-				qdata[#qdata + 1] = tonumber(c[i])
-			end
+	local r = #c > 0 and redis.call('HMGET', 'quota', unpack(c)) or {}
+	for i = 1, #c do
+		if r[i] then
+			out[#out + 1] = tonumber(c[i])
+		end
+	end
+	return out
+end
+-- What a data script's change to file ino (record a, from iget_data)
+-- counts in, SCHEMA.md "Quotas": qdata, the chain of its parent field,
+-- or qhour, its hour in the trash. s: the client's chain "GEN:DIR:Q,..",
+-- taken as it is while the field is DIR and quotagen is GEN, else the
+-- walk; only Q,.. for a file without the field.
+local function quota_data(ino, a, s)
+	qdata, qhour = {}, nil
+	local p = fpar(ino)
+	if a.nlink == 0 or p < 0 then
+		qhour = a.nlink > 0 and -p or nil
+		return
+	end
+	local gen, dir, list = string.match(s or '', '^(%d+):(%d+):([%d,]*)$')
+	if p ~= 0 and tonumber(dir or '0') == p and
+		tonumber(redis.call('GET', 'quotagen') or '0') == tonumber(gen) then
+		for q in string.gmatch(list, '%d+') do
+			qdata[#qdata + 1] = tonumber(q)
+		end
+	elseif quota_any() then
+		local pa = p ~= 0 and iget(p)
+		if not pa or pa.ty ~= DIR then
+			qdata = quota_parse(list)
+			return
+		end
+		qdata = quota_chain(p)
+		if qdetached[p] then
+			qdata = quota_parse(redis.call('HGET',
+				'snapquota:' .. d(qdetached[p]), 'c'))
+		end
+	end
+end
+function data_charge(ds)
+	quota_add(qdata, ds, 0)
+	if qhour and ds ~= 0 and
+		redis.call('HINCRBY', 'trashbytes', d(qhour), d(ds)) <= 0 then
+		redis.call('HDEL', 'trashbytes', d(qhour))
+	end
+end
+-- A name of file ino in dir went, others are left: a field naming dir
+-- names the nearest quota above it (all names share its chain), or 0
+-- for a trash entry (root linked its file out)
+local function fpar_leave(ino, dir)
+	local p = fpar(ino)
+	if p == -dir then
+		fpar_set(ino, 0)
+	elseif p == dir then
+		local c = quota_chain(dir)
+		if #c > 0 then
+			fpar_set(ino, c[1])
 		end
 	end
 end
@@ -594,10 +676,11 @@ local function inode_destroy(ino)
 		end
 	end
 	redis.call('DECR', 'totalinodes')
-	redis.call('HDEL', ib(ino), iaf(ino), itf(ino))
+	redis.call('HDEL', ib(ino), iaf(ino), itf(ino), ipf(ino))
 	redis.call('DEL', key('x', ino), key('s', ino), key('d', ino))
 	icache[ino] = false
 	idirty[ino] = nil
+	fpars[ino] = 0
 end
 -- true when the inode was deleted
 local function inode_release(ino)
@@ -608,9 +691,12 @@ local function inode_release(ino)
 	end
 	return false
 end
--- a name of non-directory ino (record a) is gone: one link less, and
--- the inode deleted once it has none and nobody has it open
-local function link_drop(ino, a)
+-- a name of non-directory ino (record a) in dir is gone: one link less,
+-- and the inode deleted once it has none and nobody has it open
+local function link_drop(ino, a, dir)
+	if a.ty == FILE and a.nlink > 1 then
+		fpar_leave(ino, dir)
+	end
 	if a.nlink > 0 then
 		a.nlink = a.nlink - 1
 	end
@@ -684,6 +770,6 @@ end
 -- call to the next and so calls this first
 local function fresh()
 	tsec, tns, icache, idirty, nstaging = nil, nil, {}, {}, nil
-	tino = nil
-	qany, qrec, qchains, qdata = nil, {}, {}, {}
+	tino, fpars = nil, {}
+	qany, qrec, qchains, qdetached, qdata, qhour = nil, {}, {}, {}, {}, nil
 end

@@ -151,8 +151,9 @@ local function made_flush(top)
 	refs = {}
 end
 -- Copy inode src, whose whole record (irec) is v, to the new inode ino with
--- nlink links and (directories) parent par: attributes (ctime now; owners
--- as owned() leaves them), chunk lists, symlink target, xattrs. A
+-- nlink links and parent par (directories; regular files: their parent
+-- field, the directory of their first name): attributes (ctime now;
+-- owners as owned() leaves them), chunk lists, symlink target, xattrs. A
 -- directory's entries are the walk's business. Returns the copy's type.
 local function clone(src, v, ino, nlink, par)
 	local ty = string.byte(v, 2)
@@ -172,14 +173,17 @@ local function clone(src, v, ino, nlink, par)
 		local a = string.sub(v, 1, 12) .. struct.pack('<I4', nlink) ..
 			string.sub(v, 17, 50) .. struct.pack('<i5I4', now())
 		local t = string.sub(v, ALEN + 1)
-		if #t > 0 and #t <= TAILMAX then
-			redis.call('HSET', ib(ino), iaf(ino), a, itf(ino), t)
-		else
-			redis.call('HSET', ib(ino), iaf(ino), a)
-			if #t > 0 then
-				redis.call('SET', ckey(ino, 0), t)
-			end
+		local f = {iaf(ino), a}
+		if ty == FILE then
+			f[3], f[4] = ipf(ino), d(par)
+			fpars[ino] = par
 		end
+		if #t > 0 and #t <= TAILMAX then
+			f[#f + 1], f[#f + 2] = itf(ino), t
+		elseif #t > 0 then
+			redis.call('SET', ckey(ino, 0), t)
+		end
+		redis.call('HSET', ib(ino), unpack(f))
 	end
 	if ty == FILE then
 		local len, par = struct.unpack('<I8I8', v, 17)

@@ -94,6 +94,10 @@ local function trash_put(parent, name, ino, a)
 		local ha = iget(h)
 		a.par = h
 		ha.nlink = ha.nlink + 1
+	elseif a.ty == FILE then
+		-- its writes through a descriptor still open count here
+		-- (quota_data), in no quota
+		fpar_set(ino, -h)
 	end
 	touch(h, true)
 	touch(ino, false)
