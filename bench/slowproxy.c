@@ -1248,6 +1248,29 @@ static int parse_args(int argc, char **argv)
 	return bad ? 2 : 0;
 }
 
+/* 1 if connecting to the target would reach the listening address sa:
+ * every connection would make another. */
+static int is_self(const struct sockaddr_storage *sa)
+{
+	if (sa->ss_family != target_addr.ss_family)
+		return 0;
+	if (sa->ss_family == AF_INET) {
+		const struct sockaddr_in *l = (const void *)sa;
+		const struct sockaddr_in *t = (const void *)&target_addr;
+		return l->sin_port == t->sin_port &&
+		       (l->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			l->sin_addr.s_addr == t->sin_addr.s_addr);
+	}
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *l = (const void *)sa;
+		const struct sockaddr_in6 *t = (const void *)&target_addr;
+		return l->sin6_port == t->sin6_port &&
+		       (IN6_IS_ADDR_UNSPECIFIED(&l->sin6_addr) ||
+			IN6_ARE_ADDR_EQUAL(&l->sin6_addr, &t->sin6_addr));
+	}
+	return 0;
+}
+
 static int open_sockets(int *lfd_out)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
@@ -1289,6 +1312,13 @@ static int open_sockets(int *lfd_out)
 		return 1;
 	}
 	freeaddrinfo(ai);
+	if (is_self(&sa)) {
+		fprintf(stderr,
+			"slowproxy: the target '%s:%s' is the proxy itself\n",
+			opt.target_host, opt.target_port);
+		close(lfd);
+		return 1;
+	}
 	printf("%s\n", port);
 	fflush(stdout);
 	*lfd_out = lfd;

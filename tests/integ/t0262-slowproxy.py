@@ -368,6 +368,17 @@ if "not HTTP/1.1" not in err or "errors=1" not in err:
 ok("two Content-Lengths from the server: the connection dropped, "
    "reported, counted")
 
+# --- a target that is the proxy itself: refused at start
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+port = ls.getsockname()[1]
+ls.close()
+p = subprocess.run([PROXY, "--listen", "127.0.0.1:%d" % port, "--target",
+                    "127.0.0.1:%d" % port], capture_output=True, timeout=10)
+if p.returncode != 1 or b"is the proxy itself" not in p.stderr:
+    fail("a proxy aimed at itself: exit %d, %r" % (p.returncode, p.stderr))
+ok("a proxy aimed at itself: refused at start")
+
 # --- caps: lower bounds (a cap can only make it slower)
 proxy, pport, log = start_proxy(srv.port, "--delay-ms", "0",
                                 "--conn-mbps", "4")
