@@ -842,24 +842,28 @@ static int resp_done(struct conn *c, struct req *r, int status,
 
 	atomic_fetch_add(&S.status[status / 100 < 6 ? status / 100 : 5], 1);
 	atomic_fetch_add(&S.body_out, body_out);
+	if (r) {
+		/* logged while r is still the response side's: once it is
+		 * an orphan, the request side may free it at any time */
+		pthread_mutex_lock(&c->lock);
+		body_in = r->body_in;
+		pthread_mutex_unlock(&c->lock);
+		keys_count(r->method, r->target, status, body_out);
+		log_request(r->method, r->target, status, body_in, body_out,
+			    (double)ttfb / 1e6, (double)(t - r->t_start) / 1e6);
+	} else {
+		log_request("-", "-", status, 0, body_out, 0, 0);
+	}
 	pthread_mutex_lock(&c->lock);
 	if (r) {
 		TAILQ_REMOVE(&c->pending, r, link);
 		c->npending--;
 		pthread_cond_broadcast(&c->cond);
-		body_in = r->body_in;
 		orphan = r->orphan = !r->t_end;
 	}
 	last = c->req_done && TAILQ_EMPTY(&c->pending);
 	pthread_mutex_unlock(&c->lock);
-	if (!r) {
-		log_request("-", "-", status, 0, body_out, 0, 0);
-		return last;
-	}
-	keys_count(r->method, r->target, status, body_out);
-	log_request(r->method, r->target, status, body_in, body_out,
-		    (double)ttfb / 1e6, (double)(t - r->t_start) / 1e6);
-	if (!orphan) /* else the request side frees it */
+	if (r && !orphan) /* else the request side frees it */
 		req_free(r);
 	return last;
 }
@@ -939,18 +943,36 @@ static void *responses_main(void *arg)
  * a connection's life
  */
 
+/* Connect to the target; a connect that waits (the server's backlog is
+ * full) ends as soon as the proxy stops or the connection is aborted. */
 static int conn_connect(struct conn *c)
 {
-	int fd, one = 1, dead;
+	int fd, one = 1, dead, err = 0, soerr = 0;
+	socklen_t len = sizeof(soerr);
 
 	if (opt.connect_ms > 0 &&
 	    sleep_until(&c->dead, now_ns() + (uint64_t)(opt.connect_ms * 1e6)))
 		return ECANCELED;
-	fd = socket(target_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(target_addr.ss_family,
+		    SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return errno;
 	if (connect(fd, (struct sockaddr *)&target_addr, target_len)) {
-		int err = errno;
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		err = errno;
+		while (err == EINPROGRESS) {
+			if (atomic_load(&stopping) || atomic_load(&c->dead))
+				err = ECANCELED;
+			else if (poll(&p, 1, SLEEP_SLICE / NS_PER_MS) > 0)
+				err = getsockopt(fd, SOL_SOCKET, SO_ERROR,
+						 &soerr, &len)
+					  ? errno
+					  : soerr;
+		}
+	}
+	if (!err && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK))
+		err = errno;
+	if (err) {
 		close(fd);
 		return err;
 	}
@@ -1105,14 +1127,17 @@ static void conn_start(int fd)
  * start, the accept loop, stop
  */
 
-/* Split HOST:PORT ([V6]:PORT too) in place. */
-static int split_hostport(char *s, char **host, char **port)
+/* Split a copy of HOST:PORT ([V6]:PORT too; argv is left as it is, for
+ * ps). */
+static int split_hostport(const char *arg, char **host, char **port)
 {
-	char *colon = strrchr(s, ':');
+	char *s = strdup(arg), *colon = s ? strrchr(s, ':') : NULL;
 
 	if (!colon || colon == s || !colon[1] ||
-	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1)) {
+		free(s);
 		return EINVAL;
+	}
 	*colon = '\0';
 	*port = colon + 1;
 	if (s[0] == '[' && colon[-1] == ']') {

@@ -9,6 +9,7 @@ status and body sizes, counts them (SIGUSR1), holds each first byte for
 the delay, keeps the caps (lower bounds only), waits at --max-conns, and
 exits 0 on SIGTERM. Prints "ok - ..." lines; exits 1 on the first failure.
 """
+import atexit
 import os
 import signal
 import socket
@@ -140,6 +141,12 @@ class Server:
             while True:
                 head = r.until(b"\r\n\r\n")
                 method, path = head.split(b" ")[:2]
+                if path == b"/early":  # refused before its body came
+                    resp = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"
+                    s.sendall(resp)
+                    sent += resp
+                    got += head + r.body(head)
+                    continue
                 if b"expect: 100-continue" in head.lower():
                     s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                     sent += b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -168,12 +175,24 @@ class Server:
 # the proxy
 
 
+PROXIES = []  # every proxy started, stopped at exit whatever happened
+
+
+@atexit.register
+def kill_proxies():
+    for p in PROXIES:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def start_proxy(port, *args):
     log = os.path.join(TMP, "proxy-%d.log" % len(os.listdir(TMP)))
     p = subprocess.Popen([PROXY, "--listen", "127.0.0.1:0", "--target",
                           "127.0.0.1:%d" % port, "--log", log,
                           "--stats", log + ".stats"] + list(args),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    PROXIES.append(p)
     line = p.stdout.readline().strip()
     if not line.isdigit():
         fail("the proxy printed no port: %r %r" % (line, p.stderr.read()))
@@ -320,18 +339,35 @@ s.close()
 ok("a head sent byte by byte, 100 Continue, the next request on the same "
    "connection; the client saw its first byte >= %d ms later" % DELAY_MS)
 
+# --- an answer before the request's body has all come (a store refusing
+# a PUT at its head): the body still goes through, the connection goes on
+s = connect(pport)
+s.sendall(b"PUT /early HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n")
+r = Reader(s)
+head = r.until(b"\r\n\r\n")
+if not head.startswith(b"HTTP/1.1 403"):
+    fail("no early answer: %r" % head)
+for i in range(30):
+    s.sendall(body_of(10000))
+s.sendall(b"GET /len/9 HTTP/1.1\r\nHost: x\r\n\r\n")
+if r.body(r.until(b"\r\n\r\n")) != body_of(9):
+    fail("the connection after an early answer answers wrong")
+s.close()
+ok("an answer before its request's body ended: the body goes on, so does "
+   "the connection")
+
 # --- the counters
 kv, keys = stats(proxy, log)
-if kv["requests"] != 12 or kv["requests_get"] != 8 or kv["requests_put"] != 3 \
+if kv["requests"] != 14 or kv["requests_get"] != 9 or kv["requests_put"] != 4 \
         or kv["requests_head"] != 1:
     fail("request counters: %s" % kv)
 if keys.get(("GET", "/chunked")) != (1, 1, 75001):
     fail("the key /chunked (query left out): %s" % keys.get(("GET", "/chunked")))
 if keys.get(("PUT", "/echo")) != (3, 3, 100000 + 9004 + 5):
     fail("the key PUT /echo: %s" % keys.get(("PUT", "/echo")))
-if kv["connections"] != 2 or kv["errors"] != 0 or kv["unanswered"] != 0:
+if kv["connections"] != 3 or kv["errors"] != 0 or kv["unanswered"] != 0:
     fail("connection counters: %s" % kv)
-if kv["body_in"] != 100000 + 9004 + 5:
+if kv["body_in"] != 100000 + 9004 + 5 + 300000:
     fail("body_in %d" % kv["body_in"])
 ok("SIGUSR1 writes the counters: by method, per key (path without query), "
    "bodies, connections")
@@ -509,3 +545,19 @@ if time.time() - t0 > 5:
 if "requests=1" not in err:
     fail("no totals on stderr at exit: %s" % err)
 ok("SIGTERM in the middle of a capped answer: exit 0 at once, totals printed")
+
+# --- SIGTERM with connections waiting to connect to a server that takes
+# none (its backlog full)
+full = socket.socket()
+full.bind(("127.0.0.1", 0))
+full.listen(1)
+proxy, pport, log = start_proxy(full.getsockname()[1], "--delay-ms", "0")
+clients = [connect(pport) for _ in range(8)]
+time.sleep(0.5)
+t0 = time.time()
+err = stop_proxy(proxy)
+if time.time() - t0 > 3 or "did not end" in err:
+    fail("SIGTERM with connections waiting to connect: %.1f s, %s"
+         % (time.time() - t0, err))
+ok("SIGTERM with connections waiting to connect to a full server: exit 0 "
+   "at once")
