@@ -73,6 +73,11 @@ $(O)/tests/hooks/granary: $(TOOL_OBJ) $(O)/tests/hooks/hooks.o $(O)/libgranary.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(O)/tests/hooks/hooks.o \
 		$(O)/libgranary.a $(LDLIBS)
 
+# the objects of tests and benchmarks are kept (make would delete them as
+# intermediates of the pattern rules, and build them again every time)
+.SECONDARY: $(UNIT_SRC:%.c=$(O)/%.o) $(HELP_SRC:%.c=$(O)/%.o) \
+	$(BENCH_SRC:%.c=$(O)/%.o)
+
 $(O)/tests/test_%: $(O)/tests/unit/test_%.o $(O)/libgranary.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
