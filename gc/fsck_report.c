@@ -338,7 +338,8 @@ static void what_of(const struct cand *c, char *w, size_t cap)
 	case FSCK_SESSION:
 		snprintf(w, cap,
 			 "session %" PRIu64 ", no longer registered, "
-			 "left fields in sessionstaged or sessionpending",
+			 "left fields in sessionstaged, sessionpending or "
+			 "cache groups",
 			 c->id);
 		break;
 	case FSCK_OBJECT_MISSING:

@@ -132,9 +132,9 @@ int meta_fsck_fix_staging(struct meta *m, uint64_t sid,
 int meta_fsck_fix_dead(struct meta *m, uint64_t id, uint64_t pack);
 /* The total of a pack that has none in packs (EAGAIN when it has one). */
 int meta_fsck_fix_pack_total(struct meta *m, uint64_t pack, uint64_t total);
-/* The sessionstaged and sessionpending fields of a session no longer in
- * sessions (EAGAIN when it is again), removed as a dead session's
- * cleanup removes them. */
+/* The sessionstaged and sessionpending fields and the cache group
+ * records of a session no longer in sessions (EAGAIN when it is again),
+ * removed as a dead session's cleanup removes them. */
 int meta_fsck_fix_session(struct meta *m, uint64_t sid);
 /*
  * The key `trash`, still was and naming no directory (EAGAIN otherwise),

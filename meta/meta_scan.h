@@ -136,11 +136,13 @@ typedef int (*meta_sliceref_fn)(void *arg, uint64_t id, int64_t extra);
 int meta_scan_slicerefs(struct meta *m, meta_sliceref_fn fn, void *arg);
 
 /* Session ids the volume names: registered ones (sessions, first), then
- * the sessions of sessionstaged and sessionpending fields. */
+ * the sessions of sessionstaged and sessionpending fields and of cache
+ * group members' records. */
 enum meta_sid_from {
 	META_SID_SESSION = 1,
 	META_SID_STAGED,
 	META_SID_PENDING,
+	META_SID_GROUP,
 };
 typedef int (*meta_sid_fn)(void *arg, uint64_t sid, enum meta_sid_from from);
 int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg);

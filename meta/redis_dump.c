@@ -962,7 +962,8 @@ static int dump_header(struct dump *d, uint64_t root)
 		DUMP_VERSION, META_FORMAT_VERSION, t->element[0]->str, root);
 	if (d->o->path)
 		out_bytes(d, "path", d->o->path, strlen(d->o->path));
-	/* every setting but the keys, whatever fields other versions add */
+	/* every setting but the secrets (the S3 keys, the cache groups'),
+	 * whatever fields other versions add */
 	out_s(d, ",\"setting\":{");
 	int first = 1;
 	for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -970,7 +971,8 @@ static int dump_header(struct dump *d, uint64_t root)
 		if (k->type != REDIS_REPLY_STRING ||
 		    val->type != REDIS_REPLY_STRING ||
 		    !strcmp(k->str, "access_key") ||
-		    !strcmp(k->str, "secret_key") || !setting_name_ok(k))
+		    !strcmp(k->str, "secret_key") ||
+		    !strcmp(k->str, "group_secret") || !setting_name_ok(k))
 			continue;
 		out_bytes_pre(d, first ? "" : ",", k->str, val->str,
 			      (size_t)val->len);

@@ -32,6 +32,7 @@
 #define REC_PACK_EXTRA 16 /* forms 3 and 4 add pack, poff, plen */
 #define REC_MAX	       (REC_LEN + REC_PACK_EXTRA)
 #define CMD_MAX	       32 /* arguments of one command */
+#define GROUP_REC_LEN  25 /* a group member's record, less its address */
 
 /* The scripts (meta/lua/, made C by tools/lua-embed.sh): the prelude
  * every script starts with, and each script's name and body (with the
@@ -256,6 +257,14 @@ int redis_id_take(struct meta *m, const char *counter, uint64_t batch,
  * name's own errors, EINVAL for META_VERSIONS, EEXIST for "." and ".."
  * (redis_ns.c). */
 int redis_new_name_check(struct meta *m, const char *name);
+
+/* ---- cache groups (redis_group.c) ------------------------------------ */
+
+/* The session of every member record of every group (fsck's look for
+ * records of sessions that are gone: meta_scan_sids), fn(arg, sid) each;
+ * a sid may come more than once. */
+int redis_group_sids(struct meta *m, int (*fn)(void *arg, uint64_t sid),
+		     void *arg);
 
 /* ---- walks (redis_scan.c), for the dump (redis_dump.c) --------------- */
 

@@ -1230,12 +1230,14 @@ static void restore_id_make(char out[META_RESTORE_ID])
 	snprintf(out, META_RESTORE_ID, "%016" PRIx64, r);
 }
 
-/* Settings a load writes itself, not as the dump has them. */
+/* Settings a load writes itself, not as the dump has them (the group
+ * secret: made anew by the restored volume's first group member). */
 static int setting_replaced(const char *k)
 {
 	return !strcmp(k, "access_key") || !strcmp(k, "secret_key") ||
 	       !strcmp(k, "restore_id") || !strcmp(k, "restore_id_b64") ||
-	       !strcmp(k, "slice_floor") || !strcmp(k, "inode_floor");
+	       !strcmp(k, "slice_floor") || !strcmp(k, "inode_floor") ||
+	       !strcmp(k, "group_secret") || !strcmp(k, "group_secret_b64");
 }
 
 /* ---- the end --------------------------------------------------------- */

@@ -1111,6 +1111,12 @@ static int sid_field(struct meta *m, const redisReply *f, const redisReply *v,
 	return ((meta_sid_fn)c->fn)(c->arg, sid, (enum meta_sid_from)c->kind);
 }
 
+static int group_sid(void *ctx, uint64_t sid)
+{
+	struct cb *c = ctx;
+	return ((meta_sid_fn)c->fn)(c->arg, sid, META_SID_GROUP);
+}
+
 int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg)
 {
 	struct cb c = {(void *)fn, arg, META_SID_SESSION};
@@ -1121,6 +1127,8 @@ int meta_scan_sids(struct meta *m, meta_sid_fn fn, void *arg)
 	c.kind = META_SID_PENDING;
 	if (!err)
 		err = fields_walk(m, "sessionpending", 0, sid_field, &c);
+	if (!err)
+		err = redis_group_sids(m, group_sid, &c);
 	return err;
 }
 

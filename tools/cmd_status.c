@@ -1,8 +1,9 @@
 /*
  * cmd_status.c - `granary status`: a volume's settings, the clients that
- * have it mounted and what it holds, for people (aligned lines and a
- * table) or for scripts (--json). Secrets are never shown, only whether
- * they are set.
+ * have it mounted, its cache groups' live members and what it holds, for
+ * people (aligned lines and tables) or for scripts (--json). Secrets are
+ * never shown, only whether they are set (the group secret not even
+ * that).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +15,7 @@
 #include "fs/vfs/hooks.h"
 #include "meta/meta.h"
 #include "meta/meta_dump.h"
+#include "meta/meta_group.h"
 #include "meta/meta_server.h"
 #include "meta/meta_trash.h"
 #include "meta/meta_volume.h"
@@ -24,10 +26,11 @@ static const char usage[] =
     "\n"
     "Show the settings of the volume at META_URL (S3 keys only as set or\n"
     "not set; whether it is encrypted; whether it was restored by 'granary\n"
-    "load'), the clients that have it mounted, its usage, and the redis\n"
-    "server that holds it (version, the master in use, memory,\n"
-    "persistence). A server that may evict keys, keeps nothing on disk or\n"
-    "is nearly full gets a warning on stderr.\n"
+    "load'), the clients that have it mounted, the live members of its\n"
+    "cache groups (node, address, cache size, last heartbeat), its usage,\n"
+    "and the redis server that holds it (version, the master in use,\n"
+    "memory, persistence). A server that may evict keys, keeps nothing on\n"
+    "disk or is nearly full gets a warning on stderr.\n"
     "\n"
     "  --json       one JSON object instead of text\n"
     "  -h, --help   show this help\n";
@@ -232,9 +235,9 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 		l = (int)strlen(s[i].metrics);
 		wmet = l > wmet ? l : wmet;
 	}
-	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %-19s  %-*s  %s\n", wsid,
-	       "SID", whost, "HOST", wpid, "PID", wmp, "MOUNTPOINT",
-	       "HEARTBEAT", "STARTED", wmet, "METRICS",
+	printf("\n%-*s  %-*s  %*s  %-*s  %-16s  %-19s  %-*s  %s\n", wsid, "SID",
+	       whost, "HOST", wpid, "PID", wmp, "MOUNTPOINT", "HEARTBEAT",
+	       "STARTED", wmet, "METRICS",
 	       "STAGED (writeback, not in the store yet)");
 	for (size_t i = 0; i < n; i++) {
 		char staged[64] = "-", sz[32];
@@ -254,6 +257,134 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 	for (size_t i = 0; host && i < 2 * n; i++)
 		free(host[i]);
 	free(host);
+}
+
+/* ---- cache groups ------------------------------------------------------ */
+
+/* A cache group and its live members (meta_group_members): members of
+ * dead sessions are not listed; their sessions show as stale. */
+struct group_view {
+	char *name;
+	struct meta_group_member *m;
+	size_t n;
+};
+
+static void groups_free(struct group_view *g, size_t n)
+{
+	for (size_t i = 0; g && i < n; i++) {
+		free(g[i].name);
+		free(g[i].m);
+	}
+	free(g);
+}
+
+/* Every group that has a record, by name, with its live members. */
+static int groups_read(struct meta *m, struct group_view **out, size_t *n)
+{
+	struct group_view *g = NULL;
+	char **names;
+	size_t nn;
+	int err = meta_group_names(m, &names, &nn);
+
+	*out = NULL;
+	*n = 0;
+	if (err || !nn)
+		return err;
+	g = calloc(nn, sizeof(*g));
+	if (!g) {
+		meta_group_names_free(names, nn);
+		return ENOMEM;
+	}
+	for (size_t i = 0; i < nn && !err; i++) {
+		g[i].name = names[i];
+		names[i] = NULL;
+		err = meta_group_members(m, g[i].name, &g[i].m, &g[i].n);
+	}
+	meta_group_names_free(names, nn);
+	if (err) {
+		groups_free(g, nn);
+		return err;
+	}
+	*out = g;
+	*n = nn;
+	return 0;
+}
+
+/* The host of session sid among s (n of them), NULL when not there. */
+static const char *host_of(const struct meta_session *s, size_t n, uint64_t sid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i].sid == sid)
+			return s[i].host;
+	return NULL;
+}
+
+/* A member's cache: its size, or "takes only" (weight 0: it serves and
+ * owns nothing). */
+static void format_cache(uint64_t weight, char *buf, size_t cap)
+{
+	if (weight)
+		cli_format_size(weight, buf, cap);
+	else
+		snprintf(buf, cap, "takes only");
+}
+
+static void print_groups_text(const struct group_view *g, size_t ng,
+			      const struct meta_session *s, size_t n)
+{
+	int64_t now = (int64_t)time(NULL);
+	int wg = 5, wsid = 3, wh = 4, wa = 7;
+	char a[64], b[64], c[64];
+
+	if (!ng) {
+		printf("\n%-14snone\n", "cache groups:");
+		return;
+	}
+	printf("\n%-14s%zu\n", "cache groups:", ng);
+	/* column widths from the data; names, hosts and addresses as ls -b
+	 * shows names (cli_escape) */
+	for (size_t i = 0; i < ng; i++) {
+		int l = (int)strlen(g[i].name);
+		wg = l > wg ? l : wg;
+		for (size_t j = 0; j < g[i].n; j++) {
+			const struct meta_group_member *e = &g[i].m[j];
+			const char *h = host_of(s, n, e->sid);
+			char *x = cli_escape(h ? h : "?");
+			char *y = cli_escape(e->addr[0] ? e->addr : "-");
+			l = snprintf(a, sizeof(a), "%llu",
+				     (unsigned long long)e->sid);
+			wsid = l > wsid ? l : wsid;
+			l = x ? (int)strlen(x) : 1;
+			wh = l > wh ? l : wh;
+			l = y ? (int)strlen(y) : 1;
+			wa = l > wa ? l : wa;
+			free(x);
+			free(y);
+		}
+	}
+	printf("\n%-*s  %-16s  %-*s  %-*s  %-*s  %-10s  %-25s  %s\n", wg,
+	       "GROUP", "NODE", wsid, "SID", wh, "HOST", wa, "ADDRESS", "CACHE",
+	       "JOINED", "HEARTBEAT");
+	for (size_t i = 0; i < ng; i++) {
+		if (!g[i].n)
+			printf("%-*s  (no live member)\n", wg, g[i].name);
+		for (size_t j = 0; j < g[i].n; j++) {
+			const struct meta_group_member *e = &g[i].m[j];
+			const char *h = host_of(s, n, e->sid);
+			char *x = cli_escape(h ? h : "?");
+			char *y = cli_escape(e->addr[0] ? e->addr : "-");
+			format_cache(e->weight, a, sizeof(a));
+			format_time(e->joined, b, sizeof(b));
+			format_age(now, e->heartbeat, 0, c, sizeof(c));
+			printf("%-*s  %016llx  %-*llu  %-*s  %-*s  %-10s  "
+			       "%-25s  %s\n",
+			       wg, g[i].name, (unsigned long long)e->node, wsid,
+			       (unsigned long long)e->sid, wh, x ? x : "?", wa,
+			       y ? y : "?", a, b, c);
+			free(x);
+			free(y);
+		}
+	}
 }
 
 /* ---- JSON -------------------------------------------------------------- */
@@ -309,11 +440,49 @@ static void print_json_server(const struct meta_server *r)
 	printf("]},\n");
 }
 
+/* The groups as the JSON array "cache_groups" (node ids as 16 hex
+ * digits: a JSON number would lose the low bits of most of them). */
+static void print_json_groups(const struct group_view *g, size_t ng,
+			      const struct meta_session *s, size_t n)
+{
+	printf("  \"cache_groups\": [");
+	for (size_t i = 0; i < ng; i++) {
+		printf("%s\n    {\"name\": ", i ? "," : "");
+		cli_json_string(stdout, g[i].name);
+		printf(", \"members\": [");
+		for (size_t j = 0; j < g[i].n; j++) {
+			const struct meta_group_member *e = &g[i].m[j];
+			const char *h = host_of(s, n, e->sid);
+			printf(
+			    "%s\n      {\"node\": \"%016llx\", \"sid\": %llu, "
+			    "\"host\": ",
+			    j ? "," : "", (unsigned long long)e->node,
+			    (unsigned long long)e->sid);
+			if (h)
+				cli_json_string(stdout, h);
+			else
+				printf("null");
+			printf(", \"address\": ");
+			if (e->addr[0])
+				cli_json_string(stdout, e->addr);
+			else
+				printf("null");
+			printf(", \"cache_bytes\": %llu, \"joined\": %lld, "
+			       "\"heartbeat\": %lld}",
+			       (unsigned long long)e->weight,
+			       (long long)e->joined, (long long)e->heartbeat);
+		}
+		printf("%s]}", g[i].n ? "\n    " : "");
+	}
+	printf("%s]\n", ng ? "\n  " : "");
+}
+
 static void print_json(const char *url, const struct meta_volume *v,
 		       const struct meta_usage *u, const struct meta_backup *bk,
 		       const struct meta_server *r,
 		       const struct meta_trash_usage *tu,
-		       const struct meta_session *s, size_t n)
+		       const struct meta_session *s, size_t n,
+		       const struct group_view *g, size_t ng)
 {
 	printf("{\n  \"meta_url\": ");
 	cli_json_string(stdout, url);
@@ -377,7 +546,9 @@ static void print_json(const char *url, const struct meta_volume *v,
 		       (unsigned long long)s[i].staged_packs,
 		       (unsigned long long)s[i].staged_bytes);
 	}
-	printf("%s]\n}\n", n ? "\n  " : "");
+	printf("%s],\n", n ? "\n  " : "");
+	print_json_groups(g, ng, s, n);
+	printf("}\n");
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -393,9 +564,10 @@ int cmd_status(int argc, char **argv)
 	struct meta_server srv, *r = &srv;
 	struct meta_trash_usage tu;
 	struct meta_session *s = NULL;
+	struct group_view *g = NULL;
 	struct meta *m = NULL;
 	char shown[1024];
-	size_t n = 0;
+	size_t n = 0, ng = 0;
 	int c, err, json = 0, ret = CLI_EXIT_FAIL;
 
 	while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
@@ -433,13 +605,18 @@ int cmd_status(int argc, char **argv)
 	}
 	if (n > 1)
 		qsort(s, n, sizeof(*s), by_sid);
+	err = groups_read(m, &g, &ng);
+	if (err) {
+		cli_error("cannot list the cache groups of volume '%s': %s",
+			  v.name, gr_strerror(err));
+		goto free_sessions;
+	}
 	struct meta_backup bk;
 	err = meta_backup_last(m, &bk);
 	if (err && err != ENOENT) {
 		cli_error("cannot read the metadata backups of volume '%s': %s",
 			  v.name, gr_strerror(err));
-		free(s);
-		goto close_meta;
+		goto free_groups;
 	}
 	err = meta_server_info(m, &srv);
 	if (err) {
@@ -449,11 +626,16 @@ int cmd_status(int argc, char **argv)
 	} else {
 		cli_server_warn(&srv, shown);
 	}
-	if (json)
-		print_json(shown, &v, &u, &bk, r, &tu, s, n);
-	else
+	if (json) {
+		print_json(shown, &v, &u, &bk, r, &tu, s, n, g, ng);
+	} else {
 		print_text(&v, &u, &bk, r, &tu, s, n);
+		print_groups_text(g, ng, s, n);
+	}
 	ret = CLI_EXIT_OK;
+free_groups:
+	groups_free(g, ng);
+free_sessions:
 	free(s);
 close_meta:
 	meta_close(m);

@@ -1,6 +1,8 @@
+-- lib: group
 -- ARGV: sid. What session sid, no longer in sessions (EAGAIN when it
--- is again), left in sessionstaged and sessionpending, removed as the
--- cleanup of a dead session removes it. Returns {0}.
+-- is again), left in sessionstaged, sessionpending and cache groups
+-- (records it holds in any group), removed as the cleanup of a dead
+-- session removes it. Returns {0}.
 local EAGAIN = @EAGAIN@
 local sid = ARGV[1]
 if redis.call('ZSCORE', 'sessions', sid) then
@@ -14,4 +16,5 @@ if p then
 	redis.call('DECRBY', 'pendingspace', p)
 end
 quota_session_drop(sid)
+group_drop_session(sid, true)
 return {0}

@@ -1,4 +1,5 @@
 -- lib: lock
+-- lib: group
 -- ARGV: sid, ttl (-1: unconditionally, the session's own close), max opens
 -- to drop (and max inodes whose locks to drop) in this call. Returns {0,
 -- state}: 0 nothing done (gone, or alive again: live_floor), 1 session
@@ -23,6 +24,8 @@ if redis.call('SCARD', 'so' .. sid) > 0 or
 	redis.call('SCARD', 'sl' .. sid) > 0 then
 	return {0, 2}
 end
+-- its cache group memberships (lib/group.lua)
+group_drop_session(sid)
 redis.call('ZREM', 'sessions', sid)
 redis.call('HDEL', 'sessioninfo', sid)
 redis.call('HDEL', 'sessionstaged', sid)

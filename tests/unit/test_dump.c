@@ -19,6 +19,7 @@
 
 #include "lib/lz4stream.h"
 #include "meta/meta_dump.h"
+#include "meta/meta_group.h"
 #include "meta/meta_quota.h"
 #include "meta/meta_objects.h"
 #include "meta/meta_scan.h"
@@ -361,8 +362,11 @@ Test(dump, round_trip)
 	cr_assert_eq(
 	    meta_mknod(a, qd, "qf", META_FILE, 0644, 0, 0, 0, NULL, &qf, NULL),
 	    0);
+	unsigned char gsa[META_GROUP_SECRET], gsb[META_GROUP_SECRET];
+	cr_assert_eq(meta_group_secret(a, gsa), 0);
 	struct buf d1 = dump_of(a);
 	cr_assert(!strstr(d1.p, "SECRET"), "the keys are not in a dump");
+	cr_assert(!strstr(d1.p, "group_secret"), "nor the group secret");
 	cr_assert(strstr(d1.p, "\"type\":\"quota\""));
 	cr_assert(strstr(d1.p, "\"type\":\"delfile\""));
 	cr_assert(strstr(d1.p, "\"type\":\"delslice\""));
@@ -378,6 +382,9 @@ Test(dump, round_trip)
 	cr_assert_str_eq(va.name, vb.name);
 	cr_assert_str_eq(vb.access_key, "");
 	cr_assert_eq(va.block_size, vb.block_size);
+	/* the restored volume's cache group gets a secret of its own */
+	cr_assert_eq(meta_group_secret(b, gsb), 0);
+	cr_assert_neq(memcmp(gsa, gsb, sizeof gsa), 0);
 	cr_assert_eq(meta_scan_slicerefs(a, count_ref, &ra), 0);
 	cr_assert_eq(meta_scan_slicerefs(b, count_ref, &rb), 0);
 	cr_assert_eq(ra, rb);
