@@ -892,7 +892,8 @@ Test(peer, max_conns_refused_at_accept, .fini = teardown)
 	t0 = now_ms();
 	cr_assert_eq(peer_get(cli, srv_addr, "f/o3", 0, SIZE_MAX, &data, &got),
 		     PEER_EDOWN);
-	cr_assert_lt(now_ms() - t0, 1000); /* refused, not timed out */
+	/* refused at once, not after the deadline (10.6 s here) */
+	cr_assert_lt(now_ms() - t0, 5000);
 	peer_server_get_stats(srv, &st);
 	cr_assert_eq(st.conns, 4);
 	for (int i = 0; i < 4; i++)
