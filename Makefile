@@ -2,7 +2,8 @@
 # missing (Debian packages, the npm S3 test server) before they run.
 
 CC      ?= cc
-PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson libcurl
+PKGS    := fuse3 hiredis liblz4 libxxhash openssl libxml-2.0 jansson libcurl \
+           libmicrohttpd
 O       ?= build
 PREFIX  ?= /usr/local
 CFLAGS  ?= -O2 -g

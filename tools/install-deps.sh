@@ -10,7 +10,7 @@ set -e
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libcurl4-openssl-dev libxml2-dev
-liblz4-dev libxxhash-dev libssl-dev libjansson-dev libcriterion-dev redis-server
+liblz4-dev libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server
 redis-tools redis-sentinel attr procps psmisc stunnel4 bc yamllint
 python3-kubernetes curl prometheus tmux"
 case ${1:-} in

@@ -118,9 +118,10 @@ int peer_client_open(const struct peer_client_opts *o,
 		     struct peer_client **out);
 void peer_client_close(struct peer_client *c); /* NULL-safe */
 
-/* GET [off, off + len) of key from the member at addr (len SIZE_MAX: to
- * its end) into *data (malloc'd, *got bytes; shorter at the end of the
- * object). Thread-safe: each thread has its own connections. */
+/* GET [off, off + len) of key from the member at addr (len SIZE_MAX, or
+ * 0 as for objstore_get: to its end) into *data (malloc'd, *got bytes;
+ * shorter at the end of the object, 0 bytes from past it). Thread-safe:
+ * each thread has its own connections. */
 int peer_get(struct peer_client *c, const char *addr, const char *key,
 	     uint64_t off, size_t len, void **data, size_t *got);
 /* HEAD: 0 when the member at addr has key whole, ENOENT when not. */
