@@ -1138,6 +1138,7 @@ static void g_close(struct objstore *s)
 	workq_close(g->reports);
 	g->reports = NULL;
 	objstore_close(g->cache);
+	g->base.url = NULL; /* objstore_close's to free */
 	g_free(g);
 }
 
