@@ -678,13 +678,17 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	if (flight_join(dc, key, off, len, data, got, err))
 		return 1;
 	if (!dc_would_admit(dc, key,
-			 dc->o.whole_est > off + len ? dc->o.whole_est
-						     : off + len))
+			    dc->o.whole_est > off + len ? dc->o.whole_est
+							: off + len))
 		return 0;
-	/* NULL: being filled by someone else */
+	/* NULL: being filled by someone else, or filled since we looked:
+	 * then a hit, not a pass-through that asks the store again */
 	ph = placeholder(dc, key, &f);
-	if (!ph)
-		return flight_join(dc, key, off, len, data, got, err);
+	if (!ph) {
+		struct hit_req r = {off, len, data, got, NULL};
+		return flight_join(dc, key, off, len, data, got, err) ||
+		       serve_hit(dc, key, &r, err);
+	}
 	*err = objstore_get(dc->backend, key, 0, 0, &all, &n);
 	if (*err) {
 		unplace(dc, ph);
@@ -1013,4 +1017,78 @@ int diskcache_contains(struct objstore *cache, const char *key)
 	int yes = e && e->state == DC_READY;
 	pthread_mutex_unlock(&dc->lock);
 	return yes;
+}
+
+int diskcache_open_entry(struct objstore *cache, const char *key, int *fd,
+			 uint64_t *size)
+{
+	struct stat st;
+	int err = 0;
+
+	*fd = -1;
+	if (!cache || cache->ops != &dc_ops || !key)
+		return EINVAL;
+	struct diskcache *dc = dc_of(cache);
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *e = dc_find(dc, dc_key_hash(key), key);
+	if (!e || e->state != DC_READY) {
+		pthread_mutex_unlock(&dc->lock);
+		return ENOENT;
+	}
+	uint16_t dir = e->dir;
+	uint64_t n = e->size;
+	e->last_use = now_s();
+	dc_lru_touch(dc, e);
+	pthread_mutex_unlock(&dc->lock);
+
+	int f =
+	    openat(dc->dirs[dir].fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (f < 0)
+		err = errno;
+	else if (fstat(f, &st))
+		err = errno;
+	else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != n)
+		err = DC_ESIZE;
+	if (err) {
+		if (f >= 0)
+			close(f);
+		/* as serve_hit: an entry that cannot be read is dropped */
+		if (err != ENOMEM && err != EMFILE && err != ENFILE &&
+		    drop(dc, key, e)) {
+			STAT_ADD(dc, bad_entries, 1);
+			log_warn("dropped disk cache entry '%s' in '%s': %s",
+				 key, dc->dirs[dir].path,
+				 err == DC_ESIZE ? "size differs from the index"
+						 : strerror(err));
+		}
+		return err == DC_ESIZE || err == ENOENT ? ENOENT : err;
+	}
+	STAT_ADD(dc, hits, 1);
+	STAT_ADD(dc, hit_bytes, n);
+	*fd = f;
+	*size = n;
+	return 0;
+}
+
+void *diskcache_fill_begin(struct objstore *cache, const char *key)
+{
+	if (!cache || cache->ops != &dc_ops || !key)
+		return NULL;
+	return placeholder(dc_of(cache), key, NULL);
+}
+
+void diskcache_fill_hang(struct objstore *cache, void *fill,
+			 struct objstore_view *v)
+{
+	if (!fill)
+		return;
+	gr_assert(cache->ops == &dc_ops && !v->filler);
+	v->filler = cache;
+	v->fill = fill;
+}
+
+void diskcache_fill_cancel(struct objstore *cache, void *fill)
+{
+	if (fill)
+		unplace(dc_of(cache), fill);
 }

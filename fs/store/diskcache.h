@@ -79,6 +79,30 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st);
 void diskcache_sync(struct objstore *cache);
 /* 1 if key is cached whole, 0 if not. */
 int diskcache_contains(struct objstore *cache, const char *key);
+/*
+ * For a cache group's server (group.h): key's entry opened for reading,
+ * to be sent with sendfile: *fd (the caller's to close) and *size. The fd
+ * stays valid after an eviction unlinks the file (its blocks are freed at
+ * the close, so what the caller holds open is bounded by its own count of
+ * open answers). A hit, counted as one. ENOENT when key is not cached
+ * whole (an entry that is not of its indexed size is dropped).
+ */
+int diskcache_open_entry(struct objstore *cache, const char *key, int *fd,
+			 uint64_t *size);
+/*
+ * A fill from bytes got elsewhere (a cache group's peer), as a view's
+ * miss fills the cache: diskcache_fill_begin() before fetching them (a
+ * put, delete or eviction of key meanwhile makes the fill moot; NULL:
+ * nothing to fill, the key is cached or being filled), then either
+ * diskcache_fill_hang() on the view that holds them, so that they are
+ * written once the reader calls objstore_view_verified() (nothing if the
+ * view is released unchecked), or diskcache_fill_cancel() when the fetch
+ * failed. Both take a NULL fill.
+ */
+void *diskcache_fill_begin(struct objstore *cache, const char *key);
+void diskcache_fill_hang(struct objstore *cache, void *fill,
+			 struct objstore_view *v);
+void diskcache_fill_cancel(struct objstore *cache, void *fill);
 
 /*
  * The namespaces a volume no longer uses (diskcache_sweep.c): in each
