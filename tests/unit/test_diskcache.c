@@ -1283,7 +1283,7 @@ Test(diskcache, sweep_old_namespaces, .fini = teardown)
 			snprintf(p, sizeof(p), "%s/%s", d ? b : a, n);
 			cr_assert_eq(mkdir(p, 0700), 0);
 			for (int f = 0; f < 50; f++) {
-				char fp[PATH_MAX + 16];
+				char fp[PATH_MAX + 64];
 				snprintf(fp, sizeof(fp), "%s/sub%d", p, f % 5);
 				mkdir(fp, 0700);
 				snprintf(fp, sizeof(fp), "%s/sub%d/k%d", p,
