@@ -333,6 +333,15 @@ nomem:
 
 /* ---- the down state of members ----------------------------------------- */
 
+/* Under down_lock: D1 holds. */
+static void down_check(const struct group *g, const struct gpeer *p)
+{
+	if (!p->down_until)
+		gr_assert(!p->window && !p->probing);
+	else
+		gr_assert(p->window >= g->down_ms && p->window <= DOWN_MS_MAX);
+}
+
 /* May a request go to p now? 1 (*probe: it is the probe), or 0: skip. */
 static int peer_admit(struct group *g, struct gpeer *p, int *probe)
 {
@@ -352,6 +361,7 @@ static int peer_admit(struct group *g, struct gpeer *p, int *probe)
 		p->probing = 1;
 		*probe = ok = 1;
 	}
+	down_check(g, p);
 	pthread_mutex_unlock(&g->down_lock);
 	return ok;
 }
@@ -368,6 +378,7 @@ static void peer_ok(struct group *g, struct gpeer *p, int probe)
 	__atomic_store_n(&p->down_until, 0, __ATOMIC_RELEASE);
 	p->window = 0;
 	p->probing = 0;
+	down_check(g, p);
 	pthread_mutex_unlock(&g->down_lock);
 	if (was_down)
 		log_info("cache group: member '%s' answers again", p->addr);
@@ -391,6 +402,7 @@ static void peer_failed(struct group *g, struct gpeer *p, int probe, int err)
 		__atomic_store_n(&p->down_until, mono_ms() + p->window,
 				 __ATOMIC_RELEASE);
 	}
+	down_check(g, p);
 	pthread_mutex_unlock(&g->down_lock);
 	if (window)
 		log_warn("cache group: member '%s' failed (%s): its blocks are "
@@ -1126,7 +1138,7 @@ static void g_close(struct objstore *s)
 	workq_close(g->reports);
 	g->reports = NULL;
 	objstore_close(g->cache);
-	g->base.url = NULL; /* objstore_close frees it after this */
+	g->base.url = NULL; /* objstore_close's to free */
 	g_free(g);
 }
 

@@ -1283,7 +1283,7 @@ Test(diskcache, sweep_old_namespaces, .fini = teardown)
 			snprintf(p, sizeof(p), "%s/%s", d ? b : a, n);
 			cr_assert_eq(mkdir(p, 0700), 0);
 			for (int f = 0; f < 50; f++) {
-				char fp[PATH_MAX + 16];
+				char fp[PATH_MAX + 64];
 				snprintf(fp, sizeof(fp), "%s/sub%d", p, f % 5);
 				mkdir(fp, 0700);
 				snprintf(fp, sizeof(fp), "%s/sub%d/k%d", p,
@@ -1397,4 +1397,79 @@ Test(diskcache, random_ops_vs_shadow, .fini = teardown)
 	cr_assert_eq(d.bytes, st.bytes);
 	cr_assert_eq(d.files, st.entries);
 	cr_assert_eq(d.temps, 0);
+}
+
+/* ---- packs: ranged gets of one object fetch it whole, once ---- */
+
+struct pack_reader {
+	pthread_t t;
+	struct objstore *c;
+	const char *key;
+	const unsigned char *want;
+	size_t len;
+	int i;
+	pthread_barrier_t *b;
+	int bad;
+};
+
+static void *pack_read(void *arg)
+{
+	struct pack_reader *r = arg;
+	size_t off = (size_t)r->i * (r->len / 8), n = r->len / 8;
+	void *got = NULL;
+	size_t gn = 0;
+
+	pthread_barrier_wait(r->b);
+	r->bad = objstore_get(r->c, r->key, off, n, &got, &gn) || gn != n ||
+		 memcmp(got, r->want + off, n);
+	free(got);
+	return NULL;
+}
+
+/* Readers of the frames of one pack at once: one whole fetch from the
+ * store, also for a reader that misses just before the fill lands and
+ * asks just after (a hit then, not a ranged get passed through). */
+Test(diskcache, pack_ranges_fetch_once, .fini = teardown, .timeout = 120)
+{
+	struct objstore *m = open_mem("mem://");
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = 1ull << 30,
+				   .free_ratio = 0.01,
+				   .min_age = 600,
+				   .whole_prefix = "p/",
+				   .whole_est = 1 << 20};
+	enum { PACKS = 300, LEN = 64 << 10 };
+	char key[32];
+
+	make_root();
+	o.dirs = root;
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	for (int p = 0; p < PACKS; p++) {
+		struct pack_reader rs[8];
+		pthread_barrier_t b;
+		snprintf(key, sizeof(key), "p/%d", p);
+		unsigned char *d = make_data(key, 0, LEN);
+		cr_assert_eq(objstore_put(m, key, d, LEN), 0);
+		uint64_t g0 = backend_gets(dc);
+		pthread_barrier_init(&b, NULL, 8);
+		for (int i = 0; i < 8; i++) {
+			rs[i] = (struct pack_reader){.c = dc,
+						     .key = key,
+						     .want = d,
+						     .len = LEN,
+						     .i = i,
+						     .b = &b};
+			pthread_create(&rs[i].t, NULL, pack_read, &rs[i]);
+		}
+		for (int i = 0; i < 8; i++) {
+			pthread_join(rs[i].t, NULL);
+			cr_assert_eq(rs[i].bad, 0);
+		}
+		pthread_barrier_destroy(&b);
+		cr_assert_eq(backend_gets(dc) - g0, 1,
+			     "pack %d: %llu gets from the store", p,
+			     (unsigned long long)(backend_gets(dc) - g0));
+		free(d);
+	}
 }
