@@ -72,6 +72,19 @@ struct fs_opts {
 	 * use costs the metrics, with a warning, not the mount. */
 	const char *metrics_addr;
 	const char *access_log; /* one line per operation; NULL: none */
+
+	/* a cache group (docs/operations.md "Cache groups"): the mounts of
+	 * the volume that name the same group share their disk caches.
+	 * NULL: none. Needs a disk cache (its size is the node's weight). */
+	const char *cache_group;
+	/* "HOST:PORT" the other members reach this one at; it listens there
+	 * (port 0: any free one, and the port chosen is the one published).
+	 * HOST must be an address or name of this node, not a wildcard.
+	 * Required in a group unless group_take_only. */
+	const char *group_addr;
+	int group_take_only;   /* read from the group; serve and own nothing */
+	int group_keep_copies; /* also keep in the local cache what peers
+				  gave */
 };
 
 #define FS_METRICS_DEFAULT "127.0.0.1:9567"
@@ -82,6 +95,14 @@ struct fs_opts {
  * resolves)? 0, or EINVAL with why (cap bytes) saying what is wrong.
  */
 int fs_metrics_addr_check(const char *addr, char *why, size_t cap);
+
+/*
+ * Are the cache group options of o consistent (a name of 1 to 64 of
+ * [A-Za-z0-9._-]; --group-addr HOST:PORT with a host that resolves and is
+ * not a wildcard, given unless take-only and only then; a disk cache;
+ * the other group options only with a group)? 0, or EINVAL with why.
+ */
+int fs_group_opts_check(const struct fs_opts *o, char *why, size_t cap);
 
 /*
  * ready(arg, err, msg) is called exactly once: err 0 when the mount is up

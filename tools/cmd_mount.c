@@ -106,6 +106,19 @@ static const char usage[] =
     "  --access-log FILE      one line per operation (op, inode, name,\n"
     "                         result, microseconds); reopened on SIGHUP or\n"
     "                         when moved (logrotate)\n"
+    "  --cache-group NAME     share the disk cache with the other mounts of\n"
+    "                         the volume that name group NAME: a block is\n"
+    "                         fetched from the store once for the group and\n"
+    "                         read by the others from its owner (see\n"
+    "                         docs/operations.md, \"Cache groups\")\n"
+    "  --group-addr HOST:PORT where the other members reach this node; it\n"
+    "                         listens there (port 0: any free one). HOST is\n"
+    "                         this node's address on their network, not\n"
+    "                         0.0.0.0\n"
+    "  --group-take-only      read from the group, serve and own nothing\n"
+    "                         (a short-lived node)\n"
+    "  --group-keep-copies    also keep in this node's cache what members\n"
+    "                         sent (default: each block on its owner only)\n"
     "  -d, --debug            log every FUSE request\n"
     "  --allow-other          let other users in (needs user_allow_other\n"
     "                         in /etc/fuse.conf unless root)\n"
@@ -154,7 +167,11 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_LOG_MAX_SIZE,
 	OPT_LOG_KEEP,
-	OPT_ENCRYPT_KEY
+	OPT_ENCRYPT_KEY,
+	OPT_CACHE_GROUP,
+	OPT_GROUP_ADDR,
+	OPT_GROUP_TAKE_ONLY,
+	OPT_GROUP_KEEP_COPIES
 };
 
 static const char optstring[] = ":fdo:h";
@@ -189,6 +206,10 @@ static const struct option options[] = {
     {"encrypt-key", required_argument, NULL, OPT_ENCRYPT_KEY},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
+    {"cache-group", required_argument, NULL, OPT_CACHE_GROUP},
+    {"group-addr", required_argument, NULL, OPT_GROUP_ADDR},
+    {"group-take-only", no_argument, NULL, OPT_GROUP_TAKE_ONLY},
+    {"group-keep-copies", no_argument, NULL, OPT_GROUP_KEEP_COPIES},
     {"debug", no_argument, NULL, 'd'},
     {"allow-other", no_argument, NULL, OPT_ALLOW_OTHER},
     {"help", no_argument, NULL, 'h'},
@@ -791,6 +812,18 @@ int cmd_mount(int argc, char **argv)
 			}
 			access_log = optarg;
 			break;
+		case OPT_CACHE_GROUP:
+			o.cache_group = optarg;
+			break;
+		case OPT_GROUP_ADDR:
+			o.group_addr = optarg;
+			break;
+		case OPT_GROUP_TAKE_ONLY:
+			o.group_take_only = 1;
+			break;
+		case OPT_GROUP_KEEP_COPIES:
+			o.group_keep_copies = 1;
+			break;
 		case 'd':
 			o.debug = 1;
 			break;
@@ -817,6 +850,11 @@ int cmd_mount(int argc, char **argv)
 					    : "too many arguments");
 		ret = cli_usage(usage, CLI_EXIT_USAGE);
 		goto free_opts;
+	}
+	char why[600];
+	if (fs_group_opts_check(&o, why, sizeof(why))) {
+		cli_error("%s", why);
+		goto free_opts; /* CLI_EXIT_USAGE */
 	}
 	ret = CLI_EXIT_FAIL;
 	/* read here, before the daemon leaves the working directory */

@@ -29,8 +29,8 @@ static const char usage[] =
     "  --json          print them as one JSON object\n"
     "  -w, --watch     a live view, redrawn every interval: operations/s\n"
     "                  by kind, throughput, p50/p99 latencies, cache hit\n"
-    "                  ratios, store requests and retries, write buffer;\n"
-    "                  Ctrl-C quits\n"
+    "                  ratios, store requests and retries, write buffer,\n"
+    "                  the cache group's reads and service; Ctrl-C quits\n"
     "  --interval S    seconds between redraws (default 1; 0.2 to 60)\n"
     "  -h, --help      show this help\n";
 
@@ -258,6 +258,56 @@ static double ratio(uint64_t hits, uint64_t misses)
 			     : -1;
 }
 
+/* Counter key of the top-level object group of json (0 when absent). */
+static uint64_t counter(const char *json, const char *group, const char *key)
+{
+	const char *o = member(json, obj_end(json), group), *v;
+	if (!o || *o != '{')
+		return 0;
+	v = member(o, obj_end(o), key);
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The cache group's lines, when the mount is in one. */
+static void draw_group(const char *prev, const char *cur, double secs)
+{
+	const char *o = member(cur, obj_end(cur), "group"), *v;
+	char name[80] = "?", p50[16], p99[16];
+	struct fig a, b, d;
+
+	if (!o || *o != '{' || !(v = member(o, obj_end(o), "enabled")) ||
+	    strncmp(v, "true", 4))
+		return;
+	if ((v = member(o, obj_end(o), "name")) && *v == '"')
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(v + 1, "\""),
+			 v + 1);
+#define RATE(k)                                                                \
+	((double)(counter(cur, "group", k) - counter(prev, "group", k)) / secs)
+	fig_of(prev, "group", "peer_lat", &a);
+	fig_of(cur, "group", "peer_lat", &b);
+	delta(&a, &b, &d);
+	p50_p99(&d.lat, p50, p99);
+	printf("\033[K\n");
+	printf("CACHE GROUP    %s   %llu members\033[K\n", name,
+	       (unsigned long long)counter(cur, "group", "members"));
+	printf("  %-12s %9s %9s %9s %9s %9s %10s %10s\033[K\n", "peer reads",
+	       "hits/s", "misses/s", "errors/s", "skipped/s", "MiB/s", "p50 ms",
+	       "p99 ms");
+	printf("  %-12s %9.1f %9.1f %9.1f %9.1f %9.1f %10s %10s\033[K\n", "",
+	       RATE("peer_hits"), RATE("peer_misses"), RATE("peer_errors"),
+	       RATE("peer_skipped"), RATE("peer_bytes") / 1048576.0, p50, p99);
+	printf("  %-12s %9s %9s %9s %9s %9s\033[K\n", "served", "req/s",
+	       "MiB/s", "fetches/s", "refused/s", "bad in/s");
+	printf("  %-12s %9.1f %9.1f %9.1f %9.1f %9.1f\033[K\n", "",
+	       RATE("served"), RATE("served_bytes") / 1048576.0,
+	       RATE("served_fetches"), RATE("refused_auth"),
+	       RATE("bad_from_peers"));
+	printf("  store fetches avoided/s %.1f (reads a member answered)"
+	       "\033[K\n",
+	       RATE("peer_hits"));
+#undef RATE
+}
+
 /* One screen: the changes from prev to cur over secs seconds. */
 static void draw(const char *mp, const char *prev, const char *cur,
 		 double secs)
@@ -354,6 +404,7 @@ static void draw(const char *mp, const char *prev, const char *cur,
 	cli_format_size(budget, bs, sizeof(bs));
 	L("WRITE BUFFER   %s of %s   back-pressure waits/s %.1f", us, bs,
 	  (double)(waits - pwaits) / secs);
+	draw_group(prev, cur, secs);
 #undef L
 	printf("\033[J");
 	fflush(stdout);

@@ -7,11 +7,13 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "fs/store/codec.h"
+#include "fs/store/peer.h"
 #include "fs/vfs/hooks.h"
 #include "meta/meta.h"
 #include "meta/meta_dump.h"
@@ -27,7 +29,8 @@ static const char usage[] =
     "Show the settings of the volume at META_URL (S3 keys only as set or\n"
     "not set; whether it is encrypted; whether it was restored by 'granary\n"
     "load'), the clients that have it mounted, the live members of its\n"
-    "cache groups (node, address, cache size, last heartbeat), its usage,\n"
+    "cache groups (node, address, cache size, health: whether it answers a\n"
+    "signed request, last heartbeat), its usage,\n"
     "and the redis server that holds it (version, the master in use,\n"
     "memory, persistence). A server that may evict keys, keeps nothing on\n"
     "disk or is nearly full gets a warning on stderr.\n"
@@ -266,6 +269,7 @@ static void print_text(const struct meta_volume *v, const struct meta_usage *u,
 struct group_view {
 	char *name;
 	struct meta_group_member *m;
+	int *health; /* per member: its answer to a probe (probe_groups) */
 	size_t n;
 };
 
@@ -274,8 +278,99 @@ static void groups_free(struct group_view *g, size_t n)
 	for (size_t i = 0; g && i < n; i++) {
 		free(g[i].name);
 		free(g[i].m);
+		free(g[i].health);
 	}
 	free(g);
+}
+
+/*
+ * Health: each serving member is asked, as a member would ask it, whether
+ * it holds a key no cache holds (a signed HEAD, peer.h): 404 means it
+ * answers and shares the group's secret. Members are asked at once, each
+ * bounded by the client's deadlines (200 ms to connect, 1 s in all).
+ */
+#define PROBE_KEY  "granary/status-probe"
+#define PROBE_NONE (-1001) /* serves nothing: not asked */
+#define PROBE_SKIP (-1002) /* not asked: no secret */
+
+struct probe {
+	struct peer_client *c;
+	const char *addr;
+	int *res;
+	pthread_t th;
+	int started;
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	*p->res = peer_has(p->c, p->addr, PROBE_KEY);
+	return NULL;
+}
+
+static void probe_groups(struct meta *m, struct group_view *g, size_t ng)
+{
+	unsigned char secret[META_GROUP_SECRET];
+	struct peer_client *c = NULL;
+	struct probe *p;
+	size_t total = 0, k = 0;
+	int skip = 0;
+
+	for (size_t i = 0; i < ng; i++) {
+		g[i].health = calloc(g[i].n ? g[i].n : 1, sizeof(int));
+		for (size_t j = 0; g[i].health && j < g[i].n; j++)
+			total += g[i].m[j].addr[0] != 0;
+	}
+	/* there are members, so the volume has its secret (no write) */
+	if (total && meta_group_secret(m, secret) == 0) {
+		struct peer_client_opts o = {.secret = secret, .node = 0};
+		if (peer_client_open(&o, &c))
+			c = NULL;
+	}
+	explicit_bzero(secret, sizeof(secret));
+	skip = !c;
+	p = calloc(total ? total : 1, sizeof(*p));
+	for (size_t i = 0; i < ng; i++)
+		for (size_t j = 0; g[i].health && j < g[i].n; j++) {
+			int *res = &g[i].health[j];
+			*res = !g[i].m[j].addr[0] ? PROBE_NONE
+			       : skip || !p	  ? PROBE_SKIP
+						  : 0;
+			if (*res)
+				continue;
+			p[k] = (struct probe){
+			    .c = c, .addr = g[i].m[j].addr, .res = res};
+			p[k].started =
+			    !pthread_create(&p[k].th, NULL, probe_main, &p[k]);
+			if (!p[k].started)
+				probe_main(&p[k]);
+			k++;
+		}
+	for (size_t i = 0; i < k; i++)
+		if (p[i].started)
+			pthread_join(p[i].th, NULL);
+	free(p);
+	peer_client_close(c);
+}
+
+/* A member's health in words (text) or NULL (JSON null: not asked). */
+static const char *health_name(const struct group_view *g, size_t j)
+{
+	int r = g->health ? g->health[j] : PROBE_SKIP;
+	switch (r) {
+	case 0:
+	case ENOENT:
+		return "ok";
+	case PROBE_NONE:
+	case PROBE_SKIP:
+		return NULL;
+	case PEER_EDOWN:
+		return "down";
+	case PEER_EAUTH:
+		return "refuses"; /* another secret: not this group's */
+	default:
+		return "bad answer";
+	}
 }
 
 /* Every group that has a record, by name, with its live members. */
@@ -362,9 +457,9 @@ static void print_groups_text(const struct group_view *g, size_t ng,
 			free(y);
 		}
 	}
-	printf("\n%-*s  %-16s  %-*s  %-*s  %-*s  %-10s  %-25s  %s\n", wg,
+	printf("\n%-*s  %-16s  %-*s  %-*s  %-*s  %-10s  %-10s  %-25s  %s\n", wg,
 	       "GROUP", "NODE", wsid, "SID", wh, "HOST", wa, "ADDRESS", "CACHE",
-	       "JOINED", "HEARTBEAT");
+	       "HEALTH", "JOINED", "HEARTBEAT");
 	for (size_t i = 0; i < ng; i++) {
 		if (!g[i].n)
 			printf("%-*s  (no live member)\n", wg, g[i].name);
@@ -376,11 +471,12 @@ static void print_groups_text(const struct group_view *g, size_t ng,
 			format_cache(e->weight, a, sizeof(a));
 			format_time(e->joined, b, sizeof(b));
 			format_age(now, e->heartbeat, 0, c, sizeof(c));
+			const char *hl = health_name(&g[i], j);
 			printf("%-*s  %016llx  %-*llu  %-*s  %-*s  %-10s  "
-			       "%-25s  %s\n",
+			       "%-10s  %-25s  %s\n",
 			       wg, g[i].name, (unsigned long long)e->node, wsid,
 			       (unsigned long long)e->sid, wh, x ? x : "?", wa,
-			       y ? y : "?", a, b, c);
+			       y ? y : "?", a, hl ? hl : "-", b, c);
 			free(x);
 			free(y);
 		}
@@ -467,9 +563,13 @@ static void print_json_groups(const struct group_view *g, size_t ng,
 				cli_json_string(stdout, e->addr);
 			else
 				printf("null");
-			printf(", \"cache_bytes\": %llu, \"joined\": %lld, "
-			       "\"heartbeat\": %lld}",
-			       (unsigned long long)e->weight,
+			printf(", \"cache_bytes\": %llu, \"health\": ",
+			       (unsigned long long)e->weight);
+			if (health_name(&g[i], j))
+				cli_json_string(stdout, health_name(&g[i], j));
+			else
+				printf("null");
+			printf(", \"joined\": %lld, \"heartbeat\": %lld}",
 			       (long long)e->joined, (long long)e->heartbeat);
 		}
 		printf("%s]}", g[i].n ? "\n    " : "");
@@ -611,6 +711,7 @@ int cmd_status(int argc, char **argv)
 			  v.name, gr_strerror(err));
 		goto free_sessions;
 	}
+	probe_groups(m, g, ng);
 	struct meta_backup bk;
 	err = meta_backup_last(m, &bk);
 	if (err && err != ENOENT) {

@@ -6,6 +6,11 @@
  * Files are read through the mount by a fixed pool of threads (the client
  * caches what it fetches); --check and --evict ask the client through the
  * virtual xattrs "granary.cache" ("CACHED TOTAL" bytes) and "granary.evict".
+ * On a mount in a cache group, each file is warmed through the xattr
+ * "granary.warm" instead: the client has each of its blocks fetched into
+ * its owner's cache, the bytes never coming to this node, so that one
+ * warmup fills the group, each block from the store once; and --check
+ * also says how much is in the group ("CACHED TOTAL INGROUP").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,11 +34,14 @@ static const char usage[] =
     "\n"
     "Fill this node's cache with the files under each PATH (files or\n"
     "directories on a granary mount), in parallel, with a progress line on\n"
-    "a terminal and a summary at the end.\n"
+    "a terminal and a summary at the end. On a mount in a cache group, fill\n"
+    "the group instead: each block is fetched from the store once, into\n"
+    "the cache of the member that owns it.\n"
     "\n"
     "  -f, --from-list FILE  read paths from FILE, one per line ('-': stdin)\n"
     "  -t, --threads N       parallel readers (default 8, at most 256)\n"
-    "  -c, --check           report how much is cached; change nothing\n"
+    "  -c, --check           report how much is cached on this node (and\n"
+    "                        in its cache group); change nothing\n"
     "  -e, --evict           drop the files from this node's cache\n"
     "  -q, --quiet           no progress line\n"
     "      --json            print the summary as JSON\n"
@@ -70,6 +78,9 @@ struct job {
 	size_t n, cap;
 	size_t next;			/* atomic: next file to take */
 	uint64_t bytes, cached, failed; /* atomic */
+	uint64_t in_group;		/* atomic: --check, in a group */
+	int grouped;  /* atomic: the client answered for a cache group */
+	int no_group; /* atomic: granary.warm is not there: read files */
 	struct progress *progress;
 };
 
@@ -184,16 +195,59 @@ static int fill_one(struct job *j, const struct file *f, char *buf)
 	return err;
 }
 
+/* Warm f at the owners of its blocks (a client in a cache group):
+ * ENOTSUP or ENODATA when the client does not (not in a group, or older):
+ * the caller reads the file instead. */
+static int warm_one(struct job *j, const struct file *f)
+{
+	char val[80];
+	ssize_t n = getxattr(f->path, "granary.warm", val, sizeof(val) - 1);
+	if (n < 0)
+		return errno;
+	val[n] = '\0';
+	unsigned long long warmed = 0, total = 0;
+	if (sscanf(val, "%llu %llu", &warmed, &total) != 2)
+		return EPROTO;
+	__atomic_store_n(&j->grouped, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&j->bytes, warmed, __ATOMIC_RELAXED);
+	progress_add(j->progress, 0, total);
+	if (warmed < total) {
+		char a[32];
+		cli_format_size(total - warmed, a, sizeof(a));
+		cli_error("'%s': %s could not be warmed in the cache group "
+			  "(see the client's log)",
+			  f->path, a);
+		return -1; /* told */
+	}
+	return 0;
+}
+
+static int fill_or_warm(struct job *j, const struct file *f, char *buf)
+{
+	if (!__atomic_load_n(&j->no_group, __ATOMIC_RELAXED)) {
+		int err = warm_one(j, f);
+		if (err != ENOTSUP && err != ENODATA)
+			return err;
+		__atomic_store_n(&j->no_group, 1, __ATOMIC_RELAXED);
+	}
+	return fill_one(j, f, buf);
+}
+
 static int check_one(struct job *j, const struct file *f)
 {
-	char val[64];
+	char val[80];
 	ssize_t n = getxattr(f->path, "granary.cache", val, sizeof(val) - 1);
 	if (n < 0)
 		return errno;
 	val[n] = '\0';
-	unsigned long long cached = 0, total = 0;
-	if (sscanf(val, "%llu %llu", &cached, &total) != 2)
+	unsigned long long cached = 0, total = 0, in_group = 0;
+	int k = sscanf(val, "%llu %llu %llu", &cached, &total, &in_group);
+	if (k < 2)
 		return EPROTO;
+	if (k == 3) {
+		__atomic_store_n(&j->grouped, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&j->in_group, in_group, __ATOMIC_RELAXED);
+	}
 	__atomic_add_fetch(&j->cached, cached, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&j->bytes, total, __ATOMIC_RELAXED);
 	progress_add(j->progress, 0, total);
@@ -226,12 +280,14 @@ static void *worker(void *arg)
 		if (i >= j->n)
 			break;
 		const struct file *f = &j->files[i];
-		int err = j->mode == FILL    ? fill_one(j, f, buf)
+		int err = j->mode == FILL    ? fill_or_warm(j, f, buf)
 			  : j->mode == CHECK ? check_one(j, f)
 					     : evict_one(j, f);
 		if (err) {
 			__atomic_add_fetch(&j->failed, 1, __ATOMIC_RELAXED);
-			if (err == ENOTSUP || err == ENODATA)
+			if (err < 0)
+				; /* told */
+			else if (err == ENOTSUP || err == ENODATA)
 				cli_error("'%s': not a granary file system "
 					  "(or its client has no disk cache)",
 					  f->path);
@@ -337,21 +393,36 @@ int cmd_warmup(int argc, char **argv)
 	progress_close(j.progress);
 
 	double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	char b[32], r[32], cb[32];
+	char b[32], r[32], cb[32], gb[32];
 	cli_format_size(j.bytes, b, sizeof(b));
 	cli_format_size(secs > 0 ? (uint64_t)(j.bytes / secs) : 0, r,
 			sizeof(r));
 	cli_format_size(j.cached, cb, sizeof(cb));
+	cli_format_size(j.in_group, gb, sizeof(gb));
 	if (json) {
 		printf("{\"mode\": \"%s\", \"files\": %zu, \"failed\": %llu, "
-		       "\"bytes\": %llu, \"cached_bytes\": %llu, "
-		       "\"seconds\": %.3f}\n",
+		       "\"bytes\": %llu, \"cached_bytes\": %llu, ",
 		       titles[j.mode], j.n, (unsigned long long)j.failed,
 		       (unsigned long long)j.bytes,
-		       (unsigned long long)j.cached, secs);
+		       (unsigned long long)j.cached);
+		if (j.mode == CHECK && j.grouped)
+			printf("\"group_bytes\": %llu, ",
+			       (unsigned long long)j.in_group);
+		else if (j.mode == CHECK)
+			printf("\"group_bytes\": null, ");
+		printf("\"cache_group\": %s, \"seconds\": %.3f}\n",
+		       j.grouped ? "true" : "false", secs);
 	} else if (j.mode == FILL) {
-		printf("warmup: %zu files, %s in %.1f s (%s/s)%s\n", j.n, b,
-		       secs, r, j.failed ? ", some failed" : "");
+		printf("warmup: %zu files, %s in %.1f s (%s/s)%s%s\n", j.n, b,
+		       secs, r,
+		       j.grouped ? ", at their owners in the cache group" : "",
+		       j.failed ? ", some failed" : "");
+	} else if (j.mode == CHECK && j.grouped) {
+		printf(
+		    "check: %zu files, %s of %s cached on this node (%.1f%%), "
+		    "%s in the cache group (%.1f%%)\n",
+		    j.n, cb, b, j.bytes ? 100.0 * j.cached / j.bytes : 100.0,
+		    gb, j.bytes ? 100.0 * j.in_group / j.bytes : 100.0);
 	} else if (j.mode == CHECK) {
 		printf("check: %zu files, %s of %s cached (%.1f%%)\n", j.n, cb,
 		       b, j.bytes ? 100.0 * j.cached / j.bytes : 100.0);

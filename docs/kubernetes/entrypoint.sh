@@ -12,6 +12,13 @@
 #   GRANARY_CACHE_SIZE      disk cache limit (default 100G)
 #   GRANARY_METRICS         --metrics address, when the binary has it
 #                           (default 0.0.0.0:9567; off: none)
+#   GRANARY_CACHE_GROUP     --cache-group NAME: share the disk caches of
+#                           the nodes that name it (default: none)
+#   GRANARY_GROUP_ADDR      --group-addr HOST:PORT, where the other members
+#                           reach this node (default: POD_IP, from the
+#                           downward API, and GRANARY_GROUP_PORT)
+#   GRANARY_GROUP_PORT      its port when it comes from POD_IP (default 9568)
+#   GRANARY_GROUP_TAKE_ONLY 1: --group-take-only (serve nothing)
 #   GRANARY_MOUNT_FLAGS     more `granary mount` flags, space separated
 #   GRANARY_WAIT_REDIS      seconds to wait for Redis (default 300)
 #   GRANARY_ENCRYPT_KEY_FILE, GRANARY_S3_ACCESS_KEY, GRANARY_S3_SECRET_KEY,
@@ -54,6 +61,27 @@ mkdir -p "$mp" "$cache_dir" || exit 1
 set -- --cache-dir "$cache_dir" --cache-size "$cache_size"
 if [ "$metrics" != off ] && "$bin" mount --help 2>&1 | grep -q -- --metrics; then
 	set -- "$@" --metrics "$metrics"
+fi
+# the cache group: the address the other nodes reach this one at is the
+# pod's (the node's with hostNetwork), never a wildcard
+if [ -n "${GRANARY_CACHE_GROUP:-}" ]; then
+	set -- "$@" --cache-group "$GRANARY_CACHE_GROUP"
+	if [ "${GRANARY_GROUP_TAKE_ONLY:-0}" = 1 ]; then
+		set -- "$@" --group-take-only
+	else
+		addr=${GRANARY_GROUP_ADDR:-}
+		if [ -z "$addr" ] && [ -n "${POD_IP:-}" ]; then
+			case $POD_IP in
+			*:*) addr="[$POD_IP]:${GRANARY_GROUP_PORT:-9568}" ;;
+			*) addr="$POD_IP:${GRANARY_GROUP_PORT:-9568}" ;;
+			esac
+		fi
+		if [ -z "$addr" ]; then
+			say "GRANARY_CACHE_GROUP needs GRANARY_GROUP_ADDR, or POD_IP (fieldRef status.podIP)"
+			exit 2
+		fi
+		set -- "$@" --group-addr "$addr"
+	fi
 fi
 # shellcheck disable=SC2086 # word splitting of the flags is wanted
 set -- "$@" ${GRANARY_MOUNT_FLAGS:-}

@@ -590,18 +590,6 @@ static int flight_wait(struct group *g, struct gflight *f,
 	return err;
 }
 
-/* Join key's flight if there is one: 1 with *err (and v when 0), or 0. */
-static int flight_join(struct group *g, const char *key,
-		       struct objstore_view *v, int *err)
-{
-	pthread_mutex_lock(&g->flight_lock);
-	struct gflight *f = flight_find(g, key);
-	if (f)
-		*err = flight_wait(g, f, v);
-	pthread_mutex_unlock(&g->flight_lock);
-	return f != NULL;
-}
-
 /*
  * The whole of key through this node's cache, fetched once for every ask
  * of it at the same time (F1-F4): a view of its bytes (memory; no pending
@@ -675,8 +663,11 @@ static int view_copy(const struct objstore_view *v, uint64_t off, size_t len,
 	return 0;
 }
 
-/* A get of key this node owns: through its cache, sharing a whole fetch
- * under way (or starting one for a whole get). */
+/* A get of key this node owns: a range from its cache when the cache holds
+ * the key; else the whole object, fetched once for every ask of it (a
+ * ranged miss passed down would reach the store uncached, once per range:
+ * the chunk store reads a block's head, then more, then all of it), and the
+ * range answered from it. */
 static int owner_get(struct group *g, const char *key, uint64_t off, size_t len,
 		     void **data, size_t *got, int *fetched)
 {
@@ -684,12 +675,9 @@ static int owner_get(struct group *g, const char *key, uint64_t off, size_t len,
 	int err;
 
 	*fetched = 0;
-	if (off == 0 && len == 0) {
-		err = owner_fetch(g, key, &v, fetched);
-	} else if (!flight_join(g, key, &v, &err)) {
-		*fetched = !diskcache_contains(g->cache, key);
+	if ((off || len) && diskcache_contains(g->cache, key))
 		return objstore_get(g->cache, key, off, len, data, got);
-	}
+	err = owner_fetch(g, key, &v, fetched);
 	if (!err) {
 		err = view_copy(&v, off, len, data, got);
 		objstore_view_release(&v);

@@ -18,6 +18,7 @@
  *   granary.sync (set|get, any) syncfs(2): any user   nothing more
  *   granary.cache (get, file)   what reads would      read on the file
  *                               reveal by their time
+ *   granary.warm (get, file)    reading the file      read on the file
  *   granary.evict (get|set,     posix_fadvise         read on the file (a set
  *                  file)        DONTNEED on a fd      also needs write: kernel)
  *                               open for reading
@@ -69,6 +70,7 @@
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/compactq.h"
+#include "fs/vfs/groupd.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/metrics.h"
 #include "fs/vfs/vfs_int.h"
@@ -244,10 +246,16 @@ static int caller_may_empty(struct fs *fs, const struct caller *c, uint64_t dir,
 /*
  * Virtual xattrs for `granary warmup`: "granary.cache" reads as "CACHED
  * TOTAL" (bytes of the file this node has in its disk cache; holes count
- * as cached), setting "granary.evict" drops the file's blocks from it.
+ * as cached), and in a cache group as "CACHED TOTAL INGROUP" (INGROUP:
+ * bytes whose block is here or at its owner); setting "granary.evict"
+ * drops the file's blocks from this node's cache. In a cache group,
+ * reading "granary.warm" has each block of the file fetched into its
+ * owner's cache (group_warm; the bytes do not come to this node) and
+ * reads as "WARMED TOTAL" (WARMED < TOTAL: some blocks failed, logged).
  */
 #define XATTR_CACHE "granary.cache"
 #define XATTR_EVICT "granary.evict"
+#define XATTR_WARM  "granary.warm"
 
 typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
 			 void *arg);
@@ -319,6 +327,105 @@ static void evict_block(struct fs *fs, const char *key, uint64_t bytes,
 	(void)bytes;
 	(void)arg;
 	objstore_evict(fs->store, key);
+}
+
+/* A file's block keys, each with the bytes of the file it holds (a key
+ * met again at once, as the frames of one pack, counts once). */
+struct keyset {
+	char **key;
+	uint64_t *bytes;
+	size_t n, cap;
+	int err;
+};
+
+static void add_key(struct fs *fs, const char *key, uint64_t bytes, void *arg)
+{
+	struct keyset *ks = arg;
+	(void)fs;
+	if (ks->err)
+		return;
+	if (ks->n && !strcmp(ks->key[ks->n - 1], key)) {
+		ks->bytes[ks->n - 1] += bytes;
+		return;
+	}
+	if (ks->n == ks->cap) {
+		size_t cap = ks->cap ? 2 * ks->cap : 16;
+		char **k = realloc(ks->key, cap * sizeof(*k));
+		if (k)
+			ks->key = k;
+		uint64_t *b = k ? realloc(ks->bytes, cap * sizeof(*b)) : NULL;
+		if (b)
+			ks->bytes = b;
+		if (!k || !b) {
+			ks->err = ENOMEM;
+			return;
+		}
+		ks->cap = cap;
+	}
+	if (!(ks->key[ks->n] = strdup(key))) {
+		ks->err = ENOMEM;
+		return;
+	}
+	ks->bytes[ks->n++] = bytes;
+}
+
+static void keyset_release(struct keyset *ks)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		free(ks->key[i]);
+	free(ks->key);
+	free(ks->bytes);
+}
+
+/*
+ * The file's blocks in the cache group, on GROUPD_FANOUT requests at once:
+ * warm them at their owners (val: "WARMED TOTAL"), or say where they are
+ * (val: "CACHED TOTAL INGROUP").
+ */
+static int group_blocks(struct fs *fs, struct node *n, uint64_t length,
+			int warm, char *val, size_t cap)
+{
+	struct keyset ks = {0};
+	int err = for_each_block(fs, n, length, add_key, &ks);
+	int *res = NULL;
+
+	if (!err)
+		err = ks.err;
+	if (!err && !(res = calloc(ks.n ? ks.n : 1, sizeof(*res))))
+		err = ENOMEM;
+	if (err)
+		goto release;
+	groupd_keys(fs->groupd, warm, (const char *const *)ks.key, ks.n, res);
+	uint64_t notcached = 0, away = 0;
+	size_t bad = 0, first = 0;
+	for (size_t i = 0; i < ks.n; i++) {
+		if (warm && res[i] && !bad++)
+			first = i;
+		if (warm && res[i])
+			away += ks.bytes[i];
+		if (!warm && (res[i] < 0 || !(res[i] & 1)))
+			notcached += ks.bytes[i];
+		if (!warm && (res[i] < 0 || !(res[i] & 3)))
+			away += ks.bytes[i];
+	}
+	if (bad)
+		log_warn("warmup: %zu of the %zu blocks of inode %llu could "
+			 "not be warmed at their owners; the first, '%s': %s",
+			 bad, ks.n, (unsigned long long)n->ino, ks.key[first],
+			 gr_strerror(res[first]));
+	if (warm)
+		snprintf(val, cap, "%llu %llu",
+			 (unsigned long long)(length - away),
+			 (unsigned long long)length);
+	else
+		snprintf(val, cap, "%llu %llu %llu",
+			 (unsigned long long)(length - notcached),
+			 (unsigned long long)length,
+			 (unsigned long long)(length - away));
+release:
+	free(res);
+	keyset_release(&ks);
+	return err;
 }
 
 #define XATTR_STATS "granary.stats"
@@ -429,22 +536,36 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	return err;
 }
 
-/* The disk cache's share of a file: "CACHED TOTAL" (get), or drop it
- * (evict; a get of it answers ""). Either needs read on the file. */
+enum cache_op { CACHE_GET, CACHE_EVICT, CACHE_WARM };
+
+/* The disk cache's share of a file: "CACHED TOTAL" (get; in a group
+ * "CACHED TOTAL INGROUP"), drop it (evict; a get of it answers ""), or
+ * warm it at the owners in the group ("WARMED TOTAL"). Each needs read
+ * on the file. */
 static int cache_xattr(struct fs *fs, const struct caller *c, uint64_t ino,
-		       int get, void **value, size_t *size)
+		       enum cache_op op, void **value, size_t *size)
 {
 	struct meta_attr a;
+	int get = op == CACHE_GET;
 	int err = caller_may_ino(fs, c, vfs_m_ino(fs, ino), 4, &a);
 	if (!err && a.type != META_FILE)
 		err = EISDIR;
 	if (!err && !fs->disk_cache)
 		err = ENOTSUP;
+	if (!err && op == CACHE_WARM && !fs->group)
+		err = ENOTSUP; /* warmup reads the file instead */
 	struct node *n = err ? NULL : node_get(fs, vfs_m_ino(fs, ino), 1);
 	if (!err && !n)
 		err = ENOMEM;
 	if (err)
 		return err;
+	if (op == CACHE_WARM || (get && fs->group)) {
+		char val[80];
+		err = group_blocks(fs, n, a.length, op == CACHE_WARM, val,
+				   sizeof(val));
+		node_unpin(fs, n);
+		return err ? err : xattr_value(val, strlen(val), value, size);
+	}
 	uint64_t uncached = 0;
 	err = for_each_block(fs, n, a.length,
 			     get ? count_uncached : evict_block, &uncached);
@@ -755,10 +876,12 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 
 	if (strcmp(name, XATTR_SYNC) && strcmp(name, XATTR_EVICT) &&
 	    strcmp(name, XATTR_STATS) && strcmp(name, XATTR_CACHE) &&
+	    strcmp(name, XATTR_WARM) &&
 	    strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET)))
 		return ENODATA;
 	if (!get &&
 	    (!strcmp(name, XATTR_STATS) || !strcmp(name, XATTR_CACHE) ||
+	     !strcmp(name, XATTR_WARM) ||
 	     !strncmp(name, XATTR_VERSION_GET, strlen(XATTR_VERSION_GET))))
 		return EPERM; /* read-only, for everyone */
 	err = caller_get(vc, &c);
@@ -769,9 +892,12 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 		if (!err && get)
 			err = xattr_value("", 0, value, size);
 	} else if (!strcmp(name, XATTR_EVICT)) {
-		err = cache_xattr(fs, &c, ino, 0, get ? value : NULL, size);
+		err = cache_xattr(fs, &c, ino, CACHE_EVICT, get ? value : NULL,
+				  size);
 	} else if (!strcmp(name, XATTR_CACHE)) {
-		err = cache_xattr(fs, &c, ino, 1, value, size);
+		err = cache_xattr(fs, &c, ino, CACHE_GET, value, size);
+	} else if (!strcmp(name, XATTR_WARM)) {
+		err = cache_xattr(fs, &c, ino, CACHE_WARM, value, size);
 	} else if (!strcmp(name, XATTR_STATS)) {
 		err = caller_may_ino(fs, &c, vfs_m_ino(fs, ino), 4, NULL);
 		if (!err)

@@ -35,7 +35,9 @@
 #include "fs/data/stage.h"
 #include "fs/data/writer.h"
 #include "fs/store/diskcache.h"
+#include "fs/store/group.h"
 #include "fs/store/objstore.h"
+#include "fs/vfs/groupd.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/fsutil.h"
 #include "lib/linelog.h"
@@ -162,6 +164,7 @@ struct snap {
 	struct wpool_stats wp;
 	struct meta_round_trips rt;
 	uint64_t access_lines, access_dropped;
+	struct group_stats gs; /* fs->group's; zeros when none */
 };
 
 static void snap_take(struct fs *fs, struct snap *s)
@@ -184,6 +187,8 @@ static void snap_take(struct fs *fs, struct snap *s)
 	if (fs->pool)
 		wpool_get_stats(fs->pool, &s->wp);
 	meta_get_round_trips(fs->meta, &s->rt);
+	if (fs->group)
+		group_get_stats(fs->group, &s->gs);
 	if (fs->metrics && fs->metrics->access)
 		linelog_counts(fs->metrics->access, &s->access_lines,
 			       &s->access_dropped);
@@ -395,6 +400,65 @@ static void render_rest(FILE *f, const struct metrics *m, const struct snap *s)
 			     m->labels, (double)s->wp.wait_ns / 1e9);
 }
 
+/* The cache group's figures (fs->group set). */
+static void render_group(FILE *f, const struct metrics *m, struct fs *fs,
+			 const struct snap *s)
+{
+	const struct group_stats *g = &s->gs;
+	char b[1400], v[200], node[24];
+
+	snprintf(node, sizeof(node), "%016llx",
+		 (unsigned long long)groupd_node(fs->groupd));
+	metric_family(f, "granary_group_info", "gauge",
+		      "The mount's cache group, its node id and the address "
+		      "it serves at, always 1.");
+	snprintf(b, sizeof(b), "%s,group=\"%s\",node=\"%s\",address=\"%s\"",
+		 m->labels, groupd_name(fs->groupd), node,
+		 metric_label_escape(group_addr(fs->group), v, sizeof(v)));
+	metric_sample(f, "granary_group_info", b, 1);
+	family(f, m, "granary_group_members", "gauge",
+	       "Live members of the cache group, as last read from the "
+	       "metadata.",
+	       NULL, ROWS({NULL, g->members}));
+	family(f, m, "granary_group_peer_reads_total", "counter",
+	       "Reads of blocks another member owns, by result: hit (it "
+	       "sent them), miss (it had nothing), error (down, slow, "
+	       "refused, or bad bytes), skipped (it was marked down: the "
+	       "store was asked).",
+	       "result",
+	       ROWS({"hit", g->peer_hits}, {"miss", g->peer_misses},
+		    {"error", g->peer_errors}, {"skipped", g->peer_skipped}));
+	family(f, m, "granary_group_peer_bytes_total", "counter",
+	       "Bytes other members sent this node.", NULL,
+	       ROWS({NULL, g->peer_bytes}));
+	metric_family(f, "granary_group_peer_read_duration_seconds",
+		      "histogram", "Time of a read asked of another member.");
+	metric_hist_render(f, "granary_group_peer_read_duration_seconds",
+			   m->labels, &g->peer_lat);
+	family(f, m, "granary_group_bad_from_peers_total", "counter",
+	       "Blocks another member sent that failed their check (told to "
+	       "it, and read from the store).",
+	       NULL, ROWS({NULL, g->bad_from_peers}));
+	family(f, m, "granary_group_self_owned_total", "counter",
+	       "Reads of blocks this node owns (its own cache, or the store "
+	       "once).",
+	       NULL, ROWS({NULL, g->self_owned}));
+	family(f, m, "granary_group_served_total", "counter",
+	       "Requests this node answered for the other members.", NULL,
+	       ROWS({NULL, g->served}));
+	family(f, m, "granary_group_served_bytes_total", "counter",
+	       "Bytes this node sent the other members.", NULL,
+	       ROWS({NULL, g->served_bytes}));
+	family(f, m, "granary_group_served_fetches_total", "counter",
+	       "Objects this node fetched from the store for the other "
+	       "members.",
+	       NULL, ROWS({NULL, g->served_fetches}));
+	family(f, m, "granary_group_refused_total", "counter",
+	       "Requests refused for a missing or wrong signature (another "
+	       "group's secret).",
+	       NULL, ROWS({NULL, g->refused_auth}));
+}
+
 void metrics_render(struct fs *fs, FILE *f)
 {
 	struct metrics *m = fs->metrics;
@@ -409,6 +473,8 @@ void metrics_render(struct fs *fs, FILE *f)
 	render_fuse(f, m, s);
 	render_store(f, m, s);
 	render_rest(f, m, s);
+	if (fs->group)
+		render_group(f, m, fs, s);
 	free(s);
 }
 
@@ -422,6 +488,44 @@ static void json_hist(FILE *f, const struct metric_hist *h)
 		fprintf(f, "%s%llu", i ? " " : "",
 			(unsigned long long)h->bucket[i]);
 	fputc('"', f);
+}
+
+/* ", \"group\": {...}": the cache group's figures, flat, then the
+ * latency of peer reads */
+static void json_group(struct fs *fs, FILE *f, const struct group_stats *g)
+{
+	if (!fs->group) {
+		fputs(", \"group\": {\"enabled\": false}", f);
+		return;
+	}
+	fprintf(
+	    f,
+	    ", \"group\": {\"enabled\": true, \"name\": \"%s\", "
+	    "\"node\": \"%016llx\", \"address\": \"%s\", "
+	    "\"take_only\": %s, \"keep_copies\": %s, \"members\": %llu, "
+	    "\"peer_hits\": %llu, \"peer_misses\": %llu, "
+	    "\"peer_errors\": %llu, \"peer_skipped\": %llu, "
+	    "\"peer_bytes\": %llu, \"bad_from_peers\": %llu, "
+	    "\"self_owned\": %llu, \"served\": %llu, "
+	    "\"served_bytes\": %llu, \"served_fetches\": %llu, "
+	    "\"refused_auth\": %llu, \"peer_lat\": {\"count\": %llu, ",
+	    groupd_name(fs->groupd),
+	    (unsigned long long)groupd_node(fs->groupd), group_addr(fs->group),
+	    fs->o->group_take_only ? "true" : "false",
+	    fs->o->group_keep_copies ? "true" : "false",
+	    (unsigned long long)g->members, (unsigned long long)g->peer_hits,
+	    (unsigned long long)g->peer_misses,
+	    (unsigned long long)g->peer_errors,
+	    (unsigned long long)g->peer_skipped,
+	    (unsigned long long)g->peer_bytes,
+	    (unsigned long long)g->bad_from_peers,
+	    (unsigned long long)g->self_owned, (unsigned long long)g->served,
+	    (unsigned long long)g->served_bytes,
+	    (unsigned long long)g->served_fetches,
+	    (unsigned long long)g->refused_auth,
+	    (unsigned long long)g->peer_lat.count);
+	json_hist(f, &g->peer_lat);
+	fputs("}}", f);
 }
 
 void metrics_json(struct fs *fs, FILE *f)
@@ -477,6 +581,7 @@ void metrics_json(struct fs *fs, FILE *f)
 		(unsigned long long)s->access_lines,
 		(unsigned long long)s->access_dropped,
 		metrics_address(fs) ? metrics_address(fs) : "off");
+	json_group(fs, f, &s->gs);
 	free(s);
 }
 

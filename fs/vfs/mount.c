@@ -1,9 +1,10 @@
 /*
  * mount.c - the client's composition root below FUSE: vfs_open_fs opens
  * the metadata engine and the store named by the volume, puts the disk
- * cache in front, starts the block store, the uploaders, the packer and
- * the writeback staging, and registers the session; vfs_close_fs undoes
- * it after the unmount. Also the background reclaimer.
+ * cache in front (and a cache group's store over it: groupd.h), starts
+ * the block store, the uploaders, the packer and the writeback staging,
+ * and registers the session; vfs_close_fs undoes it after the unmount.
+ * Also the background reclaimer.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +34,7 @@
 #include "fs/vfs/closer.h"
 #include "fs/vfs/backupd.h"
 #include "fs/vfs/compactq.h"
+#include "fs/vfs/groupd.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/metrics.h"
 #include "fs/vfs/namecache.h"
@@ -320,10 +322,15 @@ static int cache_ns(const struct meta_volume *v, char *ns, size_t cap)
 	return 0;
 }
 
+/* The disk cache's limit: --cache-size, or the default. */
+static uint64_t cache_size(const struct fs_opts *o)
+{
+	return o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
+}
+
 static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 {
-	uint64_t size =
-	    o->cache_size == UINT64_MAX ? 10ull << 30 : o->cache_size;
+	uint64_t size = cache_size(o);
 	char def[PATH_MAX], ns[128];
 	const char *dirs = cache_dirs(o, def);
 	if (size == 0)
@@ -609,6 +616,9 @@ static void teardown(struct fs *fs)
 	compactq_close(fs->compactq); /* uses the block store and meta */
 	closer_close(fs->closer);
 	fs->closer = NULL;
+	/* out of the group while the session holds the record; its server
+	 * answers until the store closes */
+	groupd_close(fs->groupd);
 	if (fs->session)
 		meta_session_close(fs->meta);
 	wpool_close(fs->pool);
@@ -741,6 +751,17 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		return fail(msg, cap, err,
 			    "cannot use cache directory '%s': %s", o->cache_dir,
 			    gr_strerror(err));
+	}
+	if (o->cache_group) {
+		/* between the cache and the sealing layer: members hold and
+		 * move what the cache holds, ciphertext when sealed */
+		char def[PATH_MAX];
+		err = groupd_stack(fs, cache_dirs(o, def), cache_size(o), msg,
+				   cap);
+		if (err) {
+			explicit_bzero(key, sizeof(key));
+			return err;
+		}
 	}
 	if (crypt && !o->read_only && o->backup_interval &&
 	    (err = open_backup_store(fs, &creds, key))) {
@@ -928,6 +949,8 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 		goto fail;
 	}
 	fs->session = 1;
+	if ((err = groupd_start(fs, msg, cap)))
+		goto fail;
 	err = metrics_open(fs, msg, cap);
 	if (err)
 		goto fail;

@@ -111,6 +111,10 @@ struct fs {
 	struct objstore *backend; /* the store itself */
 	struct objstore *cache;	  /* the disk cache, or NULL */
 	int disk_cache;		  /* cache is set */
+	/* in a cache group: the group store over the disk cache (below the
+	 * sealing layer), and the membership (groupd.h); NULL: none */
+	struct objstore *group;
+	struct groupd *groupd;
 
 	/* the cache's namespaces of before a restore, being removed */
 	struct diskcache_sweep *sweep;

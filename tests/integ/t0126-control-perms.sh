@@ -30,7 +30,7 @@ expect_exit 1 "Permission denied \(--check needs read" \
 as_nobody "$GRANARY" warmup --evict -q "$M/pub/open" >/dev/null ||
 	fail "nobody cannot evict a file it may read"
 check_eq "$("$GRANARY" warmup --check --json "$M/pub/open" | summary)" \
-	'{"mode": "check", "files": 1, "failed": 0, "bytes": 300000, "cached_bytes": 0, }' \
+	'{"mode": "check", "files": 1, "failed": 0, "bytes": 300000, "cached_bytes": 0, "group_bytes": null, "cache_group": false, }' \
 	"root's --check after nobody's evict"
 "$GRANARY" warmup -q "$M/pub/private" >/dev/null || fail "root's warmup"
 expect_exit 1 "Permission denied \(--evict needs read" \
@@ -40,7 +40,7 @@ expect_exit 1 "Permission denied \(--evict needs read" \
 expect_errno "Permission denied" \
 	as_nobody setfattr -n granary.evict -v 1 "$M/pub/wonly"
 check_eq "$("$GRANARY" warmup --check --json "$M/pub/private" | summary)" \
-	'{"mode": "check", "files": 1, "failed": 0, "bytes": 300000, "cached_bytes": 300000, }' \
+	'{"mode": "check", "files": 1, "failed": 0, "bytes": 300000, "cached_bytes": 300000, "group_bytes": null, "cache_group": false, }' \
 	"root's --check after nobody's refused evict"
 ok "warmup, --check and --evict: read on the file (not write), EACCES otherwise"
 
