@@ -21,6 +21,7 @@
  */
 #include "fs/store/objstore.h"
 #include "fs/store/s3sign.h"
+#include "fs/store/s3url.h"
 #include "lib/bigbuf.h"
 #include "lib/log.h"
 
@@ -43,7 +44,7 @@
 #define S3_TIMEOUT_MS	 10000 /* connect + first byte; GRANARY_S3_TIMEOUT */
 #define S3_MS_PER_MIB	 1000  /* on top of it: at least 1 MiB/s */
 #define S3_MAX_KEY	 1024
-#define S3_MAX_HOST	 255
+#define S3_MAX_HOST	 S3URL_MAX_HOST
 #define S3_ERRBODY_MAX	 16384 /* of an error answer kept for its XML */
 #define S3_LOG_EVERY_S	 10    /* one warning a store and cause per this */
 /*
@@ -68,10 +69,10 @@ struct s3_store {
 	char region[64];
 	enum s3_sig sig;
 	int tls, virtual_host;
-	char *authority; /* what goes in Host: HOST or BUCKET.HOST */
-	char *base_url;	 /* scheme://authority */
-	char *ca_bundle; /* GRANARY_S3_CA_BUNDLE, or NULL: the system's */
-	int insecure;	 /* GRANARY_S3_INSECURE_TLS=1 */
+	char *authority;  /* what goes in Host: HOST or BUCKET.HOST */
+	char *base_url;	  /* scheme://authority */
+	char *ca_bundle;  /* GRANARY_S3_CA_BUNDLE, or NULL: the system's */
+	int insecure;	  /* GRANARY_S3_INSECURE_TLS=1 */
 	char *connect_to; /* GRANARY_S3_CONNECT_TO as CURLOPT_CONNECT_TO */
 	long timeout_ms;  /* base deadline of each request */
 	/* the last warning, for S3_LOG_EVERY_S: guarded by log_lock */
@@ -143,7 +144,7 @@ struct s3_req {
 
 	/* what came back */
 	long status;
-	unsigned char *buf; /* a 2xx body */
+	unsigned char *buf;    /* a 2xx body */
 	size_t cap, got, want; /* want: 0 = whatever comes */
 	uint64_t off;	       /* where the range starts */
 	char *err_body;	       /* a non-2xx body, for its XML */
@@ -232,14 +233,14 @@ static int req_sign(const struct s3_store *s, struct s3_req *r,
 {
 	char auth[512];
 	char v2path[sizeof(r->path) + 260];
-	struct s3sign_req sr = {r->method, r->path,    r->query,
-				r->hdr,	   r->nhdr,    r->payload_hash};
+	struct s3sign_req sr = {r->method, r->path, r->query,
+				r->hdr,	   r->nhdr, r->payload_hash};
 	struct curl_slist *l = NULL, *t;
 	int err;
 
 	if (s->sig == SIG_V4) {
 		struct s3sign_v4 k = {s->access_key, s->secret_key, s->region,
-				      "s3", r->date, 1};
+				      "s3",	     r->date,	    1};
 		req_header(r, "x-amz-content-sha256", r->payload_hash);
 		sr.nheaders = r->nhdr;
 		err = s3sign_v4(&k, &sr, auth, sizeof(auth), NULL, NULL);
@@ -675,13 +676,12 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 	if (res != CURLE_OK) {
 		err = s3_map_curl(res, r);
 		if (r->timed_out)
-			snprintf(detail, sizeof(detail),
-				 "no answer within %.1f s",
-				 s3_budget_ms(s->timeout_ms,
-					      r->want > r->body_len
-						  ? r->want
-						  : r->body_len) /
-				     1000.0);
+			snprintf(
+			    detail, sizeof(detail), "no answer within %.1f s",
+			    s3_budget_ms(s->timeout_ms, r->want > r->body_len
+							    ? r->want
+							    : r->body_len) /
+				1000.0);
 		else
 			snprintf(detail, sizeof(detail), "%s",
 				 r->curl_err[0] ? r->curl_err
@@ -719,7 +719,7 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 			  what, key, s->bucket, s->host, detail);
 	else if (s3_log_due(s, err))
 		log_cause("s3 %s of '%s' in bucket '%s' at '%s' failed: %s",
-			 what, key, s->bucket, s->host, detail);
+			  what, key, s->bucket, s->host, detail);
 	return err;
 }
 
@@ -1072,76 +1072,6 @@ static const struct objstore_ops s3_ops = {
     .close = s3_close,
 };
 
-static int host_char(char c)
-{
-	/* '_' is not DNS, but compose/k8s service names use it */
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
-}
-
-/* HOST[:PORT], HOST a DNS name, IPv4 address or [IPv6]; the length of
- * HOST in *host_len. */
-static int authority_valid(const char *a, size_t len, size_t *host_len)
-{
-	size_t i = 0, host_end;
-
-	if (len == 0 || len > S3_MAX_HOST)
-		return 0;
-	if (a[0] == '[') {
-		const char *rb = memchr(a, ']', len);
-		if (!rb || rb == a + 1)
-			return 0;
-		for (const char *c = a + 1; c < rb; c++)
-			if (!((*c >= '0' && *c <= '9') ||
-			      (*c >= 'a' && *c <= 'f') ||
-			      (*c >= 'A' && *c <= 'F') || *c == ':' ||
-			      *c == '.'))
-				return 0;
-		host_end = (size_t)(rb - a) + 1;
-	} else {
-		while (i < len && host_char(a[i]))
-			i++;
-		host_end = i;
-		if (host_end == 0)
-			return 0;
-	}
-	*host_len = host_end;
-	if (host_end == len)
-		return 1;
-	if (a[host_end] != ':' || host_end + 1 == len || len - host_end > 6)
-		return 0; /* anything else in a host ('@', '_', ...) */
-	long port = 0;
-	for (i = host_end + 1; i < len; i++) {
-		if (a[i] < '0' || a[i] > '9')
-			return 0;
-		port = port * 10 + (a[i] - '0');
-	}
-	return port >= 1 && port <= 65535;
-}
-
-/* Path-style buckets: 1 to 255 of [A-Za-z0-9._-]; virtual-hosted ones are
- * a DNS label chain: 3 to 63 of [a-z0-9.-], a letter or digit at each end. */
-static int bucket_valid(const char *b, int virtual_host)
-{
-	size_t n = strlen(b);
-
-	if (n < 1 || n > 255)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = b[i];
-		int lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-			    c == '.' || c == '-';
-		if (!lower && (virtual_host || !((c >= 'A' && c <= 'Z') ||
-						 c == '_')))
-			return 0;
-	}
-	if (virtual_host &&
-	    (n < 3 || n > 63 || b[0] == '.' || b[0] == '-' ||
-	     b[n - 1] == '.' || b[n - 1] == '-' || strstr(b, "..")))
-		return 0;
-	return 1;
-}
-
 /* Pick the credentials: explicit, then GRANARY_S3_*, then AWS_* (each
  * with its session token, if any). */
 static int pick_creds(const struct objstore_creds *creds,
@@ -1173,47 +1103,6 @@ static long s3_timeout_from_env(void)
 	return (long)(secs * 1000);
 }
 
-static int region_valid(const char *r, size_t n)
-{
-	if (n == 0 || n >= 64)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((r[i] >= 'a' && r[i] <= 'z') ||
-		      (r[i] >= '0' && r[i] <= '9') || r[i] == '-'))
-			return 0;
-	return 1;
-}
-
-/* The region in an AWS host name (s3.R.amazonaws.com, s3-R.amazonaws.com,
- * s3.dualstack.R.amazonaws.com) into out (64 bytes), or 0. */
-static int region_of_host(const char *host, size_t hlen, char *out)
-{
-	static const char tail[] = ".amazonaws.com";
-	const size_t tl = sizeof(tail) - 1;
-	const char *r;
-	size_t n;
-
-	if (hlen <= tl || strncasecmp(host + hlen - tl, tail, tl))
-		return 0;
-	n = hlen - tl; /* host[0..n): "s3.R", "s3-R", "s3.dualstack.R" */
-	if (n > 13 && !strncmp(host, "s3.dualstack.", 13))
-		r = host + 13;
-	else if (n > 3 && (!strncmp(host, "s3.", 3) || !strncmp(host, "s3-", 3)))
-		r = host + 3;
-	else
-		return 0;
-	n -= (size_t)(r - host);
-	if (n == 10 && !strncmp(r, "external-1", 10)) {
-		strcpy(out, "us-east-1"); /* s3-external-1: the old name */
-		return 1;
-	}
-	if (!region_valid(r, n) || memchr(r, '.', n))
-		return 0;
-	memcpy(out, r, n);
-	out[n] = '\0';
-	return 1;
-}
-
 /* Apply one NAME=VALUE option of the URL's query; OBJSTORE_EURL with a
  * log line naming it when it is unknown or its value is. */
 static int apply_option(struct s3_store *s, const char *o, size_t n,
@@ -1225,7 +1114,7 @@ static int apply_option(struct s3_store *s, const char *o, size_t n,
 	size_t vl = eq ? n - nl - 1 : 0;
 
 #define IS(name, s, l) ((l) == strlen(name) && !memcmp((s), (name), (l)))
-	if (IS("region", o, nl) && region_valid(v, vl)) {
+	if (IS("region", o, nl) && s3url_region_valid(v, vl)) {
 		memcpy(s->region, v, vl);
 		s->region[vl] = '\0';
 		*have_region = 1;
@@ -1264,10 +1153,10 @@ static int parse_options(struct s3_store *s, const char *q, const char *host,
 		if (*q == '&' && !*++q)
 			return OBJSTORE_EURL; /* a trailing '&' */
 	}
-	if (have_region || region_of_host(host, hlen, s->region))
+	if (have_region || s3url_region_of_host(host, hlen, s->region))
 		return 0;
 	env = getenv("GRANARY_S3_REGION");
-	if (env && *env && region_valid(env, strlen(env))) {
+	if (env && *env && s3url_region_valid(env, strlen(env))) {
 		strcpy(s->region, env);
 		return 0;
 	}
@@ -1306,17 +1195,19 @@ static int node_settings(struct s3_store *s, const char *host, size_t hlen)
 		s->insecure = 1;
 		/* once a process: a tool opens its store several times */
 		static int warned;
-		if (s->tls && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		if (s->tls &&
+		    !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
 			log_cause("TLS certificate checks are OFF for %.*s: "
-				 "anyone on the path can read and change your "
-				 "data (GRANARY_S3_INSECURE_TLS=1)",
-				 (int)hlen, host);
+				  "anyone on the path can read and change your "
+				  "data (GRANARY_S3_INSECURE_TLS=1)",
+				  (int)hlen, host);
 	}
 	if (ct && *ct) {
 		size_t hl;
-		if (!authority_valid(ct, strlen(ct), &hl) || !ct[hl]) {
+		if (!s3url_authority_valid(ct, strlen(ct), &hl) || !ct[hl]) {
 			log_msg(LOG_ERR | LOG_SHOW,
-				"GRANARY_S3_CONNECT_TO '%s': not HOST:PORT", ct);
+				"GRANARY_S3_CONNECT_TO '%s': not HOST:PORT",
+				ct);
 			return EINVAL;
 		}
 		/* any host and port of ours goes to HOST:PORT */
@@ -1378,7 +1269,8 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		return OBJSTORE_EURL; /* a '?' and nothing */
 
 	const char *slash = memchr(rest, '/', len);
-	if (!slash || !authority_valid(rest, (size_t)(slash - rest), &hlen))
+	if (!slash ||
+	    !s3url_authority_valid(rest, (size_t)(slash - rest), &hlen))
 		return OBJSTORE_EURL;
 	const char *bucket = slash + 1;
 	const char *bend = memchr(bucket, '/', len - (size_t)(bucket - rest));
@@ -1401,7 +1293,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 			      bend ? len - (size_t)(bend + 1 - rest) : 0)) ||
 	    (err = parse_options(s, q, rest, hlen)))
 		goto close_store;
-	if (!bucket_valid(s->bucket, s->virtual_host)) {
+	if (!s3url_bucket_valid(s->bucket, s->virtual_host)) {
 		err = OBJSTORE_EURL;
 		goto close_store;
 	}
@@ -1426,8 +1318,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 	if ((err = node_settings(s, rest, hlen)))
 		goto close_store;
 	s->timeout_ms = s3_timeout_from_env();
-	if (asprintf(&s->authority, "%s%s%s",
-		     s->virtual_host ? s->bucket : "",
+	if (asprintf(&s->authority, "%s%s%s", s->virtual_host ? s->bucket : "",
 		     s->virtual_host ? "." : "", s->host) < 0 ||
 	    asprintf(&s->base_url, "%s://%s", tls ? "https" : "http",
 		     s->authority) < 0) {
