@@ -10,7 +10,9 @@
  * An object request is one attempt whose error says its class (curl's
  * result or the HTTP status and S3 <Code>; see s3_map_curl, s3_map_http);
  * the objstore wrappers retry the transient ones through an outage
- * (objstore.h). A listing is paged, so its pages are retried here,
+ * (objstore.h). A get's answer is held to its own headers and to the
+ * range asked (get_check): fewer bytes than the object has are never a
+ * success. A listing is paged, so its pages are retried here,
  * S3_TRIES times each.
  *
  * Request time bound: GRANARY_S3_TIMEOUT seconds (default 10) to connect
@@ -47,6 +49,7 @@
 #define S3_MAX_HOST	 S3URL_MAX_HOST
 #define S3_ERRBODY_MAX	 16384 /* of an error answer kept for its XML */
 #define S3_LOG_EVERY_S	 10    /* one warning a store and cause per this */
+#define S3_PREALLOC_MAX	 (64u << 20) /* of a body, from its Content-Length */
 /*
  * Bodies up to this size are signed by their SHA-256 over TLS too; bigger
  * ones go as UNSIGNED-PAYLOAD there: hashing costs a pass over the bytes
@@ -147,6 +150,8 @@ struct s3_req {
 	unsigned char *buf;    /* a 2xx body */
 	size_t cap, got, want; /* want: 0 = whatever comes */
 	uint64_t off;	       /* where the range starts */
+	uint64_t recv;	       /* bytes of a 2xx body that came (got: kept) */
+	char crange[96];       /* its Content-Range */
 	char *err_body;	       /* a non-2xx body, for its XML */
 	size_t err_len;
 	int cb_err; /* errno from one of our own callbacks */
@@ -359,6 +364,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
 	if (r->status < 200 || r->status > 299)
 		return keep_error(r, data, total);
+	r->recv += total;
 	if (r->want && r->got + n > r->want) {
 		/* More than the range we asked for. From offset 0 the extra
 		 * bytes are just a tail to drop (s3rver answers "bytes=0-0"
@@ -373,8 +379,11 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	if (r->got + n > r->cap) {
 		size_t cap = r->cap ? r->cap : 64 * 1024;
 		curl_off_t cl = -1;
+		/* the size the answer says, when sane: a header is no reason
+		 * to ask for memory, the bytes that come are (ENOMEM means
+		 * out of memory, never a bad answer) */
 		curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
-		if (cl > 0 && (uint64_t)cl > cap && (uint64_t)cl <= SIZE_MAX)
+		if (cl > 0 && (uint64_t)cl > cap && cl <= S3_PREALLOC_MAX)
 			cap = (size_t)cl;
 		while (cap < r->got + n)
 			cap *= 2;
@@ -392,26 +401,38 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	return total;
 }
 
-/* x-amz-bucket-region: where a redirected bucket lives. */
+/* The value of the header line data[0..n) into out (cap bytes) if the
+ * line is header `name` (with its ':') and the value fits. */
+static void header_value(const char *data, size_t n, const char *name,
+			 char *out, size_t cap)
+{
+	size_t nl = strlen(name);
+
+	if (n <= nl || strncasecmp(data, name, nl))
+		return;
+	const char *v = data + nl;
+	size_t vl = n - nl;
+	while (vl && (*v == ' ' || *v == '\t'))
+		v++, vl--;
+	while (vl &&
+	       (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+		vl--;
+	if (vl < cap) {
+		memcpy(out, v, vl);
+		out[vl] = '\0';
+	}
+}
+
+/* x-amz-bucket-region: where a redirected bucket lives; Content-Range:
+ * what a 206 holds. */
 static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct s3_req *r = arg;
 	size_t n = size * nmemb;
-	static const char name[] = "x-amz-bucket-region:";
 
-	if (n > sizeof(name) && !strncasecmp(data, name, sizeof(name) - 1)) {
-		const char *v = data + sizeof(name) - 1;
-		size_t vl = n - (sizeof(name) - 1);
-		while (vl && (*v == ' ' || *v == '\t'))
-			v++, vl--;
-		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' ||
-			      v[vl - 1] == ' '))
-			vl--;
-		if (vl < sizeof(r->region_hdr)) {
-			memcpy(r->region_hdr, v, vl);
-			r->region_hdr[vl] = '\0';
-		}
-	}
+	header_value(data, n, "x-amz-bucket-region:", r->region_hdr,
+		     sizeof(r->region_hdr));
+	header_value(data, n, "content-range:", r->crange, sizeof(r->crange));
 	return n;
 }
 
@@ -429,13 +450,13 @@ static int req_perform(const struct s3_store *s, struct s3_req *r,
 
 	*cres = CURLE_OK;
 	r->status = 0;
-	r->got = 0;
+	r->got = r->recv = 0;
 	r->body_off = 0;
 	r->err_len = 0;
 	r->cb_err = 0;
 	r->timed_out = 0;
 	r->curl_err[0] = '\0';
-	r->region_hdr[0] = '\0';
+	r->region_hdr[0] = r->crange[0] = '\0';
 	if ((err = req_sign(s, r, &hdrs)))
 		return err;
 	if (!(e = s3_easy())) {
@@ -618,7 +639,10 @@ static int s3_map_curl(CURLcode c, const struct s3_req *r)
 	case CURLE_READ_ERROR:
 		return r->cb_err ? r->cb_err : EIO;
 	case CURLE_OUT_OF_MEMORY:
-		return ENOMEM;
+		/* also an answer past curl's limits (a header line over
+		 * 100 KB: curl < 8.6 has no CURLE_TOO_LARGE), which is no
+		 * shortage of memory here */
+		return EIO;
 	case CURLE_SSL_CONNECT_ERROR:
 		/* OpenSSL read an HTTP answer as a TLS record */
 		if (strstr(r->curl_err, "wrong version number") ||
@@ -683,9 +707,13 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 							    : r->body_len) /
 				1000.0);
 		else
-			snprintf(detail, sizeof(detail), "%s",
+			snprintf(detail, sizeof(detail), "%s%s",
 				 r->curl_err[0] ? r->curl_err
-						: curl_easy_strerror(res));
+						: curl_easy_strerror(res),
+				 res == CURLE_OUT_OF_MEMORY
+				     ? " (or an answer past curl's limits, "
+				       "such as a header line over 100 KB)"
+				     : "");
 	} else if (r->status >= 200 && r->status <= 299) {
 		return 0;
 	} else {
@@ -761,6 +789,82 @@ static int s3_object(struct s3_store *s, struct s3_req *r, const char *method,
 	return s3_result(s, r, res, what, fk);
 }
 
+/* "bytes FIRST-LAST/TOTAL" (TOTAL "*": UINT64_MAX), else EIO. */
+static int parse_crange(const char *v, uint64_t *first, uint64_t *last,
+			uint64_t *total)
+{
+	char *e;
+
+	if (strncasecmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9')
+		return EIO;
+	*first = strtoull(v + 6, &e, 10);
+	if (*e != '-' || e[1] < '0' || e[1] > '9')
+		return EIO;
+	*last = strtoull(e + 1, &e, 10);
+	if (*e != '/' || *last < *first)
+		return EIO;
+	if (!strcmp(e + 1, "*")) {
+		*total = UINT64_MAX;
+		return 0;
+	}
+	if (e[1] < '0' || e[1] > '9')
+		return EIO;
+	*total = strtoull(e + 1, &e, 10);
+	return *e || *last >= *total ? EIO : 0;
+}
+
+/*
+ * A 2xx answer to a get of [off, off + want) (want 0: to the end) holds
+ * what it says and what was asked, or is no success: its whole body
+ * (Content-Length), and for a 206 the range asked from its first byte as
+ * far as the object (Content-Range's total) has it. A body cut short is
+ * transient (OBJSTORE_EUNREACH, as curl's own partial transfers); a 206
+ * with less than asked while the object has more is the server's
+ * (OBJSTORE_ESERVER: HTTP lets a server send less, so asking again is
+ * the way on); an answer that contradicts itself or the request is EIO.
+ */
+static int get_check(struct s3_store *s, const struct s3_req *r,
+		     const char *key)
+{
+	curl_off_t cl = -1;
+	uint64_t a, b, total, need;
+	const char *why = NULL;
+	int err = EIO;
+
+	curl_easy_getinfo(pthread_getspecific(s3_easy_key),
+			  CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+	if (r->status != 200 && r->status != 206) {
+		why = "an answer without the object (not 200 or 206)";
+	} else if (cl >= 0 && r->recv != (uint64_t)cl) {
+		why = "a body of another length than its Content-Length";
+		err = r->recv < (uint64_t)cl ? OBJSTORE_EUNREACH : EIO;
+	} else if (r->status == 206) {
+		need = r->want ? r->off + r->want - 1 : UINT64_MAX;
+		if (parse_crange(r->crange, &a, &b, &total) || a != r->off ||
+		    b - a + 1 != r->recv) {
+			why = "a 206 whose Content-Range is not its body from "
+			      "the offset asked";
+		} else if (b < (need < total ? need : total - 1) &&
+			   (r->want || total != UINT64_MAX)) {
+			why = "a part of the range asked";
+			err = OBJSTORE_ESERVER;
+		}
+	}
+	if (!why)
+		return 0;
+	if (objstore_transient(err))
+		log_debug("s3 get of '%s' at '%s': %s (HTTP %ld, %llu bytes, "
+			  "Content-Range '%s')",
+			  key, s->host, why, r->status,
+			  (unsigned long long)r->recv, r->crange);
+	else if (s3_log_due(s, err))
+		log_cause("s3 get of '%s' at '%s': the server answered %s "
+			  "(HTTP %ld, %llu bytes, Content-Range '%s')",
+			  key, s->host, why, r->status,
+			  (unsigned long long)r->recv, r->crange);
+	return err;
+}
+
 static int s3_get(struct objstore *os, const char *key, uint64_t off,
 		  size_t len, void **data, size_t *got)
 {
@@ -796,6 +900,8 @@ static int s3_get(struct objstore *os, const char *key, uint64_t off,
 		log_warn("s3 get of '%s' at '%s': the server ignored the byte "
 			 "range",
 			 key, s->host);
+	} else if (!err) {
+		err = get_check(s, r, key);
 	}
 	if (!err && !r->buf && !(r->buf = malloc(1)))
 		err = ENOMEM; /* callers always get a buffer to free */
@@ -852,6 +958,12 @@ static int s3_head(struct objstore *os, const char *key, uint64_t *size)
 		curl_off_t cl = -1;
 		curl_easy_getinfo(pthread_getspecific(s3_easy_key),
 				  CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+		if (cl < 0) { /* no size is no size 0 */
+			err = EIO;
+			log_warn("s3 head of '%s' at '%s': the answer has no "
+				 "Content-Length",
+				 key, ((struct s3_store *)os)->host);
+		}
 		*size = cl > 0 ? (uint64_t)cl : 0;
 	}
 	free(r->err_body);
