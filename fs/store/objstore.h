@@ -185,8 +185,8 @@ void objstore_close(struct objstore *s); /* NULL-safe */
  *
  * Read len bytes from off (len 0: to the end) into a malloc'd buffer handed
  * out in *data (caller frees), with *got the bytes read (short at the end of
- * the object; an off at or past the end gives 0 with *got = 0). ENOENT: no
- * such object.
+ * the object, never before it: an answer with fewer bytes is an error; an
+ * off at or past the end gives 0 with *got = 0). ENOENT: no such object.
  */
 int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		 void **data, size_t *got);

@@ -10,7 +10,9 @@
  * An object request is one attempt whose error says its class (curl's
  * result or the HTTP status and S3 <Code>; see s3_map_curl, s3_map_http);
  * the objstore wrappers retry the transient ones through an outage
- * (objstore.h). A listing is paged, so its pages are retried here,
+ * (objstore.h). A get's answer is held to its own headers and to the
+ * range asked (get_check): fewer bytes than the object has are never a
+ * success. A listing is paged, so its pages are retried here,
  * S3_TRIES times each.
  *
  * Request time bound: GRANARY_S3_TIMEOUT seconds (default 10) to connect
@@ -21,6 +23,7 @@
  */
 #include "fs/store/objstore.h"
 #include "fs/store/s3sign.h"
+#include "fs/store/s3url.h"
 #include "lib/bigbuf.h"
 #include "lib/log.h"
 
@@ -43,9 +46,10 @@
 #define S3_TIMEOUT_MS	 10000 /* connect + first byte; GRANARY_S3_TIMEOUT */
 #define S3_MS_PER_MIB	 1000  /* on top of it: at least 1 MiB/s */
 #define S3_MAX_KEY	 1024
-#define S3_MAX_HOST	 255
+#define S3_MAX_HOST	 S3URL_MAX_HOST
 #define S3_ERRBODY_MAX	 16384 /* of an error answer kept for its XML */
 #define S3_LOG_EVERY_S	 10    /* one warning a store and cause per this */
+#define S3_PREALLOC_MAX	 (64u << 20) /* of a body, from its Content-Length */
 /*
  * Bodies up to this size are signed by their SHA-256 over TLS too; bigger
  * ones go as UNSIGNED-PAYLOAD there: hashing costs a pass over the bytes
@@ -68,10 +72,10 @@ struct s3_store {
 	char region[64];
 	enum s3_sig sig;
 	int tls, virtual_host;
-	char *authority; /* what goes in Host: HOST or BUCKET.HOST */
-	char *base_url;	 /* scheme://authority */
-	char *ca_bundle; /* GRANARY_S3_CA_BUNDLE, or NULL: the system's */
-	int insecure;	 /* GRANARY_S3_INSECURE_TLS=1 */
+	char *authority;  /* what goes in Host: HOST or BUCKET.HOST */
+	char *base_url;	  /* scheme://authority */
+	char *ca_bundle;  /* GRANARY_S3_CA_BUNDLE, or NULL: the system's */
+	int insecure;	  /* GRANARY_S3_INSECURE_TLS=1 */
 	char *connect_to; /* GRANARY_S3_CONNECT_TO as CURLOPT_CONNECT_TO */
 	long timeout_ms;  /* base deadline of each request */
 	/* the last warning, for S3_LOG_EVERY_S: guarded by log_lock */
@@ -143,9 +147,11 @@ struct s3_req {
 
 	/* what came back */
 	long status;
-	unsigned char *buf; /* a 2xx body */
+	unsigned char *buf;    /* a 2xx body */
 	size_t cap, got, want; /* want: 0 = whatever comes */
 	uint64_t off;	       /* where the range starts */
+	uint64_t recv;	       /* bytes of a 2xx body that came (got: kept) */
+	char crange[96];       /* its Content-Range */
 	char *err_body;	       /* a non-2xx body, for its XML */
 	size_t err_len;
 	int cb_err; /* errno from one of our own callbacks */
@@ -232,14 +238,14 @@ static int req_sign(const struct s3_store *s, struct s3_req *r,
 {
 	char auth[512];
 	char v2path[sizeof(r->path) + 260];
-	struct s3sign_req sr = {r->method, r->path,    r->query,
-				r->hdr,	   r->nhdr,    r->payload_hash};
+	struct s3sign_req sr = {r->method, r->path, r->query,
+				r->hdr,	   r->nhdr, r->payload_hash};
 	struct curl_slist *l = NULL, *t;
 	int err;
 
 	if (s->sig == SIG_V4) {
 		struct s3sign_v4 k = {s->access_key, s->secret_key, s->region,
-				      "s3", r->date, 1};
+				      "s3",	     r->date,	    1};
 		req_header(r, "x-amz-content-sha256", r->payload_hash);
 		sr.nheaders = r->nhdr;
 		err = s3sign_v4(&k, &sr, auth, sizeof(auth), NULL, NULL);
@@ -358,6 +364,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
 	if (r->status < 200 || r->status > 299)
 		return keep_error(r, data, total);
+	r->recv += total;
 	if (r->want && r->got + n > r->want) {
 		/* More than the range we asked for. From offset 0 the extra
 		 * bytes are just a tail to drop (s3rver answers "bytes=0-0"
@@ -372,8 +379,11 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	if (r->got + n > r->cap) {
 		size_t cap = r->cap ? r->cap : 64 * 1024;
 		curl_off_t cl = -1;
+		/* the size the answer says, when sane: a header is no reason
+		 * to ask for memory, the bytes that come are (ENOMEM means
+		 * out of memory, never a bad answer) */
 		curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
-		if (cl > 0 && (uint64_t)cl > cap && (uint64_t)cl <= SIZE_MAX)
+		if (cl > 0 && (uint64_t)cl > cap && cl <= S3_PREALLOC_MAX)
 			cap = (size_t)cl;
 		while (cap < r->got + n)
 			cap *= 2;
@@ -391,26 +401,38 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	return total;
 }
 
-/* x-amz-bucket-region: where a redirected bucket lives. */
+/* The value of the header line data[0..n) into out (cap bytes) if the
+ * line is header `name` (with its ':') and the value fits. */
+static void header_value(const char *data, size_t n, const char *name,
+			 char *out, size_t cap)
+{
+	size_t nl = strlen(name);
+
+	if (n <= nl || strncasecmp(data, name, nl))
+		return;
+	const char *v = data + nl;
+	size_t vl = n - nl;
+	while (vl && (*v == ' ' || *v == '\t'))
+		v++, vl--;
+	while (vl &&
+	       (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+		vl--;
+	if (vl < cap) {
+		memcpy(out, v, vl);
+		out[vl] = '\0';
+	}
+}
+
+/* x-amz-bucket-region: where a redirected bucket lives; Content-Range:
+ * what a 206 holds. */
 static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct s3_req *r = arg;
 	size_t n = size * nmemb;
-	static const char name[] = "x-amz-bucket-region:";
 
-	if (n > sizeof(name) && !strncasecmp(data, name, sizeof(name) - 1)) {
-		const char *v = data + sizeof(name) - 1;
-		size_t vl = n - (sizeof(name) - 1);
-		while (vl && (*v == ' ' || *v == '\t'))
-			v++, vl--;
-		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' ||
-			      v[vl - 1] == ' '))
-			vl--;
-		if (vl < sizeof(r->region_hdr)) {
-			memcpy(r->region_hdr, v, vl);
-			r->region_hdr[vl] = '\0';
-		}
-	}
+	header_value(data, n, "x-amz-bucket-region:", r->region_hdr,
+		     sizeof(r->region_hdr));
+	header_value(data, n, "content-range:", r->crange, sizeof(r->crange));
 	return n;
 }
 
@@ -428,13 +450,13 @@ static int req_perform(const struct s3_store *s, struct s3_req *r,
 
 	*cres = CURLE_OK;
 	r->status = 0;
-	r->got = 0;
+	r->got = r->recv = 0;
 	r->body_off = 0;
 	r->err_len = 0;
 	r->cb_err = 0;
 	r->timed_out = 0;
 	r->curl_err[0] = '\0';
-	r->region_hdr[0] = '\0';
+	r->region_hdr[0] = r->crange[0] = '\0';
 	if ((err = req_sign(s, r, &hdrs)))
 		return err;
 	if (!(e = s3_easy())) {
@@ -617,7 +639,10 @@ static int s3_map_curl(CURLcode c, const struct s3_req *r)
 	case CURLE_READ_ERROR:
 		return r->cb_err ? r->cb_err : EIO;
 	case CURLE_OUT_OF_MEMORY:
-		return ENOMEM;
+		/* also an answer past curl's limits (a header line over
+		 * 100 KB: curl < 8.6 has no CURLE_TOO_LARGE), which is no
+		 * shortage of memory here */
+		return EIO;
 	case CURLE_SSL_CONNECT_ERROR:
 		/* OpenSSL read an HTTP answer as a TLS record */
 		if (strstr(r->curl_err, "wrong version number") ||
@@ -675,17 +700,20 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 	if (res != CURLE_OK) {
 		err = s3_map_curl(res, r);
 		if (r->timed_out)
-			snprintf(detail, sizeof(detail),
-				 "no answer within %.1f s",
-				 s3_budget_ms(s->timeout_ms,
-					      r->want > r->body_len
-						  ? r->want
-						  : r->body_len) /
-				     1000.0);
+			snprintf(
+			    detail, sizeof(detail), "no answer within %.1f s",
+			    s3_budget_ms(s->timeout_ms, r->want > r->body_len
+							    ? r->want
+							    : r->body_len) /
+				1000.0);
 		else
-			snprintf(detail, sizeof(detail), "%s",
+			snprintf(detail, sizeof(detail), "%s%s",
 				 r->curl_err[0] ? r->curl_err
-						: curl_easy_strerror(res));
+						: curl_easy_strerror(res),
+				 res == CURLE_OUT_OF_MEMORY
+				     ? " (or an answer past curl's limits, "
+				       "such as a header line over 100 KB)"
+				     : "");
 	} else if (r->status >= 200 && r->status <= 299) {
 		return 0;
 	} else {
@@ -719,7 +747,7 @@ static int s3_result(struct s3_store *s, struct s3_req *r, CURLcode res,
 			  what, key, s->bucket, s->host, detail);
 	else if (s3_log_due(s, err))
 		log_cause("s3 %s of '%s' in bucket '%s' at '%s' failed: %s",
-			 what, key, s->bucket, s->host, detail);
+			  what, key, s->bucket, s->host, detail);
 	return err;
 }
 
@@ -761,6 +789,82 @@ static int s3_object(struct s3_store *s, struct s3_req *r, const char *method,
 	return s3_result(s, r, res, what, fk);
 }
 
+/* "bytes FIRST-LAST/TOTAL" (TOTAL "*": UINT64_MAX), else EIO. */
+static int parse_crange(const char *v, uint64_t *first, uint64_t *last,
+			uint64_t *total)
+{
+	char *e;
+
+	if (strncasecmp(v, "bytes ", 6) || v[6] < '0' || v[6] > '9')
+		return EIO;
+	*first = strtoull(v + 6, &e, 10);
+	if (*e != '-' || e[1] < '0' || e[1] > '9')
+		return EIO;
+	*last = strtoull(e + 1, &e, 10);
+	if (*e != '/' || *last < *first)
+		return EIO;
+	if (!strcmp(e + 1, "*")) {
+		*total = UINT64_MAX;
+		return 0;
+	}
+	if (e[1] < '0' || e[1] > '9')
+		return EIO;
+	*total = strtoull(e + 1, &e, 10);
+	return *e || *last >= *total ? EIO : 0;
+}
+
+/*
+ * A 2xx answer to a get of [off, off + want) (want 0: to the end) holds
+ * what it says and what was asked, or is no success: its whole body
+ * (Content-Length), and for a 206 the range asked from its first byte as
+ * far as the object (Content-Range's total) has it. A body cut short is
+ * transient (OBJSTORE_EUNREACH, as curl's own partial transfers); a 206
+ * with less than asked while the object has more is the server's
+ * (OBJSTORE_ESERVER: HTTP lets a server send less, so asking again is
+ * the way on); an answer that contradicts itself or the request is EIO.
+ */
+static int get_check(struct s3_store *s, const struct s3_req *r,
+		     const char *key)
+{
+	curl_off_t cl = -1;
+	uint64_t a, b, total, need;
+	const char *why = NULL;
+	int err = EIO;
+
+	curl_easy_getinfo(pthread_getspecific(s3_easy_key),
+			  CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+	if (r->status != 200 && r->status != 206) {
+		why = "an answer without the object (not 200 or 206)";
+	} else if (cl >= 0 && r->recv != (uint64_t)cl) {
+		why = "a body of another length than its Content-Length";
+		err = r->recv < (uint64_t)cl ? OBJSTORE_EUNREACH : EIO;
+	} else if (r->status == 206) {
+		need = r->want ? r->off + r->want - 1 : UINT64_MAX;
+		if (parse_crange(r->crange, &a, &b, &total) || a != r->off ||
+		    b - a + 1 != r->recv) {
+			why = "a 206 whose Content-Range is not its body from "
+			      "the offset asked";
+		} else if (b < (need < total ? need : total - 1) &&
+			   (r->want || total != UINT64_MAX)) {
+			why = "a part of the range asked";
+			err = OBJSTORE_ESERVER;
+		}
+	}
+	if (!why)
+		return 0;
+	if (objstore_transient(err))
+		log_debug("s3 get of '%s' at '%s': %s (HTTP %ld, %llu bytes, "
+			  "Content-Range '%s')",
+			  key, s->host, why, r->status,
+			  (unsigned long long)r->recv, r->crange);
+	else if (s3_log_due(s, err))
+		log_cause("s3 get of '%s' at '%s': the server answered %s "
+			  "(HTTP %ld, %llu bytes, Content-Range '%s')",
+			  key, s->host, why, r->status,
+			  (unsigned long long)r->recv, r->crange);
+	return err;
+}
+
 static int s3_get(struct objstore *os, const char *key, uint64_t off,
 		  size_t len, void **data, size_t *got)
 {
@@ -796,6 +900,8 @@ static int s3_get(struct objstore *os, const char *key, uint64_t off,
 		log_warn("s3 get of '%s' at '%s': the server ignored the byte "
 			 "range",
 			 key, s->host);
+	} else if (!err) {
+		err = get_check(s, r, key);
 	}
 	if (!err && !r->buf && !(r->buf = malloc(1)))
 		err = ENOMEM; /* callers always get a buffer to free */
@@ -852,6 +958,12 @@ static int s3_head(struct objstore *os, const char *key, uint64_t *size)
 		curl_off_t cl = -1;
 		curl_easy_getinfo(pthread_getspecific(s3_easy_key),
 				  CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+		if (cl < 0) { /* no size is no size 0 */
+			err = EIO;
+			log_warn("s3 head of '%s' at '%s': the answer has no "
+				 "Content-Length",
+				 key, ((struct s3_store *)os)->host);
+		}
 		*size = cl > 0 ? (uint64_t)cl : 0;
 	}
 	free(r->err_body);
@@ -1072,76 +1184,6 @@ static const struct objstore_ops s3_ops = {
     .close = s3_close,
 };
 
-static int host_char(char c)
-{
-	/* '_' is not DNS, but compose/k8s service names use it */
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
-}
-
-/* HOST[:PORT], HOST a DNS name, IPv4 address or [IPv6]; the length of
- * HOST in *host_len. */
-static int authority_valid(const char *a, size_t len, size_t *host_len)
-{
-	size_t i = 0, host_end;
-
-	if (len == 0 || len > S3_MAX_HOST)
-		return 0;
-	if (a[0] == '[') {
-		const char *rb = memchr(a, ']', len);
-		if (!rb || rb == a + 1)
-			return 0;
-		for (const char *c = a + 1; c < rb; c++)
-			if (!((*c >= '0' && *c <= '9') ||
-			      (*c >= 'a' && *c <= 'f') ||
-			      (*c >= 'A' && *c <= 'F') || *c == ':' ||
-			      *c == '.'))
-				return 0;
-		host_end = (size_t)(rb - a) + 1;
-	} else {
-		while (i < len && host_char(a[i]))
-			i++;
-		host_end = i;
-		if (host_end == 0)
-			return 0;
-	}
-	*host_len = host_end;
-	if (host_end == len)
-		return 1;
-	if (a[host_end] != ':' || host_end + 1 == len || len - host_end > 6)
-		return 0; /* anything else in a host ('@', '_', ...) */
-	long port = 0;
-	for (i = host_end + 1; i < len; i++) {
-		if (a[i] < '0' || a[i] > '9')
-			return 0;
-		port = port * 10 + (a[i] - '0');
-	}
-	return port >= 1 && port <= 65535;
-}
-
-/* Path-style buckets: 1 to 255 of [A-Za-z0-9._-]; virtual-hosted ones are
- * a DNS label chain: 3 to 63 of [a-z0-9.-], a letter or digit at each end. */
-static int bucket_valid(const char *b, int virtual_host)
-{
-	size_t n = strlen(b);
-
-	if (n < 1 || n > 255)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = b[i];
-		int lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-			    c == '.' || c == '-';
-		if (!lower && (virtual_host || !((c >= 'A' && c <= 'Z') ||
-						 c == '_')))
-			return 0;
-	}
-	if (virtual_host &&
-	    (n < 3 || n > 63 || b[0] == '.' || b[0] == '-' ||
-	     b[n - 1] == '.' || b[n - 1] == '-' || strstr(b, "..")))
-		return 0;
-	return 1;
-}
-
 /* Pick the credentials: explicit, then GRANARY_S3_*, then AWS_* (each
  * with its session token, if any). */
 static int pick_creds(const struct objstore_creds *creds,
@@ -1173,47 +1215,6 @@ static long s3_timeout_from_env(void)
 	return (long)(secs * 1000);
 }
 
-static int region_valid(const char *r, size_t n)
-{
-	if (n == 0 || n >= 64)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((r[i] >= 'a' && r[i] <= 'z') ||
-		      (r[i] >= '0' && r[i] <= '9') || r[i] == '-'))
-			return 0;
-	return 1;
-}
-
-/* The region in an AWS host name (s3.R.amazonaws.com, s3-R.amazonaws.com,
- * s3.dualstack.R.amazonaws.com) into out (64 bytes), or 0. */
-static int region_of_host(const char *host, size_t hlen, char *out)
-{
-	static const char tail[] = ".amazonaws.com";
-	const size_t tl = sizeof(tail) - 1;
-	const char *r;
-	size_t n;
-
-	if (hlen <= tl || strncasecmp(host + hlen - tl, tail, tl))
-		return 0;
-	n = hlen - tl; /* host[0..n): "s3.R", "s3-R", "s3.dualstack.R" */
-	if (n > 13 && !strncmp(host, "s3.dualstack.", 13))
-		r = host + 13;
-	else if (n > 3 && (!strncmp(host, "s3.", 3) || !strncmp(host, "s3-", 3)))
-		r = host + 3;
-	else
-		return 0;
-	n -= (size_t)(r - host);
-	if (n == 10 && !strncmp(r, "external-1", 10)) {
-		strcpy(out, "us-east-1"); /* s3-external-1: the old name */
-		return 1;
-	}
-	if (!region_valid(r, n) || memchr(r, '.', n))
-		return 0;
-	memcpy(out, r, n);
-	out[n] = '\0';
-	return 1;
-}
-
 /* Apply one NAME=VALUE option of the URL's query; OBJSTORE_EURL with a
  * log line naming it when it is unknown or its value is. */
 static int apply_option(struct s3_store *s, const char *o, size_t n,
@@ -1225,7 +1226,7 @@ static int apply_option(struct s3_store *s, const char *o, size_t n,
 	size_t vl = eq ? n - nl - 1 : 0;
 
 #define IS(name, s, l) ((l) == strlen(name) && !memcmp((s), (name), (l)))
-	if (IS("region", o, nl) && region_valid(v, vl)) {
+	if (IS("region", o, nl) && s3url_region_valid(v, vl)) {
 		memcpy(s->region, v, vl);
 		s->region[vl] = '\0';
 		*have_region = 1;
@@ -1264,10 +1265,10 @@ static int parse_options(struct s3_store *s, const char *q, const char *host,
 		if (*q == '&' && !*++q)
 			return OBJSTORE_EURL; /* a trailing '&' */
 	}
-	if (have_region || region_of_host(host, hlen, s->region))
+	if (have_region || s3url_region_of_host(host, hlen, s->region))
 		return 0;
 	env = getenv("GRANARY_S3_REGION");
-	if (env && *env && region_valid(env, strlen(env))) {
+	if (env && *env && s3url_region_valid(env, strlen(env))) {
 		strcpy(s->region, env);
 		return 0;
 	}
@@ -1306,17 +1307,19 @@ static int node_settings(struct s3_store *s, const char *host, size_t hlen)
 		s->insecure = 1;
 		/* once a process: a tool opens its store several times */
 		static int warned;
-		if (s->tls && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		if (s->tls &&
+		    !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
 			log_cause("TLS certificate checks are OFF for %.*s: "
-				 "anyone on the path can read and change your "
-				 "data (GRANARY_S3_INSECURE_TLS=1)",
-				 (int)hlen, host);
+				  "anyone on the path can read and change your "
+				  "data (GRANARY_S3_INSECURE_TLS=1)",
+				  (int)hlen, host);
 	}
 	if (ct && *ct) {
 		size_t hl;
-		if (!authority_valid(ct, strlen(ct), &hl) || !ct[hl]) {
+		if (!s3url_authority_valid(ct, strlen(ct), &hl) || !ct[hl]) {
 			log_msg(LOG_ERR | LOG_SHOW,
-				"GRANARY_S3_CONNECT_TO '%s': not HOST:PORT", ct);
+				"GRANARY_S3_CONNECT_TO '%s': not HOST:PORT",
+				ct);
 			return EINVAL;
 		}
 		/* any host and port of ours goes to HOST:PORT */
@@ -1378,7 +1381,8 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 		return OBJSTORE_EURL; /* a '?' and nothing */
 
 	const char *slash = memchr(rest, '/', len);
-	if (!slash || !authority_valid(rest, (size_t)(slash - rest), &hlen))
+	if (!slash ||
+	    !s3url_authority_valid(rest, (size_t)(slash - rest), &hlen))
 		return OBJSTORE_EURL;
 	const char *bucket = slash + 1;
 	const char *bend = memchr(bucket, '/', len - (size_t)(bucket - rest));
@@ -1401,7 +1405,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 			      bend ? len - (size_t)(bend + 1 - rest) : 0)) ||
 	    (err = parse_options(s, q, rest, hlen)))
 		goto close_store;
-	if (!bucket_valid(s->bucket, s->virtual_host)) {
+	if (!s3url_bucket_valid(s->bucket, s->virtual_host)) {
 		err = OBJSTORE_EURL;
 		goto close_store;
 	}
@@ -1426,8 +1430,7 @@ int objstore_s3_open(const char *url, const struct objstore_creds *creds,
 	if ((err = node_settings(s, rest, hlen)))
 		goto close_store;
 	s->timeout_ms = s3_timeout_from_env();
-	if (asprintf(&s->authority, "%s%s%s",
-		     s->virtual_host ? s->bucket : "",
+	if (asprintf(&s->authority, "%s%s%s", s->virtual_host ? s->bucket : "",
 		     s->virtual_host ? "." : "", s->host) < 0 ||
 	    asprintf(&s->base_url, "%s://%s", tls ? "https" : "http",
 		     s->authority) < 0) {

@@ -359,11 +359,14 @@ static void suite_concurrent(struct objstore *s)
 		cr_assert_eq(
 		    pthread_create(&th[i], NULL, conc_worker, &args[i]), 0);
 	}
-	for (int i = 0; i < CONC_THREADS; i++) {
+	/* every thread joined before any assertion: a failed one leaves
+	 * this frame, and threads still running would go on with its
+	 * args[] (their store, id and counts) reused by other frames */
+	for (int i = 0; i < CONC_THREADS; i++)
 		pthread_join(th[i], NULL);
+	for (int i = 0; i < CONC_THREADS; i++)
 		cr_assert_eq(args[i].failures, 0, "thread %d: %d failures", i,
 			     args[i].failures);
-	}
 	expect_get(s, "conc/shared", 100, 50, shared + 100, 50);
 	for (int i = 0; i < CONC_THREADS; i++) {
 		for (int k = 0; k < 5; k++) {
