@@ -109,8 +109,12 @@ else
 	bad=$(echo "$blocks" | sed -n 2p)
 	tar -cPf "$TMP/keep.tar" $(with_sidecars "$gone") $(with_sidecars "$bad")
 	rm -f $(with_sidecars "$gone")
-	size=$(stat -c %s "$bad")
-	printf '\x55' | dd of="$bad" bs=1 seek=$((size - 100)) conv=notrunc status=none
+	# every bit of one byte flipped: a fixed value changes nothing where
+	# the byte already has it (1 run in 256 wrote 0x55 over 0x55)
+	at=$(($(stat -c %s "$bad") - 100))
+	was=$(od -An -tu1 -j "$at" -N1 "$bad" | tr -d ' ')
+	printf "\\x$(printf %02x $((was ^ 255)))" | dd of="$bad" bs=1 seek="$at" conv=notrunc status=none
+	check_eq "$(od -An -tu1 -j "$at" -N1 "$bad" | tr -d ' ')" $((was ^ 255)) "the byte changed in '$bad'"
 	expect_fsck 0 -q
 	expect_fsck 1 --objects -q
 	# named by the first of the two files sharing the slice the walk met
