@@ -57,6 +57,10 @@ struct diskcache_stats {
 	 * in flight (a pack fetched once for its concurrent readers) */
 	uint64_t flight_waits;
 	uint64_t evictions; /* by the LRU, to make room */
+	/* of evictions: demoted entries, planned entries (the furthest
+	 * ahead); fills refused because their own rank was further */
+	uint64_t evict_demoted, evict_planned, fill_ranked_out;
+	uint64_t demoted; /* diskcache_demote calls that found an entry */
 	uint64_t evicted;   /* by request (objstore_evict) */
 	/* dropped because they failed their checksum (objstore_evict_bad)
 	 * or could not be read back whole */
@@ -103,6 +107,37 @@ void *diskcache_fill_begin(struct objstore *cache, const char *key);
 void diskcache_fill_hang(struct objstore *cache, void *fill,
 			 struct objstore_view *v);
 void diskcache_fill_cancel(struct objstore *cache, void *fill);
+
+/*
+ * The future, from the epoch plans (fs/vfs/plan.h). A ranker says of a
+ * key when it is needed next: DISKCACHE_RANK_KEEP (0) while it is inside
+ * a plan's window (never evicted), a rank (larger: needed later) when a
+ * plan names it ahead, DISKCACHE_RANK_NONE when no plan does.
+ *
+ * With a ranker set, making room takes, in this order: demoted entries
+ * (diskcache_demote: the plans are done with them), then entries ranked
+ * NONE by the LRU rule above (min_age still guards them: another reader,
+ * not planned, may be using them), then planned entries, the one needed
+ * furthest ahead first, among the SCAN_MAX oldest of the LRU (an
+ * approximation of Belady's rule that costs a bounded walk); KEEP entries
+ * never. A fill whose own rank is further ahead than every entry it would
+ * have to evict is not admitted (it would push out something needed
+ * sooner). A ranker that ranks everything NONE (no plans) leaves the
+ * rules above exactly as they were.
+ *
+ * rank is called with the cache's lock held: it must be quick and must not
+ * call into the cache. diskcache_set_ranker(cache, NULL, NULL) unsets it;
+ * it returns once no call of the old ranker is under way.
+ */
+#define DISKCACHE_RANK_KEEP 0
+#define DISKCACHE_RANK_NONE UINT64_MAX
+typedef uint64_t (*diskcache_rank_fn)(void *arg, const char *key);
+void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
+			  void *arg);
+/* The plans are done with key: its entry (if any) goes to the old end of
+ * the LRU, marked to be evicted before any other, min_age or not. A later
+ * hit of it clears the mark. Counted in diskcache_stats.demoted. */
+void diskcache_demote(struct objstore *cache, const char *key);
 
 /*
  * The namespaces a volume no longer uses (diskcache_sweep.c): in each
