@@ -93,7 +93,6 @@ umount_vol "$B"
 # smaller files, and older kernels, keep the page cache.
 C=$TMP/c
 mount_vol "$META" "$C" --direct-read 4M
-cat "$C/pc" >/dev/null
 (cd "$C/ckpt.keep" && sha256sum -c --quiet "$TMP/sums") || fail "checksums read past the page cache"
 cmp "$TMP/shard1" "$C/ckpt/rank1.pt" || fail "a big file read past the page cache differs"
 res=$(fincore --bytes --noheadings -o RES "$C/ckpt/rank1.pt" | tr -d ' ')
@@ -105,7 +104,13 @@ else
 	[ "$res" -gt 0 ] || fail "Linux $(uname -r) is older than 6.6, yet a big file read left no page cached"
 	ok "a big file reads through the page cache (Linux $(uname -r) is older than 6.6)"
 fi
-[ "$(fincore --bytes --noheadings -o RES "$C/pc" | tr -d ' ')" -gt 0 ] ||
+# read just before the look (a loaded machine may reclaim its pages in
+# between; a file read past the page cache would show 0 every time)
+pc_kept() {
+	cat "$C/pc" >/dev/null &&
+		[ "$(fincore --bytes --noheadings -o RES "$C/pc" | tr -d ' ')" -gt 0 ]
+}
+pc_kept || pc_kept || pc_kept ||
 	fail "a file under --direct-read was not kept in the page cache"
 # mapped_as FILE WANT: a shared mmap of FILE (safetensors' load) reads WANT
 mapped_as() {
