@@ -261,7 +261,10 @@ static void fill(struct diskcache *dc, struct dc_entry *ph, const void *data,
 	if (!err && !ph->stale) {
 		ph->state = DC_READY;
 		ph->last_use = now_s();
-		TAILQ_INSERT_HEAD(&dc->lru, ph, link);
+		if (ph->demoted) /* meanwhile: diskcache_rank.c */
+			TAILQ_INSERT_TAIL(&dc->lru, ph, link);
+		else
+			TAILQ_INSERT_HEAD(&dc->lru, ph, link);
 		dc->st.entries++;
 		dc->st.bytes += len;
 		pthread_mutex_unlock(&dc->lock);
@@ -998,6 +1001,13 @@ void diskcache_get_stats(struct objstore *cache, struct diskcache_stats *st)
 	st->flight_waits =
 	    __atomic_load_n(&dc->st.flight_waits, __ATOMIC_RELAXED);
 	st->evictions = __atomic_load_n(&dc->st.evictions, __ATOMIC_RELAXED);
+	st->evict_demoted =
+	    __atomic_load_n(&dc->st.evict_demoted, __ATOMIC_RELAXED);
+	st->evict_planned =
+	    __atomic_load_n(&dc->st.evict_planned, __ATOMIC_RELAXED);
+	st->fill_ranked_out =
+	    __atomic_load_n(&dc->st.fill_ranked_out, __ATOMIC_RELAXED);
+	st->demoted = __atomic_load_n(&dc->st.demoted, __ATOMIC_RELAXED);
 	st->evicted = __atomic_load_n(&dc->st.evicted, __ATOMIC_RELAXED);
 	st->bad_entries =
 	    __atomic_load_n(&dc->st.bad_entries, __ATOMIC_RELAXED);

@@ -2,8 +2,9 @@
  * diskcache_index.c - the disk cache's index: which objects it holds (a
  * hash table by key and an LRU list), admission of a new entry against
  * the cache's size and its disk's free space (evicting from the LRU's old
- * end), and the index rebuilt from the directories at open. The state and
- * the lock are diskcache.c's (diskcache_int.h).
+ * end; with the plans' ranker set, diskcache_rank.c chooses), and the index
+ * rebuilt from the directories at open. The state and the lock are
+ * diskcache.c's (diskcache_int.h).
  */
 #include "fs/store/diskcache_int.h"
 #include "lib/log.h"
@@ -33,8 +34,10 @@ struct dc_entry *dc_find(struct diskcache *dc, uint64_t h, const char *key)
 	return n ? hash_entry(n, struct dc_entry, hn) : NULL;
 }
 
+/* A hit: to the LRU's new end, no longer demoted. */
 void dc_lru_touch(struct diskcache *dc, struct dc_entry *e)
 {
+	e->demoted = 0;
 	TAILQ_REMOVE(&dc->lru, e, link);
 	TAILQ_INSERT_HEAD(&dc->lru, e, link);
 }
@@ -92,12 +95,27 @@ void dc_reap(struct diskcache *dc, struct dc_list *list)
 
 /* ---- admission (caller holds lock) ---- */
 
+/* Retire e to make room and chain it on *out; planned: chosen by its rank
+ * (for the counters). */
+void dc_evict_one(struct diskcache *dc, struct dc_entry *e, struct dc_list *out,
+		  int planned)
+{
+	STAT_ADD(dc, evictions, 1);
+	if (e->demoted)
+		STAT_ADD(dc, evict_demoted, 1);
+	else if (planned)
+		STAT_ADD(dc, evict_planned, 1);
+	dc_retire(dc, e);
+	TAILQ_INSERT_HEAD(out, e, link);
+}
+
 /*
  * Walk the LRU from its old end for entries to evict so that `need` bytes
  * come free over all directories and `need_disk` on file system sp. An
- * entry used within min_age stops the walk: everything after it is younger.
- * With out NULL only tell whether it can be done; else retire the entries
- * and chain them on *out.
+ * entry used within min_age stops the walk: everything after it is younger
+ * (demoted entries, at the old end, are not guarded). With out NULL only
+ * tell whether it can be done; else retire the entries and chain them on
+ * *out. Without a ranker: dc_pick_ranked() chooses when one is set.
  */
 static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		int64_t need, int64_t need_disk, struct dc_list *out)
@@ -109,7 +127,8 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		prev = TAILQ_PREV(e, dc_list, link);
 		if (++scanned > SCAN_MAX)
 			break;
-		if (dc->o.min_age && now - e->last_use < (int64_t)dc->o.min_age)
+		if (dc->o.min_age && !e->demoted &&
+		    now - e->last_use < (int64_t)dc->o.min_age)
 			break;
 		int here = dc->dirs[e->dir].sp == sp;
 		if ((need <= 0 && !here) || e->pins)
@@ -117,11 +136,8 @@ static int pick(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		need -= (int64_t)e->size;
 		if (here)
 			need_disk -= (int64_t)round_up(e->size, sp->frsize);
-		if (out) {
-			dc_retire(dc, e);
-			STAT_ADD(dc, evictions, 1);
-			TAILQ_INSERT_HEAD(out, e, link);
-		}
+		if (out)
+			dc_evict_one(dc, e, out, 0);
 	}
 	return need <= 0 && need_disk <= 0 ? 0 : -1;
 }
@@ -173,12 +189,19 @@ int dc_admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
 			sp->avail -= (int64_t)rlen;
 		return ADMIT;
 	}
+	if (!may_evict)
+		return SKIP;
 	/* Both passes see the same clock, so they walk alike. */
 	int64_t now = now_s();
-	if (!may_evict || pick(dc, sp, now, need, need_disk, NULL))
-		return SKIP;
-	pick(dc, sp, now, need, need_disk, victims);
-	return EVICT;
+	int r;
+	if (dc->rank) /* one walk: it chooses before it retires */
+		r = dc_pick_ranked(dc, sp, now, need, need_disk, ph->key,
+				   victims);
+	else if (!(r = pick(dc, sp, now, need, need_disk, NULL)))
+		pick(dc, sp, now, need, need_disk, victims);
+	if (r == DC_RANKED_OUT)
+		STAT_ADD(dc, fill_ranked_out, 1);
+	return r ? SKIP : EVICT;
 }
 
 /* Ask the disk how much room it has, at most every STATVFS_EVERY_MS. What
@@ -218,7 +241,9 @@ int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len)
 	need_disk = disk_short(dc, sp, round_up(len, sp->frsize));
 	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
 	     ((need <= 0 && need_disk <= 0) ||
-	      pick(dc, sp, now_s(), need, need_disk, NULL) == 0);
+	      (dc->rank
+		   ? dc_pick_ranked(dc, sp, now_s(), need, need_disk, key, NULL)
+		   : pick(dc, sp, now_s(), need, need_disk, NULL)) == 0);
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
 }
@@ -397,20 +422,4 @@ free_sc:
 	free(sc->all);
 	free(sc);
 	return err;
-}
-
-/* ---- the future (diskcache.h): being built (issue 34); no-ops until then */
-
-void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
-			  void *arg)
-{
-	(void)cache;
-	(void)rank;
-	(void)arg;
-}
-
-void diskcache_demote(struct objstore *cache, const char *key)
-{
-	(void)cache;
-	(void)key;
 }

@@ -2,7 +2,8 @@
  * diskcache_int.h - what the disk cache's files share (diskcache.c: the
  * decorator's operations, fills, whole fetches, open; diskcache_index.c:
  * the index of entries, the LRU, admission against the size and the
- * disk's free space, and the index rebuilt from the directories at open).
+ * disk's free space, and the index rebuilt from the directories at open;
+ * diskcache_rank.c: eviction by the plans' ranker, demoted entries).
  * Not for use outside fs/store/diskcache*.c.
  */
 #ifndef GRANARY_DISKCACHE_INT_H
@@ -69,6 +70,9 @@ struct dc_entry {
 	 * the hash, freed by the unpin). Protected by lock. */
 	uint32_t pins;
 	uint8_t orphan;
+	/* diskcache_demote: evicted before any other; a hit clears it
+	 * (diskcache_rank.c). Protected by lock. */
+	uint8_t demoted;
 	char key[];
 };
 
@@ -128,9 +132,10 @@ struct diskcache {
 	size_t ndirs;
 
 	/*
-	 * Lock order: lock is a leaf. It is never held during file I/O or a
-	 * backend call: a fill reserves space under it, writes without it and
-	 * commits or rolls back under it again.
+	 * Lock order: lock is a leaf, but for the ranker, which is called
+	 * with it held and takes its own lock after it (plan.h). It is never
+	 * held during file I/O or a backend call: a fill reserves space under
+	 * it, writes without it and commits or rolls back under it again.
 	 */
 	pthread_mutex_t lock;
 	struct hash index; /* dc_entry by key; protected by lock */
@@ -147,6 +152,18 @@ struct diskcache {
 	 * while holding it and nobody waits on them while holding another
 	 * lock). */
 	struct dc_flight flights[FLIGHTS];
+
+	/* The plans' ranker (diskcache_set_ranker; NULL: none), called only
+	 * with lock held, so that replacing it waits out the calls under
+	 * way. Protected by lock. */
+	diskcache_rank_fn rank;
+	void *rank_arg;
+	/* A ranked admission's candidates (diskcache_rank.c), here so that
+	 * nothing is allocated under the lock. Protected by lock. */
+	struct dc_cand {
+		struct dc_entry *e;
+		uint64_t rank;
+	} cand[SCAN_MAX];
 
 	/*
 	 * Verified views waiting to be written (objstore_view_verified):
@@ -209,6 +226,11 @@ void dc_reap(struct diskcache *dc, struct dc_list *list);
 
 enum { ADMIT, EVICT, SKIP }; /* what dc_admit decided */
 
+/* Retire e to make room, chained on *out; counted (planned: chosen by its
+ * rank). */
+void dc_evict_one(struct diskcache *dc, struct dc_entry *e, struct dc_list *out,
+		  int planned);
+
 int dc_admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
 	     int may_evict, struct dc_list *victims);
 int dc_space_low(const struct diskcache *dc, const struct dc_space *sp);
@@ -218,6 +240,19 @@ double dc_free_pct(const struct dc_space *sp);
 int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len);
 /* lock NOT held */
 void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
+
+/* ---- ranked eviction (diskcache_rank.c; caller holds lock) ---- */
+
+#define DC_RANKED_OUT 1 /* dc_pick_ranked: the newcomer is needed later */
+
+/* As pick() (diskcache_index.c) with a ranker set: choose what to evict
+ * so that need bytes come free, and need_disk on sp; key is the
+ * newcomer's. 0: enough (with out, retired and chained on *out), -1: not
+ * enough, DC_RANKED_OUT: only by evicting planned entries all needed
+ * sooner than key. With out NULL only tell. */
+int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
+		   int64_t need, int64_t need_disk, const char *key,
+		   struct dc_list *out);
 
 /* ---- open (diskcache_index.c) ---- */
 
