@@ -85,6 +85,13 @@ struct objstore_ops {
 	int (*del_temp)(struct objstore *s, const char *name);
 	/* optional (local stores): 1 if objects are files on dev */
 	int (*on_dev)(struct objstore *s, dev_t dev);
+	/* optional (stores whose puts wait on a disk): a put that is
+	 * durable only at the next sync (objstore_put_lazy), and that sync;
+	 * NULL: put_lazy is a put, sync does nothing. Decorators pass both
+	 * to the store below. */
+	int (*put_lazy)(struct objstore *s, const char *key, const void *data,
+			size_t len);
+	int (*sync)(struct objstore *s);
 	void (*close)(struct objstore *s);
 };
 
@@ -193,6 +200,25 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 /* Store the object whole; on return it is durable (fsync'd / acknowledged). */
 int objstore_put(struct objstore *s, const char *key, const void *data,
 		 size_t len);
+/*
+ * Durability in batches (issue 35: checkpoints at the disk's speed).
+ * objstore_put_lazy() stores the object whole, readable at once by gets
+ * of this store, but durable only once an objstore_sync() that began
+ * after it returned has returned 0: a crash before that may leave the
+ * object missing, empty or torn under its name (never an old object's
+ * bytes under a new name: keys are never reused), so nothing may point at
+ * it in the metadata before the sync. objstore_sync() makes durable every
+ * put_lazy of this store that returned before the sync began, for all
+ * threads: on a directory pool one syncfs (or fdatasync of the files and
+ * fsync of their directories, whichever the store chooses) per file
+ * system, shared by the syncs that arrive while it runs; on S3 nothing (a
+ * PUT acknowledged is durable). A sync that fails returns the error
+ * (EIO, ENOSPC) and the objects put since the last good sync must be
+ * taken as lost: the caller puts them again or fails the file's fsync.
+ */
+int objstore_put_lazy(struct objstore *s, const char *key, const void *data,
+		      size_t len);
+int objstore_sync(struct objstore *s);
 /* Delete; a missing object is not an error. */
 int objstore_del(struct objstore *s, const char *key);
 /* Size of the object; ENOENT if missing. */
