@@ -10,6 +10,7 @@
 #include "fs/store/s3sign.h"
 #include "lib/bigbuf.h"
 #include "lib/errors.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 
 #include <arpa/inet.h>
@@ -46,11 +47,23 @@
  * objects granary writes are blocks and packs of 4 MiB by default. */
 #define PEER_WHOLE_BYTES (64ull << 20)
 /* A warm request waits for the member's fetch from the store. */
-#define PEER_WARM_MS	 30000
-#define PEER_TLS_SLOTS	 16 /* members a thread keeps a connection to */
-#define PEER_RECV_BUF	 (128L * 1024) /* curl's receive buffer, a handle */
-#define PEER_DRAIN_MS	 2000 /* stop: how long answers under way may take */
-#define PEER_LOG_EVERY_S 60   /* one refusal warning a server per this */
+#define PEER_WARM_MS 30000
+/*
+ * A get's deadline grows with the slowest recent answers (a member that
+ * fetches a block from a slow or busy store for the asker answers in the
+ * store's time, which the fixed allowance does not cover: the asker would
+ * give up, read the block from the store too and mark the member down, and
+ * the store would see the block twice or more): at least PEER_SLOW_MULT
+ * times the slowest recent answer, at most PEER_DEADLINE_MAX_MS. The
+ * slowest recent answer decays by 1/8 at each answer, so a few fast
+ * answers bring the deadline back down.
+ */
+#define PEER_SLOW_MULT	     3
+#define PEER_DEADLINE_MAX_MS 10000
+#define PEER_TLS_SLOTS	     16 /* members a thread keeps a connection to */
+#define PEER_RECV_BUF	     (128L * 1024) /* curl's receive buffer, a handle */
+#define PEER_DRAIN_MS	     2000 /* stop: how long answers under way may take */
+#define PEER_LOG_EVERY_S     60	  /* one refusal warning a server per this */
 
 /* ---- signatures ------------------------------------------------------ */
 
@@ -799,7 +812,33 @@ struct peer_client {
 	unsigned char k[PEER_KLEN];
 	uint64_t node;
 	long connect_ms, timeout_ms;
+	long slow_ms; /* atomic: the slowest recent get answered, decaying */
 };
+
+/* A get answered after ms: the slowest recent answer, decayed by 1/8 */
+static void cli_note_answer(struct peer_client *c, long ms)
+{
+	long old = __atomic_load_n(&c->slow_ms, __ATOMIC_RELAXED), nw;
+
+	do {
+		nw = old - old / 8;
+		if (ms > nw)
+			nw = ms;
+	} while (!__atomic_compare_exchange_n(
+	    &c->slow_ms, &old, nw, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+/* A get's deadline: the fixed allowance for len bytes, raised to
+ * PEER_SLOW_MULT times the slowest recent answer, capped. */
+static long cli_get_deadline(struct peer_client *c, uint64_t len)
+{
+	long t = c->timeout_ms + (long)(len / PEER_BYTES_PER_MS);
+	long slow = __atomic_load_n(&c->slow_ms, __ATOMIC_RELAXED);
+
+	if (slow * PEER_SLOW_MULT > t)
+		t = slow * PEER_SLOW_MULT;
+	return t < PEER_DEADLINE_MAX_MS ? t : PEER_DEADLINE_MAX_MS;
+}
 
 struct tls_conn {
 	char addr[PEER_ADDR_MAX];
@@ -1130,9 +1169,9 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 	/* the deadline: timeout_ms and 1 ms per 100 KiB asked; a warm
 	 * waits for the member's fetch from the store */
 	if (op == OP_GET)
-		timeout += (long)((r->len == SIZE_MAX ? PEER_WHOLE_BYTES
-						      : (uint64_t)r->len) /
-				  PEER_BYTES_PER_MS);
+		timeout =
+		    cli_get_deadline(c, r->len == SIZE_MAX ? PEER_WHOLE_BYTES
+							   : (uint64_t)r->len);
 	else if (op == OP_WARM && timeout < PEER_WARM_MS)
 		timeout = PEER_WARM_MS;
 	curl_easy_setopt(r->e, CURLOPT_URL, url);
@@ -1148,9 +1187,13 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 		curl_easy_setopt(r->e, CURLOPT_POSTFIELDSIZE, 0L);
 		curl_easy_setopt(r->e, CURLOPT_POSTFIELDS, "");
 	}
+	int64_t t0 = fsutil_mono_ns();
 	res = curl_easy_perform(r->e);
 	if (!r->status)
 		curl_easy_getinfo(r->e, CURLINFO_RESPONSE_CODE, &r->status);
+	if (op == OP_GET && res == CURLE_OK && r->status >= 200 &&
+	    r->status < 300)
+		cli_note_answer(c, (long)((fsutil_mono_ns() - t0) / 1000000));
 	/* what must outlive the transfer, not the handle: unhooked */
 	curl_easy_setopt(r->e, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(r->e, CURLOPT_WRITEDATA, NULL);

@@ -107,8 +107,11 @@ struct peer_client_opts {
 	const unsigned char *secret; /* PEER_SECRET_LEN bytes */
 	uint64_t node;		     /* this member's node id, sent */
 	unsigned connect_timeout_ms; /* 0: 200 */
-	/* a request's deadline: this plus 1 ms per 100 KiB asked (0: 1000):
-	 * the longest any read waits on a peer that does not answer */
+	/* a request's deadline: this plus 1 ms per 100 KiB asked (0: 1000),
+	 * raised to three times the slowest recent answer of a get (a
+	 * member fetching from a busy store answers in the store's time),
+	 * at most 10 s: the longest any read waits on a peer that does not
+	 * answer */
 	unsigned timeout_ms;
 };
 

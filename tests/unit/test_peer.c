@@ -88,6 +88,7 @@ static char tmp_dir[64];
 static atomic_int calls;   /* of every handler callback */
 static atomic_int slow_in; /* s/ gets that entered the handler */
 static atomic_int frees;   /* free_fn calls */
+static atomic_int wait_ms; /* w/ gets wait this long in the handler */
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
 static char seen_warm[1100], seen_bad[1100]; /* protected by seen_lock */
 
@@ -126,9 +127,14 @@ static int h_get(void *arg, const char *key, uint64_t off, uint64_t len,
 	if (off < o->len)
 		n = o->len - off < len ? o->len - off : len;
 	switch (kind) {
+	case 'w':
+		sleep_ms(atomic_load(&wait_ms));
+		/* fall through */
 	case 's':
-		atomic_fetch_add(&slow_in, 1);
-		sleep_ms(500);
+		if (kind == 's') {
+			atomic_fetch_add(&slow_in, 1);
+			sleep_ms(500);
+		}
 		/* fall through */
 	case 'f':
 		b->fd = open(o->path, O_RDONLY | O_CLOEXEC);
@@ -767,6 +773,53 @@ Test(peer, silent_member_times_out, .init = setup_small, .fini = teardown)
 	t0 = now_ms();
 	cr_assert_eq(peer_has(c, addr, "f/o1"), PEER_EDOWN);
 	cr_assert_lt(now_ms() - t0, 3000);
+	close(lfd);
+	peer_client_close(c);
+}
+
+/*
+ * A member that fetches from a slow store answers in the store's time: the
+ * deadline grows to three times the slowest recent answer, so an answer
+ * slower than the fixed allowance is waited for, not given up on (the
+ * asker would read the block from the store as well, and mark the member
+ * down); a few fast answers bring it back down, so a silent member costs
+ * the fixed allowance again.
+ */
+Test(peer, deadline_follows_slow_answers, .init = setup_small, .fini = teardown)
+{
+	struct peer_client *c = open_client(secret, 300);
+	unsigned port;
+	int lfd = listen_any(&port);
+	char silent[64];
+	void *data = NULL;
+	size_t got;
+	int64_t t0;
+
+	snprintf(silent, sizeof(silent), "127.0.0.1:%u", port);
+	/* 600 ms: past the fixed 300 ms, and nothing slow seen yet */
+	atomic_store(&wait_ms, 600);
+	cr_assert_eq(peer_get(c, srv_addr, "w/o1", 0, 1, &data, &got),
+		     PEER_EDOWN);
+	/* 200 ms: within it; then 600 ms is within three times 200 */
+	atomic_store(&wait_ms, 200);
+	cr_assert_eq(peer_get(c, srv_addr, "w/o1", 0, 1, &data, &got), 0);
+	free(data);
+	atomic_store(&wait_ms, 550);
+	cr_assert_eq(peer_get(c, srv_addr, "w/o1", 0, 1, &data, &got), 0,
+		     "an answer within three times the slowest recent one");
+	cr_assert_eq(got, 1);
+	free(data);
+	/* fast answers: the slowest recent one decays */
+	for (int i = 0; i < 40; i++) {
+		cr_assert_eq(peer_get(c, srv_addr, "f/o1", 0, 1, &data, &got),
+			     0);
+		free(data);
+	}
+	t0 = now_ms();
+	cr_assert_eq(peer_get(c, silent, "f/o1", 0, 1, &data, &got),
+		     PEER_EDOWN);
+	cr_assert_lt(now_ms() - t0, 1200,
+		     "a silent member, after fast answers");
 	close(lfd);
 	peer_client_close(c);
 }
