@@ -29,7 +29,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
-.PHONY: all deps test unit integ demo demo-stop bench install clean format check-deps check-layers
+.PHONY: all deps test unit integ demo demo-stop bench bench-group install clean format check-deps check-layers
 
 all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
@@ -127,6 +127,11 @@ bench: all
 	@bench/checkpoint.sh $(O)
 	@bench/statlat.sh $(O)
 	@bench/failover.sh $(O)
+	@bench/group.sh $(O)
+
+# the cache group's benchmark alone (issue 33; about 6 minutes)
+bench-group: all
+	@bench/group.sh $(O)
 
 # mount(8) looks for mount.TYPE helpers in /sbin, /sbin/fs.d and /sbin/fs
 # only (not PATH): the helper goes to $(SBINDIR), /sbin by default whatever

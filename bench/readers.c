@@ -4,6 +4,8 @@
  * each whole, or copy them in (ingest). The same loop drives a directory
  * (local disk or any mount) and, with -s, the object store itself through
  * libgranary's objstore, so every target is measured by the same code.
+ * With -m the list is md5sum's output and each file read is checked against
+ * its sum as it is read (bench/group.sh: every byte of an epoch checked).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "fs/store/objstore.h"
 
 static const char usage[] =
-    "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] LIST TARGET\n"
+    "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] [-m] LIST "
+    "TARGET\n"
     "\n"
     "Read every file named in LIST (paths relative to TARGET, one a line)\n"
     "whole, with THREADS threads (default 4) taking the files in list\n"
@@ -29,8 +34,12 @@ static const char usage[] =
     "             creating directories; the time includes a final syncfs\n"
     "  -s         TARGET is an object store URL (s3+http://..., file://...):\n"
     "             get (or with -c put) the object named PATH\n"
+    "  -m         LIST is md5sum's output (\"MD5  PATH\" lines): each file\n"
+    "             read is checked against its MD5 as it is read (a\n"
+    "             mismatch is an error, counted in bad=)\n"
     "Prints one line: files= bytes= secs= files_per_s= mib_per_s= errors=\n"
-    "(and store_gets= store_puts= with -s). Exit 1 if any file failed.\n";
+    "(and store_gets= store_puts= with -s, bad= with -m). Exit 1 if any\n"
+    "file failed.\n";
 
 #define MAX_THREADS 256
 #define READ_BUF    (1 << 20)
@@ -38,12 +47,14 @@ static const char usage[] =
 
 struct job {
 	char **paths;
+	unsigned char (*sums)[16]; /* -m: the MD5 of paths[i], else NULL */
 	size_t n;
 	const char *target, *src;
 	struct objstore *store; /* -s only */
 	atomic_size_t next;	/* index of the next file to take */
 	atomic_ullong bytes;
 	atomic_uint errors;
+	atomic_uint bad; /* -m: files whose MD5 was not their line's */
 };
 
 static void job_error(struct job *j, const char *what, const char *path,
@@ -128,18 +139,24 @@ static int read_src(struct job *j, const char *rel, char *path, size_t psz,
  * one file, per mode
  */
 
-static void do_read(struct job *j, const char *rel, char *path, size_t psz,
-		    char *buf)
+static void do_read(struct job *j, size_t i, char *path, size_t psz, char *buf,
+		    EVP_MD_CTX *md)
 {
 	struct stat st;
 	unsigned long long got = 0;
+	unsigned char sum[EVP_MAX_MD_SIZE];
 
-	snprintf(path, psz, "%s/%s", j->target, rel);
+	snprintf(path, psz, "%s/%s", j->target, j->paths[i]);
 	int fd = open(path, O_RDONLY);
 	if (fd < 0 || fstat(fd, &st)) {
 		job_error(j, "open", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return;
+	}
+	if (md && !EVP_DigestInit_ex(md, EVP_md5(), NULL)) {
+		job_error(j, "check", path, "cannot start an MD5");
+		close(fd);
 		return;
 	}
 	for (;;) {
@@ -153,11 +170,18 @@ static void do_read(struct job *j, const char *rel, char *path, size_t psz,
 		}
 		if (n == 0)
 			break;
+		if (md)
+			EVP_DigestUpdate(md, buf, (size_t)n);
 		got += (unsigned long long)n;
 	}
 	close(fd);
 	if (got != (unsigned long long)st.st_size)
 		job_error(j, "read", path, "short read");
+	if (md && (!EVP_DigestFinal_ex(md, sum, NULL) ||
+		   memcmp(sum, j->sums[i], 16))) {
+		atomic_fetch_add(&j->bad, 1);
+		job_error(j, "check", path, "wrong bytes (MD5)");
+	}
 	atomic_fetch_add(&j->bytes, got);
 }
 
@@ -233,9 +257,12 @@ static void *worker(void *arg)
 	char path[8192];
 	size_t cap = READ_BUF;
 	char *buf = malloc(cap);
+	EVP_MD_CTX *md = j->sums ? EVP_MD_CTX_new() : NULL;
 
-	if (!buf) {
+	if (!buf || (j->sums && !md)) {
 		job_error(j, "allocate", "buffer", strerror(ENOMEM));
+		free(buf);
+		EVP_MD_CTX_free(md);
 		return NULL;
 	}
 	for (;;) {
@@ -248,9 +275,10 @@ static void *worker(void *arg)
 		else if (j->src)
 			do_copy(j, j->paths[i], path, sizeof(path), &buf, &cap);
 		else
-			do_read(j, j->paths[i], path, sizeof(path), buf);
+			do_read(j, i, path, sizeof(path), buf, md);
 	}
 	free(buf);
+	EVP_MD_CTX_free(md);
 	return NULL;
 }
 
@@ -298,6 +326,46 @@ fail_nomem:
 	return ENOMEM;
 }
 
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* -m: each line "MD5  PATH" (md5sum's; "MD5 *PATH" too) becomes PATH, its
+ * sum in sums[i]. EINVAL on a line that is not one. */
+static int split_sums(char **v, size_t n, unsigned char (**sums)[16])
+{
+	unsigned char(*s)[16] = calloc(n ? n : 1, sizeof(*s));
+
+	if (!s)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char *l = v[i];
+		if (strlen(l) < 35 || l[32] != ' ' ||
+		    (l[33] != ' ' && l[33] != '*'))
+			goto bad;
+		for (int k = 0; k < 16; k++) {
+			int hi = hexval(l[2 * k]), lo = hexval(l[2 * k + 1]);
+			if (hi < 0 || lo < 0)
+				goto bad;
+			s[i][k] = (unsigned char)(hi << 4 | lo);
+		}
+		memmove(l, l + 34, strlen(l + 34) + 1);
+	}
+	*sums = s;
+	return 0;
+bad:
+	fprintf(stderr, "readers: not a line of md5sum: '%s'\n", v[0]);
+	free(s);
+	return EINVAL;
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -330,10 +398,10 @@ int main(int argc, char **argv)
 	struct job j = {0};
 	pthread_t tids[MAX_THREADS];
 	long threads = 4;
-	int c, use_store = 0, shuffled = 0, err, started = 0;
+	int c, use_store = 0, shuffled = 0, check = 0, err, started = 0;
 	uint64_t seed = 0;
 
-	while ((c = getopt(argc, argv, "t:S:c:sh")) != -1) {
+	while ((c = getopt(argc, argv, "t:S:c:smh")) != -1) {
 		switch (c) {
 		case 't':
 			threads = atol(optarg);
@@ -347,6 +415,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			use_store = 1;
+			break;
+		case 'm':
+			check = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -367,8 +438,15 @@ int main(int argc, char **argv)
 			argv[optind], strerror(err));
 		return 1;
 	}
+	/* the lines are shuffled whole: a path keeps its sum */
 	if (shuffled)
 		shuffle(j.paths, j.n, seed);
+	if (check && (use_store || j.src)) {
+		fputs("readers: -m checks reads of a directory only\n", stderr);
+		return 2;
+	}
+	if (check && split_sums(j.paths, j.n, &j.sums))
+		return 1;
 	if (use_store) {
 		err = objstore_open(j.target, NULL, &j.store);
 		if (err) {
@@ -413,8 +491,11 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.gets,
 		       (unsigned long long)st.puts);
 	}
+	if (j.sums)
+		printf(" bad=%u", atomic_load(&j.bad));
 	printf("\n");
 	objstore_close(j.store);
+	free(j.sums);
 	for (size_t i = 0; i < j.n; i++)
 		free(j.paths[i]);
 	free(j.paths);
