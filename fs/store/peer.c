@@ -56,7 +56,10 @@
  * the store would see the block twice or more): at least PEER_SLOW_MULT
  * times the slowest recent answer, at most PEER_DEADLINE_MAX_MS. The
  * slowest recent answer decays by 1/8 at each answer, so a few fast
- * answers bring the deadline back down.
+ * answers bring the deadline back down. A get sent and not answered in
+ * time counts as an answer as slow as its deadline: when the first asks
+ * of a cold epoch all find the store slower than the fixed allowance, the
+ * next ones wait longer instead of all failing.
  */
 #define PEER_SLOW_MULT	     3
 #define PEER_DEADLINE_MAX_MS 10000
@@ -1192,8 +1195,18 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 	if (!r->status)
 		curl_easy_getinfo(r->e, CURLINFO_RESPONSE_CODE, &r->status);
 	if (op == OP_GET && res == CURLE_OK && r->status >= 200 &&
-	    r->status < 300)
+	    r->status < 300) {
 		cli_note_answer(c, (long)((fsutil_mono_ns() - t0) / 1000000));
+	} else if (op == OP_GET && res == CURLE_OPERATION_TIMEDOUT) {
+		/* sent, and no answer in time: the member may be fetching
+		 * from a store slower than the deadline allows (a member
+		 * that is not there fails to connect instead): the next
+		 * asks wait longer, up to the cap */
+		curl_off_t sent = 0;
+		curl_easy_getinfo(r->e, CURLINFO_PRETRANSFER_TIME_T, &sent);
+		if (sent > 0)
+			cli_note_answer(c, timeout);
+	}
 	/* what must outlive the transfer, not the handle: unhooked */
 	curl_easy_setopt(r->e, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(r->e, CURLOPT_WRITEDATA, NULL);
