@@ -40,7 +40,8 @@ static const char usage[] =
     "stdin), relative to MOUNTPOINT or absolute under it. Prints the plan's\n"
     "id. The plan lives while its owner does: by default the process that\n"
     "ran this command (the shell or the job's launcher; for a subshell, as\n"
-    "in id=$(granary plan ...), the shell it was forked from).\n"
+    "in id=$(granary plan ...), the shell it was forked from; the nearest\n"
+    "of the caller's own, under sudo).\n"
     "\n"
     "  --owner PID      the plan ends when process PID does\n"
     "  --replace ID     the next epoch: plan ID's list becomes LIST\n"
@@ -503,26 +504,49 @@ static long parent_of(long pid)
 	return ppid;
 }
 
+/* Does process pid run as this command's user (real or effective)? */
+static int ours(long pid)
+{
+	char path[64], line[256];
+	unsigned long r, e;
+	int yes = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Uid: %lu %lu", &r, &e) == 2) {
+			yes = r == getuid() || e == getuid();
+			break;
+		}
+	fclose(f);
+	return yes;
+}
+
 /*
  * The process the plan lives with by default: the one that ran this
  * command; when that is a subshell (a fork that did not exec: the same
  * command line as its parent's, as `id=$(granary plan ...)` makes), the
- * shell it was forked from, for the subshell ends at once.
+ * shell it was forked from, for the subshell ends at once; when it is
+ * another user's (sudo, setpriv), the nearest ancestor of this user's.
+ * 0: none.
  */
 static long default_owner(void)
 {
 	long pid = (long)getppid();
 	char a[4096], b[4096];
 
-	for (int depth = 0; depth < 16 && pid > 1; depth++) {
+	for (int depth = 0; depth < 32 && pid > 1; depth++) {
 		long up = parent_of(pid);
 		ssize_t na = cmdline(pid, a, sizeof(a));
 		ssize_t nb = up > 1 ? cmdline(up, b, sizeof(b)) : -1;
-		if (na <= 0 || na != nb || memcmp(a, b, (size_t)na))
-			break;
+		int subshell = na > 0 && na == nb && !memcmp(a, b, (size_t)na);
+		if (!subshell && ours(pid))
+			return pid;
 		pid = up;
 	}
-	return pid;
+	return 0;
 }
 
 /* ---- the command -----------------------------------------------------------
@@ -617,6 +641,12 @@ int cmd_plan(int argc, char **argv)
 		}
 		return CLI_EXIT_OK;
 	}
-	return plan_make(mp, argv[optind + 1], owner ? owner : default_owner(),
-			 replace);
+	if (!owner && !(owner = default_owner())) {
+		cli_error("no process of yours runs this command (sudo?): none "
+			  "to own the plan");
+		cli_hint("give --owner PID, the process of yours the plan "
+			 "lives with (the job)");
+		return CLI_EXIT_FAIL;
+	}
+	return plan_make(mp, argv[optind + 1], owner, replace);
 }
