@@ -41,6 +41,10 @@
  *                                                     entry or the directory
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
+ *   granary.plan* (get|set,     reading the files     read on each file named,
+ *     DIR or file)              named, in that order  search on the way; a plan
+ *                                                     its maker's (or root's):
+ *                                                     plan.h, plan_ctl.c
  *
  * Refusals are EACCES, but the sticky rule's (EPERM, as unlink(2) gives).
  * EPERM, for everyone: the old "<inode> NAME" snapshot form, and a set of
