@@ -72,10 +72,29 @@ int plan_proc_stat(int32_t pid, int32_t *ppid, uint64_t *start, int *zombie)
 	return EPROTO;
 }
 
-/* pid and its ancestors (up to TREE_MAX, init left out): *n of them. */
+int32_t plan_proc_tgid(int32_t pid)
+{
+	char path[64], line[128];
+	int32_t tgid = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (pid <= 0 || !(f = fopen(path, "re")))
+		return pid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid > 0 ? tgid : pid;
+}
+
+/* The process of thread pid and its ancestors (up to TREE_MAX, init left
+ * out): *n of them. */
 static size_t proc_tree(int32_t pid, int32_t *tree)
 {
 	size_t n = 0;
+
+	pid = plan_proc_tgid(pid);
 
 	while (pid > 1 && n < TREE_MAX) {
 		int32_t ppid = 0;

@@ -108,7 +108,10 @@ static int plan_new(struct plans *p, const struct vfs_caller *c, uint32_t pid,
 
 	if (!p)
 		return ENOTSUP; /* no disk cache: nowhere to fetch to */
-	/* a process the client cannot see is not checked */
+	/* the caller's process, not its thread (which may end first); one
+	 * the client cannot see is not checked */
+	if (pid)
+		pid = (uint32_t)plan_proc_tgid((int32_t)pid);
 	if (pid && plan_proc_stat((int32_t)pid, NULL, &start, NULL))
 		pid = 0;
 	pthread_mutex_lock(&p->lock);
@@ -191,6 +194,7 @@ static int plan_owner(struct plans *p, const struct vfs_caller *c, uint64_t id,
 	pid = strtol(buf, &e, 10);
 	if (errno || *e || buf[0] < '1' || buf[0] > '9' || pid > INT32_MAX)
 		return EINVAL;
+	pid = plan_proc_tgid((int32_t)pid); /* a thread's: its process */
 	err = plan_proc_stat((int32_t)pid, NULL, &start, &zombie);
 	if (err || zombie)
 		return ESRCH;

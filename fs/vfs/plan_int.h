@@ -48,5 +48,8 @@ void plans_pump(struct plans *p);
  * whether it is a zombie (exited). ENOENT when there is none. Any
  * pointer may be NULL. */
 int plan_proc_stat(int32_t pid, int32_t *ppid, uint64_t *start, int *zombie);
+/* The process (thread group) of thread pid: the kernel tells FUSE the
+ * calling thread's id; pid itself when it cannot be read. */
+int32_t plan_proc_tgid(int32_t pid);
 
 #endif

@@ -42,6 +42,21 @@ grep -q "plan $id ended: its owner process is gone" "$TMP/log-mnt.log" ||
 	fail "the log does not say why plan $id ended"
 ok "a plan ends when its owner process exits"
 
+# a plan made by a thread belongs to its process: it outlives the thread
+python3 - "$M" <<'EOF' || fail "a plan made by a thread"
+import json, os, sys, threading, time
+m = sys.argv[1]
+made = []
+t = threading.Thread(target=lambda: made.append(
+    int(os.getxattr(m, "granary.plan.new"))))
+t.start()
+t.join()
+time.sleep(2)  # the owner checks run every half second
+info = json.loads(os.getxattr(m, "granary.plan.%d" % made[0]))
+assert info["pid"] == os.getpid(), info
+EOF
+ok "a plan made by a thread is its process's"
+
 # idle: no open for IDLE s while it has files left
 t0=$(date +%s)
 cat "$TMP/order" "$TMP/order" "$TMP/order" "$TMP/order" >"$TMP/order4"
