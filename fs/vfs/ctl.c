@@ -480,7 +480,9 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
-	    "%llu, \"evictions\": %llu, \"evicted\": "
+	    "%llu, \"evictions\": %llu, \"evict_demoted\": %llu, "
+	    "\"evict_planned\": %llu, \"fill_ranked_out\": %llu, "
+	    "\"demoted\": %llu, \"evicted\": "
 	    "%llu, \"bad_entries\": %llu, \"flight_waits\": %llu, "
 	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
@@ -503,7 +505,11 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
 	    (unsigned long long)dc.fill_skips,
 	    (unsigned long long)dc.fill_inline,
-	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
+	    (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.evict_demoted,
+	    (unsigned long long)dc.evict_planned,
+	    (unsigned long long)dc.fill_ranked_out,
+	    (unsigned long long)dc.demoted, (unsigned long long)dc.evicted,
 	    (unsigned long long)dc.bad_entries,
 	    (unsigned long long)dc.flight_waits, (unsigned long long)dc.entries,
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",

@@ -344,6 +344,15 @@ static const struct simple {
     {"granary_cache_evictions_total", "counter",
      "Entries a cache let go to make room, by cache.", "cache",
      {{"memory", AT(cs.cache_evictions)}, {"disk", AT(dc.evictions)}}},
+    {"granary_cache_ranked_evictions_total", "counter",
+     "Disk cache evictions the epoch plans chose, by kind: demoted (passed "
+     "by the plans, needed by none) or planned (needed furthest ahead).",
+     "kind",
+     {{"demoted", AT(dc.evict_demoted)}, {"planned", AT(dc.evict_planned)}}},
+    {"granary_cache_fills_ranked_out_total", "counter",
+     "Disk cache fills refused: needed later by the plans than all they "
+     "would evict.",
+     NULL, {{NULL, AT(dc.fill_ranked_out)}}},
     {"granary_cache_fills_total", "counter",
      "Objects written into the disk cache.", "cache", {{"disk", AT(dc.fills)}}},
     {"granary_cache_corrupt_total", "counter",
