@@ -36,8 +36,9 @@ static const char usage[] =
     "Hand the client serving MOUNTPOINT the order in which a job will read\n"
     "its files (an epoch plan): it fetches ahead of the job's readers in\n"
     "that order into this node's disk cache, and evicts first what the\n"
-    "plan needs furthest ahead. LIST is a file of paths, one a line ('-':\n"
-    "stdin), relative to MOUNTPOINT or absolute under it. Prints the plan's\n"
+    "plan needs furthest ahead. MOUNTPOINT is a granary mount or a\n"
+    "directory in one; LIST is a file of paths, one a line ('-': stdin),\n"
+    "relative to MOUNTPOINT or absolute under it. Prints the plan's\n"
     "id. The plan lives while its owner does: by default the process that\n"
     "ran this command (the shell or the job's launcher; for a subshell, as\n"
     "in id=$(granary plan ...), the shell it was forked from; the nearest\n"
@@ -234,8 +235,10 @@ static int name_bad(const char *mp, const struct list *l, size_t from,
 
 	for (size_t i = from; i < to; i++) {
 		int err = 0;
-		snprintf(full, sizeof(full), "%s/%s", mp, l->path[i]);
-		if (stat(full, &st))
+		if (snprintf(full, sizeof(full), "%s/%s", mp, l->path[i]) >=
+		    (int)sizeof(full))
+			err = ENAMETOOLONG;
+		else if (stat(full, &st))
 			err = errno;
 		else if (S_ISDIR(st.st_mode))
 			err = EISDIR;
