@@ -115,9 +115,12 @@
  * the order is the disk cache's lock, then plans->lock, and plans never
  * calls the disk cache with its lock held.
  *
- * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 40
- * bytes: the inode, its position, the hashes of its objects) and by the
- * window bytes, which are on disk, not in memory.
+ * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 100
+ * bytes when its objects are shared, small files in packs, 160 when it
+ * has an object of its own: the inode, its position, the hashes of its
+ * objects, the indexes by inode and by object; plancore.h), the keys of
+ * the files fetched ahead until passed, and by the window bytes, which
+ * are on disk, not in memory.
  */
 #ifndef GRANARY_VFS_PLAN_H
 #define GRANARY_VFS_PLAN_H
