@@ -115,8 +115,8 @@
  * the order is the disk cache's lock, then plans->lock, and plans never
  * calls the disk cache with its lock held.
  *
- * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 100
- * bytes when its objects are shared, small files in packs, 160 when it
+ * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 130
+ * bytes when its objects are shared, small files in packs, 180 when it
  * has an object of its own: the inode, its position, the hashes of its
  * objects, the indexes by inode and by object; plancore.h), the keys of
  * the files fetched ahead until passed, and by the window bytes, which
