@@ -102,3 +102,30 @@ if [ "$(stat_of "$M" disk_cache evict_demoted)" -gt 0 ]; then
 else
 	skip "the disk cache of this build evicts no demoted entry (ranked eviction: issue 34's disk cache side)"
 fi
+
+# in a cache group: a plan's files are warmed at their owners (the store
+# once for the group), and its readers find them there
+. "$(dirname "$0")/group.sh"
+umount_vol "$M"
+gmount 1
+gmount 2
+M=$TMP/m1
+two() { [ "$(gfig 1 members)" = 2 ] && [ "$(gfig 2 members)" = 2 ]; }
+wait_until 30 two || fail "the members do not see each other"
+# 16 files: inside a first window (32 MiB)
+head -n 16 "$TMP/order" >"$TMP/order3"
+T3=$(cd "$M/ds" && cat $(cat "$TMP/order3") | wc -c)
+id=$("$GRANARY" plan "$M/ds" "$TMP/order3") || fail "plan in a group: exit $?"
+all_ahead() { [ "$(field "$id" ahead)" = "$T3" ]; }
+wait_until 120 all_ahead ||
+	fail "the group holds $(field "$id" ahead) of the plan's $T3 bytes"
+g0=$(ggets 1 2)
+while read -r f; do (cd "$M/ds" && md5sum "$f"); done <"$TMP/order3" >"$TMP/read3"
+g1=$(ggets 1 2)
+awk 'NR == FNR { want[$1] = 1; next } $2 in want' "$TMP/order3" "$TMP/sums" |
+	cmp -s - <(sort "$TMP/read3") ||
+	fail "the bytes read in the group differ"
+check_eq "$((g1 - g0))" 0 "store GETs of the group during the planned epoch"
+check_eq "$(field "$id" ready)" 16 "opens that found their file ready in the group"
+[ "$(gfig 1 peer_hits)" -gt 0 ] || fail "member 1 read nothing from member 2"
+ok "in a cache group: the plan warmed its files at their owners; the epoch read them there, no store GET"
