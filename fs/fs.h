@@ -50,6 +50,9 @@ struct fs_opts {
 	int no_compact;	       /* no background compaction of chunks */
 	uint64_t stage_size;   /* writeback: bytes of big files' blocks
 				  staged at most; 0: 1 GiB */
+	uint64_t plan_window;  /* the epoch plans' windows together (plan.h);
+				  0: a quarter of the disk cache, at most
+				  4 GiB */
 	uint64_t direct_read;  /* read-only opens of files this long or
 				  longer bypass the page cache (where the
 				  kernel keeps shared mmap working); 0: the

@@ -28,6 +28,7 @@ int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_warmup(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_version(int argc, char **argv);

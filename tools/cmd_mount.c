@@ -90,6 +90,9 @@ static const char usage[] =
     "                         bypass the kernel page cache: the bytes go\n"
     "                         straight to the reader (default 64M; needs\n"
     "                         Linux 6.6, older kernels keep the page cache)\n"
+    "  --plan-window SIZE     bytes the epoch plans may fetch ahead of their\n"
+    "                         readers, all together (default a quarter of\n"
+    "                         the disk cache, at most 4G; see granary plan)\n"
     "  --log FILE|syslog      where the log goes (default: syslog, or\n"
     "                         stderr with --foreground); a FILE is\n"
     "                         reopened on SIGHUP (logrotate)\n"
@@ -171,7 +174,8 @@ enum {
 	OPT_CACHE_GROUP,
 	OPT_GROUP_ADDR,
 	OPT_GROUP_TAKE_ONLY,
-	OPT_GROUP_KEEP_COPIES
+	OPT_GROUP_KEEP_COPIES,
+	OPT_PLAN_WINDOW
 };
 
 static const char optstring[] = ":fdo:h";
@@ -200,6 +204,7 @@ static const struct option options[] = {
     {"writeback", no_argument, NULL, OPT_WRITEBACK},
     {"stage-size", required_argument, NULL, OPT_STAGE_SIZE},
     {"direct-read", required_argument, NULL, OPT_DIRECT_READ},
+    {"plan-window", required_argument, NULL, OPT_PLAN_WINDOW},
     {"name-cache-size", required_argument, NULL, OPT_NAME_CACHE_SIZE},
     {"backup-meta", required_argument, NULL, OPT_BACKUP_META},
     {"backup-keep", required_argument, NULL, OPT_BACKUP_KEEP},
@@ -752,6 +757,17 @@ int cmd_mount(int argc, char **argv)
 				goto free_opts;
 			}
 			o.stage_size = size;
+			break;
+		case OPT_PLAN_WINDOW:
+			if (cli_parse_size(optarg, &size) ||
+			    size < (1u << 20)) {
+				cli_error(
+				    "bad size '%s' for --plan-window: want a "
+				    "size of 1M or more, such as 512M or 4G",
+				    optarg);
+				goto free_opts;
+			}
+			o.plan_window = size;
 			break;
 		case OPT_DIRECT_READ:
 			if (!strcmp(optarg, "off")) {

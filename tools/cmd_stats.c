@@ -30,7 +30,8 @@ static const char usage[] =
     "  -w, --watch     a live view, redrawn every interval: operations/s\n"
     "                  by kind, throughput, p50/p99 latencies, cache hit\n"
     "                  ratios, store requests and retries, write buffer,\n"
-    "                  the cache group's reads and service; Ctrl-C quits\n"
+    "                  the cache group's reads and service, the epoch\n"
+    "                  plans (granary plan); Ctrl-C quits\n"
     "  --interval S    seconds between redraws (default 1; 0.2 to 60)\n"
     "  -h, --help      show this help\n";
 
@@ -308,6 +309,63 @@ static void draw_group(const char *prev, const char *cur, double secs)
 #undef RATE
 }
 
+/* Member key (a number) of the object at o, 0 when absent. */
+static uint64_t of(const char *o, const char *key)
+{
+	const char *v = member(o, obj_end(o), key);
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The epoch plans' lines, when the mount has or had some. */
+static void draw_plans(const char *prev, const char *cur, double secs)
+{
+	const char *o = member(cur, obj_end(cur), "plans"), *v;
+	char w[32], a[32];
+
+	if (!o || *o != '{' || !(v = member(o, obj_end(o), "enabled")) ||
+	    strncmp(v, "true", 4) || !of(o, "made"))
+		return;
+#define RATE(k)                                                                \
+	((double)(counter(cur, "plans", k) - counter(prev, "plans", k)) / secs)
+	cli_format_size(of(o, "window"), w, sizeof(w));
+	cli_format_size(of(o, "ahead"), a, sizeof(a));
+	printf("\033[K\n");
+	printf("PLANS          %llu plans   %llu files   window %s   ahead %s"
+	       "\033[K\n",
+	       (unsigned long long)of(o, "plans"),
+	       (unsigned long long)of(o, "files"), w, a);
+	printf("  %12s %12s %12s %9s %9s %10s\033[K\n", "fetched MiB/s",
+	       "used MiB/s", "wasted MiB/s", "ready/s", "waited/s",
+	       "demoted/s");
+	printf("  %12.1f %12.1f %12.1f %9.1f %9.1f %10.1f\033[K\n",
+	       RATE("prefetched") / 1048576.0, RATE("used") / 1048576.0,
+	       RATE("wasted") / 1048576.0, RATE("ready"), RATE("waited"),
+	       RATE("demoted"));
+#undef RATE
+	const char *by = member(o, obj_end(o), "by_id"), *end;
+	if (!by || *by != '{')
+		return;
+	end = obj_end(by);
+	printf("  %-6s %-8s %9s %9s %10s %10s %8s %8s %6s\033[K\n", "ID", "PID",
+	       "FILES", "PLACE", "WINDOW", "AHEAD", "READY", "WAITED", "IDLE");
+	for (const char *p = by + 1; p < end; p++) {
+		if (*p != '{')
+			continue;
+		cli_format_size(of(p, "window"), w, sizeof(w));
+		cli_format_size(of(p, "ahead"), a, sizeof(a));
+		printf("  %-6llu %-8llu %9llu %9llu %10s %10s %8llu %8llu "
+		       "%5llus\033[K\n",
+		       (unsigned long long)of(p, "id"),
+		       (unsigned long long)of(p, "pid"),
+		       (unsigned long long)of(p, "files"),
+		       (unsigned long long)of(p, "place"), w, a,
+		       (unsigned long long)of(p, "ready"),
+		       (unsigned long long)of(p, "waited"),
+		       (unsigned long long)of(p, "idle_s"));
+		p = obj_end(p);
+	}
+}
+
 /* One screen: the changes from prev to cur over secs seconds. */
 static void draw(const char *mp, const char *prev, const char *cur,
 		 double secs)
@@ -405,6 +463,7 @@ static void draw(const char *mp, const char *prev, const char *cur,
 	L("WRITE BUFFER   %s of %s   back-pressure waits/s %.1f", us, bs,
 	  (double)(waits - pwaits) / secs);
 	draw_group(prev, cur, secs);
+	draw_plans(prev, cur, secs);
 #undef L
 	printf("\033[J");
 	fflush(stdout);

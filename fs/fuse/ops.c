@@ -45,7 +45,8 @@ static struct vfs_fh *fh_of(const struct fuse_file_info *fi)
 static struct vfs_caller caller_of(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	return (struct vfs_caller){.uid = ctx->uid, .gid = ctx->gid};
+	return (struct vfs_caller){
+	    .uid = ctx->uid, .gid = ctx->gid, .pid = (uint32_t)ctx->pid};
 }
 
 /*
@@ -385,8 +386,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (op_begin(req, VFS_OP_open, ino, NULL))
 		return reply_gone(req);
+	struct vfs_caller c = caller_of(req);
 	struct vfs_open o;
-	int err = vfs_open(fs_of(req), ino, fi->flags, &o);
+	int err = vfs_open(fs_of(req), &c, ino, fi->flags, &o);
 	if (err)
 		return reply_err(req, "open", err);
 	set_open(fi, &o);
@@ -732,7 +734,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int err = xattr_caller(req, name, &c, &groups);
 
 	if (!err)
-		err = vfs_getxattr(fs_of(req), &c, ino, name, &v, &n);
+		err = vfs_getxattr(fs_of(req), &c, ino, name, size ? &v : NULL,
+				   &n);
 	free(groups);
 	reply_xattr(req, "getxattr", err, size, v, n);
 }

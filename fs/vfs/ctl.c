@@ -41,6 +41,10 @@
  *                                                     entry or the directory
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
+ *   granary.plan* (get|set,     reading the files     read on each file named,
+ *     DIR or file)              named, in that order  search on the way; a plan
+ *                                                     its maker's (or root's):
+ *                                                     plan.h, plan_ctl.c
  *
  * Refusals are EACCES, but the sticky rule's (EPERM, as unlink(2) gives).
  * EPERM, for everyone: the old "<inode> NAME" snapshot form, and a set of
@@ -73,6 +77,7 @@
 #include "fs/vfs/groupd.h"
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/metrics.h"
+#include "fs/vfs/plan.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/log.h"
 
@@ -95,14 +100,9 @@ static int xattr_value(const void *v, size_t n, void **value, size_t *size)
  * for (the table at the top): uid, gid and supplementary groups; root may
  * do anything.
  */
-struct caller {
-	struct meta_cred cred; /* groups[0]: the gid, then supplementary */
-	uint32_t *groups;      /* malloc'd */
-};
-
 /* c as the metadata engine takes it: groups[0] the gid, then the
  * supplementary groups */
-static int caller_get(const struct vfs_caller *vc, struct caller *c)
+int caller_get(const struct vfs_caller *vc, struct caller *c)
 {
 	c->groups = malloc(sizeof(*c->groups) * ((size_t)vc->ngroups + 1));
 	if (!c->groups)
@@ -116,7 +116,7 @@ static int caller_get(const struct vfs_caller *vc, struct caller *c)
 	return 0;
 }
 
-static void caller_release(struct caller *c)
+void caller_release(struct caller *c)
 {
 	free(c->groups);
 	c->groups = NULL;
@@ -131,8 +131,7 @@ static const struct meta_cred *caller_cred(const struct caller *c)
 /* May the caller have every bit of want (4 read, 2 write, 1 search) on an
  * inode with attributes a? The owner's bits for its owner, the group's for
  * a member of its group, else the others' (POSIX, no ACLs). */
-static int caller_may(const struct caller *c, const struct meta_attr *a,
-		      unsigned want)
+int caller_may(const struct caller *c, const struct meta_attr *a, unsigned want)
 {
 	unsigned bits = a->mode & 7;
 
@@ -195,8 +194,8 @@ static int caller_may_create(struct fs *fs, const struct caller *c,
 
 /* May the caller have want (caller_may) on inode ino (metadata inode)?
  * 0 or EACCES; *a (may be NULL) gets its attributes. */
-static int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
-			  unsigned want, struct meta_attr *a)
+int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
+		   unsigned want, struct meta_attr *a)
 {
 	struct meta_attr ta;
 	int err = meta_getattr(fs->meta, ino, a ? a : &ta);
@@ -257,15 +256,47 @@ static int caller_may_empty(struct fs *fs, const struct caller *c, uint64_t dir,
 #define XATTR_EVICT "granary.evict"
 #define XATTR_WARM  "granary.warm"
 
-typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
-			 void *arg);
+void chunk_blocks(struct fs *fs, uint32_t idx, const struct meta_slice *vis,
+		  size_t nvis, uint64_t length, block_fn fn, void *arg)
+{
+	uint32_t bs = chunkstore_block_size(fs->cs);
+
+	for (size_t i = 0; i < nvis; i++) {
+		const struct meta_slice *e = &vis[i];
+		uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
+		if (end >= length)
+			continue;
+		uint32_t len = e->len;
+		if (end + len > length)
+			len = length - end;
+		if (e->pack) {
+			/* the pack is cached, or evicted, whole */
+			char key[256];
+			chunkstore_pack_key(e->pack, key, sizeof(key));
+			fn(fs, key, len, arg);
+			continue;
+		}
+		for (uint32_t b = e->off / bs;
+		     len && b <= (e->off + len - 1) / bs; b++) {
+			uint32_t bstart = b * bs;
+			uint32_t blen =
+			    e->size - bstart < bs ? e->size - bstart : bs;
+			uint32_t lo = e->off > bstart ? e->off : bstart;
+			uint32_t hi = e->off + len < bstart + blen
+					  ? e->off + len
+					  : bstart + blen;
+			char key[256];
+			chunkstore_key(e->id, b, blen, key, sizeof(key));
+			fn(fs, key, hi - lo, arg);
+		}
+	}
+}
 
 /* Call fn for every stored block of the file, with the bytes of the file
  * that block holds. */
 static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
 			  block_fn fn, void *arg)
 {
-	uint32_t bs = chunkstore_block_size(fs->cs);
 	struct rctx rc = {fs, n};
 	uint32_t last = length ? (length - 1) / META_CHUNK_SIZE : 0;
 	for (uint32_t idx = 0; length && idx <= last; idx++) {
@@ -278,37 +309,7 @@ static int for_each_block(struct fs *fs, struct node *n, uint64_t length,
 		free(raw);
 		if (err)
 			return err;
-		for (size_t i = 0; i < nvis; i++) {
-			const struct meta_slice *e = &vis[i];
-			uint64_t end = (uint64_t)idx * META_CHUNK_SIZE + e->pos;
-			if (end >= length)
-				continue;
-			uint32_t len = e->len;
-			if (end + len > length)
-				len = length - end;
-			if (e->pack) {
-				/* the pack is cached, or evicted, whole */
-				char key[256];
-				chunkstore_pack_key(e->pack, key, sizeof(key));
-				fn(fs, key, len, arg);
-				continue;
-			}
-			for (uint32_t b = e->off / bs;
-			     len && b <= (e->off + len - 1) / bs; b++) {
-				uint32_t bstart = b * bs;
-				uint32_t blen = e->size - bstart < bs
-						    ? e->size - bstart
-						    : bs;
-				uint32_t lo = e->off > bstart ? e->off : bstart;
-				uint32_t hi = e->off + len < bstart + blen
-						  ? e->off + len
-						  : bstart + blen;
-				char key[256];
-				chunkstore_key(e->id, b, blen, key,
-					       sizeof(key));
-				fn(fs, key, hi - lo, arg);
-			}
-		}
+		chunk_blocks(fs, idx, vis, nvis, length, fn, arg);
 		free(vis);
 	}
 	return 0;
@@ -479,7 +480,9 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
-	    "%llu, \"evictions\": %llu, \"evicted\": "
+	    "%llu, \"evictions\": %llu, \"evict_demoted\": %llu, "
+	    "\"evict_planned\": %llu, \"fill_ranked_out\": %llu, "
+	    "\"demoted\": %llu, \"evicted\": "
 	    "%llu, \"bad_entries\": %llu, \"flight_waits\": %llu, "
 	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
@@ -502,7 +505,11 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)dc.misses, (unsigned long long)dc.fills,
 	    (unsigned long long)dc.fill_skips,
 	    (unsigned long long)dc.fill_inline,
-	    (unsigned long long)dc.evictions, (unsigned long long)dc.evicted,
+	    (unsigned long long)dc.evictions,
+	    (unsigned long long)dc.evict_demoted,
+	    (unsigned long long)dc.evict_planned,
+	    (unsigned long long)dc.fill_ranked_out,
+	    (unsigned long long)dc.demoted, (unsigned long long)dc.evicted,
 	    (unsigned long long)dc.bad_entries,
 	    (unsigned long long)dc.flight_waits, (unsigned long long)dc.entries,
 	    (unsigned long long)dc.bytes, fs->packer ? "true" : "false",
@@ -860,6 +867,8 @@ static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
 }
 
 #define XATTR_CTL "granary."
+/* the epoch plans' calls (plan.h, plan_ctl.c) */
+#define XATTR_PLAN "granary.plan"
 
 int vfs_ctl_wants_groups(const char *name)
 {
@@ -917,6 +926,12 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 
 	if (system_name(name))
 		return EOPNOTSUPP;
+	if (!strncmp(name, XATTR_PLAN, strlen(XATTR_PLAN))) {
+		err = plans_xattr_set(fs->plans, c, c->pid, ino, name, value,
+				      size);
+		if (err != ENODATA)
+			return err;
+	}
 	if (!strcmp(name, XATTR_SNAPSHOT))
 		return snapshot_xattr(c, fs, ino, value, size);
 	if (!strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET)))
@@ -934,8 +949,9 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 	return err;
 }
 
-int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
-		 const char *name, void **value, size_t *size)
+static int getxattr_value(struct fs *fs, const struct vfs_caller *c,
+			  uint64_t ino, const char *name, void **value,
+			  size_t *size)
 {
 	if (acl_name(name))
 		return ENODATA;
@@ -947,6 +963,24 @@ int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, vfs_m_ino(fs, ino)))
 		return ENODATA;
 	return meta_getxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size);
+}
+
+int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
+		 const char *name, void **value, size_t *size)
+{
+	void *v = NULL;
+	int err;
+
+	/* a probe of a plan's call changes nothing (plan.h) */
+	if (!strncmp(name, XATTR_PLAN, strlen(XATTR_PLAN))) {
+		err = plans_xattr_get(fs->plans, c, c->pid, ino, name, value,
+				      size);
+		if (err != ENODATA)
+			return err;
+	}
+	err = getxattr_value(fs, c, ino, name, value ? value : &v, size);
+	free(v);
+	return err;
 }
 
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size)

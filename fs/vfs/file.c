@@ -19,6 +19,7 @@
 #include "fs/data/reader.h"
 #include "fs/data/writer.h"
 #include "fs/vfs/closer.h"
+#include "fs/vfs/plan.h"
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
@@ -160,7 +161,8 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 	return 0;
 }
 
-int vfs_open(struct fs *fs, uint64_t ino, int flags, struct vfs_open *o)
+int vfs_open(struct fs *fs, const struct vfs_caller *c, uint64_t ino, int flags,
+	     struct vfs_open *o)
 {
 	struct meta_attr a;
 	if ((fs->read_only || frozen(fs, ino)) &&
@@ -170,6 +172,9 @@ int vfs_open(struct fs *fs, uint64_t ino, int flags, struct vfs_open *o)
 	if (!n)
 		return ENOMEM;
 	int err = file_open(fs, n, flags, o, &a, 0);
+	/* the readers' place in the plans naming it (plan.h) */
+	if (!err && (flags & O_ACCMODE) != O_WRONLY)
+		plans_opened(fs->plans, n->ino, c ? c->pid : 0);
 	node_unpin(fs, n);
 	return err;
 }

@@ -37,3 +37,8 @@ unsigned hooks_session_ttl(void)
 {
 	return 0;
 }
+
+unsigned hooks_plan_idle(void)
+{
+	return 0;
+}

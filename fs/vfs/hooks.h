@@ -31,4 +31,8 @@ long hooks_trash_skew(void);
  * value (tests/integ/t0190: a killed lock holder). */
 unsigned hooks_session_ttl(void);
 
+/* Seconds without a planned open after which a plan ends; 0: the
+ * default (PLAN_IDLE_S; tests/integ/t0272). */
+unsigned hooks_plan_idle(void);
+
 #endif

@@ -38,6 +38,7 @@
 #include "fs/store/group.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/groupd.h"
+#include "fs/vfs/plan.h"
 #include "fs/vfs/vfs_int.h"
 #include "lib/fsutil.h"
 #include "lib/linelog.h"
@@ -165,6 +166,7 @@ struct snap {
 	struct meta_round_trips rt;
 	uint64_t access_lines, access_dropped;
 	struct group_stats gs; /* fs->group's; zeros when none */
+	struct plans_stats pl; /* the epoch plans'; zeros when none */
 };
 
 static void snap_take(struct fs *fs, struct snap *s)
@@ -189,6 +191,7 @@ static void snap_take(struct fs *fs, struct snap *s)
 	meta_get_round_trips(fs->meta, &s->rt);
 	if (fs->group)
 		group_get_stats(fs->group, &s->gs);
+	plans_get_stats(fs->plans, &s->pl);
 	if (fs->metrics && fs->metrics->access)
 		linelog_counts(fs->metrics->access, &s->access_lines,
 			       &s->access_dropped);
@@ -341,6 +344,15 @@ static const struct simple {
     {"granary_cache_evictions_total", "counter",
      "Entries a cache let go to make room, by cache.", "cache",
      {{"memory", AT(cs.cache_evictions)}, {"disk", AT(dc.evictions)}}},
+    {"granary_cache_ranked_evictions_total", "counter",
+     "Disk cache evictions the epoch plans chose, by kind: demoted (passed "
+     "by the plans, needed by none) or planned (needed furthest ahead).",
+     "kind",
+     {{"demoted", AT(dc.evict_demoted)}, {"planned", AT(dc.evict_planned)}}},
+    {"granary_cache_fills_ranked_out_total", "counter",
+     "Disk cache fills refused: needed later by the plans than all they "
+     "would evict.",
+     NULL, {{NULL, AT(dc.fill_ranked_out)}}},
     {"granary_cache_fills_total", "counter",
      "Objects written into the disk cache.", "cache", {{"disk", AT(dc.fills)}}},
     {"granary_cache_corrupt_total", "counter",
@@ -459,6 +471,49 @@ static void render_group(FILE *f, const struct metrics *m, struct fs *fs,
 	       NULL, ROWS({NULL, g->refused_auth}));
 }
 
+/* The epoch plans' figures (zeros on a mount without plans). */
+static void render_plans(FILE *f, const struct metrics *m, const struct snap *s)
+{
+	const struct plans_stats *p = &s->pl;
+
+	family(f, m, "granary_plan_plans", "gauge",
+	       "Epoch plans of the mount now.", NULL, ROWS({NULL, p->plans}));
+	family(f, m, "granary_plan_files", "gauge",
+	       "Files the epoch plans name now, all plans.", NULL,
+	       ROWS({NULL, p->files}));
+	family(f, m, "granary_plan_window_bytes", "gauge",
+	       "Bytes the plans' windows may take now, all plans.", NULL,
+	       ROWS({NULL, p->window}));
+	family(f, m, "granary_plan_ahead_bytes", "gauge",
+	       "Bytes of planned files in the disk cache ahead of their "
+	       "readers now.",
+	       NULL, ROWS({NULL, p->ahead}));
+	family(f, m, "granary_plan_made_total", "counter", "Epoch plans made.",
+	       NULL, ROWS({NULL, p->made}));
+	family(f, m, "granary_plan_ended_total", "counter",
+	       "Epoch plans ended (cancelled, owner gone, idle, unmount).",
+	       NULL, ROWS({NULL, p->ended}));
+	family(f, m, "granary_plan_prefetched_bytes_total", "counter",
+	       "Bytes of planned files fetched ahead of their readers.", NULL,
+	       ROWS({NULL, p->prefetched}));
+	family(f, m, "granary_plan_used_bytes_total", "counter",
+	       "Of the bytes fetched ahead, those of files their readers "
+	       "opened.",
+	       NULL, ROWS({NULL, p->used}));
+	family(f, m, "granary_plan_wasted_bytes_total", "counter",
+	       "Of the bytes fetched ahead, those of files their readers "
+	       "passed without opening them.",
+	       NULL, ROWS({NULL, p->wasted}));
+	family(f, m, "granary_plan_opens_total", "counter",
+	       "Opens of planned files, by result: ready (fetched ahead) or "
+	       "waited (the reader waited on the store).",
+	       "result", ROWS({"ready", p->ready}, {"waited", p->waited}));
+	family(f, m, "granary_plan_demoted_total", "counter",
+	       "Objects handed to the disk cache to evict first: the plans "
+	       "passed them and none needs them again.",
+	       NULL, ROWS({NULL, p->demoted}));
+}
+
 void metrics_render(struct fs *fs, FILE *f)
 {
 	struct metrics *m = fs->metrics;
@@ -473,6 +528,7 @@ void metrics_render(struct fs *fs, FILE *f)
 	render_fuse(f, m, s);
 	render_store(f, m, s);
 	render_rest(f, m, s);
+	render_plans(f, m, s);
 	if (fs->group)
 		render_group(f, m, fs, s);
 	free(s);
@@ -525,6 +581,35 @@ static void json_group(struct fs *fs, FILE *f, const struct group_stats *g)
 	    (unsigned long long)g->refused_auth,
 	    (unsigned long long)g->peer_lat.count);
 	json_hist(f, &g->peer_lat);
+	fputs("}}", f);
+}
+
+/* ", \"plans\": {...}": the totals, then each plan by its id */
+static void json_plans(struct fs *fs, FILE *f, const struct plans_stats *p)
+{
+	struct plan_info *pi = NULL;
+	size_t n = 0;
+
+	fprintf(f,
+		", \"plans\": {\"enabled\": %s, \"plans\": %llu, \"files\": "
+		"%llu, \"window\": %llu, \"ahead\": %llu, \"made\": %llu, "
+		"\"ended\": %llu, \"prefetched\": %llu, \"used\": %llu, "
+		"\"wasted\": %llu, \"waited\": %llu, \"ready\": %llu, "
+		"\"demoted\": %llu, \"by_id\": {",
+		fs->plans ? "true" : "false", (unsigned long long)p->plans,
+		(unsigned long long)p->files, (unsigned long long)p->window,
+		(unsigned long long)p->ahead, (unsigned long long)p->made,
+		(unsigned long long)p->ended, (unsigned long long)p->prefetched,
+		(unsigned long long)p->used, (unsigned long long)p->wasted,
+		(unsigned long long)p->waited, (unsigned long long)p->ready,
+		(unsigned long long)p->demoted);
+	plans_list(fs->plans, &pi, &n);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s\"%llu\": ", i ? ", " : "",
+			(unsigned long long)pi[i].id);
+		plans_info_json(f, &pi[i]);
+	}
+	free(pi);
 	fputs("}}", f);
 }
 
@@ -582,6 +667,7 @@ void metrics_json(struct fs *fs, FILE *f)
 		(unsigned long long)s->access_dropped,
 		metrics_address(fs) ? metrics_address(fs) : "off");
 	json_group(fs, f, &s->gs);
+	json_plans(fs, f, &s->pl);
 	free(s);
 }
 

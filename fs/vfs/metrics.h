@@ -36,7 +36,8 @@ void metrics_render(struct fs *fs, FILE *f);
  * The figures stats_text (ctl.c) adds to granary.stats, as members of its
  * top-level object, each preceded by ", ": "fuse" (by op: count, errors,
  * sum_ns, buckets), "store_requests" (by kind: the same and retries,
- * bytes), "redis", "write_buffer", "access_log", "metrics". A histogram's
+ * bytes), "redis", "write_buffer", "access_log", "metrics", "group", "plans"
+ * (the epoch plans' totals, and each plan in "by_id"). A histogram's
  * buckets are a string of METRIC_BUCKETS + 1 counts, not cumulative.
  */
 void metrics_json(struct fs *fs, FILE *f);

@@ -38,6 +38,7 @@
 #include "fs/vfs/hooks.h"
 #include "fs/vfs/metrics.h"
 #include "fs/vfs/namecache.h"
+#include "fs/vfs/plan.h"
 #include "fs/vfs/quota.h"
 #include "fs/vfs/space.h"
 #include "fs/vfs/vfs_int.h"
@@ -383,6 +384,34 @@ static int open_disk_cache(struct fs *fs, const struct fs_opts *o)
 	return 0;
 }
 
+/*
+ * The epoch plans (plan.h), over the disk cache: their windows together
+ * take --plan-window, by default a quarter of the cache (at most 4 GiB),
+ * never more than half of it. Without a disk cache, none (a plan asked
+ * for is refused). A failure costs the plans, not the mount.
+ */
+static void open_plans(struct fs *fs, const struct fs_opts *o)
+{
+	uint64_t size = cache_size(o), w = o->plan_window;
+	struct plan_opts po = {.idle_s = hooks_plan_idle()};
+	int err;
+
+	if (!fs->disk_cache)
+		return;
+	if (!w)
+		w = size / 4 < (4ull << 30) ? size / 4 : (4ull << 30);
+	if (w > size / 2) {
+		log_warn("--plan-window %llu MiB is more than half the disk "
+			 "cache: %llu MiB",
+			 (unsigned long long)(w >> 20),
+			 (unsigned long long)(size >> 21));
+		w = size / 2;
+	}
+	po.window_max = w ? w : 1;
+	if ((err = plans_open(fs, &po, &fs->plans)))
+		log_warn("no epoch plans on this mount: %s", gr_strerror(err));
+}
+
 static int resolve_subdir(struct fs *fs, const char *subdir, uint64_t *out)
 {
 	uint64_t ino = META_ROOT_INO;
@@ -613,6 +642,9 @@ static int restore_check(struct fs *fs, char *msg, size_t cap)
 static void teardown(struct fs *fs)
 {
 	metrics_close(fs->metrics); /* reads everything below */
+	/* fetches through the cache and the group, reads meta */
+	plans_close(fs->plans);
+	fs->plans = NULL;
 	compactq_close(fs->compactq); /* uses the block store and meta */
 	closer_close(fs->closer);
 	fs->closer = NULL;
@@ -951,6 +983,7 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	fs->session = 1;
 	if ((err = groupd_start(fs, msg, cap)))
 		goto fail;
+	open_plans(fs, o);
 	err = metrics_open(fs, msg, cap);
 	if (err)
 		goto fail;

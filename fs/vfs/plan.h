@@ -35,13 +35,35 @@
  *                                      plan of this mount the caller may see
  *                                      (its own; root: all)
  *
+ * Each call that changes a plan may also be made as a get, the same name
+ * on the same inode (and owner's PID in the name), answering the files
+ * the plan holds after it (decimal): for where a set cannot be made. The
+ * kernel refuses every setxattr on a read-only mount (EROFS) before the
+ * client sees it, and asks write permission on the inode of a set
+ * (default_permissions), where a plan asks only read permission on the
+ * files it names:
+ *
+ *   get FILE "granary.plan.ID.add"        FILE itself appended (the
+ *                                      kernel resolved its path as the
+ *                                      caller); EISDIR on a directory
+ *   get DIR  "granary.plan.ID.clear", "granary.plan.ID.cancel",
+ *            "granary.plan.ID.owner:PID"  as the sets above
+ *
+ * A get of size 0 (a probe for the value's size, as getfattr makes
+ * before the real get) changes nothing and makes nothing: it answers the
+ * errors the call would give and a size the value will not pass (room for
+ * the figures to grow meanwhile); the get with a buffer does the work.
+ *
  * Errors of the calls on a plan ID: ENOENT no such plan (never made, or
  * gone), EPERM the plan is another user's (root may act on any), EINVAL
  * a malformed name or value, ENOSPC the mount holds PLAN_FILES_MAX planned
- * files already or PLAN_MAX plans, EROFS never (plans are read state).
+ * files already or PLAN_MAX plans, ESRCH no process PID (owner), EPERM a
+ * set of a name that is only read (new, ID, plans), EROFS never from the
+ * client (plans are read state; the kernel's, above).
  * Permission: as for reading the files named; making a plan needs nothing
- * else. A set is used (not a get) for the calls that change a plan,
- * except "new", which must hand back the id.
+ * else. A set is the form of the calls that change a plan (their get
+ * form above where a set cannot be made), but "new", which must hand
+ * back the id.
  *
  * A plan ends when it is cancelled, when its owner process is gone (its
  * pid, checked with its start time so that a reused pid does not keep it;
@@ -93,15 +115,19 @@
  * the order is the disk cache's lock, then plans->lock, and plans never
  * calls the disk cache with its lock held.
  *
- * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 40
- * bytes: the inode, its position, the hashes of its objects) and by the
- * window bytes, which are on disk, not in memory.
+ * Memory: bounded by PLAN_FILES_MAX planned files in all (each about 130
+ * bytes when its objects are shared, small files in packs, 180 when it
+ * has an object of its own: the inode, its position, the hashes of its
+ * objects, the indexes by inode and by object; plancore.h), the keys of
+ * the files fetched ahead until passed, and by the window bytes, which
+ * are on disk, not in memory.
  */
 #ifndef GRANARY_VFS_PLAN_H
 #define GRANARY_VFS_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct fs;
 struct plans;
@@ -163,8 +189,8 @@ void plans_close(struct plans *p);
  * The control calls (ctl.c): name is the xattr's name (it starts with
  * "granary.plan"), ino the directory it is on (paths are resolved from
  * there), c the caller, pid the calling process (0: unknown). get: *value
- * malloc'd, *size its length. Errors as above; ENODATA for a name that
- * is not one of plan's.
+ * malloc'd, *size its length; value NULL: a probe (above), only *size.
+ * Errors as above; ENODATA for a name that is not one of plan's.
  */
 struct vfs_caller;
 int plans_xattr_get(struct plans *p, const struct vfs_caller *c, uint32_t pid,
@@ -181,6 +207,10 @@ void plans_opened(struct plans *p, uint64_t ino, uint32_t pid);
  * Either pointer may be NULL. NULL p: none (0). */
 int plans_list(struct plans *p, struct plan_info **info, size_t *n);
 void plans_get_stats(struct plans *p, struct plans_stats *st);
+
+/* pi as a JSON object, its members named as the fields (the control
+ * calls, granary.stats). */
+void plans_info_json(FILE *f, const struct plan_info *pi);
 
 /* The disk cache's ranker (diskcache_rank_fn), arg the struct plans. */
 uint64_t plans_rank(void *arg, const char *key);

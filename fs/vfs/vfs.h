@@ -55,11 +55,13 @@ struct vfs_kernel {
 };
 
 /* Who asks. groups (supplementary, may be NULL) are needed only by the
- * control operations (vfs_ctl_wants_groups). */
+ * control operations (vfs_ctl_wants_groups). pid: the calling process
+ * in the daemon's pid namespace (0: not known, another namespace). */
 struct vfs_caller {
 	uint32_t uid, gid;
 	uint32_t ngroups;
 	const uint32_t *groups;
+	uint32_t pid;
 };
 
 /* A name the kernel now knows (one more lookup of ino: vfs_forget). */
@@ -147,7 +149,10 @@ int vfs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 int vfs_statfs(struct fs *fs, struct statvfs *sv);
 
 /* ---- files ---------------------------------------------------------- */
-int vfs_open(struct fs *fs, uint64_t ino, int flags, struct vfs_open *o);
+/* c (may be NULL): who opens; an open for reading moves the epoch plans
+ * that name the file (plan.h) */
+int vfs_open(struct fs *fs, const struct vfs_caller *c, uint64_t ino, int flags,
+	     struct vfs_open *o);
 int vfs_create(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 	       const char *name, mode_t mode, int flags, struct vfs_entry *e,
 	       struct vfs_open *o);
@@ -193,7 +198,10 @@ void vfs_releasedir(struct fs *fs, struct vfs_dh *dh);
 int vfs_ctl_wants_groups(const char *name);
 int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, const void *value, size_t size, int flags);
-/* *value malloc'd */
+/* *value malloc'd. value NULL: only the size is asked (a probe: the
+ * adapter's request of size 0); *size may then be more than the value
+ * will be, and the epoch plans' calls that change something do nothing
+ * (plan.h), as a caller that probes asks again with a buffer. */
 int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		 const char *name, void **value, size_t *size);
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size);

@@ -15,6 +15,10 @@
  *                    at a time; never held across their Redis round trip
  *                    (space_take may make or wait for one with
  *                    node->lock held)
+ *   the epoch plans' lock (plans->lock, plan_int.h): a leaf; the disk
+ *                    cache's ranker (plans_rank) takes it under the disk
+ *                    cache's own lock, so plans never call the disk cache
+ *                    (nor the metadata or a store) with it held
  * Writer callbacks (commit) run with node->lock held.
  */
 #ifndef GRANARY_VFS_INT_H
@@ -29,6 +33,7 @@
 #include "lib/hash.h"
 #include "lib/metric.h"
 #include "meta/meta.h"
+#include "meta/meta_snap.h"
 #include "meta/meta_volume.h"
 
 #define CHUNK_CACHE_MAX 64 /* slice lists cached per open node */
@@ -177,6 +182,9 @@ struct fs {
 
 	/* the kernel's requests by kind (vfs_op_done; lib/metric.h atomics),
 	 * and what serves them to operators (metrics.h); NULL: not yet */
+	/* the epoch plans (plan.h); NULL: none (no disk cache) */
+	struct plans *plans;
+
 	struct fs_opstat {
 		uint64_t count, errors, bytes;
 		struct metric_hist lat;
@@ -272,6 +280,31 @@ int ccb_staged_block(void *arg, uint64_t id, uint32_t idx, void **enc,
 		     size_t *n);
 void ccb_staged_drop(void *arg, uint64_t id);
 int space_usage(void *arg, uint64_t pending, uint64_t *used);
+
+/* ---- who asks, and a file's objects (ctl.c) ---- */
+/* The caller as the metadata engine checks it (caller_get: groups[0] the
+ * gid, then the supplementary groups; caller_release frees them). */
+struct caller {
+	struct meta_cred cred;
+	uint32_t *groups; /* malloc'd */
+};
+int caller_get(const struct vfs_caller *vc, struct caller *c);
+void caller_release(struct caller *c);
+/* May c have every bit of want (4 read, 2 write, 1 search) on an inode
+ * with attributes a (POSIX, no ACLs; root: always)? */
+int caller_may(const struct caller *c, const struct meta_attr *a,
+	       unsigned want);
+/* The same of a metadata inode: 0 or EACCES (or the engine's error); *a
+ * (may be NULL) gets its attributes. */
+int caller_may_ino(struct fs *fs, const struct caller *c, uint64_t ino,
+		   unsigned want, struct meta_attr *a);
+/* Call fn for every stored object of chunk idx of a file of length bytes
+ * (vis: the chunk's visible extents, slice_resolve), with the bytes of
+ * the file it holds; a pack once per frame. */
+typedef void (*block_fn)(struct fs *fs, const char *key, uint64_t bytes,
+			 void *arg);
+void chunk_blocks(struct fs *fs, uint32_t idx, const struct meta_slice *vis,
+		  size_t nvis, uint64_t length, block_fn fn, void *arg);
 
 /* ---- mount.c ---- */
 void reclaim_soon(void *fs); /* data was freed: wake the reclaimer */

@@ -2,8 +2,8 @@
  * hooks.c - the test build's fault injection (fs/vfs/hooks.h), from
  * GRANARY_TEST_SNAPSHOT_KILL_AFTER, GRANARY_TEST_STAGE_DELAY_MS,
  * GRANARY_TEST_KILL_BEFORE_COMMIT, GRANARY_TEST_COMPACT_DELAY,
- * GRANARY_TEST_TRASH_PERIOD, GRANARY_TEST_TRASH_SKEW and
- * GRANARY_TEST_SESSION_TTL.  Linked
+ * GRANARY_TEST_TRASH_PERIOD, GRANARY_TEST_TRASH_SKEW,
+ * GRANARY_TEST_SESSION_TTL and GRANARY_TEST_PLAN_IDLE.  Linked
  * into $(O)/tests/hooks/granary only, ahead of the library, whose
  * do-nothing hooks it replaces.
  */
@@ -50,5 +50,11 @@ long hooks_trash_skew(void)
 unsigned hooks_session_ttl(void)
 {
 	const char *v = getenv("GRANARY_TEST_SESSION_TTL");
+	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
+unsigned hooks_plan_idle(void)
+{
+	const char *v = getenv("GRANARY_TEST_PLAN_IDLE");
 	return v ? (unsigned)strtoul(v, NULL, 10) : 0;
 }

@@ -1,0 +1,172 @@
+/*
+ * plancore.h - the bookkeeping of the epoch plans (plan.h), without
+ * threads, locks or I/O: the planned lists, the readers' places, the
+ * windows, what to fetch or list next, the ranks of object keys and the
+ * figures. plan.c holds its lock around every call and does the I/O
+ * (metadata, store, disk cache, /proc) outside it; this file is pure, so
+ * that tests/unit/test_plancore.c checks plan.h's rules directly.
+ *
+ * A planned file is a position in its plan: its inode, its bytes (its
+ * length at the add), the 64-bit hashes of its objects' keys
+ * (plancore_key_hash) once listed, and its state:
+ *
+ *   added --pick--> started --done--> ready (in the disk cache)
+ *     |                |                |
+ *     +----------------+----------------+--opened--> opened (counted)
+ *   place passes it: in the trail (behind the place, not yet settled);
+ *   retire (the place a window's bytes further on): settled: wasted if
+ *   prefetched and never opened, its objects demoted if no plan needs
+ *   them ahead.
+ *
+ * Invariants (plancore_check verifies them; the unit tests call it):
+ *   1. trail <= place <= n; next >= place once a pick looked at it.
+ *   2. ahead is the bytes of the ready files at positions >= place.
+ *   3. Every position of every plan is in the chain of its inode, once;
+ *      every key hash of a position is a use of its object, once per time
+ *      it is listed.
+ *   4. files is the sum of the plans' n, at most PLAN_FILES_MAX.
+ */
+#ifndef GRANARY_VFS_PLANCORE_H
+#define GRANARY_VFS_PLANCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs/vfs/plan.h"
+
+struct plancore;
+
+/* A position: slot of its plan (6 bits) and index in its list. */
+typedef uint32_t pc_ref;
+#define PC_NOREF UINT32_MAX
+
+/* flags of a planned file */
+#define PF_LISTED     0x01 /* its key hashes are all known */
+#define PF_STARTED    0x02 /* handed to a fetcher */
+#define PF_READY      0x04 /* its objects are in the cache (fetch done) */
+#define PF_PREFETCHED 0x08 /* the fetch brought bytes from the store */
+#define PF_OPENED     0x10 /* a reader opened it (counted) */
+#define PF_LISTING    0x20 /* handed to a lister */
+
+struct pc_file {
+	uint64_t ino;
+	uint64_t off; /* bytes of the files before it in its plan */
+	union {
+		uint64_t one;	/* nkeys == 1 */
+		uint64_t *many; /* nkeys > 1 (malloc'd) */
+	} key;
+	char *names; /* once fetched: its keys, each NUL-ended, nkeys of
+			them, until it is retired (for diskcache_demote) */
+	uint32_t nkeys;
+	pc_ref next;   /* the next position naming the same inode */
+	uint8_t flags; /* PF_* */
+};
+
+struct pc_plan {
+	/* the core's */
+	uint64_t id;
+	uint64_t gen; /* bumped by a clear: jobs of before are moot */
+	int slot;
+	struct pc_file *f;
+	size_t n, cap;
+	uint64_t total;	   /* bytes of all its files */
+	size_t place;	   /* files passed by its readers */
+	size_t next;	   /* the first position >= place not yet started */
+	size_t lnext;	   /* the first position >= next not yet listed */
+	size_t trail;	   /* the first position not yet retired */
+	uint64_t window;   /* bytes it wants (PLAN_WINDOW_MIN, doubling) */
+	uint64_t grown_at; /* the place's offset when it last grew */
+	uint64_t ahead, prefetched, used, wasted, waited, ready;
+	int64_t last_ns; /* its last planned open (or add, clear): idle */
+	/* the caller's (plan.c): its owner */
+	uint32_t uid;
+	int32_t pid;	    /* 0: not checked */
+	uint64_t pid_start; /* the owner's start time (/proc/PID/stat) */
+};
+
+/* A file of an add. keys: the hashes of its objects known now (NULL, 0:
+ * listed later); listed: they are all of them. */
+struct pc_add {
+	uint64_t ino, len;
+	const uint64_t *keys;
+	size_t nkeys;
+	int listed;
+};
+
+#define PC_LIST_BATCH_MAX 32 /* files one lister takes */
+
+/* Work handed out by plancore_pick: fetch (list 0) or list (list 1)
+ * files [pos, pos + count) of plan id as it was at gen. */
+struct pc_job {
+	uint64_t id, gen;
+	size_t pos, count;
+	int list;
+	uint64_t ino[PC_LIST_BATCH_MAX], len[PC_LIST_BATCH_MAX];
+};
+
+/* Keys to demote (plancore_opened): malloc'd strings. */
+struct pc_demote {
+	char **key;
+	size_t n, cap;
+};
+void plancore_demote_release(struct pc_demote *d);
+
+uint64_t plancore_key_hash(const char *key);
+
+/* window_max: all windows together (>= 1). ENOMEM. */
+int plancore_open(uint64_t window_max, struct plancore **out);
+void plancore_close(struct plancore *c); /* ends every plan; NULL-safe */
+
+/* A new, empty plan with the next id: ENOSPC at PLAN_MAX plans. */
+int plancore_new(struct plancore *c, int64_t now, struct pc_plan **out);
+struct pc_plan *plancore_find(struct plancore *c, uint64_t id);
+/* The plans in slot order: first with prev NULL. */
+struct pc_plan *plancore_next(struct plancore *c, const struct pc_plan *prev);
+/* Append files to p, all or none: ENOSPC past PLAN_FILES_MAX, ENOMEM. */
+int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
+		 size_t n, int64_t now);
+/* Empty p; its place goes back to the start (the window stays). */
+void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now);
+/* p is gone (freed). */
+void plancore_end(struct plancore *c, struct pc_plan *p);
+
+/*
+ * ino was opened for reading by a process whose tree (itself, its parent,
+ * ... : ntree pids, 0 when not known) is tree: the plans naming ino at or
+ * after their place move past it (plan.h's rule of the process tree), or
+ * a plan that names it in its trail unopened counts the open. Keys of
+ * files retired by the move that no plan needs ahead are appended to d.
+ * Returns the plans moved or counted.
+ */
+int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
+		    size_t ntree, int64_t now, struct pc_demote *d);
+/* 0: no plan names ino; 1: one plan does; 2: several do. */
+int plancore_naming(const struct plancore *c, uint64_t ino);
+
+/* The next work, round-robin between the plans: a file inside a window
+ * to fetch; else (lists < list_max) up to PC_LIST_BATCH_MAX files ahead
+ * to list. 1 with *j, or 0. */
+int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
+		  struct pc_job *j);
+/*
+ * A job ended. keys: the hashes of the objects of its files in a row,
+ * nk[i] of them for file j->pos + i (NULL: not listed, the old ones
+ * stay). A fetch (j->list 0, one file): ready 1 when its objects are in
+ * the cache, fetched 1 when it brought bytes from the store, names their
+ * keys' strings (taken: freed here; may be NULL). A job of a plan
+ * cleared or gone since changes nothing.
+ */
+void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
+		   int fetched, const uint64_t *keys, const size_t *nk,
+		   char *names);
+
+/* The ranker (diskcache.h) of a key hash. */
+uint64_t plancore_rank(const struct plancore *c, uint64_t h);
+uint64_t plancore_window(const struct plancore *c, const struct pc_plan *p);
+void plancore_info(const struct plancore *c, const struct pc_plan *p,
+		   int64_t now, struct plan_info *pi);
+void plancore_stats(const struct plancore *c, struct plans_stats *st);
+/* Abort if an invariant above does not hold (tests). */
+void plancore_check(const struct plancore *c);
+
+#endif
