@@ -71,6 +71,12 @@ class PlannedSampler:
     def __len__(self):
         return len(self.sampler)
 
+    @property
+    def plan(self):
+        """The granary.Plan of this epoch (status() has its figures), or
+        None: no epoch yet, or no plans on this mount."""
+        return self._plan if self._pid == os.getpid() else None
+
     def set_epoch(self, epoch):
         """DistributedSampler's: the next epoch's shuffle."""
         self.sampler.set_epoch(epoch)

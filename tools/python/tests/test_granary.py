@@ -239,9 +239,12 @@ class TestPlannedSampler(unittest.TestCase):
         with FakeMount(self.dir) as m:
             s = granary.PlannedSampler(inner, ds)
             self.assertEqual(len(s), len(paths))
+            self.assertIsNone(s.plan)
             got1 = list(s)
             self.assertEqual(got1, inner.orders[0])
             (pid,) = m.plans
+            self.assertEqual(s.plan.id, pid)
+            self.assertEqual(s.plan.status()["files"], len(paths))
             self.assertEqual(m.plans[pid], [paths[i] for i in got1])
             self.assertGreater(len(m.adds), 1)
             got2 = list(s)  # the next epoch replaces it, on the same plan
@@ -275,6 +278,22 @@ class TestPlannedSampler(unittest.TestCase):
             self.assertEqual(list(m.plans.values()),
                              [[os.path.relpath(p, self.dir) for p in paths[::-1]]])
 
+    def test_subset_of_a_folder(self):
+        class Subset:
+            def __init__(self, dataset, indices):
+                self.dataset, self.indices = dataset, indices
+
+        paths = names(10)
+        sub = Subset(Folder(self.dir, paths), [9, 4, 7])
+        with FakeMount(self.dir) as m:
+            s = granary.PlannedSampler([2, 0, 1], sub)
+            self.assertEqual(list(s), [2, 0, 1])
+            self.assertEqual(list(m.plans.values()), [[paths[7], paths[9], paths[4]]])
+        with self.assertRaises(TypeError):
+            granary.PlannedSampler([0], os.path.join(self.dir, "one.png"))
+        with self.assertRaises(TypeError):
+            granary.PlannedSampler([0], object())
+
     def test_batches_of_indices(self):
         paths = names(10)
         batches = [[3, 1], [0, 9, 2], [5]]
@@ -296,6 +315,7 @@ class TestPlannedSampler(unittest.TestCase):
                 self.assertEqual(len(w), 1, [str(x.message) for x in w])
                 self.assertIn("no epoch plans on", str(w[0].message))
                 self.assertEqual(m.calls, ["granary.plan.new"])  # asked once
+                self.assertIsNone(s.plan)
 
     def test_noop_on_a_real_local_directory(self):
         with warnings.catch_warnings(record=True) as w:
