@@ -29,7 +29,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
-.PHONY: all deps test unit integ demo demo-stop bench bench-group install clean format check-deps check-layers
+.PHONY: all deps test unit integ demo demo-stop bench bench-group install install-python clean format check-deps check-layers
 
 all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
@@ -141,6 +141,21 @@ SBINDIR ?= /sbin
 install: $(O)/granary
 	install -D -m 0755 $(O)/granary $(DESTDIR)$(PREFIX)/bin/granary
 	install -D -m 0755 tools/mount.granary $(DESTDIR)$(SBINDIR)/mount.granary
+	@$(MAKE) --no-print-directory install-python
+
+# the Python module (tools/python, `import granary`) where $(PYTHON)'s pip
+# installs by default (Debian: /usr/local/lib/python3.X/dist-packages);
+# --root also lifts pip's refusal of a system Python (PEP 668) and touches
+# nothing of the distribution's. Built from a copy: no build files in the tree.
+PYTHON ?= python3
+install-python:
+	@if ! $(PYTHON) -m pip --version >/dev/null 2>&1; then \
+	  echo "granary: no pip for $(PYTHON) (Debian: python3-pip): the Python module is not installed" >&2; \
+	else \
+	  t=$$(mktemp -d) && cp -r tools/python "$$t/" && \
+	  $(PYTHON) -m pip install --quiet --no-build-isolation --no-deps --no-index \
+	    --root "$(DESTDIR)/" "$$t/python"; rc=$$?; rm -rf "$$t"; exit $$rc; \
+	fi
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(UNIT_SRC) $(HELP_SRC) $(BENCH_SRC) \

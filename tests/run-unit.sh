@@ -7,6 +7,8 @@
 # has a Redis of its own, so two programs never share a database; the
 # s3rver and the V4 front are shared (test_objstore, the one user, takes a
 # prefix of its own). A program's output is printed whole when it ends.
+# The Python module's tests (tools/python/tests: unittest, fakes of the
+# mount, torch cases with Debian's python3-torch) run as one more program.
 set -u
 O=${1:-build}
 . "$(dirname "$0")/lib/services.sh"
@@ -39,6 +41,7 @@ for t in "$O"/tests/test_*; do
 	case ${t##*/} in test_meta | test_objstore) continue ;; esac
 	RUNS+=("${t##*/}")
 done
+RUNS+=("python")
 [ "$JOBS" -le "${#RUNS[@]}" ] || JOBS=${#RUNS[@]}
 
 declare -a S_REDIS S_SOCK S_BUSY R_SLOT R_T0
@@ -52,9 +55,15 @@ launch() {
 	read -r prog env <<<"${RUNS[$i]}"
 	for k in $(seq 1 "$JOBS"); do [ "${S_BUSY[$k]}" = 0 ] && break; done
 	S_BUSY[$k]=1 R_SLOT[$i]=$k R_T0[$i]=${EPOCHREALTIME/,/.}
-	env ${env:+"$env"} GRANARY_TEST_REDIS="${S_REDIS[$k]}" \
-		GRANARY_TEST_REDIS_SOCK="${S_SOCK[$k]}" \
-		"$O/tests/$prog" --jobs 1 >"$TMP/$i.log" 2>&1 </dev/null &
+	if [ "$prog" = python ]; then
+		# Debian's python3, where python3-torch is (not one of PATH's)
+		(cd "$(dirname "$0")/../tools/python" && exec /usr/bin/python3 -B -m unittest discover -s tests) \
+			>"$TMP/$i.log" 2>&1 </dev/null &
+	else
+		env ${env:+"$env"} GRANARY_TEST_REDIS="${S_REDIS[$k]}" \
+			GRANARY_TEST_REDIS_SOCK="${S_SOCK[$k]}" \
+			"$O/tests/$prog" --jobs 1 >"$TMP/$i.log" 2>&1 </dev/null &
+	fi
 	JOB_RUN[$!]=$i
 }
 

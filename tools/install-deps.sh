@@ -3,7 +3,9 @@
 # run, only when it is missing: Debian packages, and the s3rver S3 test
 # server and the aws4 signer of its V4-verifying front (npm) under .deps/
 # in the source tree (curl, promtool of prometheus and tmux check the
-# metrics and the live stats: t0210, t0211). --bench: also the peers the benchmarks compare with
+# metrics and the live stats: t0210, t0211; Debian's PyTorch 1.13, torchvision
+# and PIL test the Python module, tools/python: t0275-t0277). --bench: also the
+# peers the benchmarks compare with
 # (s3fs, rclone) and gnuplot for their charts.
 # Idempotent; quiet when all is there.
 set -e
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/.."
 PKGS="build-essential pkg-config libfuse3-dev fuse3 libhiredis-dev libcurl4-openssl-dev libxml2-dev
 liblz4-dev libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev libcriterion-dev redis-server
 redis-tools redis-sentinel attr procps psmisc stunnel4 bc yamllint
-python3-kubernetes curl prometheus tmux"
+python3-kubernetes curl prometheus tmux python3-torch python3-torchvision python3-pil"
 case ${1:-} in
 --bench) PKGS="$PKGS s3fs rclone gnuplot-nox" ;;
 "") ;;

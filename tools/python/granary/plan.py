@@ -1,0 +1,125 @@
+"""plan.py - the client side of granary's epoch plans: a job hands the
+mount the ordered list of files it will read, through the granary.plan.*
+control xattrs of a directory of the mount (fs/vfs/plan.h has the
+protocol). Standard library only; every call is one getxattr or setxattr,
+and its errors are the OSError (with the mount's errno) that call raised.
+"""
+import errno
+import json
+import os
+
+ADD_MAX = 64 << 10  # bytes of one add (PLAN_ADD_MAX, the kernel's XATTR_SIZE_MAX)
+
+# what a file system that is no granary mount (or a granary without plans:
+# an older client, a mount without a disk cache) answers to "granary.plan.new"
+NOT_PLANNABLE = frozenset({errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENODATA})
+
+
+def mount_root(path):
+    """The mount point below which path lies: its first ancestor (or
+    itself) that os.path.ismount says is one; "/" at worst."""
+    d = os.path.abspath(path)
+    if not os.path.isdir(d):
+        d = os.path.dirname(d)
+    while not os.path.ismount(d):
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    return d
+
+
+def _text(value):
+    """An xattr's value as text (the mount may pad it with NULs or end it
+    with a newline)."""
+    return value.decode("utf-8", "replace").strip("\0 \n")
+
+
+def _line(path):
+    p = os.fsencode(path)
+    if not p or b"\n" in p:
+        raise OSError(errno.EINVAL, "a planned path is empty or holds a newline",
+                      os.fsdecode(p))
+    return p
+
+
+def chunks(paths, limit=ADD_MAX):
+    """Split paths (str or bytes, relative to the plan's directory) into
+    add values of at most limit bytes, "PATH\\n" each, in order."""
+    buf, size = [], 0
+    for path in paths:
+        line = _line(path) + b"\n"
+        if size + len(line) > limit and buf:
+            yield b"".join(buf)
+            buf, size = [], 0
+        if len(line) > limit:
+            raise OSError(errno.EINVAL, "a planned path is longer than an add",
+                          os.fsdecode(line[:-1]))
+        buf.append(line)
+        size += len(line)
+    if buf:
+        yield b"".join(buf)
+
+
+def plans(directory):
+    """Every plan of the mount that the caller may see, as dicts (the
+    JSON of "granary.plans")."""
+    return json.loads(_text(os.getxattr(directory, "granary.plans")))["plans"]
+
+
+class Plan:
+    """A plan of the mount serving directory, made at once ("granary.plan.new")
+    and owned by this process: the mount ends it when the process is gone.
+    Paths given to add and replace are relative to directory."""
+
+    def __init__(self, directory):
+        self.directory = os.fspath(directory)
+        self.id = int(_text(os.getxattr(self.directory, "granary.plan.new")))
+
+    def _name(self, call=None):
+        name = "granary.plan.%d" % self.id
+        return name + "." + call if call else name
+
+    def add(self, paths):
+        """Append paths in order, in adds of at most ADD_MAX bytes; returns
+        how many. An add that fails adds none of its paths (the earlier
+        adds stay)."""
+        n = 0
+        for value in chunks(paths):
+            os.setxattr(self.directory, self._name("add"), value)
+            n += value.count(b"\n")
+        return n
+
+    def clear(self):
+        """Empty the list; the readers' place goes back to its start."""
+        os.setxattr(self.directory, self._name("clear"), b"")
+
+    def replace(self, paths):
+        """The next epoch's order: clear, then add paths."""
+        self.clear()
+        return self.add(paths)
+
+    def owner(self, pid):
+        """The plan lives as long as process pid instead of its maker."""
+        os.setxattr(self.directory, self._name("owner"), str(int(pid)).encode())
+
+    def cancel(self):
+        """End the plan. A plan already gone (ENOENT) is no error."""
+        try:
+            os.setxattr(self.directory, self._name("cancel"), b"")
+        except FileNotFoundError:
+            pass
+
+    def status(self):
+        """The plan's figures, a dict of the JSON of "granary.plan.ID":
+        files, place, window, ahead, prefetched, used, wasted, ..."""
+        return json.loads(_text(os.getxattr(self.directory, self._name())))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cancel()
+
+    def __repr__(self):
+        return "granary.Plan(%r, id=%d)" % (self.directory, self.id)
