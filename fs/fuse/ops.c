@@ -243,6 +243,18 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/*
+ * An inode the kernel holds by a cached name that another client removed
+ * (a file renamed over, or unlinked, on another node): ESTALE, not ENOENT,
+ * so that the kernel looks the name up again (open and stat retry a path
+ * walk once with revalidation on ESTALE) and finds what the name is now:
+ * close-to-open across a rename (t0242).
+ */
+static int stale(int err)
+{
+	return err == ENOENT ? ESTALE : err;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -253,7 +265,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	(void)fi;
 	int err = vfs_getattr(fs_of(req), ino, &st, &timeout);
 	if (err)
-		return reply_err(req, "getattr", err);
+		return reply_err(req, "getattr", stale(err));
 	fuse_reply_attr(req, &st, timeout);
 }
 
@@ -390,7 +402,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct vfs_open o;
 	int err = vfs_open(fs_of(req), &c, ino, fi->flags, &o);
 	if (err)
-		return reply_err(req, "open", err);
+		return reply_err(req, "open", stale(err));
 	set_open(fi, &o);
 	/* interrupted: the kernel will not release it */
 	if (fuse_reply_open(req, fi) == -ENOENT)

@@ -87,7 +87,7 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 			*a = n->attr;
 		pthread_mutex_unlock(&n->lock);
 		pthread_mutex_lock(&fs->table_lock);
-		n->opens++;
+		alone = ++n->opens == 1;
 		pthread_mutex_unlock(&fs->table_lock);
 		err = fresh ? 0 : meta_getattr(fs->meta, n->ino, a);
 	} else {
@@ -99,12 +99,23 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 		err = first ? meta_file_open(fs->meta, n->ino, a)
 			    : meta_getattr(fs->meta, n->ino, a);
 	}
+	/*
+	 * A file no name leads to, opened by a path (nothing else here holds
+	 * it open: an open file's /proc/PID/fd link may reopen it): the
+	 * kernel's cached name is stale, another client removed or renamed a
+	 * file over it. ESTALE makes the kernel look the name up again
+	 * (close-to-open across a rename on another node, t0242).
+	 */
+	if (!err && !created && alone && a->nlink == 0)
+		err = ESTALE;
 	if (err) {
 		pthread_mutex_lock(&fs->table_lock);
 		n->opens--;
 		if (first)
 			n->meta_open = 0;
 		pthread_mutex_unlock(&fs->table_lock);
+		if (first && err == ESTALE)
+			meta_file_close(fs->meta, n->ino);
 		return err;
 	}
 
