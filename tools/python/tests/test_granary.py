@@ -36,9 +36,10 @@ class FakeMount:
     answers as a file system without granary.* names (ENOTSUP). plans:
     id -> the list of paths planned; adds: the size of every add."""
 
-    def __init__(self, top, new_errno=0):
+    def __init__(self, top, new_errno=0, read_only=False):
         self.top = os.path.abspath(top)
         self.new_errno = new_errno  # what "new" answers, 0: a plan
+        self.read_only = read_only  # every set refused, as the kernel does
         self.plans = {}
         self.next_id = 1
         self.adds = []
@@ -58,7 +59,23 @@ class FakeMount:
         return None, name
 
     def getxattr(self, path, name, *, follow_symlinks=True):
+        path = os.fsdecode(path)
+        if name.endswith(".add") and os.path.abspath(path).startswith(self.top + "/"):
+            # the get form of an add: on the file itself
+            pid, call = self._plan(self.top, name)
+            rel = os.path.relpath(os.path.abspath(path), self.top)
+            if rel in self.refuse:
+                raise oserror(self.refuse[rel], path)
+            self.plans[pid].append(rel)
+            return b"%d" % len(self.plans[pid])
         pid, call = self._plan(path, name)
+        if pid is not None and call in ("clear", "cancel") or call.startswith("owner:"):
+            if call == "clear":
+                self.plans[pid] = []
+            elif call == "cancel":
+                del self.plans[pid]
+                return b"0"
+            return b"%d" % len(self.plans[pid])
         if pid is None and call == "granary.plan.new":
             if self.new_errno:
                 raise oserror(self.new_errno, path)
@@ -74,6 +91,8 @@ class FakeMount:
         raise oserror(errno.ENODATA, path)
 
     def setxattr(self, path, name, value, flags=0, *, follow_symlinks=True):
+        if self.read_only:
+            raise oserror(errno.EROFS, path)
         pid, call = self._plan(path, name)
         if len(value) > ADD_MAX:
             raise oserror(errno.E2BIG, path)  # the kernel's XATTR_SIZE_MAX
@@ -161,6 +180,22 @@ class TestPlan(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.dir)
+
+    def test_read_only_mount_uses_gets(self):
+        paths = names(50)
+        with FakeMount(self.dir, read_only=True) as m:
+            plan = granary.Plan(self.dir)
+            self.assertTrue(plan.gets)
+            self.assertEqual(plan.add(paths), len(paths))
+            self.assertEqual(m.plans[plan.id], paths)
+            self.assertEqual(plan.replace(paths[::-1]), len(paths))
+            self.assertEqual(m.plans[plan.id], paths[::-1])
+            plan.owner(os.getpid())
+            self.assertIn("granary.plan.%d.owner:%d" % (plan.id, os.getpid()), m.calls)
+            plan.cancel()
+            self.assertNotIn(plan.id, m.plans)
+        with FakeMount(self.dir) as m:
+            self.assertFalse(granary.Plan(self.dir).gets)
 
     def test_chunks_at_most_64k_in_order(self):
         paths = names(5000)
