@@ -120,10 +120,13 @@ umount "$TMP/tiny"
 ok "full staging disk: ENOSPC at close for small files; big files go to the store at once"
 
 # --- big files: blocks staged on the node, SIGKILL after fsync, recovery.
-# Uploads are held back 5 s each so that the kill finds blocks staged.
+# This session's uploads are held back an hour each, so that the kill
+# finds every block staged and none on its way to the store, however slow
+# the machine (held back 5 s, a slow run killed the client in the middle
+# of a PUT).
 D=$TMP/d
 random_file "$TMP/big48" $((48 << 20))
-GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=5000 mount_vol "$META" "$D" --writeback
+GRANARY=$GRANARY_HOOKS GRANARY_TEST_STAGE_DELAY_MS=3600000 mount_vol "$META" "$D" --writeback
 dd if="$TMP/big48" of="$D/big48" bs=1M conv=fsync status=none || fail "dd to $D/big48"
 [ "$(stat_of "$D" blocks staged)" -ge 1 ] || fail "no block staged after fsync"
 # (this session's row: at least one 4 MiB block's worth)
@@ -134,7 +137,8 @@ d_staged() {
 wait_until 10 d_staged || fail "granary status does not show the staged blocks: $("$GRANARY" status "$META")"
 kill_client "$D"
 nblk=$(find "$TMP/cache-d" -path '*staging-*' -name '*.blk' | wc -l)
-[ "$nblk" -ge 1 ] || fail "no staged block files left by the killed client"
+# (48 MiB: 12 blocks of 4 MiB, all still staged)
+check_eq "$nblk" 12 "staged block files left by the killed client"
 # another client cannot read what is only on the dead node: it waits for
 # the upload (15 s), then gets EIO; once, though the kernel asks again
 # for the page whose readahead failed

@@ -8,7 +8,9 @@
 # ListObjectsV2 with prefix and continuation-token, DELETE, path-style and
 # virtual-hosted-style; a wrong secret, a wrong region, no signature, a
 # correct V2 signature and a body that does not match its
-# x-amz-content-sha256 are each refused with S3's code.
+# x-amz-content-sha256 are each refused with S3's code. And the plain
+# s3rver the tests run (tests/lib/s3rver.js) stores nothing of a PUT cut
+# in the middle of its body, as S3.
 # Runs once: it tests the server, not a storage family.
 . "$(dirname "$0")/lib.sh"
 
@@ -131,3 +133,26 @@ check_eq "$(s3 -I -H "x-amz-content-sha256: $EMPTY" "$URL/d/t")" 404 "HEAD of th
 s3 -T "$TMP/b" "$URL/d/t" >"$TMP/status"
 refused 400 InvalidRequest "PUT without x-amz-content-sha256"
 ok "refused: a body whose SHA-256 is not its x-amz-content-sha256 (not stored), no x-amz-content-sha256"
+
+# ---- the plain s3rver the tests run (tests/lib/s3rver.js): a PUT whose
+# client goes away in the middle of its body stores nothing, as on S3 (a
+# test that SIGKILLs a client mid-upload must not find a short object) ----
+need_s3
+P2=t0201-cut-$$
+DIR=$GRANARY_TEST_S3_DATA/granary-test/$P2
+exec 3<>"/dev/tcp/127.0.0.1/$GRANARY_TEST_S3_PORT"
+printf 'PUT /granary-test/%s/cut HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: 100000\r\n\r\n' \
+	"$P2" "$GRANARY_TEST_S3_PORT" >&3
+head -c 50000 /dev/urandom >&3
+# the half that came is on the server's disk (under whatever name) ...
+cut_written() { find "$DIR" -name 'cut.*' -size 50000c 2>/dev/null | grep -q .; }
+wait_until 10 cut_written || fail "the first half of the cut PUT never reached s3rver's disk"
+exec 3>&-
+# ... and once the server has seen the connection end, nothing of it
+# remains: no object, no temporary file
+cut_gone() { ! find "$DIR" -name 'cut._S3rver_object.tmp*' 2>/dev/null | grep -q .; }
+wait_until 10 cut_gone || fail "a temporary file of the cut PUT is left: $(ls "$DIR")"
+check_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GRANARY_TEST_S3_PORT/granary-test/$P2/cut")" \
+	404 "GET of a PUT cut in the middle of its body"
+check_eq "$(find "$DIR" -type f 2>/dev/null | wc -l)" 0 "files left of the cut PUT"
+ok "s3rver: a PUT cut in the middle of its body stores nothing (GET 404, no file)"

@@ -83,7 +83,9 @@ svc_wait_port() {
 
 # svc_start_s3rver DIR [BUCKET...]: s3rver on a free loopback port, its
 # objects in DIR/data (env SVC_S3RVER_DATA=PATH: in PATH, e.g. another
-# s3rver's).
+# s3rver's). Run by tests/lib/s3rver.js, so that a PUT whose client dies
+# in the middle of its body stores nothing, as on S3 (s3rver alone keeps
+# the bytes that came as the object).
 #
 # Lenient unless env SVC_S3RVER_STRICT=1: s3rver signs a bucket-level
 # request (a listing) as "/bucket" where libs3 and AWS sign "/bucket/", so
@@ -108,8 +110,8 @@ svc_start_s3rver() {
 	# s3rver's ListObjectsV2 continuation tokens are DES-encrypted, which
 	# OpenSSL 3 has only in its legacy provider
 	NODE_OPTIONS="${NODE_OPTIONS:-} --openssl-legacy-provider" \
-		"$bin" -d "$data" -a 127.0.0.1 -p "$port" --silent $args \
-		>"$dir/s3rver.log" 2>&1 &
+		node "$SVC_ROOT/tests/lib/s3rver.js" -d "$data" -a 127.0.0.1 \
+		-p "$port" --silent $args >"$dir/s3rver.log" 2>&1 &
 	local pid=$!
 	SVC_PIDS="$SVC_PIDS $pid"
 	GRANARY_TEST_S3_PID=$pid
