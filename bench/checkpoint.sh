@@ -5,14 +5,16 @@
 # saving; snapshot times of the big file and of a tree of small files. On
 # the local disk, granary on file:// and on s3rver, the raw stores (parallel
 # PUT/GET of 4 MiB objects, build/bench/objparts), s3fs and rclone mount on
-# the same s3rver. Report: bench/results/checkpoint-DATE.md; knobs and
-# columns in bench/README.md.
+# the same s3rver. Granary's saves of 1 and of 8 files are each paired with
+# the same save to the local disk and a raw parallel PUT just before them
+# (issue 35: >= 0.9x of both). BENCH_CKPT_READS=0: saves only. Report:
+# bench/results/checkpoint-DATE.md; knobs and columns in bench/README.md.
 set -u -o pipefail
 O=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
 case $O in /*) ;; *) O=$ROOT/$O ;; esac
-MB=${BENCH_CKPT_MB:-4096}
+MB=${BENCH_CKPT_MB:-2048}
 NTREE=${BENCH_CKPT_TREE:-10000}
 T=${BENCH_CKPT_THREADS:-8}
 BUF=${BENCH_CKPT_BUFFER:-256M}
@@ -23,7 +25,7 @@ STEP_TIMEOUT=${BENCH_TIMEOUT:-900}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
 STAMP=$(date +%Y-%m-%d-%H%M)
 
-case $READS in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_READS takes 1 to 99 (got '$READS')"; exit 2 ;; esac
+case $READS in [0-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_READS takes 0 to 99 (got '$READS')"; exit 2 ;; esac
 case $SAVES in [1-9] | [1-9][0-9]) ;; *) say "checkpoint: BENCH_CKPT_SAVES takes 1 to 99 (got '$SAVES')"; exit 2 ;; esac
 [ "$MB" -ge 8 ] && [ $((MB % 8)) = 0 ] ||
 	{ say "checkpoint: BENCH_CKPT_MB must be a multiple of 8 (got '$MB')"; exit 2; }
@@ -111,14 +113,23 @@ drop() {
 # same PUTs: the 8-file save, always second in its round, lost 5-10%
 before_save() { drop; cat "$SRC" >/dev/null; }
 
-# timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY
+# The cache flushes of BENCH_DIR's disk so far (field 16 of its stat in
+# /sys, Linux 5.5 and later), or nothing: what a save makes the disk
+# flush (each fsync that commits ext4's journal is one or two)
+FLUSHSTAT=""
+flushes() { [ -z "$FLUSHSTAT" ] || awk 'NF >= 17 { print $16 }' "$FLUSHSTAT"; }
+
+# timed ID KEY MIB CMD...: run CMD, record MIB / its seconds as KEY, and
+# the disk's flushes meanwhile as flushes_KEY
 timed() {
-	local id=$1 key=$2 mib=$3 t0 t1
+	local id=$1 key=$2 mib=$3 t0 t1 f0
 	shift 3
+	f0=$(flushes)
 	t0=$(now)
 	"$@" || { [ -s "$TMP/why" ] || why "failed: $*"; return 1; }
 	t1=$(now)
 	put "$id" "$key" "$(awk -v a="$t0" -v b="$t1" -v m="$mib" 'BEGIN { printf "%.1f", m / (b - a) }')"
+	[ -z "$f0" ] || put "$id" "flushes_$key" $(($(flushes) - f0))
 }
 
 # wait_object FILE SIZE: s3rver's file of an object reaches its full size
@@ -172,27 +183,36 @@ verify8() {
 # highest of the rounds kept. Granary's single-file saves are paired as its
 # reads are (see reads): with PAIR_LOCAL=1 a save of the same bytes to the
 # local disk runs just before each, with PAIR_RAW a raw parallel PUT of
-# them to that store. The 8-file save of a round follows its 1-file save,
-# and the target of 8 writers takes the median of the rounds' ratios
+# them to that store; each 8-file save the same, with 8 dd's to the local
+# disk (pslocal8) and the raw PUT (psraw8). The target of 8 writers over
+# 1 takes the median of the rounds' ratios
 hwm() { awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm_reset() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || echo "VmHWM could not be reset: the peak RSS covers the mount's life" >"$TMP/note-hwm"; }
-paired_saves() { # ID R
+paired_saves() { # ID R N: before granary's save of N (1 or 8) files
+	local s=""
+	[ "$3" = 1 ] || s=8
 	if [ "$PAIR_LOCAL" = 1 ]; then
+		mkdir -p "$TMP/pair-save"
 		before_save
-		timed "$1" "pslocal_r$2" "$MB" "${DD[@]}" if="$SRC" of="$TMP/pair-save.pt" conv=fsync
-		rm -f "$TMP/pair-save.pt"
+		if [ "$3" = 1 ]; then
+			timed "$1" "pslocal_r$2" "$MB" "${DD[@]}" if="$SRC" of="$TMP/pair-save/ckpt.pt" conv=fsync
+		else
+			OBJDIR="" timed "$1" "pslocal8_r$2" "$MB" save8 "$TMP/pair-save"
+		fi
+		rm -rf "$TMP/pair-save"
 	fi
-	[ -z "$PAIR_RAW" ] || raw_put "$1" "psraw_r$2" "$PAIR_RAW"
+	[ -z "$PAIR_RAW" ] || raw_put "$1" "psraw${s}_r$2" "$PAIR_RAW"
 }
 saves() {
 	local r p1=0 p8=0 v
 	for r in $(seq 1 "$SAVES"); do
 		[ "$r" = 1 ] || unsave "$2" || return 1
-		paired_saves "$1" "$r"
+		paired_saves "$1" "$r" 1
 		before_save
 		[ -z "${3:-}" ] || hwm_reset "$3"
 		timed "$1" "save1_r$r" "$MB" save1 "$2" || return 1
 		[ -z "${3:-}" ] || { v=$(hwm "$3"); [ "$v" -le "$p1" ] || p1=$v; }
+		paired_saves "$1" "$r" 8
 		before_save
 		[ -z "${3:-}" ] || hwm_reset "$3"
 		timed "$1" "save8_r$r" "$MB" save8 "$2" || return 1
@@ -306,9 +326,10 @@ raw_put() {
 t_raw() { # ID URL
 	local l r
 	for r in $(seq 1 "$SAVES"); do raw_put "$1" "save1_r$r" "$2"; done
+	median "$1" save1 "$SAVES"
+	[ "$READS" -gt 0 ] || return 0
 	# the objects that the GETs read (and granary's reads pair with)
 	l=$("$OP" -t "$T" "$SRC" "$2" ckpt) || why "objparts put failed: $l"
-	median "$1" save1 "$SAVES"
 	for r in $(seq 1 "$READS"); do
 		drop
 		l=$("$OP" -t "$T" -g "$SRC" "$2" ckpt) || why "objparts get failed: $l"
@@ -326,6 +347,7 @@ t_raw_s3() { t_raw "$1" "$GRANARY_TEST_S3/raw"; }
 # with the raw file:// store's GETs when that target ran
 ptmount() { peer_mount passthrough "$1" "$PT" -f "$TMP/pt" "$1"; }
 t_passthrough() {
+	[ "$READS" -gt 0 ] || why "reads only, and BENCH_CKPT_READS=0"
 	mkdir -p "$TMP/pt"
 	save1 "$TMP/pt"
 	save8 "$TMP/pt"
@@ -371,7 +393,8 @@ snap_ms() { # SRC DST -> the ms granary snapshot reports
 t_granary() { # ID DB STORAGE_URL RAW_ID RAW_URL
 	local mp=$TMP/mnt-$1 pid l ms
 	GMETA="$GRANARY_TEST_REDIS?db=$2"
-	"$G" format "$GMETA" "ckpt-$1" --storage "$3" >/dev/null
+	# no trash: a deleted save frees its blocks at once (unsave waits)
+	"$G" format "$GMETA" "ckpt-$1" --storage "$3" --trash-days 0 >/dev/null
 	gmount "$mp"
 	pid=$(daemon_pid "$mp")
 	[ -n "$pid" ] || why "no granary daemon found for $mp"
@@ -486,6 +509,9 @@ run_target() { # ID
 
 T_START=$(date +%s)
 SRC=$TMP/src.pt
+l=$(findmnt -no MAJ:MIN -T "$TMP" 2>/dev/null | head -1 | tr -d " ")
+[ -n "$l" ] && [ "$(awk '{ print NF }' "/sys/dev/block/$l/stat" 2>/dev/null)" -ge 17 ] 2>/dev/null &&
+	FLUSHSTAT=/sys/dev/block/$l/stat
 say "checkpoint: $MB MiB of random bytes, 8 x $((MB / 8)) MiB; targets: $TARGETS"
 head -c "$BYTES" /dev/urandom >"$SRC"
 case " $TARGETS " in *" granary-"*)
@@ -529,6 +555,12 @@ pratio() {
 	done
 	# shellcheck disable=SC2086 # the ratios, one word each
 	[ -z "${v// /}" ] || mid $v
+}
+# fl_rounds ID KEY BASE: the flushes of every round, "a / b"
+fl_rounds() {
+	local r out=""
+	for r in $(seq 1 "$SAVES"); do out="$out${out:+, }$(cell "$1" "flushes_$2_r$r") / $(cell "$1" "flushes_$3_r$r")"; done
+	echo "$out"
 }
 # rounds ID KEY BASE: "a/b" of every round
 rounds() {
@@ -581,7 +613,7 @@ report() {
 		if [ -n "$raw" ] && [ "$raw" != "$id" ] && ok "$raw"; then
 			vr=""
 			[ -z "$(get "$id" save1)" ] || vr="save $(ratio "$(get "$id" save1)" "$(get "$raw" save1)")"
-			vr="$vr${vr:+, }cold $(ratio "$(get "$id" cold1)" "$(get "$raw" cold1)")"
+			[ -z "$(get "$id" cold1)" ] || vr="$vr${vr:+, }cold $(ratio "$(get "$id" cold1)" "$(get "$raw" cold1)")"
 		fi
 		echo "| $(name "$id") | $(cell "$id" save1) | $(cell "$id" save8) | $(cell "$id" cold1) | $(cell "$id" cold8) | $(cell "$id" warm1) | $vl | $vr |"
 	done
@@ -599,13 +631,22 @@ report() {
 		[ -n "$(get "$id" snaptree)" ] &&
 			echo "$(name "$id"): a tree of $NTREE files (100 directories, mean 4 KiB, created through the mount at $(get "$id" tree_fps) files/s) in $(get "$id" snaptree) ms."
 	done
+	if [ -n "$FLUSHSTAT" ] && [ -n "$(get granary-file flushes_save1_r1)" ]; then
+		echo
+		echo "Cache flushes of the disk under \`BENCH_DIR\` (\`$FLUSHSTAT\`, the whole machine's) during each save, round by round; granary on file:// / the local disk's \`dd\` just before it:"
+		echo
+		echo "- 1 file: $(fl_rounds granary-file save1 pslocal)"
+		echo "- 8 files: $(fl_rounds granary-file save8 pslocal8)"
+	fi
 	echo
 	echo "Targets of the issue:"
 	echo
 	echo "| target | result |"
 	echo "|---|---|"
-	echo "| save to file:// ≥ 0.7x local disk (1 file, fsync) | $(pcheck granary-file save1 pslocal 0.7 "$(get granary-file save1)" "$(get local save1)") |"
+	echo "| save to file:// ≥ 0.9x local disk, same disk (1 file, fsync) | $(pcheck granary-file save1 pslocal 0.9 "$(get granary-file save1)" "$(get local save1)") |"
+	echo "| save to file:// ≥ 0.9x local disk, same disk (8 files at once, fsync) | $(pcheck granary-file save8 pslocal8 0.9 "$(get granary-file save8)" "$(get local save8)") |"
 	echo "| save to s3rver ≥ 0.9x raw parallel PUT (1 file) | $(pcheck granary-s3 save1 psraw 0.9 "$(get granary-s3 save1)" "$(get raw-s3 save1)") |"
+	echo "| save to s3rver ≥ 0.9x raw parallel PUT (8 files at once) | $(pcheck granary-s3 save8 psraw8 0.9 "$(get granary-s3 save8)" "$(get raw-s3 save1)") |"
 	echo "| save to s3rver ≥ 3x rclone (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get rclone save1)") |"
 	echo "| save to s3rver ≥ 3x s3fs (1 file) | $(check "$(get granary-s3 save1)" 3 "$(get s3fs save1)") |"
 	for id in granary-file granary-s3; do
@@ -622,15 +663,16 @@ report() {
 	done
 	echo
 	if [ -n "$(get granary-file pslocal_r1)$(get granary-s3 pslocal_r1)" ]; then
-		echo "Paired saves, MiB/s of each round, granary / the baseline save just before it (the last column: the 8-file save / the 1-file save just before it):"
+		echo "Paired saves, MiB/s of each round, granary / the baseline save just before it (the last column: the 8-file save / the 1-file save of its round):"
 		echo
-		echo "| target | save / local disk | save / raw PUT | 8 files / 1 file |"
-		echo "|---|---|---|---|"
+		echo "| target | 1 file / local disk | 1 file / raw PUT | 8 files / local disk 8 files | 8 files / raw PUT | 8 files / 1 file |"
+		echo "|---|---|---|---|---|---|"
 		for id in granary-file granary-s3; do
 			ok "$id" && [ -n "$(get "$id" pslocal_r1)" ] || continue
-			v="—"
+			v="—" v8="—"
 			[ -z "$(get "$id" psraw_r1)" ] || v=$(rounds "$id" save1 psraw)
-			echo "| $(name "$id") | $(rounds "$id" save1 pslocal) | $v | $(rounds "$id" save8 save1) |"
+			[ -z "$(get "$id" psraw8_r1)" ] || v8=$(rounds "$id" save8 psraw8)
+			echo "| $(name "$id") | $(rounds "$id" save1 pslocal) | $v | $(rounds "$id" save8 pslocal8) | $v8 | $(rounds "$id" save8 save1) |"
 		done
 		echo
 	fi
@@ -650,7 +692,7 @@ report() {
 			echo "| $(name "$id") | $(rounds "$id" cold1 praw1) | $(rounds "$id" cold8 praw8) | $(rounds "$id" warm1 plocal) | $v |"
 		done
 		echo
-		footnote "paired: in every round of granary's reads, a raw parallel GET of the same bytes (objparts, page cache dropped) runs just before each cold read, and a read of the source file on the local disk just before the warm read; each single-file save follows a save of the same bytes to the local disk and a raw parallel PUT of them, and each 8-file save follows a single-file save. The targets of the reads and of the saves take the median of the rounds' ratios (the ratio of the medians, the baselines' rows having run minutes earlier, beside it)" >/dev/null
+		footnote "paired: in every round of granary's reads, a raw parallel GET of the same bytes (objparts, page cache dropped) runs just before each cold read, and a read of the source file on the local disk just before the warm read; each save of granary (1 file, and 8 files at once) follows the same save of the same bytes to the local disk (the same disk as the file:// store) and a raw parallel PUT of them. The targets of the reads and of the saves take the median of the rounds' ratios (the ratio of the medians, the baselines' rows having run minutes earlier, beside it)" >/dev/null
 	fi
 	ok passthrough && footnote "FUSE passthrough: bench/passthrough (granary's FUSE capabilities, timeouts and thread pool; its replies splice the local files) over a copy of the files on the local disk, read the way granary's are: what a read through FUSE costs on this host with no work in the daemon. No saves (it is read-only)" >/dev/null
 	footnote "local disk: the warm read is a second read after dropping the page cache (the disk has no other cache)" >/dev/null

@@ -934,9 +934,9 @@ void chunkstore_prefetch(struct chunkstore *cs, uint64_t id, uint32_t size,
 
 /* Encode and put one block: copied into a buffer of its own, or with
  * room (chunkstore_headroom() bytes before raw) in place when it is stored
- * raw. */
+ * raw; durable on return, or (lazy) at the next sync. */
 static int put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
-		     void *raw, uint32_t len, int room)
+		     void *raw, uint32_t len, int room, int lazy)
 {
 	char key[KEY_CAP];
 	size_t enc_len = 0;
@@ -963,7 +963,8 @@ static int put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 		log_err("cannot encode block '%s': %s", key, gr_strerror(err));
 		goto free_enc;
 	}
-	err = objstore_put(cs->store, key, blk, enc_len);
+	err = lazy ? objstore_put_lazy(cs->store, key, blk, enc_len)
+		   : objstore_put(cs->store, key, blk, enc_len);
 	if (err) {
 		log_err("cannot upload block '%s': %s", key, gr_strerror(err));
 		goto free_enc;
@@ -982,7 +983,7 @@ int chunkstore_put_block(struct chunkstore *cs, uint64_t id, uint32_t idx,
 			 const void *raw, uint32_t len)
 {
 	/* not written to: without room the block is copied */
-	return put_block(cs, id, idx, (void *)(uintptr_t)raw, len, 0);
+	return put_block(cs, id, idx, (void *)(uintptr_t)raw, len, 0, 0);
 }
 
 size_t chunkstore_headroom(const struct chunkstore *cs)
@@ -993,7 +994,23 @@ size_t chunkstore_headroom(const struct chunkstore *cs)
 int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
 				 uint32_t idx, void *raw, uint32_t len)
 {
-	return put_block(cs, id, idx, raw, len, 1);
+	return put_block(cs, id, idx, raw, len, 1, 0);
+}
+
+int chunkstore_put_block_lazy(struct chunkstore *cs, uint64_t id, uint32_t idx,
+			      void *raw, uint32_t len, int inplace)
+{
+	return put_block(cs, id, idx, raw, len, inplace, 1);
+}
+
+int chunkstore_sync(struct chunkstore *cs)
+{
+	int err = objstore_sync(cs->store);
+
+	if (err)
+		log_err("cannot make the blocks put durable: %s",
+			gr_strerror(err));
+	return err;
 }
 
 /* A pin of bytes that are in no cache: a free-standing entry owning buf,

@@ -75,7 +75,7 @@ void chunkstore_pack_key(uint64_t pack, char *buf, size_t cap);
 /* What a key of the two forms above names: 1, or 0 when it is no such key
  * (for gc, which meets every key of the store). */
 struct chunkstore_keyinfo {
-	int pack;     /* 1: pack id; 0: block idx (raw length len) of slice id */
+	int pack; /* 1: pack id; 0: block idx (raw length len) of slice id */
 	uint64_t id;
 	uint32_t idx, len;
 };
@@ -97,6 +97,14 @@ size_t chunkstore_headroom(const struct chunkstore *cs);
  * block is put from there (compressed blocks still get a buffer). */
 int chunkstore_put_block_inplace(struct chunkstore *cs, uint64_t id,
 				 uint32_t idx, void *raw, uint32_t len);
+/* Either of the two (inplace: the second), the block durable only once a
+ * chunkstore_sync() that began after it returned has returned 0
+ * (objstore_put_lazy); nothing may point at it in the metadata before. */
+int chunkstore_put_block_lazy(struct chunkstore *cs, uint64_t id, uint32_t idx,
+			      void *raw, uint32_t len, int inplace);
+/* objstore_sync() of the store: every lazy put that returned is durable,
+ * or the error (EIO, ENOSPC) says that they may be lost. */
+int chunkstore_sync(struct chunkstore *cs);
 /* Copy bytes [off, off+len) of slice (id, size) into buf, fetching the
  * blocks needed. A block that fails its checksum gives EIO (and a log
  * line); a missing block gives EIO too. */

@@ -52,6 +52,16 @@
  * FIFO across writers, so a big writer cannot starve a small one's flush
  * for longer than the blocks queued ahead of it.
  *
+ * Durability: the uploaders put blocks lazily (objstore_put_lazy: on a
+ * file:// pool, without an fsync each), as many of one file at once as
+ * there are uploaders; a flush waits for its writer's uploads, then one
+ * objstore_sync makes them durable before the commit that points at them
+ * (shared by the flushes of other writers that arrive meanwhile). A sync
+ * covers every writer's puts, so one that fails may have lost the puts
+ * of writers that did not ask for it: the pool counts its failed syncs,
+ * and a flush fails when one failed after its writer's first lazy put of
+ * the flush (sync_blocks), even if its own sync succeeded.
+ *
  * Errors: a failed upload (or commit) makes the writer's pending slices
  * unusable; they are dropped, never committed, and the error stays sticky
  * (writer_write refuses more data) until writer_flush reports it once, as
@@ -102,6 +112,8 @@ struct wpool {
 	size_t inflight;      /* blocks queued or uploading; ditto */
 	uint64_t waits;	      /* writers that waited for budget; ditto */
 	uint64_t wait_ns;     /* the time they waited; ditto */
+	uint64_t sync_fails;  /* syncs of the store that failed; ditto */
+	int sync_err;	      /* the last one's error; ditto */
 };
 
 struct writer {
@@ -117,7 +129,11 @@ struct writer {
 	size_t nslices, cap;	      /* protected by lock */
 	size_t held; /* bytes charged for partial blocks; protected by lock */
 
-	int holding;  /* counted in packer_hold; protected by lock */
+	int holding; /* counted in packer_hold; protected by lock */
+	/* blocks put lazily since the last flush, and the pool's sync_fails
+	 * when the first of them was queued; protected by lock */
+	int lazy;
+	uint64_t gen;
 	int inflight; /* blocks queued or uploading; protected by pool->lock */
 	int err;      /* sticky upload error; protected by pool->lock */
 	int closing;  /* queued blocks are dropped; protected by pool->lock */
@@ -140,12 +156,9 @@ static void upload_run(struct workq_job *job)
 		; /* writer_close drops what it did not flush */
 	else if (p->stage)
 		err = stage_put(p->stage, b->id, b->idx, b->data, b->len);
-	else if (b->room)
-		err = chunkstore_put_block_inplace(p->cs, b->id, b->idx,
-						   b->data, b->len);
-	else
-		err =
-		    chunkstore_put_block(p->cs, b->id, b->idx, b->data, b->len);
+	else /* durable at the flush's sync */
+		err = chunkstore_put_block_lazy(p->cs, b->id, b->idx, b->data,
+						b->len, b->room != 0);
 	uint32_t cap = b->cap;
 	wblock_free(b);
 
@@ -249,6 +262,10 @@ static void enqueue(struct writer *w, struct wblock *b)
 	pthread_mutex_lock(&p->lock);
 	p->inflight++;
 	w->inflight++;
+	if (!p->stage && !w->lazy) {
+		w->lazy = 1;
+		w->gen = p->sync_fails;
+	}
 	pthread_mutex_unlock(&p->lock);
 	/* counted first: the upload may finish before push returns. It
 	 * cannot wait (no cap) nor be refused (writers close before the
@@ -325,10 +342,34 @@ static int pack_slices(struct writer *w)
 }
 
 /*
- * Upload every partial block, wait for all of this writer's uploads and
- * commit the slices. On an upload or commit error the pending slices are
- * dropped (their objects are left for gc's leaked-object scan) and the
- * error is returned; `clear` says whether it is reported now for good
+ * Make the blocks w put lazily durable (see the head comment): 0, or the
+ * error of a sync that failed since the first of them was queued.
+ */
+static int sync_blocks(struct writer *w)
+{
+	struct wpool *p = w->p;
+	int err = chunkstore_sync(p->cs);
+
+	pthread_mutex_lock(&p->lock);
+	if (err) {
+		p->sync_fails++;
+		p->sync_err = err;
+	} else if (p->sync_fails != w->gen) {
+		err = p->sync_err;
+		log_err("a sync of the store failed while inode %llu had "
+			"blocks in it: its flush fails (%s)",
+			(unsigned long long)w->ino, gr_strerror(err));
+	}
+	pthread_mutex_unlock(&p->lock);
+	/* as an upload's error: the store being full is worth saying */
+	return !err || err == ENOSPC || err == EDQUOT ? err : EIO;
+}
+
+/*
+ * Upload every partial block, wait for all of this writer's uploads, make
+ * them durable and commit the slices. On an upload or commit error the pending
+ * slices are dropped (their objects are left for gc's leaked-object scan) and
+ * the error is returned; `clear` says whether it is reported now for good
  * (writer_flush) or stays sticky for the next writer_flush (a flush forced
  * from inside writer_write, whose caller may never see its data's fate).
  */
@@ -384,6 +425,10 @@ static int flush_locked(struct writer *w, int clear)
 		/* staged blocks: their files' names too, before the commit */
 		if (n && p->stage)
 			err = stage_durable(p->stage);
+		/* blocks in the store: durable before anything points at them
+		 */
+		if (n && !err && w->lazy)
+			err = sync_blocks(w);
 		if (n && !err)
 			err = w->cbs.commit(w->cbs.arg, w->ino, w->out, n);
 		if (err && !clear) {
@@ -399,6 +444,7 @@ static int flush_locked(struct writer *w, int clear)
 			w->nslices, (unsigned long long)w->ino,
 			err > 0 ? strerror(err) : "metadata commit failed");
 	w->nslices = 0;
+	w->lazy = 0; /* all uploaded (or dropped), synced or failed */
 	hold(w, 0);
 	gr_assert(w->held == 0);
 	return err;

@@ -3,9 +3,11 @@
  *
  * A writer turns write() calls into slices (a slice is one run of
  * contiguous writes inside one chunk). Each full block is handed at once to
- * the pool's uploader threads while the application keeps writing; flush
- * uploads the partial blocks, waits for every upload and commits the
- * slices, in order, through the commit callback. All writers share one
+ * the pool's uploader threads while the application keeps writing (puts
+ * durable only at the store's next sync, several of a file at once); flush
+ * uploads the partial blocks, waits for every upload, makes them durable
+ * with one sync of the store and commits the slices, in order, through
+ * the commit callback. All writers share one
  * byte budget (buffer_size): a writer that would exceed it waits for
  * uploads to drain (back-pressure), and flushes itself if it holds buffered
  * data nobody else can drain.

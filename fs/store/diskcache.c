@@ -707,11 +707,13 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	return 1;
 }
 
-static int dc_put(struct objstore *s, const char *key, const void *data,
-		  size_t len)
+/* A put or a lazy put (durable at the backend's next sync). */
+static int dc_store(struct objstore *s, const char *key, const void *data,
+		    size_t len, int lazy)
 {
 	struct diskcache *dc = dc_of(s);
-	int err = objstore_put(dc->backend, key, data, len);
+	int err = lazy ? objstore_put_lazy(dc->backend, key, data, len)
+		       : objstore_put(dc->backend, key, data, len);
 
 	/* After the put, so a fill that read the old object rolls back. */
 	drop(dc, key, NULL);
@@ -721,6 +723,23 @@ static int dc_put(struct objstore *s, const char *key, const void *data,
 			fill(dc, ph, data, len);
 	}
 	return err;
+}
+
+static int dc_put(struct objstore *s, const char *key, const void *data,
+		  size_t len)
+{
+	return dc_store(s, key, data, len, 0);
+}
+
+static int dc_put_lazy(struct objstore *s, const char *key, const void *data,
+		       size_t len)
+{
+	return dc_store(s, key, data, len, 1);
+}
+
+static int dc_sync(struct objstore *s)
+{
+	return objstore_sync(dc_of(s)->backend);
 }
 
 static int dc_del(struct objstore *s, const char *key)
@@ -806,6 +825,8 @@ static const struct objstore_ops dc_ops = {
     .scheme = "diskcache",
     .get = dc_get,
     .put = dc_put,
+    .put_lazy = dc_put_lazy,
+    .sync = dc_sync,
     .del = dc_del,
     .head = dc_head,
     .list = dc_list,

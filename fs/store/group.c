@@ -839,6 +839,17 @@ static int g_put(struct objstore *s, const char *key, const void *data,
 	return objstore_put(grp_of(s)->cache, key, data, len);
 }
 
+static int g_put_lazy(struct objstore *s, const char *key, const void *data,
+		      size_t len)
+{
+	return objstore_put_lazy(grp_of(s)->cache, key, data, len);
+}
+
+static int g_sync(struct objstore *s)
+{
+	return objstore_sync(grp_of(s)->cache);
+}
+
 static int g_del(struct objstore *s, const char *key)
 {
 	return objstore_del(grp_of(s)->cache, key);
@@ -1146,6 +1157,8 @@ static const struct objstore_ops group_ops = {
     .scheme = "group",
     .get = g_get,
     .put = g_put,
+    .put_lazy = g_put_lazy,
+    .sync = g_sync,
     .del = g_del,
     .head = g_head,
     .list = g_list,

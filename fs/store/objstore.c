@@ -182,7 +182,15 @@ static int key_valid(const char *key)
 #define OUTAGE_LOG_S	 10   /* at most one "retrying" line per this */
 #define PROBE_GAP_MS	 1000 /* a closed window: attempts this far apart */
 
-enum req_op { REQ_GET, REQ_PUT, REQ_DEL, REQ_HEAD, REQ_VIEW };
+enum req_op {
+	REQ_GET,
+	REQ_PUT,
+	REQ_DEL,
+	REQ_HEAD,
+	REQ_VIEW,
+	REQ_LAZY,
+	REQ_SYNC
+};
 
 /* One request's arguments, so that one loop can retry any of them. */
 struct req {
@@ -199,15 +207,18 @@ struct req {
 
 static const char *req_name(enum req_op op)
 {
-	static const char *names[] = {"get", "put", "delete", "head", "get"};
+	static const char *names[] = {"get", "put", "delete", "head",
+				      "get", "put", "sync"};
 	return names[op];
 }
 
+/* A sync is no request of its own kind: its retries count as a put's,
+ * whose durability it completes. */
 static enum objstore_kind req_kind(enum req_op op)
 {
-	static const enum objstore_kind k[] = {OBJSTORE_K_GET, OBJSTORE_K_PUT,
-					       OBJSTORE_K_DEL, OBJSTORE_K_HEAD,
-					       OBJSTORE_K_GET};
+	static const enum objstore_kind k[] = {
+	    OBJSTORE_K_GET, OBJSTORE_K_PUT, OBJSTORE_K_DEL, OBJSTORE_K_HEAD,
+	    OBJSTORE_K_GET, OBJSTORE_K_PUT, OBJSTORE_K_PUT};
 	return k[op];
 }
 
@@ -288,6 +299,12 @@ static int attempt(struct objstore *s, struct req *r)
 		return s->ops->get(s, r->key, r->off, r->len, r->data, r->got);
 	case REQ_PUT:
 		return s->ops->put(s, r->key, r->put, r->len);
+	case REQ_LAZY:
+		if (s->ops->put_lazy)
+			return s->ops->put_lazy(s, r->key, r->put, r->len);
+		return s->ops->put(s, r->key, r->put, r->len);
+	case REQ_SYNC:
+		return s->ops->sync ? s->ops->sync(s) : 0;
 	case REQ_DEL:
 		return s->ops->del(s, r->key);
 	case REQ_HEAD:
@@ -488,15 +505,15 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	return err;
 }
 
-int objstore_put(struct objstore *s, const char *key, const void *data,
-		 size_t len)
+static int put(struct objstore *s, enum req_op op, const char *key,
+	       const void *data, size_t len)
 {
 	int err;
 
 	if (!s || (!data && len) || !key_valid(key))
 		return EINVAL;
 	struct req r = {
-	    .op = REQ_PUT, .key = key, .put = data ? data : "", .len = len};
+	    .op = op, .key = key, .put = data ? data : "", .len = len};
 	int64_t t0 = fsutil_mono_ns();
 	err = run(s, &r);
 	STAT_ADD(s, puts, 1);
@@ -505,6 +522,32 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
 	else
 		STAT_ADD(s, put_bytes, len);
 	account(s, OBJSTORE_K_PUT, t0, err, len);
+	return err;
+}
+
+int objstore_put(struct objstore *s, const char *key, const void *data,
+		 size_t len)
+{
+	return put(s, REQ_PUT, key, data, len);
+}
+
+/* Counted as puts: the bytes moved are the same; the syncs on their own. */
+int objstore_put_lazy(struct objstore *s, const char *key, const void *data,
+		      size_t len)
+{
+	return put(s, REQ_LAZY, key, data, len);
+}
+
+int objstore_sync(struct objstore *s)
+{
+	if (!s)
+		return EINVAL;
+	/* the key only names the request in the log lines of run() */
+	struct req r = {.op = REQ_SYNC, .key = "(the lazy puts)"};
+	int err = run(s, &r);
+	STAT_ADD(s, syncs, 1);
+	if (err)
+		STAT_ADD(s, errors, 1);
 	return err;
 }
 
@@ -688,6 +731,7 @@ void objstore_get_stats(struct objstore *s, struct objstore_stats *st)
 	st->errors = __atomic_load_n(&s->st.errors, __ATOMIC_RELAXED);
 	st->retries = __atomic_load_n(&s->st.retries, __ATOMIC_RELAXED);
 	st->gave_up = __atomic_load_n(&s->st.gave_up, __ATOMIC_RELAXED);
+	st->syncs = __atomic_load_n(&s->st.syncs, __ATOMIC_RELAXED);
 	for (int k = 0; k < OBJSTORE_KINDS; k++) {
 		const struct objstore_kind_stats *from = &s->st.kind[k];
 		struct objstore_kind_stats *to = &st->kind[k];

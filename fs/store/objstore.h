@@ -4,7 +4,8 @@
  *
  *   file:///DIR[:/DIR2...]   a pool of local (HDD) directories; each object
  *                            lives in one directory chosen by a hash of its
- *                            key; writes are temp file + fsync + rename.
+ *                            key; writes are temp file + fsync + rename
+ *                            (lazy puts: fsyncs at objstore_sync()).
  *   s3://HOST[:PORT]/BUCKET[/PREFIX][?OPTS]       S3 over HTTPS (libcurl)
  *   s3+http://HOST[:PORT]/BUCKET[/PREFIX][?OPTS]  the same over plain HTTP
  *   mem://[NAME]             in-process, for unit tests only; mem://NAME is
@@ -114,9 +115,11 @@ struct objstore_kind_stats {
 	uint64_t requests, errors, retries, bytes;
 	struct metric_hist lat;
 };
+/* puts and put_bytes count lazy puts too; syncs the objstore_sync()
+ * calls (those that failed in errors too). */
 struct objstore_stats {
 	uint64_t gets, get_bytes, puts, put_bytes, dels, heads, errors;
-	uint64_t retries, gave_up;
+	uint64_t retries, gave_up, syncs;
 	struct objstore_kind_stats kind[OBJSTORE_KINDS];
 };
 /* "get", "put", "delete", "head", "list": the kind's label. */
@@ -215,6 +218,12 @@ int objstore_put(struct objstore *s, const char *key, const void *data,
  * PUT acknowledged is durable). A sync that fails returns the error
  * (EIO, ENOSPC) and the objects put since the last good sync must be
  * taken as lost: the caller puts them again or fails the file's fsync.
+ * Since a sync covers every caller's puts, a sync that another caller
+ * ran and that failed may have covered this caller's: callers that share
+ * a store share what they learn (the writer's pool fails every file with
+ * lazy puts made before a sync of the pool failed, fs/data/writer.c);
+ * the store itself fails only the syncs that shared a failed one or
+ * found nothing put since.
  */
 int objstore_put_lazy(struct objstore *s, const char *key, const void *data,
 		      size_t len);

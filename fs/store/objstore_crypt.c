@@ -278,12 +278,21 @@ static int open_chunks(struct cstore *cs, const char *name, const void *hdr,
 
 /* ---- put ---- */
 
-static int crypt_put(struct objstore *s, const char *key, const void *data,
-		     size_t len)
+/* The sealed object goes down as a put, or as a lazy put (durable at the
+ * inner store's next sync). */
+static int inner_put(struct cstore *cs, int lazy, const char *key,
+		     const void *data, size_t len)
+{
+	return lazy ? objstore_put_lazy(cs->inner, key, data, len)
+		    : objstore_put(cs->inner, key, data, len);
+}
+
+static int seal_put(struct objstore *s, const char *key, const void *data,
+		    size_t len, int lazy)
 {
 	struct cstore *cs = cs_of(s);
 	if (passes(key))
-		return objstore_put(cs->inner, key, data, len);
+		return inner_put(cs, lazy, key, data, len);
 
 	size_t total = sealed_size(len);
 	struct pbuf *pb = pool_get(cs, total);
@@ -312,9 +321,26 @@ static int crypt_put(struct objstore *s, const char *key, const void *data,
 	}
 	obj_end(&o);
 	if (!err)
-		err = objstore_put(cs->inner, key, buf, total);
+		err = inner_put(cs, lazy, key, buf, total);
 	pool_put(cs, pb);
 	return err;
+}
+
+static int crypt_put(struct objstore *s, const char *key, const void *data,
+		     size_t len)
+{
+	return seal_put(s, key, data, len, 0);
+}
+
+static int crypt_put_lazy(struct objstore *s, const char *key, const void *data,
+			  size_t len)
+{
+	return seal_put(s, key, data, len, 1);
+}
+
+static int crypt_sync(struct objstore *s)
+{
+	return objstore_sync(cs_of(s)->inner);
 }
 
 /* ---- get ---- */
@@ -329,8 +355,8 @@ static void span(uint64_t off, size_t len, uint64_t *first, uint64_t *ioff,
 {
 	*first = off / CHUNK;
 	*ioff = HDR + *first * SCHUNK;
-	*ilen = len ? (size_t)(((off + len - 1) / CHUNK - *first + 1) * SCHUNK)
-		    : 0;
+	*ilen =
+	    len ? (size_t)(((off + len - 1) / CHUNK - *first + 1) * SCHUNK) : 0;
 }
 
 /*
@@ -354,9 +380,9 @@ static int check_end(struct cstore *cs, const char *key, const void *hdr)
 	if (!err) {
 		unsigned char *out = malloc(CHUNK);
 		size_t n;
-		err = out ? open_chunks(cs, key, hdr, last, buf, got, 1, out,
-					&n)
-			  : ENOMEM;
+		err =
+		    out ? open_chunks(cs, key, hdr, last, buf, got, 1, out, &n)
+			: ENOMEM;
 		free(out);
 	}
 	bigbuf_free(buf);
@@ -560,8 +586,7 @@ static int crypt_evict(struct objstore *s, const char *key, int bad)
 	return bad ? objstore_evict_bad(in, key) : objstore_evict(in, key);
 }
 
-static int crypt_list_temps(struct objstore *s, objstore_list_fn fn,
-			    void *arg)
+static int crypt_list_temps(struct objstore *s, objstore_list_fn fn, void *arg)
 {
 	return objstore_list_temps(cs_of(s)->inner, fn, arg);
 }
@@ -591,6 +616,8 @@ static const struct objstore_ops crypt_ops = {
     .scheme = "crypt",
     .get = crypt_get,
     .put = crypt_put,
+    .put_lazy = crypt_put_lazy,
+    .sync = crypt_sync,
     .del = crypt_del,
     .head = crypt_head,
     .list = crypt_list,

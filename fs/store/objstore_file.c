@@ -4,6 +4,10 @@
  * XXH3(key) mod the number of directories. Writes go to a temp file in the
  * final directory, are fsync'd, renamed over the final name and the directory
  * is fsync'd: a crash leaves the old object or the new one, never a torn one.
+ * Lazy puts (objstore_put_lazy) skip both fsyncs and are made durable in
+ * batches by objstore_sync: one syncfs per file system of the pool, or
+ * (GRANARY_FILE_SYNC=fdatasync) an fdatasync of each file put and an fsync
+ * of each directory that got one.
  *
  * The directory list and its order are part of the volume: changing them
  * moves keys to other directories and hides the objects already written.
@@ -28,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +50,48 @@
 
 struct file_dir {
 	char *path;
-	int fd; /* O_DIRECTORY; every access is *at() relative to it */
+	int fd;	   /* O_DIRECTORY; every access is *at() relative to it */
+	size_t fs; /* the first directory of the pool on its file system */
+	int dirty; /* lazy puts here since the last sync; protected by
+		      file_store->lock (on the fs's first directory only) */
+};
+
+/* A file (fdatasync mode) or a directory (both modes) to sync: a pool
+ * directory's index and the path under it ("" for the directory itself). */
+struct pending {
+	size_t dir;
+	char *path;
+};
+
+struct pendings {
+	struct pending *v;
+	size_t n, cap;
 };
 
 struct file_store {
 	struct objstore base; /* first */
 	struct file_dir *dirs;
 	size_t ndirs;
-	/* No lock: all state is set at open; the file system serialises the
-	 * rest (rename is atomic, temp names are unique). */
+	int fdatasync; /* sync by fdatasync of each file, not syncfs */
+	/*
+	 * The dirs are set at open; the file system serialises the puts
+	 * (rename is atomic, temp names are unique). The lock is a leaf and
+	 * guards the lazy puts' batches: each lazy put that returns takes
+	 * the next number (seq) and leaves what its sync needs (dirty, files,
+	 * parents); a sync takes all of it and makes 1..seq durable (upto).
+	 * One sync runs at a time; those that arrive meanwhile wait for it
+	 * and for the next one, which one of them runs for all.
+	 */
+	pthread_mutex_t lock;
+	pthread_cond_t synced;
+	uint64_t seq;	/* lazy puts that returned; protected by lock */
+	uint64_t upto;	/* those that the last sync ended covered; ditto */
+	int err;	/* the last sync's result; ditto */
+	uint64_t fails; /* syncs that failed; ditto */
+	int fail_err;	/* the last one's error; ditto */
+	int running;	/* a sync is under way; ditto */
+	struct pendings files;	 /* fdatasync mode; ditto */
+	struct pendings parents; /* fdatasync mode, no duplicates; ditto */
 };
 
 static struct file_dir *dir_of(struct objstore *s, const char *key)
@@ -160,8 +198,10 @@ static int open_tmp(int root, const char *key, int *dfd_out, int *fd_out,
 	return err;
 }
 
+/* Put key in d: durable on return, or (lazy) once its file and its
+ * directory are synced. */
 static int put_in(struct file_dir *d, const char *key, const void *data,
-		  size_t len)
+		  size_t len, int lazy)
 {
 	const char *slash = strrchr(key, '/');
 	const char *base = slash ? slash + 1 : key;
@@ -176,7 +216,7 @@ static int put_in(struct file_dir *d, const char *key, const void *data,
 	/* a block the client will not read back from here soon: kept out of
 	 * the page cache, which also spares the copy into it */
 	err = fsutil_write_direct(fd, data, len);
-	if (!err && fsync(fd))
+	if (!err && !lazy && fsync(fd))
 		err = errno;
 	if (close(fd) && !err)
 		err = errno; /* NFS and friends report write errors here */
@@ -187,7 +227,7 @@ static int put_in(struct file_dir *d, const char *key, const void *data,
 		goto unlink_tmp;
 	}
 	/* The rename is only durable once the directory is. */
-	if (fsync(dfd))
+	if (!lazy && fsync(dfd))
 		err = errno;
 	close(dfd);
 	return err;
@@ -214,8 +254,211 @@ static int file_put(struct objstore *s, const char *key, const void *data,
 	/* the marker: in every directory, the one reads take last */
 	for (size_t i = 0; is_marker(s, key) && i < f->ndirs && !err; i++)
 		if (&f->dirs[i] != own)
-			err = put_in(&f->dirs[i], key, data, len);
-	return err ? err : put_in(own, key, data, len);
+			err = put_in(&f->dirs[i], key, data, len, 0);
+	return err ? err : put_in(own, key, data, len, 0);
+}
+
+/* ---- lazy puts and their sync ---- */
+
+/* fsync (datasync: fdatasync) path under pool directory d ("": d). */
+static int sync_path(struct file_dir *d, const char *path, int datasync)
+{
+	int fd = *path ? openat(d->fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+		       : dup(d->fd);
+	int err;
+
+	if (fd < 0)
+		return errno;
+	err = (datasync ? fdatasync(fd) : fsync(fd)) ? errno : 0;
+	close(fd);
+	return err;
+}
+
+static int pendings_push(struct pendings *p, size_t dir, const char *path,
+			 size_t len)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 64;
+		struct pending *v = realloc(p->v, cap * sizeof(*v));
+		if (!v)
+			return ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	char *copy = strndup(path, len);
+	if (!copy)
+		return ENOMEM;
+	p->v[p->n++] = (struct pending){dir, copy};
+	return 0;
+}
+
+static int pendings_has(const struct pendings *p, size_t dir, const char *path,
+			size_t len)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].dir == dir && !strncmp(p->v[i].path, path, len) &&
+		    !p->v[i].path[len])
+			return 1;
+	return 0;
+}
+
+static void pendings_free(struct pendings *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i].path);
+	free(p->v);
+	*p = (struct pendings){0};
+}
+
+/* What a sync of key, put lazily in dir i, needs (fdatasync mode: the
+ * file and its directory), with f->lock held. */
+static int note_lazy(struct file_store *f, size_t i, const char *key)
+{
+	const char *slash = strrchr(key, '/');
+	size_t plen = slash ? (size_t)(slash - key) : 0;
+	int err;
+
+	if (!f->fdatasync) {
+		f->dirs[f->dirs[i].fs].dirty = 1;
+		return 0;
+	}
+	if ((err = pendings_push(&f->files, i, key, strlen(key))))
+		return err;
+	if (pendings_has(&f->parents, i, key, plen))
+		return 0;
+	return pendings_push(&f->parents, i, key, plen);
+}
+
+static int file_put_lazy(struct objstore *s, const char *key, const void *data,
+			 size_t len)
+{
+	struct file_store *f = (struct file_store *)s;
+	struct file_dir *own = dir_of(s, key);
+	size_t i = (size_t)(own - f->dirs);
+	int err;
+
+	if (is_marker(s, key))
+		return file_put(s, key, data, len);
+	if ((err = put_in(own, key, data, len, 1)))
+		return err;
+	pthread_mutex_lock(&f->lock);
+	err = note_lazy(f, i, key);
+	if (!err)
+		f->seq++;
+	pthread_mutex_unlock(&f->lock);
+	if (!err)
+		return 0;
+	/* no memory to note it: durable now, as a put is */
+	const char *slash = strrchr(key, '/');
+	char parent[PATH_MAX];
+	size_t plen = slash ? (size_t)(slash - key) : 0;
+	memcpy(parent, key, plen);
+	parent[plen] = '\0';
+	err = sync_path(own, key, 1);
+	return err ? err : sync_path(own, parent, 0);
+}
+
+/* What one sync does: syncfs of each file system with lazy puts (dirty
+ * lists their first directories), or fdatasync of each file and fsync of
+ * each directory. Every item is tried; the first error is returned, and
+ * logged with the number of items that failed. */
+static int sync_work(struct file_store *f, const size_t *dirty, size_t ndirty,
+		     const struct pendings *files,
+		     const struct pendings *parents)
+{
+	const char *what = NULL, *sep = "";
+	char where[PATH_MAX];
+	size_t failed = 0;
+	int err = 0, e;
+
+	for (size_t k = 0; k < ndirty; k++) {
+		struct file_dir *d = &f->dirs[dirty[k]];
+		if (syncfs(d->fd) == 0 || failed++)
+			continue;
+		err = errno;
+		what = "syncfs";
+		snprintf(where, sizeof(where), "%s", d->path);
+	}
+	for (int dirs = 0; dirs < 2; dirs++) {
+		const struct pendings *p = dirs ? parents : files;
+		for (size_t k = 0; k < p->n; k++) {
+			struct file_dir *d = &f->dirs[p->v[k].dir];
+			if (!(e = sync_path(d, p->v[k].path, !dirs)) ||
+			    failed++)
+				continue;
+			err = e;
+			what = dirs ? "fsync" : "fdatasync";
+			sep = *p->v[k].path ? "/" : "";
+			snprintf(where, sizeof(where), "%s%s%s", d->path, sep,
+				 p->v[k].path);
+		}
+	}
+	if (err)
+		log_err("cannot make the objects put durable: %s of '%s' "
+			"failed: %s (%zu failed in this sync)",
+			what, where, strerror(err), failed);
+	return err;
+}
+
+/* Run one sync for every lazy put noted so far, with f->lock held (it is
+ * let go while the disks work). */
+static void sync_run(struct file_store *f)
+{
+	struct pendings files = f->files, parents = f->parents;
+	uint64_t target = f->seq;
+	size_t *dirty = malloc(f->ndirs * sizeof(*dirty)), ndirty = 0;
+	int err = dirty ? 0 : ENOMEM;
+
+	for (size_t i = 0; dirty && i < f->ndirs; i++)
+		if (f->dirs[i].dirty) {
+			f->dirs[i].dirty = 0;
+			dirty[ndirty++] = i;
+		}
+	f->files = f->parents = (struct pendings){0};
+	f->running = 1;
+	pthread_mutex_unlock(&f->lock);
+	if (!err)
+		err = sync_work(f, dirty, ndirty, &files, &parents);
+	free(dirty);
+	pendings_free(&files);
+	pendings_free(&parents);
+	pthread_mutex_lock(&f->lock);
+	f->running = 0;
+	f->upto = target;
+	f->err = err;
+	if (err) {
+		f->fails++;
+		f->fail_err = err;
+	}
+	pthread_cond_broadcast(&f->synced);
+}
+
+/*
+ * Every lazy put that returned before this call is covered by a sync
+ * that started after it returned: the one under way when it came covers
+ * only part of them, so it waits for that one and for the next. A sync
+ * that failed while this call waited may have covered its puts: its
+ * error is returned even when a later one succeeded. With nothing put
+ * since the last sync ended, that sync's result is returned.
+ */
+static int file_sync(struct objstore *s)
+{
+	struct file_store *f = (struct file_store *)s;
+	int err;
+
+	pthread_mutex_lock(&f->lock);
+	uint64_t mine = f->seq, fails = f->fails;
+	err = f->upto >= mine ? f->err : 0;
+	while (f->upto < mine) {
+		if (f->running)
+			pthread_cond_wait(&f->synced, &f->lock);
+		else
+			sync_run(f);
+	}
+	if (f->fails != fails)
+		err = f->fail_err;
+	pthread_mutex_unlock(&f->lock);
+	return err;
 }
 
 /* ---- get / head / del ---- */
@@ -489,6 +732,10 @@ static void file_close(struct objstore *s)
 		free(f->dirs[i].path);
 	}
 	free(f->dirs);
+	pendings_free(&f->files);
+	pendings_free(&f->parents);
+	pthread_cond_destroy(&f->synced);
+	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
 
@@ -508,6 +755,8 @@ static const struct objstore_ops file_ops = {
     .get = file_get,
     .get_view = file_get_view,
     .put = file_put,
+    .put_lazy = file_put_lazy,
+    .sync = file_sync,
     .del = file_del,
     .head = file_head,
     .list = file_list,
@@ -589,6 +838,49 @@ static int parse_dirs(const char *spec, struct file_store *f)
 	return 0;
 }
 
+/* How syncs make lazy puts durable: GRANARY_FILE_SYNC=syncfs (the
+ * default: one syncfs per file system, which also writes what others left
+ * dirty there) or fdatasync (each file and directory on its own). */
+static int sync_by_fdatasync(void)
+{
+	const char *e = getenv("GRANARY_FILE_SYNC");
+
+	if (!e || !*e || !strcmp(e, "syncfs"))
+		return 0;
+	if (!strcmp(e, "fdatasync"))
+		return 1;
+	log_warn("GRANARY_FILE_SYNC='%s' is neither 'syncfs' nor "
+		 "'fdatasync': using syncfs",
+		 e);
+	return 0;
+}
+
+/* Each directory's fs: the first directory of the pool on its device. */
+static int group_by_fs(struct file_store *f)
+{
+	dev_t *dev = calloc(f->ndirs, sizeof(*dev));
+	struct stat st;
+	int err = 0;
+
+	if (!dev)
+		return ENOMEM;
+	for (size_t i = 0; i < f->ndirs && !err; i++) {
+		if (fstat(f->dirs[i].fd, &st)) {
+			err = errno;
+			break;
+		}
+		dev[i] = st.st_dev;
+		f->dirs[i].fs = i;
+		for (size_t j = 0; j < i; j++)
+			if (dev[j] == dev[i]) {
+				f->dirs[i].fs = j;
+				break;
+			}
+	}
+	free(dev);
+	return err;
+}
+
 int objstore_file_open(const char *url, struct objstore **out)
 {
 	struct file_store *f;
@@ -603,12 +895,17 @@ int objstore_file_open(const char *url, struct objstore **out)
 	if (!f)
 		return ENOMEM;
 	f->base.ops = &file_ops;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->synced, NULL);
+	f->fdatasync = sync_by_fdatasync();
 	err = parse_dirs(url + 7, f);
 	if (err)
 		goto close_store;
 	for (size_t i = 0; i < f->ndirs; i++)
 		if ((err = open_dir(&f->dirs[i])))
 			goto close_store;
+	if ((err = group_by_fs(f)))
+		goto close_store;
 	*out = &f->base;
 	return 0;
 

@@ -475,7 +475,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    f,
 	    "{\"store\": {\"gets\": %llu, \"get_bytes\": %llu, \"puts\": "
 	    "%llu, \"put_bytes\": %llu, \"dels\": %llu, \"errors\": %llu, "
-	    "\"retries\": %llu, \"gave_up\": %llu}, "
+	    "\"retries\": %llu, \"gave_up\": %llu, \"syncs\": %llu}, "
 	    "\"memory_cache\": {\"hits\": %llu, \"misses\": %llu, "
 	    "\"corrupt\": %llu, \"prefetched\": %llu}, "
 	    "\"disk_cache\": {\"enabled\": %s, \"hits\": %llu, \"misses\": "
@@ -498,6 +498,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
 	    (unsigned long long)st.retries, (unsigned long long)st.gave_up,
+	    (unsigned long long)st.syncs,
 	    (unsigned long long)cs.cache_hits,
 	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
 	    (unsigned long long)cs.prefetched,

@@ -52,11 +52,22 @@ static int fm_new_id(void *arg, uint64_t *id)
 	return 0;
 }
 
+static size_t slow_pending(uint64_t id);
+
 static int fm_commit(void *arg, uint64_t ino, const struct meta_chunk_slice *s,
 		     size_t n)
 {
 	(void)arg;
 	pthread_mutex_lock(&fm.lock);
+	/* nothing committed may point at a block that is not durable */
+	for (size_t i = 0; i < n; i++)
+		if (!s[i].s.pack && slow_pending(s[i].s.id)) {
+			fprintf(stderr,
+				"slice %" PRIu64 " committed with "
+				"blocks not synced\n",
+				s[i].s.id);
+			fm.bad++;
+		}
 	if (ino >= NFILES || n == 0)
 		fm.bad++;
 	for (size_t i = 0; i < n && ino < NFILES; i++) {
@@ -172,11 +183,36 @@ static const struct writer_cbs cbs = {.new_id = fm_new_id, .commit = fm_commit};
 
 /* ---- a store whose puts can be slowed down ---- */
 
+/*
+ * It also keeps what durability in batches promises (objstore.h): the
+ * slices with blocks put lazily and not yet synced (ids, one entry per
+ * block), which no commit may point at (fm_commit checks), and the syncs,
+ * which tests can make fail.
+ */
+#define PENDING_MAX 65536
 struct slow_store {
 	struct objstore base; /* first */
 	struct objstore *inner;
 	int put_delay_us;
+	pthread_mutex_t lock;
+	uint64_t pending[PENDING_MAX]; /* protected by lock */
+	size_t npending;	       /* ditto */
+	int lazy, syncs;	       /* ditto */
+	int sync_err;		       /* the next syncs fail so; ditto */
 };
+static struct slow_store slow;
+
+/* Blocks of slice id put lazily and not synced yet. */
+static size_t slow_pending(uint64_t id)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&slow.lock);
+	for (size_t i = 0; i < slow.npending; i++)
+		n += slow.pending[i] == id;
+	pthread_mutex_unlock(&slow.lock);
+	return n;
+}
 
 static int slow_get(struct objstore *s, const char *key, uint64_t off,
 		    size_t len, void **data, size_t *got)
@@ -193,6 +229,37 @@ static int slow_put(struct objstore *s, const char *key, const void *data,
 	if (w->put_delay_us)
 		usleep((useconds_t)w->put_delay_us);
 	return objstore_put(w->inner, key, data, len);
+}
+
+static int slow_put_lazy(struct objstore *s, const char *key, const void *data,
+			 size_t len)
+{
+	struct chunkstore_keyinfo k;
+	int err = slow_put(s, key, data, len);
+
+	if (err || !chunkstore_parse_key(key, &k) || k.pack)
+		return err;
+	pthread_mutex_lock(&slow.lock);
+	if (slow.npending < PENDING_MAX)
+		slow.pending[slow.npending++] = k.id;
+	else
+		err = ENOMEM; /* the test's own limit: fails the flush */
+	slow.lazy++;
+	pthread_mutex_unlock(&slow.lock);
+	return err;
+}
+
+/* A sync that fails leaves its blocks pending for ever: lost. */
+static int slow_sync(struct objstore *s)
+{
+	(void)s;
+	pthread_mutex_lock(&slow.lock);
+	int err = slow.sync_err;
+	slow.syncs++;
+	if (!err)
+		slow.npending = 0;
+	pthread_mutex_unlock(&slow.lock);
+	return err;
 }
 
 static int slow_del(struct objstore *s, const char *key)
@@ -220,6 +287,8 @@ static const struct objstore_ops slow_ops = {
     .scheme = "slow",
     .get = slow_get,
     .put = slow_put,
+    .put_lazy = slow_put_lazy,
+    .sync = slow_sync,
     .del = slow_del,
     .head = slow_head,
     .list = slow_list,
@@ -229,7 +298,6 @@ static const struct objstore_ops slow_ops = {
 /* ---- fixture ---- */
 
 static struct objstore *mem;
-static struct slow_store slow;
 static struct wpool *pool;
 static struct stage *stage; /* writeback tests */
 
@@ -244,6 +312,7 @@ static void setup(uint32_t bs, enum codec_compress c, int uploaders,
 	memset(&slow, 0, sizeof(slow));
 	slow.base.ops = &slow_ops;
 	slow.inner = mem;
+	pthread_mutex_init(&slow.lock, NULL);
 	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
 	cr_assert_eq(wpool_open(cs, uploaders, budget, &pool), 0);
 }
@@ -897,6 +966,155 @@ Test(writer, upload_error_fails_flush)
 	teardown();
 }
 
+/* ---- durability in batches: blocks put lazily, one sync per commit ---- */
+
+static void wait_uploads(void)
+{
+	for (int i = 0; i < 5000 && wpool_buffered(pool) > 0; i++)
+		usleep(1000);
+	cr_assert_eq(wpool_buffered(pool), 0, "uploads never finished");
+}
+
+static int slow_count(const int *field)
+{
+	pthread_mutex_lock(&slow.lock);
+	int n = *field;
+	pthread_mutex_unlock(&slow.lock);
+	return n;
+}
+
+/* The uploaders put lazily, several blocks of one file at once, and each
+ * flush syncs once, before its commit (fm_commit checks that no block it
+ * is given is still unsynced). */
+Test(writer, one_sync_per_commit, .timeout = 60)
+{
+	struct writer *w[4];
+	unsigned char *buf = malloc(10 * MB);
+	size_t got;
+
+	setup(1 * MB, CODEC_NONE, 4, 64 * MB);
+	slow.put_delay_us = 5000; /* uploads still running at the flush */
+	cr_assert_eq(writer_open(pool, 1, &cbs, &w[0]), 0);
+	gen_fill(1, 0, buf, 10 * MB);
+	cr_assert_eq(writer_write(w[0], 0, buf, 10 * MB - 123), 0);
+	cr_assert_eq(writer_flush(w[0]), 0);
+	cr_assert_eq(slow_count(&slow.lazy), 10, "blocks not put lazily");
+	cr_assert_eq(slow_count(&slow.syncs), 1, "not one sync per commit");
+	cr_assert_eq(fm.f[1].commits, 1);
+	/* a flush with nothing new syncs nothing */
+	cr_assert_eq(writer_flush(w[0]), 0);
+	cr_assert_eq(slow_count(&slow.syncs), 1);
+	writer_close(w[0]);
+	unsigned char *back = malloc(10 * MB);
+	cr_assert_eq(read_file(1, 0, 10 * MB, back, &got), 0);
+	cr_assert_eq(got, 10 * MB - 123);
+	cr_assert_eq(memcmp(back, buf, got), 0);
+
+	/* four files at once: at most one sync per flush */
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(writer_open(pool, 2 + (uint64_t)i, &cbs, &w[i]),
+			     0);
+	for (int r = 0; r < 3; r++) {
+		for (int i = 0; i < 4; i++)
+			cr_assert_eq(writer_write(w[i], (uint64_t)r * 2 * MB,
+						  buf, 2 * MB),
+				     0);
+		for (int i = 0; i < 4; i++)
+			cr_assert_eq(writer_flush(w[i]), 0);
+	}
+	cr_assert_leq(slow_count(&slow.syncs), 1 + 4 * 3);
+	for (int i = 0; i < 4; i++) {
+		writer_close(w[i]);
+		cr_assert_eq(fm.f[2 + i].commits, 3);
+		cr_assert_eq(read_file(2 + (uint64_t)i, 0, 6 * MB, back, &got),
+			     0);
+		cr_assert_eq(got, 6 * MB);
+		for (int r = 0; r < 3; r++)
+			cr_assert_eq(memcmp(back + r * 2 * MB, buf, 2 * MB), 0);
+	}
+	free(back);
+	free(buf);
+	teardown();
+}
+
+/* A sync that fails fails the flush, and nothing of what it covered is
+ * committed; the store being full is said as ENOSPC. */
+Test(writer, failed_sync_fails_flush)
+{
+	struct writer *w;
+	unsigned char *buf = malloc(3 * MB);
+	size_t got;
+
+	setup(1 * MB, CODEC_NONE, 2, 8 * MB);
+	gen_fill(3, 0, buf, 3 * MB);
+	cr_assert_eq(writer_open(pool, 3, &cbs, &w), 0);
+	cr_assert_eq(writer_write(w, 0, buf, 3 * MB), 0);
+	wait_uploads(); /* whole blocks: only the sync is left to the flush */
+	cr_assert_eq(slow_count(&slow.lazy), 3);
+	slow.sync_err = EIO;
+	cr_assert_eq(writer_flush(w), EIO);
+	cr_assert_eq(fm.f[3].commits, 0, "slices committed without a sync");
+	cr_assert_eq(fm_length(3), 0);
+	cr_assert_eq(slow_count(&slow.syncs), 1);
+
+	slow.sync_err = ENOSPC;
+	cr_assert_eq(writer_write(w, 0, buf, 100 * KB), 0);
+	cr_assert_eq(writer_flush(w), ENOSPC);
+	cr_assert_eq(fm.f[3].commits, 0);
+
+	/* the writer works again once the store does */
+	slow.sync_err = 0;
+	cr_assert_eq(writer_write(w, 0, buf, 3 * MB), 0);
+	cr_assert_eq(writer_flush(w), 0);
+	cr_assert_eq(fm.f[3].commits, 1);
+	writer_close(w);
+	unsigned char *back = malloc(3 * MB);
+	cr_assert_eq(read_file(3, 0, 3 * MB, back, &got), 0);
+	cr_assert_eq(got, 3 * MB);
+	cr_assert_eq(memcmp(back, buf, 3 * MB), 0);
+	free(back);
+	free(buf);
+	teardown();
+}
+
+/* A sync covers every file's blocks: one that failed for another file's
+ * flush may have lost this file's too, so this file's flush fails even
+ * though its own sync succeeds; a file that began writing after the
+ * failure is not concerned. */
+Test(writer, failed_sync_fails_other_files)
+{
+	struct writer *a, *b, *c;
+	unsigned char *buf = malloc(2 * MB);
+
+	setup(1 * MB, CODEC_NONE, 2, 16 * MB);
+	gen_fill(4, 0, buf, 2 * MB);
+	cr_assert_eq(writer_open(pool, 4, &cbs, &a), 0);
+	cr_assert_eq(writer_open(pool, 5, &cbs, &b), 0);
+	cr_assert_eq(writer_open(pool, 6, &cbs, &c), 0);
+	cr_assert_eq(writer_write(a, 0, buf, 2 * MB), 0);
+	cr_assert_eq(writer_write(b, 0, buf, 2 * MB), 0);
+	wait_uploads();
+	slow.sync_err = EIO;
+	cr_assert_eq(writer_flush(b), EIO);
+	slow.sync_err = 0;
+	cr_assert_eq(writer_write(c, 0, buf, 2 * MB), 0);
+	cr_assert_eq(writer_flush(a), EIO,
+		     "a's blocks were in the failed sync");
+	cr_assert_eq(writer_flush(c), 0);
+	cr_assert_eq(fm.f[4].commits, 0);
+	cr_assert_eq(fm.f[5].commits, 0);
+	cr_assert_eq(fm.f[6].commits, 1);
+	/* and a writes again as any writer would */
+	cr_assert_eq(writer_write(a, 0, buf, 2 * MB), 0);
+	cr_assert_eq(writer_flush(a), 0);
+	cr_assert_eq(fm.f[4].commits, 1);
+	writer_close(a);
+	writer_close(b);
+	writer_close(c);
+	free(buf);
+	teardown();
+}
+
 Test(writer, read_error_is_eio)
 {
 	struct writer *w;
@@ -1178,6 +1396,7 @@ static void setup_wb(uint32_t bs, size_t budget, uint64_t max_bytes,
 	memset(&slow, 0, sizeof(slow));
 	slow.base.ops = &slow_ops;
 	slow.inner = mem;
+	pthread_mutex_init(&slow.lock, NULL);
 	cr_assert_eq(chunkstore_open(&slow.base, &o, &cs), 0);
 	cr_assert_eq(stage_open(&slow.base, &so, &stage), 0);
 	cr_assert_eq(wpool_open(cs, 2, budget, &pool), 0);
