@@ -20,7 +20,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,19 +72,6 @@ const char *groupd_name(const struct groupd *g)
 uint64_t groupd_node(const struct groupd *g)
 {
 	return g->node;
-}
-
-/* msg (cap bytes) = the formatted reason, logged; returns err */
-static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, cap, fmt, ap);
-	va_end(ap);
-	log_err("%s", msg);
-	return err ? err : EIO;
 }
 
 /* ---- the options (fs.h) ----------------------------------------------- */
@@ -304,14 +290,14 @@ int groupd_stack(struct fs *fs, const char *dirs, uint64_t size, char *msg,
 	int err;
 
 	if (!fs->disk_cache)
-		return fail(msg, cap, EINVAL,
-			    "cache group '%s' needs a disk cache, and this "
-			    "mount has none (see the log above): give "
-			    "--cache-dir DIR on a local disk",
-			    o->cache_group);
+		return vfs_fail(msg, cap, EINVAL,
+				"cache group '%s' needs a disk cache, and this "
+				"mount has none (see the log above): give "
+				"--cache-dir DIR on a local disk",
+				o->cache_group);
 	struct groupd *g = calloc(1, sizeof(*g));
 	if (!g)
-		return fail(msg, cap, ENOMEM, "out of memory");
+		return vfs_fail(msg, cap, ENOMEM, "out of memory");
 	g->fs = fs;
 	snprintf(g->name, sizeof(g->name), "%s", o->cache_group);
 	g->weight = o->group_take_only ? 0 : size;
@@ -322,27 +308,30 @@ int groupd_stack(struct fs *fs, const char *dirs, uint64_t size, char *msg,
 	snprintf(first, sizeof(first), "%.*s", (int)strcspn(dirs, ":"), dirs);
 	err = groupd_node_id(first, &g->node, g->path, sizeof(g->path));
 	if (err == EINVAL)
-		return fail(msg, cap, err,
-			    "cache group '%s': '%s' is not a node id (16 hex "
-			    "digits): remove it, and this cache gets a new id "
-			    "at the next mount",
-			    g->name, g->path);
+		return vfs_fail(
+		    msg, cap, err,
+		    "cache group '%s': '%s' is not a node id (16 hex "
+		    "digits): remove it, and this cache gets a new id "
+		    "at the next mount",
+		    g->name, g->path);
 	if (err)
-		return fail(msg, cap, err,
-			    "cache group '%s': cannot read or make the node "
-			    "id file '%s': %s",
-			    g->name, g->path, gr_strerror(err));
+		return vfs_fail(
+		    msg, cap, err,
+		    "cache group '%s': cannot read or make the node "
+		    "id file '%s': %s",
+		    g->name, g->path, gr_strerror(err));
 	err = meta_group_secret(fs->meta, g->secret);
 	if (err)
-		return fail(msg, cap, err,
-			    "cache group '%s': cannot read the group secret: "
-			    "%s",
-			    g->name, gr_strerror(err));
+		return vfs_fail(
+		    msg, cap, err,
+		    "cache group '%s': cannot read the group secret: "
+		    "%s",
+		    g->name, gr_strerror(err));
 	err = workq_open("gr-gwarm", GROUPD_FANOUT, 4 * GROUPD_FANOUT, &g->q);
 	if (err)
-		return fail(msg, cap, err,
-			    "cannot start the group's threads: %s",
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err,
+				"cannot start the group's threads: %s",
+				gr_strerror(err));
 	struct group_opts go = {
 	    .node = g->node,
 	    .secret = g->secret,
@@ -352,18 +341,18 @@ int groupd_stack(struct fs *fs, const char *dirs, uint64_t size, char *msg,
 	};
 	err = group_open(fs->store, &go, &g->store);
 	if (err == EADDRINUSE || err == EADDRNOTAVAIL || err == EACCES)
-		return fail(msg, cap, err,
-			    "cache group '%s': cannot listen on --group-addr "
-			    "'%s': %s%s",
-			    g->name, o->group_addr, gr_strerror(err),
-			    err == EADDRNOTAVAIL
-				? " (not an address of this node)"
-			    : err == EADDRINUSE
-				? " (another mount or program has it: give "
-				  "each mount a port of its own, or port 0)"
-				: "");
+		return vfs_fail(
+		    msg, cap, err,
+		    "cache group '%s': cannot listen on --group-addr "
+		    "'%s': %s%s",
+		    g->name, o->group_addr, gr_strerror(err),
+		    err == EADDRNOTAVAIL ? " (not an address of this node)"
+		    : err == EADDRINUSE
+			? " (another mount or program has it: give "
+			  "each mount a port of its own, or port 0)"
+			: "");
 	if (err)
-		return fail(
+		return vfs_fail(
 		    msg, cap, err,
 		    "cache group '%s': cannot set up the group store%s%s: "
 		    "%s",
@@ -562,25 +551,27 @@ static int held(struct groupd *g, char *msg, size_t cap)
 			 "once that session expires (within a session TTL)",
 			 g->name, g->node, sid, (long long)s->pid);
 	} else if (s) {
-		err = fail(msg, cap, EEXIST,
-			   "cache group '%s': node %016" PRIx64
-			   " (the id in '%s') is a member already, under "
-			   "session %" PRIu64 " on host '%s' (process %lld, "
-			   "mount point '%s'): this cache directory is "
-			   "mounted twice, or was copied from that node; give "
-			   "this mount a cache directory of its own, or remove "
-			   "'%s' from the copy (it then gets a new id)",
-			   g->name, g->node, g->path, sid, s->host,
-			   (long long)s->pid, s->mountpoint, g->path);
+		err = vfs_fail(
+		    msg, cap, EEXIST,
+		    "cache group '%s': node %016" PRIx64
+		    " (the id in '%s') is a member already, under "
+		    "session %" PRIu64 " on host '%s' (process %lld, "
+		    "mount point '%s'): this cache directory is "
+		    "mounted twice, or was copied from that node; give "
+		    "this mount a cache directory of its own, or remove "
+		    "'%s' from the copy (it then gets a new id)",
+		    g->name, g->node, g->path, sid, s->host, (long long)s->pid,
+		    s->mountpoint, g->path);
 	} else {
-		err = fail(msg, cap, EEXIST,
-			   "cache group '%s': node %016" PRIx64
-			   " (the id in '%s') is a member already, under "
-			   "another live session: this cache directory is "
-			   "mounted twice, or was copied from another node; "
-			   "give this mount a cache directory of its own, or "
-			   "remove '%s' from the copy",
-			   g->name, g->node, g->path, g->path);
+		err =
+		    vfs_fail(msg, cap, EEXIST,
+			     "cache group '%s': node %016" PRIx64
+			     " (the id in '%s') is a member already, under "
+			     "another live session: this cache directory is "
+			     "mounted twice, or was copied from another node; "
+			     "give this mount a cache directory of its own, or "
+			     "remove '%s' from the copy",
+			     g->name, g->node, g->path, g->path);
 	}
 	free(ss);
 	return err;
@@ -595,15 +586,16 @@ int groupd_start(struct fs *fs, char *msg, size_t cap)
 	if (err == EEXIST)
 		err = held(g, msg, cap);
 	else if (err)
-		err = fail(msg, cap, err, "cache group '%s': cannot join: %s",
-			   g->name, gr_strerror(err));
+		err =
+		    vfs_fail(msg, cap, err, "cache group '%s': cannot join: %s",
+			     g->name, gr_strerror(err));
 	if (err)
 		return err;
 	refresh(g);
 	if ((err = pthread_create(&g->th, NULL, refresher_main, g)))
-		return fail(msg, cap, err,
-			    "cache group '%s': cannot start its thread: %s",
-			    g->name, strerror(err));
+		return vfs_fail(msg, cap, err,
+				"cache group '%s': cannot start its thread: %s",
+				g->name, strerror(err));
 	g->running = 1;
 	return 0;
 }

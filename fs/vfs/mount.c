@@ -520,10 +520,7 @@ static enum keys_from mount_creds(const struct fs *fs, struct objstore_creds *c)
 	return KEYS_NONE;
 }
 
-/* msg (cap bytes) = the formatted reason, logged; returns err (EIO for 0) */
-static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t cap, int err, const char *fmt, ...)
+int vfs_fail(char *msg, size_t cap, int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -608,9 +605,10 @@ static int restore_check(struct fs *fs, char *msg, size_t cap)
 		err = ENOENT;
 	}
 	if (err && err != ENOENT)
-		return fail(msg, cap, err,
-			    "storage '%s': cannot read its restore marker: %s",
-			    v->storage, gr_strerror(err));
+		return vfs_fail(
+		    msg, cap, err,
+		    "storage '%s': cannot read its restore marker: %s",
+		    v->storage, gr_strerror(err));
 	if (!err && !strcmp(seen.id, mine.id))
 		return 0; /* this restore's: checked by an earlier mount */
 	if (!err && seen.slices >= mine.slices) {
@@ -620,10 +618,11 @@ static int restore_check(struct fs *fs, char *msg, size_t cap)
 		    seen.inodes > mine.inodes ? seen.inodes : mine.inodes,
 		    META_INODE_EPOCH);
 		if ((err = meta_id_floor_raise(fs->meta, s, i)))
-			return fail(msg, cap, err,
-				    "volume '%s': cannot move its ids past "
-				    "those of restore %s of the same store: %s",
-				    v->name, seen.id, gr_strerror(err));
+			return vfs_fail(
+			    msg, cap, err,
+			    "volume '%s': cannot move its ids past "
+			    "those of restore %s of the same store: %s",
+			    v->name, seen.id, gr_strerror(err));
 		log_warn("volume '%s' (restore %s) was loaded again after "
 			 "restore %s of the same store used its ids: its ids "
 			 "move to slice %" PRIu64 ", inode %" PRIu64,
@@ -632,9 +631,10 @@ static int restore_check(struct fs *fs, char *msg, size_t cap)
 		v->inode_floor = mine.inodes = i;
 	}
 	if ((err = restore_mark_put(fs->store, &mine)))
-		return fail(msg, cap, err,
-			    "storage '%s': cannot write its restore marker: %s",
-			    v->storage, gr_strerror(err));
+		return vfs_fail(
+		    msg, cap, err,
+		    "storage '%s': cannot write its restore marker: %s",
+		    v->storage, gr_strerror(err));
 	return 0;
 }
 
@@ -696,23 +696,25 @@ static int volume_key(struct fs *fs, const struct fs_opts *o,
 	*crypt = 0;
 	if (!fs->vol.crypt[0]) {
 		if (o->secret)
-			return fail(msg, cap, CRYPT_EPLAIN, "volume '%s': %s",
-				    fs->vol.name, gr_strerror(CRYPT_EPLAIN));
+			return vfs_fail(msg, cap, CRYPT_EPLAIN,
+					"volume '%s': %s", fs->vol.name,
+					gr_strerror(CRYPT_EPLAIN));
 		return 0;
 	}
 	if (!o->secret)
-		return fail(msg, cap, CRYPT_ENOKEY, "volume '%s': %s",
-			    fs->vol.name, gr_strerror(CRYPT_ENOKEY));
+		return vfs_fail(msg, cap, CRYPT_ENOKEY, "volume '%s': %s",
+				fs->vol.name, gr_strerror(CRYPT_ENOKEY));
 	int err = crypt_record_open(fs->vol.crypt, o->secret, o->secret_len,
 				    fs->vol.uuid, key);
 	if (err == EINVAL)
-		return fail(msg, cap, err,
-			    "volume '%s': its key record (setting 'crypt') is "
-			    "damaged",
-			    fs->vol.name);
+		return vfs_fail(
+		    msg, cap, err,
+		    "volume '%s': its key record (setting 'crypt') is "
+		    "damaged",
+		    fs->vol.name);
 	if (err)
-		return fail(msg, cap, err, "volume '%s': %s", fs->vol.name,
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err, "volume '%s': %s", fs->vol.name,
+				gr_strerror(err));
 	*crypt = 1;
 	log_info("volume '%s' is encrypted: its key is unwrapped",
 		 fs->vol.name);
@@ -757,14 +759,14 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	err = objstore_open(fs->vol.storage, &creds, &fs->store);
 	if (err) {
 		explicit_bzero(key, sizeof(key));
-		return fail(msg, cap, err, "cannot open storage '%s': %s",
-			    fs->vol.storage, gr_strerror(err));
+		return vfs_fail(msg, cap, err, "cannot open storage '%s': %s",
+				fs->vol.storage, gr_strerror(err));
 	}
 	fs->backend = fs->store;
 	char why[2048]; /* the storage URL and two volume names fit */
 	err = check_owner(fs, o->read_only, keys, why, sizeof(why));
 	if (err)
-		return fail(msg, cap, err, "%s", why);
+		return vfs_fail(msg, cap, err, "%s", why);
 	/* before any id is handed out: ids of another restore never again */
 	if (!o->read_only && fs->vol.restore_id[0] &&
 	    (err = restore_check(fs, msg, cap))) {
@@ -780,9 +782,9 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	err = open_disk_cache(fs, o);
 	if (err) {
 		explicit_bzero(key, sizeof(key));
-		return fail(msg, cap, err,
-			    "cannot use cache directory '%s': %s", o->cache_dir,
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err,
+				"cannot use cache directory '%s': %s",
+				o->cache_dir, gr_strerror(err));
 	}
 	if (o->cache_group) {
 		/* between the cache and the sealing layer: members hold and
@@ -798,9 +800,10 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	if (crypt && !o->read_only && o->backup_interval &&
 	    (err = open_backup_store(fs, &creds, key))) {
 		explicit_bzero(key, sizeof(key));
-		return fail(msg, cap, err,
-			    "cannot set up the sealing of metadata backups: %s",
-			    gr_strerror(err));
+		return vfs_fail(
+		    msg, cap, err,
+		    "cannot set up the sealing of metadata backups: %s",
+		    gr_strerror(err));
 	}
 	if (crypt) {
 		/* above the cache: it keeps what the store keeps, sealed */
@@ -809,8 +812,9 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 		explicit_bzero(key, sizeof(key));
 		fs->store = sealed; /* NULL on failure: the stack is closed */
 		if (err)
-			return fail(msg, cap, err, "cannot set up encryption: %s",
-				    gr_strerror(err));
+			return vfs_fail(msg, cap, err,
+					"cannot set up encryption: %s",
+					gr_strerror(err));
 	}
 	struct chunkstore_opts co = {
 	    .block_size = fs->vol.block_size,
@@ -835,18 +839,18 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	fs->ra_total = co.mem_cache_bytes / 2;
 	err = chunkstore_open(fs->store, &co, &fs->cs);
 	if (err)
-		return fail(msg, cap, err, "cannot set up block store: %s",
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err, "cannot set up block store: %s",
+				gr_strerror(err));
 	err =
 	    wpool_open(fs->cs, o->max_uploads ? o->max_uploads : 8,
 		       o->buffer_size ? o->buffer_size : 300u << 20, &fs->pool);
 	if (err)
-		return fail(msg, cap, err, "cannot start uploaders: %s",
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err, "cannot start uploaders: %s",
+				gr_strerror(err));
 	if (!o->read_only && !o->no_compact &&
 	    (err = compactq_open(fs->meta, fs->cs, &fs->compactq)))
-		return fail(msg, cap, err, "cannot start compaction: %s",
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err, "cannot start compaction: %s",
+				gr_strerror(err));
 	if (!o->pack_max || o->read_only)
 		return 0;
 	char def[PATH_MAX], stage[PATH_MAX + 64];
@@ -869,8 +873,9 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 				wb ? pcb_staged : NULL};
 	err = packer_open(fs->store, &po, &pc, &fs->packer);
 	if (err)
-		return fail(msg, cap, err, "cannot set up packing%s: %s",
-			    wb ? " (writeback staging)" : "", gr_strerror(err));
+		return vfs_fail(msg, cap, err, "cannot set up packing%s: %s",
+				wb ? " (writeback staging)" : "",
+				gr_strerror(err));
 	/* a packed slice is one frame, smaller than a pack */
 	uint32_t pmax = o->pack_max;
 	if (pmax > fs->vol.block_size)
@@ -880,10 +885,10 @@ static int open_data(struct fs *fs, const struct fs_opts *o, char *msg,
 	wpool_set_packer(fs->pool, fs->packer, pmax);
 	fs->writeback = wb;
 	if (wb && (err = open_stage(fs, o)))
-		return fail(msg, cap, err,
-			    "cannot set up writeback staging of big files: "
-			    "%s",
-			    gr_strerror(err));
+		return vfs_fail(msg, cap, err,
+				"cannot set up writeback staging of big files: "
+				"%s",
+				gr_strerror(err));
 	return 0;
 }
 
@@ -894,7 +899,7 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	int err;
 
 	if (!fs)
-		return fail(msg, cap, ENOMEM, "out of memory");
+		return vfs_fail(msg, cap, ENOMEM, "out of memory");
 	fs->o = o;
 	fs->read_only = o->read_only;
 	fs->attr_timeout = o->attr_timeout >= 0 ? o->attr_timeout
@@ -908,7 +913,7 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	pthread_mutex_init(&fs->rc_lock, NULL);
 	pthread_cond_init(&fs->rc_cond, NULL);
 	if (hash_init(&fs->nodes, 12)) {
-		err = fail(msg, cap, ENOMEM, "out of memory");
+		err = vfs_fail(msg, cap, ENOMEM, "out of memory");
 		goto fail;
 	}
 	if (o->read_only) {
@@ -917,11 +922,12 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 		    .ttl_ns = (int64_t)(fs->entry_timeout * 1e9)};
 		err = namecache_open(&no, &fs->names);
 		if (err) {
-			err = fail(msg, cap, err,
-				   "cannot make a name cache of %llu bytes: "
-				   "%s",
-				   (unsigned long long)o->name_cache_size,
-				   gr_strerror(err));
+			err =
+			    vfs_fail(msg, cap, err,
+				     "cannot make a name cache of %llu bytes: "
+				     "%s",
+				     (unsigned long long)o->name_cache_size,
+				     gr_strerror(err));
 			goto fail;
 		}
 	}
@@ -932,31 +938,33 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	mo.session_ttl = (int)hooks_session_ttl();
 	err = meta_open(o->meta_url, &mo, &fs->meta);
 	if (err) {
-		err = fail(msg, cap, err, "cannot open metadata '%s': %s", url,
-			   gr_strerror(err));
+		err = vfs_fail(msg, cap, err, "cannot open metadata '%s': %s",
+			       url, gr_strerror(err));
 		goto fail;
 	}
 	err = meta_load_volume(fs->meta, &fs->vol);
 	if (err) {
-		err = fail(msg, cap, err, "cannot load volume from '%s': %s",
-			   url, gr_strerror(err));
+		err =
+		    vfs_fail(msg, cap, err, "cannot load volume from '%s': %s",
+			     url, gr_strerror(err));
 		goto fail;
 	}
 	err = lock_open(&fs->locks);
 	if (err) {
-		err = fail(msg, cap, err, "out of memory");
+		err = vfs_fail(msg, cap, err, "out of memory");
 		goto fail;
 	}
 	err = space_open(fs->read_only ? 0 : fs->vol.capacity, "the volume",
 			 space_usage, fs, &fs->space);
 	if (err) {
-		err = fail(msg, cap, err, "out of memory");
+		err = vfs_fail(msg, cap, err, "out of memory");
 		goto fail;
 	}
 	err = quota_open(fs->meta, fs->read_only, &fs->quota);
 	if (err) {
-		err = fail(msg, cap, err, "cannot read the quotas of '%s': %s",
-			   url, gr_strerror(err));
+		err = vfs_fail(msg, cap, err,
+			       "cannot read the quotas of '%s': %s", url,
+			       gr_strerror(err));
 		goto fail;
 	}
 	err = open_data(fs, o, msg, cap);
@@ -966,9 +974,9 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	if (o->subdir && *o->subdir) {
 		err = resolve_subdir(fs, o->subdir, &fs->root);
 		if (err) {
-			err = fail(msg, cap, err,
-				   "cannot mount subdirectory '%s': %s",
-				   o->subdir, gr_strerror(err));
+			err = vfs_fail(msg, cap, err,
+				       "cannot mount subdirectory '%s': %s",
+				       o->subdir, gr_strerror(err));
 			goto fail;
 		}
 	}
@@ -976,8 +984,8 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 	meta_session_watch(fs->meta, &fs->vol, volume_gone, fs);
 	err = meta_session_open(fs->meta, o->mountpoint);
 	if (err) {
-		err = fail(msg, cap, err, "cannot register session: %s",
-			   gr_strerror(err));
+		err = vfs_fail(msg, cap, err, "cannot register session: %s",
+			       gr_strerror(err));
 		goto fail;
 	}
 	fs->session = 1;

@@ -309,4 +309,10 @@ void chunk_blocks(struct fs *fs, uint32_t idx, const struct meta_slice *vis,
 /* ---- mount.c ---- */
 void reclaim_soon(void *fs); /* data was freed: wake the reclaimer */
 
+/* msg (cap bytes) = the formatted reason, logged at error level; returns
+ * err (EIO for 0). For the steps of a mount that fail it (mount.c,
+ * groupd.c). */
+int vfs_fail(char *msg, size_t cap, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif
