@@ -39,6 +39,8 @@ static const struct cmd commands[] = {
      "show the counters of the client serving a mount"},
     {"warmup", cmd_warmup, CMD_LOG_STDERR,
      "fill this node's cache with files a job will read"},
+    {"import", cmd_import, CMD_LOG_STDERR,
+     "copy a directory or an S3 prefix into a volume, resumably"},
     {"snapshot", cmd_snapshot, CMD_LOG_STDERR,
      "make a copy-on-write copy of a file or directory tree"},
     {"version", cmd_version, CMD_LOG_STDERR,
