@@ -992,8 +992,9 @@ int cmd_import(int argc, char **argv)
 	sigaction(SIGTERM, &old_term, NULL);
 	if (interrupted && !im.fatal)
 		im.fatal = strdup("interrupted");
-	if (im.fatal) {
+	if (im.fatal)
 		cli_error("%s", im.fatal);
+	if (im.fatal && load(&im.listed)) {
 		cli_error("import stopped: %llu files imported, %llu not; run "
 			  "it again to go on (files already there are "
 			  "skipped)",
