@@ -44,7 +44,9 @@ static const char usage[] =
     "  SOURCE         a local directory, or an S3 prefix:\n"
     "                 s3://HOST[:PORT]/BUCKET[/PREFIX] (HTTPS) or\n"
     "                 s3+http://... (keys below PREFIX become paths; S3\n"
-    "                 keys from GRANARY_S3_ACCESS_KEY/_SECRET_KEY or\n"
+    "                 keys from GRANARY_IMPORT_S3_ACCESS_KEY/_SECRET_KEY\n"
+    "                 when the volume's differ, else as a mount takes\n"
+    "                 them: GRANARY_S3_ACCESS_KEY/_SECRET_KEY or\n"
     "                 AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)\n"
     "  DEST           a directory of a mounted granary volume (made if\n"
     "                 missing; its parent must exist)\n"
@@ -53,7 +55,8 @@ static const char usage[] =
     "                 (made if missing): no kernel in between, and packs\n"
     "                 fill up to their size\n"
     "\n"
-    "  -t, --threads N  files in flight (default 64, at most 256)\n"
+    "  -t, --threads N  files in flight (default 64 through a mount, 128 in\n"
+    "                   process; at most 256)\n"
     "  -q, --quiet      no progress line\n"
     "      --json       print the summary as JSON\n"
     "  -h, --help       show this help\n"
@@ -75,11 +78,15 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-#define THREADS_DEFAULT 64
-#define QUEUE_MAX	4096	   /* entries listed ahead of the workers */
-#define SMALL_MAX	(1u << 20) /* what a client packs (--pack-max) */
-#define PACK_BYTES	(4u << 20) /* a pack's size: a batch's at most */
-#define FRAME_OVERHEAD	128	   /* a frame's header, about */
+/* Files in flight: in process each waits for its pack's PUT (a round
+ * trip to the store and 4 MiB), so more of them keep more PUTs going;
+ * through a mount one batch of 24 is fsync'd at a time anyway. */
+#define THREADS_DEFAULT_VFS   128
+#define THREADS_DEFAULT_MOUNT 64
+#define QUEUE_MAX	      4096 /* entries listed ahead of the workers */
+#define SMALL_MAX	      (1u << 20) /* what a client packs (--pack-max) */
+#define PACK_BYTES	      (4u << 20) /* a pack's size: a batch's at most */
+#define FRAME_OVERHEAD	      128	 /* a frame's header, about */
 /* A batch waits at most this long for more files: a batch cut short is a
  * pack cut short. The files coming are being read and created meanwhile
  * (through a mount, their creates are what takes the time). */
@@ -500,10 +507,9 @@ static void copy_small(struct imp *im, const struct imp_entry *e)
 	if (!err && !stopped)
 		err = imp_out_fsync(f);
 	gate_leave(im, b);
-	err = finish(im, e, tmp, f, imp_reader_mtime(r),
-		     err       ? err
-		     : stopped ? ECANCELED
-			       : 0);
+	if (!err && stopped)
+		err = ECANCELED;
+	err = finish(im, e, tmp, f, imp_reader_mtime(r), err);
 	if (err == ECANCELED) {
 		count(&im->left, 1);
 	} else if (err) {
@@ -875,7 +881,7 @@ static int path_under(const char *in, const char *dir)
 int cmd_import(int argc, char **argv)
 {
 	struct imp im = {.batch_max = 1};
-	int threads = THREADS_DEFAULT, quiet = 0, json = 0, c, err;
+	int threads = 0, quiet = 0, json = 0, c, err;
 	const char *meta_url = NULL, *dest;
 	char why[2048], shown[2200];
 
@@ -911,6 +917,9 @@ int cmd_import(int argc, char **argv)
 				"PATH)");
 		return cli_usage(usage, CLI_EXIT_USAGE);
 	}
+	if (!threads)
+		threads =
+		    meta_url ? THREADS_DEFAULT_VFS : THREADS_DEFAULT_MOUNT;
 	im.src_shown = argv[optind];
 	if (meta_url) {
 		char red[1024];

@@ -96,13 +96,22 @@ int imp_src_open(const char *source, struct imp_src **out, char *why,
 	if (!s)
 		return ENOMEM;
 	if (is_s3_url(source)) {
-		err = objstore_open(source, NULL, &s->store);
+		/* keys of the source's own, when the volume's differ */
+		struct objstore_creds c = {
+		    .access_key = getenv("GRANARY_IMPORT_S3_ACCESS_KEY"),
+		    .secret_key = getenv("GRANARY_IMPORT_S3_SECRET_KEY"),
+		    .session_token = getenv("GRANARY_IMPORT_S3_SESSION_TOKEN")};
+		err = objstore_open(source,
+				    c.access_key && c.secret_key ? &c : NULL,
+				    &s->store);
 		if (err == OBJSTORE_ENOCREDS)
 			snprintf(why, cap,
 				 "no S3 keys for '%s': set "
+				 "GRANARY_IMPORT_S3_ACCESS_KEY and "
+				 "GRANARY_IMPORT_S3_SECRET_KEY, or "
 				 "GRANARY_S3_ACCESS_KEY and "
-				 "GRANARY_S3_SECRET_KEY (or AWS_ACCESS_KEY_ID "
-				 "and AWS_SECRET_ACCESS_KEY)",
+				 "GRANARY_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID "
+				 "and AWS_SECRET_ACCESS_KEY",
 				 source);
 		else if (err)
 			snprintf(why, cap, "cannot use '%s': %s", source,
