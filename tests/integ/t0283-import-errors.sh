@@ -84,7 +84,14 @@ GRANARY_S3_ACCESS_KEY=$GRANARY_TEST_S3V4_ACCESS_KEY \
 check_eq "$(cat "$M/v4/plain.txt")" "object plain.txt" "plain key"
 check_eq "$(cat "$M/v4/sp ace+plus.txt")" "object sp%20ace%2Bplus.txt" "key with a space and a +"
 check_eq "$(cat "$M/v4/ünï/名.jpg")" "object %C3%BCn%C3%AF/%E5%90%8D.jpg" "UTF-8 key"
-ok "V4: a wrong secret refused (exit 1, named), the right keys import odd keys byte-exact"
+# the source's own keys, when the usual variables hold the volume's
+GRANARY_S3_ACCESS_KEY=volume-key GRANARY_S3_SECRET_KEY=volume-secret \
+	GRANARY_IMPORT_S3_ACCESS_KEY=$GRANARY_TEST_S3V4_ACCESS_KEY \
+	GRANARY_IMPORT_S3_SECRET_KEY=$GRANARY_TEST_S3V4_SECRET_KEY \
+	"$GRANARY" import -q "$SRC4" "$M/v4own" >"$TMP/o" 2>"$TMP/e" ||
+	fail "import with GRANARY_IMPORT_S3_* keys: $(cat "$TMP/e")"
+check_eq "$(cat "$M/v4own/plain.txt")" "object plain.txt" "with the source's own keys"
+ok "V4: a wrong secret refused (exit 1, named), the right keys (usual or GRANARY_IMPORT_S3_*) import odd keys byte-exact"
 
 # ---- a full quota ----
 mkdir -p "$TMP/qsrc"
