@@ -42,6 +42,7 @@ int cmd_key(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
 int cmd_quota(int argc, char **argv);
 int cmd_redact(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 /*
  * The mount point argument of a `granary mount ...` command line (argv[0]

@@ -41,6 +41,8 @@ static const struct cmd commands[] = {
      "fill this node's cache with files a job will read"},
     {"plan", cmd_plan, CMD_LOG_STDERR,
      "hand a mount the order a job will read its files in (prefetch)"},
+    {"import", cmd_import, CMD_LOG_STDERR,
+     "copy a directory or an S3 prefix into a volume, resumably"},
     {"snapshot", cmd_snapshot, CMD_LOG_STDERR,
      "make a copy-on-write copy of a file or directory tree"},
     {"version", cmd_version, CMD_LOG_STDERR,

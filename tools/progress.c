@@ -18,8 +18,8 @@
 
 struct progress {
 	char title[32];
-	uint64_t total_items, total_bytes;
-	uint64_t items, bytes; /* atomic */
+	uint64_t total_items, total_bytes; /* atomic */
+	uint64_t items, bytes;		   /* atomic */
 	int64_t start_ns;
 	int64_t last_ns;      /* protected by lock */
 	pthread_mutex_t lock; /* leaf; guards the redraw */
@@ -52,27 +52,39 @@ static void draw(struct progress *p, int64_t now)
 {
 	uint64_t items = __atomic_load_n(&p->items, __ATOMIC_RELAXED);
 	uint64_t bytes = __atomic_load_n(&p->bytes, __ATOMIC_RELAXED);
+	uint64_t t_items = __atomic_load_n(&p->total_items, __ATOMIC_RELAXED);
+	uint64_t t_bytes = __atomic_load_n(&p->total_bytes, __ATOMIC_RELAXED);
 	double secs = (now - p->start_ns) / 1e9;
 	double rate = secs > 0 ? bytes / secs : 0;
+	double frate = secs > 0 ? items / secs : 0;
 	char done[32], total[32], r[32], eta[32] = "";
 
 	cli_format_size(bytes, done, sizeof(done));
-	cli_format_size(p->total_bytes, total, sizeof(total));
+	cli_format_size(t_bytes, total, sizeof(total));
 	cli_format_size((uint64_t)rate, r, sizeof(r));
-	if (p->total_bytes && rate > 0 && bytes < p->total_bytes)
+	if (t_bytes && rate > 0 && bytes < t_bytes)
 		snprintf(eta, sizeof(eta), ", eta %.0fs",
-			 (p->total_bytes - bytes) / rate);
-	if (p->total_items)
-		fprintf(
-		    stderr,
-		    "\r%s: %3.0f%% (%llu/%llu files), %s of %s, %s/s%s\033[K",
-		    p->title, 100.0 * items / p->total_items,
-		    (unsigned long long)items,
-		    (unsigned long long)p->total_items, done, total, r, eta);
+			 (t_bytes - bytes) / rate);
+	if (t_items)
+		fprintf(stderr,
+			"\r%s: %3.0f%% (%llu/%llu files), %s of %s, "
+			"%.0f files/s, %s/s%s\033[K",
+			p->title, 100.0 * items / t_items,
+			(unsigned long long)items, (unsigned long long)t_items,
+			done, total, frate, r, eta);
 	else
-		fprintf(stderr, "\r%s: %llu files, %s, %s/s\033[K", p->title,
-			(unsigned long long)items, done, r);
+		fprintf(stderr,
+			"\r%s: %llu files, %s, %.0f files/s, %s/s\033[K",
+			p->title, (unsigned long long)items, done, frate, r);
 	fflush(stderr);
+}
+
+void progress_set_total(struct progress *p, uint64_t items, uint64_t bytes)
+{
+	if (!p)
+		return;
+	__atomic_store_n(&p->total_items, items, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->total_bytes, bytes, __ATOMIC_RELAXED);
 }
 
 void progress_add(struct progress *p, uint64_t items, uint64_t bytes)

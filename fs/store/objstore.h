@@ -200,6 +200,14 @@ void objstore_close(struct objstore *s); /* NULL-safe */
  */
 int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 		 void **data, size_t *got);
+/*
+ * objstore_get() of an object another program put in an S3 bucket
+ * (granary import's source), whose key may hold any bytes but NUL: 1 to
+ * 1024 of them, sent encoded. Keys of granary's rules go to
+ * objstore_get(); others are EINVAL on stores other than S3.
+ */
+int objstore_get_foreign(struct objstore *s, const char *key, uint64_t off,
+			 size_t len, void **data, size_t *got);
 /* Store the object whole; on return it is durable (fsync'd / acknowledged). */
 int objstore_put(struct objstore *s, const char *key, const void *data,
 		 size_t len);
