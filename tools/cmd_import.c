@@ -8,7 +8,7 @@
  * by running it again (a file already there with the source's size and
  * mtime is skipped, temporary names left behind are removed).
  *
- * Small files are written in batches (the gate below): the files of a
+ * Small files are written in batches (import_gate.c): the files of a
  * batch are read whole, created, then written and fsync'd at once, so
  * that the client packs them into one object, through a mount of any mode
  * as in process.
@@ -85,39 +85,8 @@ static const struct option options[] = {
 #define THREADS_DEFAULT_MOUNT 64
 #define QUEUE_MAX	      4096 /* entries listed ahead of the workers */
 #define SMALL_MAX	      (1u << 20) /* what a client packs (--pack-max) */
-#define PACK_BYTES	      (4u << 20) /* a pack's size: a batch's at most */
-#define FRAME_OVERHEAD	      128	 /* a frame's header, about */
-/* A batch waits at most this long for more files: a batch cut short is a
- * pack cut short. The files coming are being read and created meanwhile
- * (through a mount, their creates are what takes the time). */
-#define BATCH_WAIT_NS 200000000ll
-#define TEMP_PREFIX   ".granary-import."
-#define TEMP_HEX      16
-
-/*
- * The gate of small files. A worker that took a small file is preparing
- * (reading it whole, creating its temporary name); then it enters the
- * newest batch that has room, and waits until that batch is released.
- * The oldest batch is released when it is full (a pack's bytes, or
- * batch_max files), or nobody else is preparing a small file, or it
- * waited BATCH_WAIT_NS, and there is room in flight (flight_max: a mount
- * has one batch fsyncing at a time). Its members write, wait until all of
- * them have written (every one is then holding small data in the
- * client), fsync, and leave. The client seals the pack when every holder
- * has its frame in: all of the batch.
- *
- *   gate_prepare -> [read, create] -> gate_enter -> [write] -> batch_written
- *   -> [fsync] -> gate_leave;  gate_abort instead of gate_enter on failure
- */
-struct batch {
-	int n;		    /* members */
-	uint64_t bytes;	    /* theirs */
-	int written;	    /* members done writing */
-	int left;	    /* members that have not left yet */
-	int released;	    /* members may write */
-	int64_t first_ns;   /* when the first member came */
-	struct batch *next; /* waiting batches, oldest first */
-};
+#define TEMP_PREFIX	      ".granary-import."
+#define TEMP_HEX	      16
 
 struct imp {
 	struct imp_src *src;
@@ -127,13 +96,9 @@ struct imp {
 	struct workq *workers;
 	struct progress *progress;
 
-	/* the gate; lock is a leaf */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int batch_max, flight_max;
-	int preparing, flight;		/* protected by lock */
-	struct batch *waiting, *newest; /* protected by lock */
-	char *fatal;			/* the first stop's message; lock */
+	struct imp_gate gate;
+	pthread_mutex_t lock; /* a leaf */
+	char *fatal;	      /* the first stop's message; protected by lock */
 
 	int stop;      /* atomic: stop taking files (a fatal error, a signal) */
 	int scan_done; /* atomic: every entry is listed */
@@ -197,119 +162,17 @@ static int fatal_src_err(int err)
 	       err == OBJSTORE_ECERT || err == ENOMEM;
 }
 
-/* ---- the gate --------------------------------------------------------- */
-
-static void gate_prepare(struct imp *im)
+/* The gate's questions (import_gate.c), under its lock. */
+static int gate_drained(void *arg)
 {
-	pthread_mutex_lock(&im->lock);
-	im->preparing++;
-	pthread_mutex_unlock(&im->lock);
+	struct imp *im = arg;
+	return __atomic_load_n(&im->scan_done, __ATOMIC_ACQUIRE) &&
+	       load(&im->started) == load(&im->listed);
 }
 
-/* Under lock: release the oldest batches that are due and fit. */
-static void gate_release(struct imp *im)
+static int gate_stopping(void *arg)
 {
-	struct batch *b;
-
-	while ((b = im->waiting)) {
-		/* nobody else will come: no small file is being prepared,
-		 * and none will be (none in flight to come back for more,
-		 * or no more files to take) */
-		int alone =
-		    im->preparing == 0 &&
-		    (im->flight == 0 ||
-		     (__atomic_load_n(&im->scan_done, __ATOMIC_ACQUIRE) &&
-		      load(&im->started) == load(&im->listed)));
-		int due = b->n >= im->batch_max ||
-			  b->bytes + FRAME_OVERHEAD + 1 > PACK_BYTES || alone ||
-			  b != im->newest ||
-			  now_ns() - b->first_ns >= BATCH_WAIT_NS ||
-			  stopping(im);
-		int room =
-		    im->flight == 0 || im->flight + b->n <= im->flight_max;
-		if (!due || !room)
-			return;
-		im->waiting = b->next;
-		if (im->newest == b)
-			im->newest = NULL;
-		b->released = 1;
-		im->flight += b->n;
-		pthread_cond_broadcast(&im->cond);
-	}
-}
-
-static void gate_abort(struct imp *im)
-{
-	pthread_mutex_lock(&im->lock);
-	im->preparing--;
-	gate_release(im); /* a batch may have waited for this one */
-	pthread_mutex_unlock(&im->lock);
-}
-
-static struct batch *gate_enter(struct imp *im, uint64_t bytes)
-{
-	struct batch *b;
-
-	pthread_mutex_lock(&im->lock);
-	im->preparing--;
-	b = im->newest;
-	if (!b || b->n >= im->batch_max ||
-	    b->bytes + bytes + FRAME_OVERHEAD > PACK_BYTES) {
-		struct batch *nb = calloc(1, sizeof(*nb));
-		if (!nb) {
-			/* alone, at once: no pack to share, nothing lost */
-			pthread_mutex_unlock(&im->lock);
-			return NULL;
-		}
-		nb->first_ns = now_ns();
-		if (b)
-			b->next = nb;
-		else
-			im->waiting = nb;
-		im->newest = b = nb;
-	}
-	b->n++;
-	b->left++;
-	b->bytes += bytes + FRAME_OVERHEAD;
-	gate_release(im);
-	while (!b->released) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 5000000; /* look again at the batch's age */
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&im->cond, &im->lock, &until);
-		gate_release(im);
-	}
-	pthread_mutex_unlock(&im->lock);
-	return b;
-}
-
-/* Every member has written: all of them hold their data in the client. */
-static void batch_written(struct imp *im, struct batch *b)
-{
-	if (!b)
-		return;
-	pthread_mutex_lock(&im->lock);
-	if (++b->written == b->n)
-		pthread_cond_broadcast(&im->cond);
-	while (b->written < b->n)
-		pthread_cond_wait(&im->cond, &im->lock);
-	pthread_mutex_unlock(&im->lock);
-}
-
-static void gate_leave(struct imp *im, struct batch *b)
-{
-	if (!b)
-		return;
-	pthread_mutex_lock(&im->lock);
-	im->flight--;
-	if (--b->left == 0)
-		free(b);
-	gate_release(im);
-	pthread_mutex_unlock(&im->lock);
+	return stopping(arg);
 }
 
 /* ---- messages --------------------------------------------------------- */
@@ -347,10 +210,9 @@ static void stop_with(struct imp *im, const char *fmt, ...)
 	pthread_mutex_lock(&im->lock);
 	if (!im->fatal)
 		im->fatal = strdup(msg);
-	__atomic_store_n(&im->stop, 1, __ATOMIC_RELAXED);
-	gate_release(im);
-	pthread_cond_broadcast(&im->cond);
 	pthread_mutex_unlock(&im->lock);
+	__atomic_store_n(&im->stop, 1, __ATOMIC_RELAXED);
+	imp_gate_kick(&im->gate);
 }
 
 /* A file failed: its source (src 1) or its destination. */
@@ -481,7 +343,7 @@ static void copy_small(struct imp *im, const struct imp_entry *e)
 	int err, src = 1;
 
 	temp_name(e->name, tmp);
-	gate_prepare(im);
+	imp_gate_prepare(&im->gate);
 	err = imp_reader_open(im->src, e, &r);
 	if (!err)
 		err = read_whole(r, &buf, &len);
@@ -490,7 +352,7 @@ static void copy_small(struct imp *im, const struct imp_entry *e)
 		err = make_temp(im, e, tmp, &f);
 	}
 	if (err || stopping(im)) {
-		gate_abort(im);
+		imp_gate_abort(&im->gate);
 		if (f)
 			finish(im, e, tmp, f, NULL, ECANCELED);
 		if (err)
@@ -499,14 +361,14 @@ static void copy_small(struct imp *im, const struct imp_entry *e)
 			count(&im->left, 1);
 		goto out;
 	}
-	struct batch *b = gate_enter(im, len);
+	struct imp_batch *b = imp_gate_enter(&im->gate, len);
 	int stopped = stopping(im);
 	if (!stopped)
 		err = imp_out_write(f, buf, len, 0);
-	batch_written(im, b);
+	imp_batch_written(&im->gate, b);
 	if (!err && !stopped)
 		err = imp_out_fsync(f);
-	gate_leave(im, b);
+	imp_gate_leave(&im->gate, b);
 	if (!err && stopped)
 		err = ECANCELED;
 	err = finish(im, e, tmp, f, imp_reader_mtime(r), err);
@@ -880,7 +742,7 @@ static int path_under(const char *in, const char *dir)
 
 int cmd_import(int argc, char **argv)
 {
-	struct imp im = {.batch_max = 1};
+	struct imp im = {0};
 	int threads = 0, quiet = 0, json = 0, c, err;
 	const char *meta_url = NULL, *dest;
 	char why[2048], shown[2200];
@@ -952,14 +814,13 @@ int cmd_import(int argc, char **argv)
 			goto close;
 		}
 	}
-	im.batch_max = imp_dst_batch_max(im.dst);
 	/* a mount: one batch fsyncs at a time (its FUSE threads); in
 	 * process, the next batch writes while the last one's pack is put */
-	im.flight_max = imp_dst_in_process(im.dst) ? threads : im.batch_max;
-	if (im.batch_max > threads)
-		im.batch_max = threads;
+	int batch_max = imp_dst_batch_max(im.dst);
+	imp_gate_init(&im.gate, batch_max < threads ? batch_max : threads,
+		      imp_dst_in_process(im.dst) ? threads : batch_max,
+		      gate_drained, gate_stopping, &im);
 	pthread_mutex_init(&im.lock, NULL);
-	pthread_cond_init(&im.cond, NULL);
 	if ((err = workq_open("gr-import", threads, QUEUE_MAX, &im.workers))) {
 		cli_error("cannot start %d threads: %s", threads,
 			  strerror(err));
@@ -982,9 +843,7 @@ int cmd_import(int argc, char **argv)
 	if (err && err != ECANCELED)
 		scan_failed(&im, err);
 	__atomic_store_n(&im.scan_done, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&im.lock);
-	gate_release(&im); /* a batch may wait for what will not come */
-	pthread_mutex_unlock(&im.lock);
+	imp_gate_kick(&im.gate); /* a batch may wait for what will not come */
 	while (im.depth)
 		imp_dir_put(im.dst, im.stack[--im.depth]);
 	if (im.bad_dir_n > 1)
@@ -1024,8 +883,8 @@ free_stack:
 	free(im.bad_dir);
 	free(im.fatal);
 destroy:
-	pthread_cond_destroy(&im.cond);
 	pthread_mutex_destroy(&im.lock);
+	imp_gate_release(&im.gate);
 close:
 	imp_dir_put(im.dst, im.root);
 	imp_dst_close(im.dst);

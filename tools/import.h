@@ -1,9 +1,10 @@
 /*
  * import.h - the parts of `granary import` (tools/cmd_import.c): a source
  * scanned into entries (a local directory, or an S3 prefix of plain
- * objects: import_src.c) and a destination they are written to (a
+ * objects: import_src.c), a destination they are written to (a
  * directory of a mounted volume, or a volume opened in this process:
- * import_dst.c). Private to those files.
+ * import_dst.c), and the gate that writes small files in batches
+ * (import_gate.c). Private to those files.
  *
  * Paths are relative to SOURCE and DEST, '/'-separated, "" for the top.
  * Functions return 0 or an error (a positive errno or a project code of
@@ -12,6 +13,7 @@
 #ifndef GRANARY_IMPORT_H
 #define GRANARY_IMPORT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -123,7 +125,7 @@ int imp_dst_open(const char *meta_url, const char *dest_path, int threads,
 int imp_dst_sync(struct imp_dst *d);
 void imp_dst_close(struct imp_dst *d);
 int imp_dst_in_process(const struct imp_dst *d);
-/* How the batches of small files are cut (cmd_import.c): at most this
+/* How the batches of small files are cut (import_gate.c): at most this
  * many files write and fsync at once. */
 int imp_dst_batch_max(const struct imp_dst *d);
 
@@ -158,5 +160,47 @@ int imp_dst_symlink(struct imp_dst *d, struct imp_dir *dir, const char *name,
  * stops the listing and is returned. */
 int imp_dst_list(struct imp_dst *d, struct imp_dir *dir,
 		 int (*fn)(void *arg, const char *name), void *arg);
+
+/* ---- the gate of small files (import_gate.c) --------------------------- */
+
+#define IMP_PACK_BYTES	   (4u << 20) /* a client's pack: a batch's at most */
+#define IMP_FRAME_OVERHEAD 128	      /* a frame's header in it, about */
+
+struct imp_batch;
+
+/*
+ * Batches of small files written and fsync'd together (see import_gate.c
+ * for the protocol). drained(arg): no more files will be taken (the walk
+ * is over and every entry taken); stopping(arg): the import stops (let
+ * every batch go). Both are called under lock, which is a leaf.
+ */
+struct imp_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int batch_max, flight_max;
+	int (*drained)(void *arg);
+	int (*stopping)(void *arg);
+	void *arg;
+	int preparing, flight;		    /* protected by lock */
+	struct imp_batch *waiting, *newest; /* protected by lock */
+};
+
+void imp_gate_init(struct imp_gate *g, int batch_max, int flight_max,
+		   int (*drained)(void *arg), int (*stopping)(void *arg),
+		   void *arg);
+void imp_gate_release(struct imp_gate *g);
+/* A small file is being prepared: a batch may wait for it. */
+void imp_gate_prepare(struct imp_gate *g);
+/* It will not come after all. */
+void imp_gate_abort(struct imp_gate *g);
+/* It is ready (bytes long): wait until its batch may write. NULL (out of
+ * memory): write alone. */
+struct imp_batch *imp_gate_enter(struct imp_gate *g, uint64_t bytes);
+/* Written (or failed): wait until every member of b has. */
+void imp_batch_written(struct imp_gate *g, struct imp_batch *b);
+/* Fsync'd (or failed): leave b. */
+void imp_gate_leave(struct imp_gate *g, struct imp_batch *b);
+/* Look again at the waiting batches (drained or stopping changed). */
+void imp_gate_kick(struct imp_gate *g);
 
 #endif
