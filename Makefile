@@ -29,7 +29,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
-.PHONY: all deps test unit integ demo demo-stop bench bench-group install install-python clean format check-deps check-layers
+.PHONY: all deps test unit integ demo demo-stop bench bench-group bench-plan install install-python clean format check-deps check-layers
 
 all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
@@ -128,10 +128,15 @@ bench: all
 	@bench/statlat.sh $(O)
 	@bench/failover.sh $(O)
 	@bench/group.sh $(O)
+	@bench/plan.sh $(O)
 
 # the cache group's benchmark alone (issue 33; about 6 minutes)
 bench-group: all
 	@bench/group.sh $(O)
+
+# the epoch plan's benchmark alone (issue 34; about 8 minutes)
+bench-plan: all
+	@bench/plan.sh $(O)
 
 # mount(8) looks for mount.TYPE helpers in /sbin, /sbin/fs.d and /sbin/fs
 # only (not PATH): the helper goes to $(SBINDIR), /sbin by default whatever

@@ -6,6 +6,8 @@
  * libgranary's objstore, so every target is measured by the same code.
  * With -m the list is md5sum's output and each file read is checked against
  * its sum as it is read (bench/group.sh: every byte of an epoch checked).
+ * With -l it also prints the per-file read latency (open to close), the
+ * wait a training step sees (bench/plan.sh).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +26,7 @@
 #include "fs/store/objstore.h"
 
 static const char usage[] =
-    "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] [-m] LIST "
+    "usage: readers [-t THREADS] [-S SEED] [-c SRCDIR] [-s] [-m] [-l] LIST "
     "TARGET\n"
     "\n"
     "Read every file named in LIST (paths relative to TARGET, one a line)\n"
@@ -37,9 +39,11 @@ static const char usage[] =
     "  -m         LIST is md5sum's output (\"MD5  PATH\" lines): each file\n"
     "             read is checked against its MD5 as it is read (a\n"
     "             mismatch is an error, counted in bad=)\n"
+    "  -l         also print each file's read latency (open to close, ms)\n"
+    "             over the files: p50_ms= p99_ms= max_ms=\n"
     "Prints one line: files= bytes= secs= files_per_s= mib_per_s= errors=\n"
-    "(and store_gets= store_puts= with -s, bad= with -m). Exit 1 if any\n"
-    "file failed.\n";
+    "(and store_gets= store_puts= with -s, bad= with -m, the latencies\n"
+    "with -l). Exit 1 if any file failed.\n";
 
 #define MAX_THREADS 256
 #define READ_BUF    (1 << 20)
@@ -55,6 +59,7 @@ struct job {
 	atomic_ullong bytes;
 	atomic_uint errors;
 	atomic_uint bad; /* -m: files whose MD5 was not their line's */
+	double *lat_ms;	 /* -l: per file, open to close; else NULL */
 };
 
 static void job_error(struct job *j, const char *what, const char *path,
@@ -251,6 +256,21 @@ static void do_store(struct job *j, const char *rel, char *path, size_t psz,
 	atomic_fetch_add(&j->bytes, len);
 }
 
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
 static void *worker(void *arg)
 {
 	struct job *j = arg;
@@ -269,6 +289,7 @@ static void *worker(void *arg)
 		size_t i = atomic_fetch_add(&j->next, 1);
 		if (i >= j->n)
 			break;
+		double t0 = j->lat_ms ? now() : 0;
 		if (j->store)
 			do_store(j, j->paths[i], path, sizeof(path), &buf,
 				 &cap);
@@ -276,6 +297,8 @@ static void *worker(void *arg)
 			do_copy(j, j->paths[i], path, sizeof(path), &buf, &cap);
 		else
 			do_read(j, i, path, sizeof(path), buf, md);
+		if (j->lat_ms)
+			j->lat_ms[i] = (now() - t0) * 1000;
 	}
 	free(buf);
 	EVP_MD_CTX_free(md);
@@ -385,23 +408,16 @@ static void shuffle(char **v, size_t n, uint64_t seed)
 	}
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
 	struct job j = {0};
 	pthread_t tids[MAX_THREADS];
 	long threads = 4;
-	int c, use_store = 0, shuffled = 0, check = 0, err, started = 0;
+	int c, use_store = 0, shuffled = 0, check = 0, lat = 0, err,
+	       started = 0;
 	uint64_t seed = 0;
 
-	while ((c = getopt(argc, argv, "t:S:c:smh")) != -1) {
+	while ((c = getopt(argc, argv, "t:S:c:smlh")) != -1) {
 		switch (c) {
 		case 't':
 			threads = atol(optarg);
@@ -418,6 +434,9 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			check = 1;
+			break;
+		case 'l':
+			lat = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -447,6 +466,10 @@ int main(int argc, char **argv)
 	}
 	if (check && split_sums(j.paths, j.n, &j.sums))
 		return 1;
+	if (lat && !(j.lat_ms = calloc(j.n ? j.n : 1, sizeof(double)))) {
+		fputs("readers: out of memory\n", stderr);
+		return 1;
+	}
 	if (use_store) {
 		err = objstore_open(j.target, NULL, &j.store);
 		if (err) {
@@ -493,9 +516,16 @@ int main(int argc, char **argv)
 	}
 	if (j.sums)
 		printf(" bad=%u", atomic_load(&j.bad));
+	if (j.lat_ms && j.n) {
+		qsort(j.lat_ms, j.n, sizeof(double), cmp_double);
+		printf(" p50_ms=%.1f p99_ms=%.1f max_ms=%.1f",
+		       j.lat_ms[(j.n - 1) / 2],
+		       j.lat_ms[(j.n * 99 + 99) / 100 - 1], j.lat_ms[j.n - 1]);
+	}
 	printf("\n");
 	objstore_close(j.store);
 	free(j.sums);
+	free(j.lat_ms);
 	for (size_t i = 0; i < j.n; i++)
 		free(j.paths[i]);
 	free(j.paths);
