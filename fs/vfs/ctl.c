@@ -481,7 +481,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "%llu, \"fills\": %llu, \"fill_skips\": %llu, \"fill_inline\": "
 	    "%llu, \"evictions\": %llu, \"evicted\": "
 	    "%llu, \"bad_entries\": %llu, \"flight_waits\": %llu, "
-	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, "
+	    "\"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
 	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
 	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
@@ -495,8 +496,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
 	    (unsigned long long)st.retries, (unsigned long long)st.gave_up,
-	    (unsigned long long)st.syncs,
-	    (unsigned long long)cs.cache_hits,
+	    (unsigned long long)st.syncs, (unsigned long long)cs.cache_hits,
 	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
 	    (unsigned long long)cs.prefetched,
 	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
