@@ -367,11 +367,12 @@ static int sync_blocks(struct writer *w)
 
 /*
  * Upload every partial block, wait for all of this writer's uploads, make
- * them durable and commit the slices. On an upload or commit error the pending
- * slices are dropped (their objects are left for gc's leaked-object scan) and
- * the error is returned; `clear` says whether it is reported now for good
- * (writer_flush) or stays sticky for the next writer_flush (a flush forced
- * from inside writer_write, whose caller may never see its data's fate).
+ * them durable and commit the slices. On an upload, sync or commit error
+ * the pending slices are dropped (their objects are left for gc's
+ * leaked-object scan) and the error is returned; `clear` says whether it
+ * is reported now for good (writer_flush) or stays sticky for the next
+ * writer_flush (a flush forced from inside writer_write, whose caller may
+ * never see its data's fate).
  */
 static int flush_locked(struct writer *w, int clear)
 {
@@ -425,8 +426,7 @@ static int flush_locked(struct writer *w, int clear)
 		/* staged blocks: their files' names too, before the commit */
 		if (n && p->stage)
 			err = stage_durable(p->stage);
-		/* blocks in the store: durable before anything points at them
-		 */
+		/* blocks in the store: durable before the commit */
 		if (n && !err && w->lazy)
 			err = sync_blocks(w);
 		if (n && !err)

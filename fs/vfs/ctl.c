@@ -484,7 +484,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"evict_planned\": %llu, \"fill_ranked_out\": %llu, "
 	    "\"demoted\": %llu, \"evicted\": "
 	    "%llu, \"bad_entries\": %llu, \"flight_waits\": %llu, "
-	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, \"writeback\": %s, "
+	    "\"entries\": %llu, \"bytes\": %llu}, \"packs\": {\"enabled\": %s, "
+	    "\"writeback\": %s, "
 	    "\"put\": %llu, \"frames\": %llu, \"bytes\": %llu, "
 	    "\"errors\": %llu, \"staged\": %llu, \"staged_bytes\": %llu, "
 	    "\"recovered\": %llu}, \"blocks\": {\"writeback\": %s, "
@@ -498,8 +499,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
 	    (unsigned long long)st.retries, (unsigned long long)st.gave_up,
-	    (unsigned long long)st.syncs,
-	    (unsigned long long)cs.cache_hits,
+	    (unsigned long long)st.syncs, (unsigned long long)cs.cache_hits,
 	    (unsigned long long)cs.cache_misses, (unsigned long long)cs.corrupt,
 	    (unsigned long long)cs.prefetched,
 	    fs->disk_cache ? "true" : "false", (unsigned long long)dc.hits,
