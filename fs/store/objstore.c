@@ -477,17 +477,10 @@ closed:
 
 /* ---- wrappers ---- */
 
-int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
-		 void **data, size_t *got)
+/* A get of key (checked by the caller), counted. */
+static int get_checked(struct objstore *s, const char *key, uint64_t off,
+		       size_t len, void **data, size_t *got)
 {
-	int err;
-
-	if (!s || !data || !got)
-		return EINVAL;
-	*data = NULL;
-	*got = 0;
-	if (!key_valid(key))
-		return EINVAL;
 	struct req r = {.op = REQ_GET,
 			.key = key,
 			.off = off,
@@ -495,7 +488,8 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 			.data = data,
 			.got = got};
 	int64_t t0 = fsutil_mono_ns();
-	err = run(s, &r);
+	int err = run(s, &r);
+
 	STAT_ADD(s, gets, 1);
 	if (err)
 		STAT_ADD(s, errors, 1);
@@ -505,38 +499,32 @@ int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	return err;
 }
 
+int objstore_get(struct objstore *s, const char *key, uint64_t off, size_t len,
+		 void **data, size_t *got)
+{
+	if (!s || !data || !got)
+		return EINVAL;
+	*data = NULL;
+	*got = 0;
+	if (!key_valid(key))
+		return EINVAL;
+	return get_checked(s, key, off, len, data, got);
+}
+
 /* A key of an object granary did not write: any bytes but NUL (S3 sends
  * them encoded), 1..KEY_MAX of them. Only S3 stores take such keys: a
  * file:// pool maps keys to paths. */
 int objstore_get_foreign(struct objstore *s, const char *key, uint64_t off,
 			 size_t len, void **data, size_t *got)
 {
-	int err;
-
 	if (!s || !data || !got)
 		return EINVAL;
 	*data = NULL;
 	*got = 0;
-	if (key_valid(key))
-		return objstore_get(s, key, off, len, data, got);
 	if (!key || !*key || strlen(key) > KEY_MAX ||
-	    strncmp(s->ops->scheme, "s3", 2))
+	    (!key_valid(key) && strncmp(s->ops->scheme, "s3", 2)))
 		return EINVAL;
-	struct req r = {.op = REQ_GET,
-			.key = key,
-			.off = off,
-			.len = len,
-			.data = data,
-			.got = got};
-	int64_t t0 = fsutil_mono_ns();
-	err = run(s, &r);
-	STAT_ADD(s, gets, 1);
-	if (err)
-		STAT_ADD(s, errors, 1);
-	else
-		STAT_ADD(s, get_bytes, *got);
-	account(s, OBJSTORE_K_GET, t0, err, err ? 0 : *got);
-	return err;
+	return get_checked(s, key, off, len, data, got);
 }
 
 static int put(struct objstore *s, enum req_op op, const char *key,
