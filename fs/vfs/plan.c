@@ -423,28 +423,21 @@ static void end_if(struct plans *p, const struct owner *o, const char *why)
 		log_info("plan %llu ended: %s", (unsigned long long)o->id, why);
 }
 
-static void tick(struct plans *p)
+/* End the plans whose owner process is gone (outside the lock: /proc).
+ * The ticker runs it, and a listing first, so that a plan whose job has
+ * exited is never listed. */
+void plans_reap(struct plans *p)
 {
-	struct owner own[PLAN_MAX], idle[PLAN_MAX];
-	size_t nown = 0, nidle = 0;
-	int64_t now = mono_ns();
+	struct owner own[PLAN_MAX];
+	size_t nown = 0;
 	struct pc_plan *pp = NULL;
 
 	pthread_mutex_lock(&p->lock);
-	while ((pp = plancore_next(p->core, pp))) {
-		struct owner o = {pp->id, pp->pid, pp->pid_start};
-		if (pp->place < pp->n &&
-		    now - pp->last_ns > (int64_t)p->idle_s * 1000000000)
-			idle[nidle++] = o;
-		else if (pp->pid)
-			own[nown++] = o;
-	}
+	while ((pp = plancore_next(p->core, pp)))
+		if (pp->pid && nown < PLAN_MAX)
+			own[nown++] = (struct owner){pp->id, pp->pid,
+						     pp->pid_start};
 	pthread_mutex_unlock(&p->lock);
-	for (size_t i = 0; i < nidle; i++)
-		end_if(p, &idle[i],
-		       "none of its files was opened for its idle "
-		       "time");
-	/* outside the lock: /proc */
 	for (size_t i = 0; i < nown; i++) {
 		uint64_t start = 0;
 		int zombie = 0, err;
@@ -453,6 +446,27 @@ static void tick(struct plans *p)
 		    (!err && (zombie || start != own[i].start)))
 			end_if(p, &own[i], "its owner process is gone");
 	}
+}
+
+static void tick(struct plans *p)
+{
+	struct owner idle[PLAN_MAX];
+	size_t nidle = 0;
+	int64_t now = mono_ns();
+	struct pc_plan *pp = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	while ((pp = plancore_next(p->core, pp)))
+		if (pp->place < pp->n &&
+		    now - pp->last_ns > (int64_t)p->idle_s * 1000000000)
+			idle[nidle++] = (struct owner){pp->id, pp->pid,
+						       pp->pid_start};
+	pthread_mutex_unlock(&p->lock);
+	for (size_t i = 0; i < nidle; i++)
+		end_if(p, &idle[i],
+		       "none of its files was opened for its idle "
+		       "time");
+	plans_reap(p);
 	plans_pump(p);
 }
 

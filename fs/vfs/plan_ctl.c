@@ -560,9 +560,10 @@ static int plan_list_get(struct plans *p, const struct vfs_caller *c,
 	char *buf = NULL;
 	size_t n = 0, len = 0;
 	FILE *f;
-	int err = plans_list(p, &pi, &n);
+	int err;
 
-	if (err)
+	plans_reap(p);
+	if ((err = plans_list(p, &pi, &n)))
 		return err;
 	if (!(f = open_memstream(&buf, &len))) {
 		free(pi);

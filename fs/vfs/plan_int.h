@@ -44,6 +44,8 @@ struct plans {
 
 /* Hand the fetchers what the plans need next (takes and drops lock). */
 void plans_pump(struct plans *p);
+/* End the plans whose owner process is gone (the ticker; a listing first). */
+void plans_reap(struct plans *p);
 /* Of process pid: its parent, its start time (clock ticks after boot),
  * whether it is a zombie (exited). ENOENT when there is none. Any
  * pointer may be NULL. */
