@@ -95,9 +95,8 @@ int crypt_gcm(void *ctx, int enc, const unsigned char nonce[CRYPT_NONCE_LEN],
 	if (EVP_CipherInit_ex2(c, NULL, NULL, nonce, enc, NULL) != 1)
 		return EIO;
 	for (int a = 0; a < naad; a++)
-		if (aad[a].n &&
-		    EVP_CipherUpdate(c, NULL, &len, aad[a].p, (int)aad[a].n) !=
-			1)
+		if (aad[a].n && EVP_CipherUpdate(c, NULL, &len, aad[a].p,
+						 (int)aad[a].n) != 1)
 			return EIO;
 	while (n) { /* EVP counts in int */
 		int step = n > (1u << 30) ? 1 << 30 : (int)n;
@@ -107,15 +106,13 @@ int crypt_gcm(void *ctx, int enc, const unsigned char nonce[CRYPT_NONCE_LEN],
 		i += step;
 		n -= (size_t)step;
 	}
-	if (!enc &&
-	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, CRYPT_TAG_LEN, tag) !=
-		1)
+	if (!enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, CRYPT_TAG_LEN,
+					tag) != 1)
 		return EIO;
 	if (EVP_CipherFinal_ex(c, o, &len) != 1)
 		return enc ? EIO : CRYPT_EAUTH;
-	if (enc &&
-	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, CRYPT_TAG_LEN, tag) !=
-		1)
+	if (enc && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, CRYPT_TAG_LEN,
+				       tag) != 1)
 		return EIO;
 	return 0;
 }
@@ -134,10 +131,10 @@ int crypt_hkdf(const unsigned char key[32], const void *salt, size_t saltn,
 					     0),
 	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key,
 					      32),
-	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT,
-					      (void *)salt, saltn),
-	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO,
-					      (void *)info, strlen(info)),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt,
+					      saltn),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info,
+					      strlen(info)),
 	    OSSL_PARAM_construct_end(),
 	};
 	int ok = EVP_KDF_derive(k, out, 32, p) == 1;
@@ -188,8 +185,8 @@ static int read_secret(const char *path, void **secret, size_t *n)
 
 int crypt_secret_load(const char *path, void **secret, size_t *n)
 {
-	const char *file = path && *path ? path
-					 : getenv("GRANARY_ENCRYPT_KEY_FILE");
+	const char *file =
+	    path && *path ? path : getenv("GRANARY_ENCRYPT_KEY_FILE");
 	const char *pass = getenv("GRANARY_ENCRYPT_PASSPHRASE");
 	const char *what;
 	int err;
@@ -276,8 +273,9 @@ static int record_parse(const char *s, struct record *rec)
 {
 	int used = 0;
 
-	if (!s || sscanf(s, "v1:scrypt:%u:%u:%u:%n", &rec->logn, &rec->r,
-			 &rec->p, &used) != 3 ||
+	if (!s ||
+	    sscanf(s, "v1:scrypt:%u:%u:%u:%n", &rec->logn, &rec->r, &rec->p,
+		   &used) != 3 ||
 	    !used)
 		return EINVAL;
 	if (rec->logn < 1 || rec->logn > SCRYPT_LOGN_MAX || rec->r < 1 ||
@@ -294,8 +292,9 @@ static int record_parse(const char *s, struct record *rec)
 
 static void record_format(const struct record *rec, char *out)
 {
-	char *o = out + snprintf(out, CRYPT_RECORD_MAX, "v1:scrypt:%u:%u:%u:",
-				 rec->logn, rec->r, rec->p);
+	char *o =
+	    out + snprintf(out, CRYPT_RECORD_MAX,
+			   "v1:scrypt:%u:%u:%u:", rec->logn, rec->r, rec->p);
 	hex(o, rec->salt, SALT_LEN);
 	o += 2 * SALT_LEN;
 	*o++ = ':';
@@ -310,8 +309,9 @@ static void record_format(const struct record *rec, char *out)
 	*o = '\0';
 }
 /* the longest record: "v1:scrypt:20:32:16:" and the four hex fields */
-_Static_assert(19 + 2 * (SALT_LEN + CRYPT_NONCE_LEN + CRYPT_KEY_LEN +
-			 CRYPT_TAG_LEN) +
+_Static_assert(19 +
+		       2 * (SALT_LEN + CRYPT_NONCE_LEN + CRYPT_KEY_LEN +
+			    CRYPT_TAG_LEN) +
 		       3 + 1 <=
 		   CRYPT_RECORD_MAX,
 	       "a record fits CRYPT_RECORD_MAX");

@@ -31,15 +31,17 @@
  * to each member it asks (peer.h), so a member is asked over at most
  * 15 x 16 = 240 connections: SRV_CONNS leaves room for a few more
  * (readers of warmup, a member restarting) before refusals, which send
- * readers to the store. A request that fetches from the store for a peer
- * holds one of the SRV_THREADS threads for the fetch; those answered from
- * the cache file (sendfile) hold one for microseconds. Memory: a body
- * sent from memory is the bytes of a fetch (shared by the asks for the
- * same key), so at most SRV_THREADS fetches are held at once, plus those
+ * readers to the store. The SRV_THREADS poll threads answer what the
+ * cache holds (sendfile: microseconds a request) and never wait on the
+ * store; an ask that fetches from the store for a peer waits in the
+ * server's queue for one of SRV_FETCHERS threads. Memory: a body sent
+ * from memory is the bytes of a fetch (shared by the asks for the same
+ * key), so at most SRV_FETCHERS fetches are held at once, plus those
  * still being sent on their connections.
  */
-#define SRV_THREADS 16
-#define SRV_CONNS   256
+#define SRV_THREADS  4
+#define SRV_FETCHERS 16
+#define SRV_CONNS    256
 
 #define DOWN_MS_DEFAULT 1000  /* a failed member is first skipped this long */
 #define DOWN_MS_MAX	30000 /* the skip doubles up to this */
@@ -624,7 +626,13 @@ static int owner_fetch(struct group *g, const char *key,
 	pthread_mutex_unlock(&g->flight_lock);
 
 	*fetched = !diskcache_contains(g->cache, key);
+	int64_t t0 = fsutil_mono_ns();
 	err = objstore_get(g->cache, key, 0, 0, &data, &n);
+	/* the store's pace, which a member fetching for this node keeps too:
+	 * this node's asks wait for it (peer.h) */
+	if (!err && *fetched)
+		peer_client_note_store(
+		    g->cli, (long)((fsutil_mono_ns() - t0) / 1000000));
 	if (!err && (err = objstore_view_of_mem(v, data, data, n)))
 		bigbuf_free(data);
 	if (!f)
@@ -1219,6 +1227,7 @@ int group_open(struct objstore *cache, const struct group_opts *o,
 		struct peer_server_opts so = {.addr = o->listen,
 					      .secret = o->secret,
 					      .threads = SRV_THREADS,
+					      .fetchers = SRV_FETCHERS,
 					      .max_conns = SRV_CONNS};
 		struct peer_handler h = {.get = srv_get,
 					 .has = srv_has,

@@ -12,6 +12,7 @@
 #include "lib/errors.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/workq.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -204,23 +205,31 @@ static int peer_key_decode(const char *s, char *key)
 
 /*
  * Threads: libmicrohttpd's pool (threads, each polling its share of the
- * connections) calls srv_access, srv_done, srv_conn and srv_accept; the
- * handler's callbacks run on those threads, so a handler that blocks (a
- * fetch from the store) holds its thread's other connections meanwhile:
- * `threads` bounds the requests served at once.
+ * connections) calls srv_access, srv_done, srv_conn and srv_accept. Those
+ * threads never wait on the store: a GET or a warm of a key the handler
+ * does not hold (has() says ENOENT) suspends its connection and goes to
+ * the fetch queue, whose `fetchers` threads call the handler (which may
+ * fetch from the store for seconds) and resume the connection; a GET of
+ * a key held here is answered on the poll thread at once (sendfile), so a
+ * hit never waits behind another ask's fetch. `fetchers` bounds the
+ * fetches for askers at once; the queue holds at most one job a
+ * connection (a connection has one request at a time).
  *
  * A request's life: srv_access, first call (the headers are in: the
  * signature, route and key checked by srv_begin; a refusal is answered
  * at once and closes the connection) -> srv_access, second call (the
- * handler asked, the answer queued; the connection is kept) -> srv_done
- * (sent, or cut): the body's bytes counted, its memory freed. `inflight`
- * counts the requests between the first call and srv_done so that a stop
- * lets those under way finish.
+ * handler asked and the answer queued; or the connection suspended and
+ * the job queued) -> [srv_fetch on a fetcher: the handler asked, the
+ * connection resumed -> srv_access, third call: the answer queued] ->
+ * srv_done (sent, or cut): the body's bytes counted, its memory freed.
+ * `inflight` counts the requests between the first call and srv_done so
+ * that a stop lets those under way finish.
  */
 struct peer_server {
 	struct MHD_Daemon *d;
-	int lfd;      /* the listening socket: MHD's until quiesced */
-	int quiesced; /* lfd handed back by MHD_quiesce_daemon */
+	struct workq *fetchq; /* the fetchers: srv_fetch jobs */
+	int lfd;	      /* the listening socket: MHD's until quiesced */
+	int quiesced;	      /* lfd handed back by MHD_quiesce_daemon */
 	struct peer_handler h;
 	unsigned char k[PEER_KLEN];
 	char addr[PEER_ADDR_MAX];
@@ -233,11 +242,24 @@ struct peer_server {
 	int stopping;		     /* protected by lock */
 };
 
-/* What srv_done needs of a request, in MHD's per-request pointer. */
+/* Where a request is (srv_access's calls). */
+enum srv_state { RS_NEW, RS_QUEUED, RS_READY };
+
+/* What srv_done needs of a request, in MHD's per-request pointer. While
+ * RS_QUEUED the request (its fetch job) belongs to the fetcher that runs
+ * it, until it resumes the connection. */
 struct srv_req {
+	struct workq_job job; /* srv_fetch */
+	struct peer_server *s;
+	struct MHD_Connection *c;
+	enum srv_state state;
+	int err;	    /* RS_READY: the handler's answer */
+	struct peer_body b; /* RS_READY, a GET's: not yet queued */
+	int have_b;	    /* b is ours to send or free */
 	enum peer_op op;
 	char key[PEER_KEY_MAX + 1]; /* decoded */
 	const char *range;	    /* the Range header (MHD's), or NULL */
+	uint64_t off, len;	    /* a GET's range (len UINT64_MAX: all) */
 	uint64_t body;		    /* bytes of the body queued (a 2xx GET) */
 	void (*free_fn)(void *arg); /* an fd body's free_fn, at the end */
 	void *free_arg;
@@ -283,6 +305,8 @@ static void srv_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 		__atomic_sub_fetch(&s->st.conns, 1, __ATOMIC_RELAXED);
 }
 
+static void srv_body_free(struct peer_body *b);
+
 static void srv_done(void *cls, struct MHD_Connection *c, void **con_cls,
 		     enum MHD_RequestTerminationCode toe)
 {
@@ -294,6 +318,8 @@ static void srv_done(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		ST_ADD(s, bytes_sent, r->body);
+	if (r->have_b) /* fetched, never queued (the stop closed it) */
+		srv_body_free(&r->b);
 	if (r->free_fn)
 		r->free_fn(r->free_arg);
 	if (r->counted) {
@@ -436,47 +462,52 @@ static unsigned srv_status(struct peer_server *s, int err)
 	return MHD_HTTP_SERVICE_UNAVAILABLE;
 }
 
-/* A GET: the handler's body, sent from its file or its memory, 206 with
- * the range it covers when a range was asked. */
-static enum MHD_Result srv_get(struct peer_server *s, struct MHD_Connection *c,
-			       struct srv_req *r, const char *key,
-			       const char *range)
+/* Free a body the handler gave and that was not queued. */
+static void srv_body_free(struct peer_body *b)
 {
-	struct peer_body b = {.fd = -1};
+	if (b->fd >= 0)
+		close(b->fd);
+	if (b->free_fn)
+		b->free_fn(b->free_arg);
+}
+
+/* A GET's answer: b, the handler's body for [off, off + len) (err 0), sent
+ * from its file or its memory, 206 with the range it covers when a range
+ * was asked. */
+static enum MHD_Result srv_answer_get(struct peer_server *s,
+				      struct MHD_Connection *c,
+				      struct srv_req *r, int err,
+				      struct peer_body *b)
+{
 	struct MHD_Response *resp = NULL;
-	uint64_t off = 0, len = UINT64_MAX, n;
+	uint64_t off = r->off, len = r->len, n;
 	unsigned status = MHD_HTTP_OK;
 	char cr[80];
 	enum MHD_Result ret;
-	int err;
 
-	if (range && srv_range(range, &off, &len)) {
-		ST_ADD(s, errors, 1);
-		return srv_reply(c, MHD_HTTP_BAD_REQUEST, 0);
-	}
-	if ((err = s->h.get(s->h.arg, key, off, len, &b)))
+	if (err)
 		return srv_reply(c, srv_status(s, err), 0);
-	n = b.len < len ? b.len : len; /* never more than asked */
-	if (b.fd >= 0) {
+	n = b->len < len ? b->len : len; /* never more than asked */
+	if (b->fd >= 0) {
 		if (n)
-			resp = MHD_create_response_from_fd_at_offset64(n, b.fd,
-								       b.off);
+			resp = MHD_create_response_from_fd_at_offset64(n, b->fd,
+								       b->off);
 		if (!resp)
-			close(b.fd);
+			close(b->fd);
 		/* sendfile needs the fd to the end: free_fn waits for it */
-		r->free_fn = b.free_fn;
-		r->free_arg = b.free_arg;
-	} else if (n && b.free_fn) {
+		r->free_fn = b->free_fn;
+		r->free_arg = b->free_arg;
+	} else if (n && b->free_fn) {
 		resp = MHD_create_response_from_buffer_with_free_callback_cls(
-		    n, (void *)b.data, b.free_fn, b.free_arg);
+		    n, (void *)b->data, b->free_fn, b->free_arg);
 		if (!resp)
-			b.free_fn(b.free_arg);
+			b->free_fn(b->free_arg);
 	} else {
 		if (n)
 			resp = MHD_create_response_from_buffer(
-			    n, (void *)b.data, MHD_RESPMEM_PERSISTENT);
-		else if (b.free_fn)
-			b.free_fn(b.free_arg);
+			    n, (void *)b->data, MHD_RESPMEM_PERSISTENT);
+		else if (b->free_fn)
+			b->free_fn(b->free_arg);
 	}
 	if (n && !resp) {
 		ST_ADD(s, errors, 1);
@@ -484,8 +515,9 @@ static enum MHD_Result srv_get(struct peer_server *s, struct MHD_Connection *c,
 	}
 	if (!n) /* nothing from off on: an empty 200, or 416 for a range */
 		return srv_reply(
-		    c, range ? MHD_HTTP_RANGE_NOT_SATISFIABLE : MHD_HTTP_OK, 0);
-	if (range) {
+		    c, r->range ? MHD_HTTP_RANGE_NOT_SATISFIABLE : MHD_HTTP_OK,
+		    0);
+	if (r->range) {
 		status = MHD_HTTP_PARTIAL_CONTENT;
 		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/*", off,
 			 off + n - 1);
@@ -496,6 +528,40 @@ static enum MHD_Result srv_get(struct peer_server *s, struct MHD_Connection *c,
 	ret = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
+}
+
+/* The handler's part of a GET or a warm (on a poll thread or a fetcher):
+ * its answer in r->err, a GET's body in r->b. */
+static void srv_handle(struct peer_server *s, struct srv_req *r)
+{
+	r->b = (struct peer_body){.fd = -1};
+	if (r->op == OP_GET) {
+		r->err = s->h.get(s->h.arg, r->key, r->off, r->len, &r->b);
+		r->have_b = !r->err;
+	} else {
+		r->err = s->h.warm(s->h.arg, r->key);
+	}
+	r->state = RS_READY;
+}
+
+/* A fetcher's job: the handler asked (unless the server stops), the
+ * connection resumed; srv_access answers. */
+static void srv_fetch(struct workq_job *job)
+{
+	struct srv_req *r = (struct srv_req *)job; /* job is first */
+	struct peer_server *s = r->s;
+	int stopping;
+
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	pthread_mutex_unlock(&s->lock);
+	if (stopping) {
+		r->err = ESHUTDOWN;
+		r->state = RS_READY;
+	} else {
+		srv_handle(s, r);
+	}
+	MHD_resume_connection(r->c);
 }
 
 /* The log line of a refused signature, at most one per PEER_LOG_EVERY_S. */
@@ -562,6 +628,7 @@ static unsigned srv_begin(struct peer_server *s, struct MHD_Connection *c,
 		return MHD_HTTP_BAD_REQUEST;
 	}
 	r->op = op;
+	r->len = UINT64_MAX;
 	return 0;
 }
 
@@ -595,20 +662,43 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *c,
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	switch (r->op) {
+	switch (r->state == RS_NEW ? r->op : OP_N) {
 	case OP_GET:
-		return srv_get(s, c, r, r->key, r->range);
+		if (r->range && srv_range(r->range, &r->off, &r->len)) {
+			ST_ADD(s, errors, 1);
+			return srv_reply(c, MHD_HTTP_BAD_REQUEST, 0);
+		}
+		/* fall through */
+	case OP_WARM:
+		if (s->h.has(s->h.arg, r->key)) {
+			/* not here: a fetcher asks the handler */
+			r->state = RS_QUEUED;
+			r->s = s;
+			r->c = c;
+			r->job.run = srv_fetch;
+			MHD_suspend_connection(c);
+			if (workq_trypush(s->fetchq, &r->job)) {
+				srv_handle(s, r); /* the queue is full */
+				MHD_resume_connection(c);
+			}
+			return MHD_YES;
+		}
+		srv_handle(s, r);
+		break;
 	case OP_HEAD:
 		err = s->h.has(s->h.arg, r->key);
 		return srv_reply(c, err ? srv_status(s, err) : MHD_HTTP_OK, 0);
-	case OP_WARM:
-		err = s->h.warm(s->h.arg, r->key);
-		return srv_reply(
-		    c, err ? srv_status(s, err) : MHD_HTTP_NO_CONTENT, 0);
-	default:
+	case OP_BAD:
 		s->h.bad(s->h.arg, r->key);
 		return srv_reply(c, MHD_HTTP_NO_CONTENT, 0);
+	default: /* RS_QUEUED: resumed; the answer is in */
+		break;
 	}
+	if (r->op == OP_WARM)
+		return srv_reply(
+		    c, r->err ? srv_status(s, r->err) : MHD_HTTP_NO_CONTENT, 0);
+	r->have_b = 0; /* srv_answer_get's now */
+	return srv_answer_get(s, c, r, r->err, &r->b);
 }
 
 /* "HOST:PORT" (HOST a name, an IPv4 address or "[IPv6]") into its parts. */
@@ -709,6 +799,10 @@ int peer_server_start(const struct peer_server_opts *o,
 		goto fail;
 	if ((err = srv_listen(o->addr, &s->lfd, &port)))
 		goto fail;
+	if ((err = workq_open("gr-peerfetch",
+			      (int)(o->fetchers ? o->fetchers : 16),
+			      s->max_conns, &s->fetchq)))
+		goto fail;
 	snprintf(s->addr, sizeof(s->addr), "%s", o->addr);
 	colon = strrchr(s->addr, ':');
 	snprintf(colon + 1, sizeof(s->addr) - (size_t)(colon + 1 - s->addr),
@@ -719,8 +813,9 @@ int peer_server_start(const struct peer_server_opts *o,
 	 * thread at its share of the limit, which must not come first.
 	 */
 	s->d = MHD_start_daemon(
-	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC, 0, srv_accept, s,
-	    srv_access, s, MHD_OPTION_LISTEN_SOCKET, s->lfd,
+	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC |
+		MHD_ALLOW_SUSPEND_RESUME,
+	    0, srv_accept, s, srv_access, s, MHD_OPTION_LISTEN_SOCKET, s->lfd,
 	    MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0,
 	    MHD_OPTION_CONNECTION_LIMIT, s->max_conns + threads,
 	    MHD_OPTION_CONNECTION_TIMEOUT,
@@ -739,6 +834,7 @@ int peer_server_start(const struct peer_server_opts *o,
 	*out = s;
 	return 0;
 fail:
+	workq_close(s->fetchq);
 	if (s->lfd >= 0)
 		close(s->lfd);
 	OPENSSL_cleanse(s->k, sizeof(s->k));
@@ -792,6 +888,9 @@ void peer_server_stop(struct peer_server *s)
 	       pthread_cond_timedwait(&s->idle, &s->lock, &until) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&s->lock);
+	/* every suspended connection resumed (the fetches left answer
+	 * ESHUTDOWN at once) before MHD stops */
+	workq_close(s->fetchq);
 	MHD_stop_daemon(s->d);
 	if (s->quiesced) /* MHD's no longer: ours to close */
 		close(fd);
@@ -1222,6 +1321,12 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 			  res != CURLE_OK ? curl_easy_strerror(res)
 					  : gr_strerror(err));
 	return err;
+}
+
+void peer_client_note_store(struct peer_client *c, long ms)
+{
+	if (c && ms > 0)
+		cli_note_answer(c, ms);
 }
 
 int peer_get(struct peer_client *c, const char *addr, const char *key,

@@ -50,7 +50,7 @@
  * sent (free_fn NULL: nothing to free).
  */
 struct peer_body {
-	int fd;		 /* >= 0: send [off, off + len) of this file */
+	int fd; /* >= 0: send [off, off + len) of this file */
 	uint64_t off;
 	const void *data; /* fd < 0: send len bytes from here */
 	uint64_t len;
@@ -60,7 +60,11 @@ struct peer_body {
 
 /* The server's callbacks, called on its threads, at once for different
  * keys (and for the same key: the handler shares a fetch). Return 0 or an
- * error: ENOENT is 404, anything else 503 (the asker goes to the store). */
+ * error: ENOENT is 404, anything else 503 (the asker goes to the store).
+ * has() is asked first for every GET and warm, on a thread that serves
+ * other connections: it must not wait (a lookup); get and warm of a key
+ * it says is here are then asked on that thread too, the others on a
+ * fetcher thread. */
 struct peer_handler {
 	/* the bytes [off, off + len) of key (len UINT64_MAX: to its end; the
 	 * answer may be shorter at the end of the object) */
@@ -78,9 +82,11 @@ struct peer_handler {
 struct peer_server_opts {
 	const char *addr; /* "HOST:PORT" to listen on; port 0: any free one */
 	const unsigned char *secret; /* PEER_SECRET_LEN bytes (the group's) */
-	unsigned threads;	     /* 0: 4 */
-	unsigned max_conns;	     /* 0: 64; more are refused at accept */
-	unsigned idle_timeout_s;     /* 0: 30 */
+	unsigned threads;	     /* 0: 4; they never wait on a fetch */
+	unsigned fetchers;	 /* 0: 16: threads asking the handler for what
+				    has() says is not here (gets and warms) */
+	unsigned max_conns;	 /* 0: 64; more are refused at accept */
+	unsigned idle_timeout_s; /* 0: 30 */
 };
 
 struct peer_server_stats {
@@ -108,8 +114,9 @@ struct peer_client_opts {
 	uint64_t node;		     /* this member's node id, sent */
 	unsigned connect_timeout_ms; /* 0: 200 */
 	/* a request's deadline: this plus 1 ms per 100 KiB asked (0: 1000),
-	 * raised to three times the slowest recent answer of a get (a
-	 * member fetching from a busy store answers in the store's time),
+	 * raised to three times the slowest recent answer of a get or fetch
+	 * from the store here (a member fetching from a busy store answers
+	 * in the store's time),
 	 * at most 10 s: the longest any read waits on a peer that does not
 	 * answer */
 	unsigned timeout_ms;
@@ -127,6 +134,11 @@ void peer_client_close(struct peer_client *c); /* NULL-safe */
  * each thread has its own connections. */
 int peer_get(struct peer_client *c, const char *addr, const char *key,
 	     uint64_t off, size_t len, void **data, size_t *got);
+/* A fetch from the store took ms on this node: a member fetching for
+ * this node takes as long (the same store, as busy), so the gets'
+ * deadline is raised as by an answer that slow (peer_client_opts). Early
+ * in a cold epoch this is the only pace known. */
+void peer_client_note_store(struct peer_client *c, long ms);
 /* HEAD: 0 when the member at addr has key whole, ENOENT when not. */
 int peer_has(struct peer_client *c, const char *addr, const char *key);
 /* POST /v1/warm/KEY: the member at addr fetches key into its cache. */

@@ -71,8 +71,10 @@ static const unsigned char other_secret[PEER_SECRET_LEN] =
  * it: "f/NAME" from the file (an fd: sendfile), "m/NAME" from a copy in
  * memory freed by free_fn, "p/NAME" from the shadow itself (no free_fn),
  * "l/NAME" from the shadow with more than was asked (the server must cut
- * it), "s/NAME" as f/ after a pause, "e/..." fails with EIO; anything else
- * is not there.
+ * it), "s/NAME" as f/ after a pause, "e/..." fails with EIO, "b/NAME" is
+ * not here for has() (a fetch, on a fetcher thread) and its get waits for
+ * the test to open the gate, then answers as f/; anything else is not
+ * there.
  */
 #define MAX_OBJS 16
 struct obj {
@@ -85,10 +87,14 @@ struct obj {
 static struct obj objs[MAX_OBJS];
 static int nobjs;
 static char tmp_dir[64];
-static atomic_int calls;   /* of every handler callback */
-static atomic_int slow_in; /* s/ gets that entered the handler */
-static atomic_int frees;   /* free_fn calls */
-static atomic_int wait_ms; /* w/ gets wait this long in the handler */
+static atomic_int calls;    /* of every handler callback */
+static atomic_int slow_in;  /* s/ gets that entered the handler */
+static atomic_int frees;    /* free_fn calls */
+static atomic_int wait_ms;  /* w/ gets wait this long in the handler */
+static atomic_int gated_in; /* b/ gets that entered the handler */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_open; /* protected by gate_lock */
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
 static char seen_warm[1100], seen_bad[1100]; /* protected by seen_lock */
 
@@ -127,6 +133,13 @@ static int h_get(void *arg, const char *key, uint64_t off, uint64_t len,
 	if (off < o->len)
 		n = o->len - off < len ? o->len - off : len;
 	switch (kind) {
+	case 'b':
+		atomic_fetch_add(&gated_in, 1);
+		pthread_mutex_lock(&gate_lock);
+		while (!gate_open)
+			pthread_cond_wait(&gate_cond, &gate_lock);
+		pthread_mutex_unlock(&gate_lock);
+		/* fall through */
 	case 'w':
 		sleep_ms(atomic_load(&wait_ms));
 		/* fall through */
@@ -175,7 +188,7 @@ static int h_has(void *arg, const char *key)
 	atomic_fetch_add(&calls, 1);
 	if (!strncmp(key, "e/", 2))
 		return EIO;
-	return find(key, &kind) ? 0 : ENOENT;
+	return find(key, &kind) && kind != 'b' ? 0 : ENOENT;
 }
 
 static int h_warm(void *arg, const char *key)
@@ -241,14 +254,21 @@ static struct peer_client *cli;
 static char srv_addr[96];
 static uint64_t rng;
 
-static void start_server(unsigned threads, unsigned max_conns)
+static void start_server_f(unsigned threads, unsigned max_conns,
+			   unsigned fetchers)
 {
 	struct peer_server_opts o = {.addr = "127.0.0.1:0",
 				     .secret = secret,
 				     .threads = threads,
+				     .fetchers = fetchers,
 				     .max_conns = max_conns};
 	cr_assert_eq(peer_server_start(&o, &handler, &srv), 0);
 	snprintf(srv_addr, sizeof(srv_addr), "%s", peer_server_addr(srv));
+}
+
+static void start_server(unsigned threads, unsigned max_conns)
+{
+	start_server_f(threads, max_conns, 0);
 }
 
 static struct peer_client *open_client(const unsigned char *sec,
@@ -286,6 +306,10 @@ static void teardown(void)
 {
 	char cmd[128];
 
+	pthread_mutex_lock(&gate_lock); /* a failed test's gated gets end */
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
 	peer_client_close(cli);
 	cli = NULL;
 	peer_server_stop(srv);
@@ -825,6 +849,24 @@ Test(peer, deadline_follows_slow_answers, .init = setup_small, .fini = teardown)
 	peer_client_close(c);
 }
 
+/* The store's pace seen on this node raises the deadline before any
+ * peer has answered slowly: the first asks of a cold epoch wait for an
+ * owner that fetches at that pace instead of timing out. */
+Test(peer, deadline_follows_store_pace, .init = setup_small, .fini = teardown)
+{
+	struct peer_client *c = open_client(secret, 300);
+	void *data = NULL;
+	size_t got;
+
+	atomic_store(&wait_ms, 700);
+	peer_client_note_store(c, 400); /* a fetch here took 400 ms */
+	cr_assert_eq(peer_get(c, srv_addr, "w/o1", 0, 1, &data, &got), 0,
+		     "an answer within three times the store's pace");
+	cr_assert_eq(got, 1);
+	free(data);
+	peer_client_close(c);
+}
+
 Test(peer, refused_port_fails_fast, .init = setup_small, .fini = teardown)
 {
 	unsigned port;
@@ -1087,4 +1129,114 @@ Test(peer, stop_under_load, .init = setup_big, .fini = teardown, .timeout = 300)
 		ok += w[i].ok;
 	}
 	cr_assert_gt(ok, 0);
+}
+
+/* ---- fetches off the poll threads -------------------------------------- */
+
+struct gated_get {
+	pthread_t th;
+	const char *key; /* b/oN */
+	int obj;
+	int err;
+	atomic_int done;
+};
+
+static void *gated_run(void *arg)
+{
+	struct gated_get *g = arg;
+	void *data = NULL;
+	size_t got = 0;
+
+	g->err = peer_get(cli, srv_addr, g->key, 0, SIZE_MAX, &data, &got);
+	if (!g->err &&
+	    (got != objs[g->obj].len || memcmp(data, objs[g->obj].data, got)))
+		g->err = MISMATCH;
+	free(data);
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+static void gate_release(void)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+/* The gate opened 300 ms on (a thread's: the test meanwhile stops). */
+static void *gate_later(void *arg)
+{
+	(void)arg;
+	sleep_ms(300);
+	gate_release();
+	return NULL;
+}
+
+static void setup_one_thread(void)
+{
+	rng = test_seed();
+	make_objects(0, &rng);
+	atomic_store(&gated_in, 0);
+	gate_open = 0;
+	start_server_f(1, 0, 1); /* one poll thread, one fetcher */
+	cli = open_client(secret, TEST_TIMEOUT_MS);
+}
+
+/* A fetch that takes long (the store, for an asker) does not hold the
+ * poll thread: with one poll thread and the fetch still under way, a
+ * get of what the cache holds (and a HEAD) is answered at once, and the
+ * fetch's asker then gets its bytes exact. */
+Test(peer, hit_not_held_behind_fetch, .init = setup_one_thread,
+     .fini = teardown)
+{
+	struct gated_get g = {.key = "b/o3", .obj = 3};
+	int64_t until = now_ms() + 5000;
+
+	cr_assert_eq(pthread_create(&g.th, NULL, gated_run, &g), 0);
+	while (!atomic_load(&gated_in) && now_ms() < until)
+		sleep_ms(5);
+	cr_assert_eq(atomic_load(&gated_in), 1, "the fetch did not start");
+	/* the fetch is held at the gate: others are answered meanwhile */
+	for (int i = 0; i < 4; i++) {
+		struct peer_client *c = open_client(secret, 3000);
+		cr_assert_eq(get_check(c, "f", &objs[4], 0, SIZE_MAX), 0);
+		cr_assert_eq(get_check(c, "m", &objs[2], 10, 100), 0);
+		cr_assert_eq(peer_has(c, srv_addr, "f/o1"), 0);
+		peer_client_close(c);
+	}
+	cr_assert_eq(atomic_load(&g.done), 0, "the gated get ended early");
+	gate_release();
+	pthread_join(g.th, NULL);
+	cr_assert_eq(g.err, 0, "%s", gr_strerror(g.err));
+}
+
+/* A stop while fetches wait for the one fetcher: the one under way
+ * finishes with its bytes, the one queued is answered with an error at
+ * once (its handler never asked), nothing is left suspended. */
+Test(peer, stop_answers_queued_fetches, .init = setup_one_thread,
+     .fini = teardown)
+{
+	struct gated_get a = {.key = "b/o3", .obj = 3};
+	struct gated_get b = {.key = "b/o4", .obj = 4};
+	int64_t until = now_ms() + 5000;
+
+	cr_assert_eq(pthread_create(&a.th, NULL, gated_run, &a), 0);
+	while (!atomic_load(&gated_in) && now_ms() < until)
+		sleep_ms(5);
+	cr_assert_eq(atomic_load(&gated_in), 1);
+	cr_assert_eq(pthread_create(&b.th, NULL, gated_run, &b), 0);
+	sleep_ms(200); /* b queued behind a (nothing to wait on: best effort) */
+	/* the gate opens while the stop waits for what is under way */
+	pthread_t opener;
+	cr_assert_eq(pthread_create(&opener, NULL, gate_later, NULL), 0);
+	peer_server_stop(srv);
+	srv = NULL;
+	pthread_join(opener, NULL);
+	pthread_join(a.th, NULL);
+	pthread_join(b.th, NULL);
+	cr_assert_eq(a.err, 0, "%s", gr_strerror(a.err));
+	cr_assert_eq(atomic_load(&gated_in), 1, "the queued fetch was asked");
+	cr_assert(b.err != 0 && b.err != MISMATCH, "the queued get: %s",
+		  gr_strerror(b.err));
 }
