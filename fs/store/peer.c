@@ -1077,6 +1077,8 @@ struct cli_req {
 	int cb_err; /* an error of our own callbacks */
 	int has_cr; /* Content-Range: bytes cr_a-cr_b/... */
 	uint64_t cr_a, cr_b;
+	long deadline_ms;   /* > 0: this deadline, not the computed one */
+	int timed_out_sent; /* sent, and no answer by the deadline */
 };
 
 static int is_ok(long status)
@@ -1270,7 +1272,9 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 
 	/* the deadline: timeout_ms and 1 ms per 100 KiB asked; a warm
 	 * waits for the member's fetch from the store */
-	if (op == OP_GET)
+	if (r->deadline_ms > 0)
+		timeout = r->deadline_ms;
+	else if (op == OP_GET)
 		timeout =
 		    cli_get_deadline(c, r->len == SIZE_MAX ? PEER_WHOLE_BYTES
 							   : (uint64_t)r->len);
@@ -1303,8 +1307,10 @@ static int cli_run(struct peer_client *c, enum peer_op op, const char *addr,
 		 * asks wait longer, up to the cap */
 		curl_off_t sent = 0;
 		curl_easy_getinfo(r->e, CURLINFO_PRETRANSFER_TIME_T, &sent);
-		if (sent > 0)
+		if (sent > 0) {
 			cli_note_answer(c, timeout);
+			r->timed_out_sent = 1;
+		}
 	}
 	/* what must outlive the transfer, not the handle: unhooked */
 	curl_easy_setopt(r->e, CURLOPT_HTTPHEADER, NULL);
@@ -1333,11 +1339,42 @@ int peer_get(struct peer_client *c, const char *addr, const char *key,
 	     uint64_t off, size_t len, void **data, size_t *got)
 {
 	struct cli_req r = {.off = off, .len = len ? len : SIZE_MAX};
+	int64_t t0 = fsutil_mono_ns();
+	long spent;
 	int err;
 
 	*data = NULL;
 	*got = 0;
-	if (!(err = cli_run(c, OP_GET, addr, key, &r)) && !r.buf &&
+	/*
+	 * A get sent and not answered by its deadline: the member is
+	 * fetching the object from a store slower than the deadline, or it
+	 * is hung. A HEAD tells which: its poll threads answer at once
+	 * while its fetchers wait on the store (peer.c, the server), so
+	 * an answer says the member is there and the get is asked again
+	 * (it joins the member's fetch under way: the store is not asked
+	 * twice), up to PEER_DEADLINE_MAX_MS in all; no answer is
+	 * PEER_EDOWN, as before.
+	 */
+	while ((err = cli_run(c, OP_GET, addr, key, &r)) == PEER_EDOWN &&
+	       r.timed_out_sent) {
+		struct cli_req h = {.len = 0, .deadline_ms = c->timeout_ms};
+		int herr;
+		spent = (long)((fsutil_mono_ns() - t0) / 1000000);
+		if (spent + c->timeout_ms >= PEER_DEADLINE_MAX_MS)
+			break;
+		herr = cli_run(c, OP_HEAD, addr, key, &h);
+		if (herr && herr != ENOENT)
+			break;
+		spent = (long)((fsutil_mono_ns() - t0) / 1000000);
+		if (spent >= PEER_DEADLINE_MAX_MS)
+			break;
+		bigbuf_free(r.buf);
+		r = (struct cli_req){.off = off,
+				     .len = len ? len : SIZE_MAX,
+				     .deadline_ms =
+					 PEER_DEADLINE_MAX_MS - spent};
+	}
+	if (!err && !r.buf &&
 	    !(r.buf = malloc(1))) /* a real buffer even for 0 bytes */
 		err = ENOMEM;
 	if (err) {
