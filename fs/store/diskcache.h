@@ -136,7 +136,9 @@ void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
 			  void *arg);
 /* The plans are done with key: its entry (if any) goes to the old end of
  * the LRU, marked to be evicted before any other, min_age or not. A later
- * hit of it clears the mark. Counted in diskcache_stats.demoted. */
+ * hit of it clears the mark; while the ranker ranks key other than NONE
+ * (the plans changed and need it again), the mark does not count.
+ * Counted in diskcache_stats.demoted. */
 void diskcache_demote(struct objstore *cache, const char *key);
 
 /*

@@ -101,10 +101,10 @@ void dc_evict_one(struct diskcache *dc, struct dc_entry *e, struct dc_list *out,
 		  int planned)
 {
 	STAT_ADD(dc, evictions, 1);
-	if (e->demoted)
-		STAT_ADD(dc, evict_demoted, 1);
-	else if (planned)
+	if (planned) /* a mark passed over (diskcache_rank.c) */
 		STAT_ADD(dc, evict_planned, 1);
+	else if (e->demoted)
+		STAT_ADD(dc, evict_demoted, 1);
 	dc_retire(dc, e);
 	TAILQ_INSERT_HEAD(out, e, link);
 }

@@ -4,6 +4,11 @@
  * evict when a ranker is set (pick() in diskcache_index.c chooses without
  * one). The state and the lock are diskcache.c's (diskcache_int.h).
  *
+ * A demote mark counts only while the ranker ranks its key NONE: the
+ * plans change (a plan replaced by the next epoch's order, a new plan)
+ * and may need again what they were done with; such an entry is ranked
+ * as any planned one, and its mark counts again once no plan needs it.
+ *
  * Invariants (all under dc->lock):
  *  1. The ranker is called only with the lock held (so that
  *     diskcache_set_ranker, which takes it, returns once no call of the
@@ -110,7 +115,10 @@ int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		uint64_t rank = dc->rank(dc->rank_arg, e->key);
 		if (rank == DISKCACHE_RANK_KEEP)
 			continue; /* inside a window */
-		if (!e->demoted && rank != DISKCACHE_RANK_NONE) {
+		/* a mark counts while no plan needs the key: one made for
+		 * an older list (a plan replaced, another plan added) is
+		 * passed over, the entry ranked as the plans need it */
+		if (rank != DISKCACHE_RANK_NONE) {
 			cand[SCAN_MAX - ++nplan] = (struct dc_cand){e, rank};
 			continue;
 		}
