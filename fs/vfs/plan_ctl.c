@@ -504,21 +504,40 @@ static int plan_add_self(struct plans *p, const struct vfs_caller *c,
 			 uint64_t id, uint64_t ino)
 {
 	struct pc_add f = {.ino = vfs_m_ino(p->fs, ino)};
+	struct add ad = {.fs = p->fs};
+	struct meta_slice *s = NULL, *vis = NULL;
+	size_t n = 0, nvis = 0;
 	struct meta_attr a;
-	struct caller cc;
-	int err = caller_get(c, &cc);
+	int err = caller_get(c, &ad.c);
 
 	if (!err)
-		err = caller_may_ino(p->fs, &cc, f.ino, 4, &a);
-	caller_release(&cc);
+		err = caller_may_ino(p->fs, &ad.c, f.ino, 4, &a);
 	if (!err && a.type == META_DIR)
 		err = EISDIR;
 	else if (!err && a.type != META_FILE)
 		err = EINVAL;
 	if (err)
-		return err;
-	f.len = a.length; /* its objects are listed by the fetchers */
-	return plan_append(p, c, id, &f, 1);
+		goto release;
+	/* the objects of its chunk 0 now, as an add by a set lists them:
+	 * the ranks know them before the readers pass a file sharing them
+	 * (the listers do the chunks after) */
+	f.len = a.length;
+	if (!meta_read_chunk(p->fs->meta, f.ino, 0, &s, &n) &&
+	    !slice_resolve(s, n, &vis, &nvis)) {
+		chunk_blocks(p->fs, 0, vis, nvis, a.length, add_hash, &ad);
+		if (!ad.err) {
+			f.keys = ad.keys;
+			f.nkeys = ad.nkeys;
+			f.listed = a.length <= META_CHUNK_SIZE;
+		}
+	}
+	free(s);
+	free(vis);
+	err = plan_append(p, c, id, &f, 1);
+release:
+	caller_release(&ad.c);
+	free(ad.keys);
+	return err;
 }
 
 /* ---- figures ---------------------------------------------------------------

@@ -322,21 +322,37 @@ struct pc_plan *plancore_next(struct plancore *c, const struct pc_plan *prev)
 	return NULL;
 }
 
-/* Settle position i of p (it leaves the trail, or the list): wasted if
- * prefetched and never opened; with d, the keys of its objects that no
- * plan needs ahead are to be demoted. */
-static void settle(struct plancore *c, struct pc_plan *p, size_t i,
-		   struct pc_demote *d)
+/* Does a plan need the object of hash h: ahead of its place, or in its
+ * trail for a file not yet opened (a reader out of order)? */
+static int needed(const struct plancore *c, uint64_t h)
 {
-	struct pc_file *f = &p->f[i];
+	struct pc_obj *o;
 
-	if ((f->flags & (PF_PREFETCHED | PF_OPENED)) == PF_PREFETCHED) {
-		p->wasted += file_len(p, i);
-		c->st.wasted += file_len(p, i);
+	if (plancore_rank(c, h) != DISKCACHE_RANK_NONE)
+		return 1;
+	if (!(o = obj_find(c, h)))
+		return 0;
+	const pc_ref *v = obj_refs(o);
+	for (uint32_t i = 0; i < o->n; i++) {
+		const struct pc_plan *p = c->slot[ref_slot(v[i])];
+		size_t pos = ref_pos(v[i]);
+		if (pos >= p->trail && !(p->f[pos].flags & PF_OPENED))
+			return 1;
 	}
+	return 0;
+}
+
+/* With d, the keys of f's objects that no plan needs are to be demoted;
+ * its names are dropped. early: only when no plan needs any of them (else
+ * f is left as it was, for its settle). */
+static void demote_keys(struct plancore *c, struct pc_file *f,
+			struct pc_demote *d, int early)
+{
+	for (char *k = f->names; early && k && *k; k += strlen(k) + 1)
+		if (needed(c, plancore_key_hash(k)))
+			return;
 	for (char *k = f->names; d && k && *k; k += strlen(k) + 1) {
-		if (plancore_rank(c, plancore_key_hash(k)) !=
-		    DISKCACHE_RANK_NONE)
+		if (needed(c, plancore_key_hash(k)))
 			continue;
 		if (d->n == d->cap) {
 			size_t cap = d->cap ? 2 * d->cap : 16;
@@ -353,6 +369,21 @@ static void settle(struct plancore *c, struct pc_plan *p, size_t i,
 	}
 	free(f->names);
 	f->names = NULL;
+}
+
+/* Settle position i of p (it leaves the trail, or the list): wasted if
+ * prefetched and never opened; with d, the keys of its objects that no
+ * plan needs are to be demoted (unless that was done already). */
+static void settle(struct plancore *c, struct pc_plan *p, size_t i,
+		   struct pc_demote *d)
+{
+	struct pc_file *f = &p->f[i];
+
+	if ((f->flags & (PF_PREFETCHED | PF_OPENED)) == PF_PREFETCHED) {
+		p->wasted += file_len(p, i);
+		c->st.wasted += file_len(p, i);
+	}
+	demote_keys(c, f, d, 0);
 }
 
 /* Drop positions [n0, n) of p; settled first when count (a clear, an
@@ -422,7 +453,7 @@ void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now)
 	free(p->f);
 	p->f = NULL;
 	p->cap = 0;
-	p->place = p->next = p->lnext = p->trail = 0;
+	p->place = p->next = p->lnext = p->trail = p->dnext = 0;
 	p->ahead = 0;
 	p->grown_at = 0;
 	p->gen++;
@@ -525,11 +556,23 @@ static void count_open(struct plancore *c, struct pc_plan *p, size_t i,
 	}
 }
 
-/* Retire what the place left a window's bytes behind. */
+/* Retire what the place left a window's bytes behind; demote sooner the
+ * objects of the files opened that it left PC_TRAIL_FILES files and
+ * PC_TRAIL_BYTES behind (their readers are done with them: kept a
+ * window longer, they would take the room of files needed ahead). */
 static void retire(struct plancore *c, struct pc_plan *p, struct pc_demote *d)
 {
 	uint64_t base = off_at(p, p->place), w = plancore_window(c, p);
+	uint64_t near = w < PC_TRAIL_BYTES ? w : PC_TRAIL_BYTES;
 
+	if (p->dnext < p->trail)
+		p->dnext = p->trail;
+	while (p->dnext + PC_TRAIL_FILES < p->place &&
+	       base - p->f[p->dnext].off > near) {
+		if (p->f[p->dnext].flags & PF_OPENED)
+			demote_keys(c, &p->f[p->dnext], d, 1);
+		p->dnext++;
+	}
 	while (p->trail < p->place && base - p->f[p->trail].off > w)
 		settle(c, p, p->trail++, d);
 }
@@ -602,11 +645,49 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 
 /* ---- work ---------------------------------------------------------------- */
 
+/* A list job for p: files from lnext on, past its window (the files
+ * inside it are listed by their fetch). */
+static int pick_list(struct pc_plan *p, uint64_t w, struct pc_job *j)
+{
+	uint64_t base = off_at(p, p->place);
+
+	if (p->lnext < p->next)
+		p->lnext = p->next;
+	while (p->lnext < p->n && ((p->f[p->lnext].flags &
+				    (PF_LISTED | PF_LISTING | PF_STARTED)) ||
+				   p->f[p->lnext].off - base < w))
+		p->lnext++;
+	if (p->lnext >= p->n)
+		return 0;
+	memset(j, 0, sizeof(*j));
+	j->id = p->id;
+	j->gen = p->gen;
+	j->pos = p->lnext;
+	j->list = 1;
+	for (; j->count < PC_LIST_BATCH_MAX && p->lnext < p->n;
+	     j->count++, p->lnext++) {
+		p->f[p->lnext].flags |= PF_LISTING;
+		j->ino[j->count] = p->f[p->lnext].ino;
+		j->len[j->count] = file_len(p, p->lnext);
+	}
+	return 1;
+}
+
 int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		  struct pc_job *j)
 {
 	size_t nactive = active(c);
 
+	/* Listing first: it is metadata only, and a rank that does not
+	 * know a file's objects demotes a pack its later files need. */
+	for (int k = 0; lists < list_max && k < PLAN_MAX; k++) {
+		int s = (int)((c->rr + k) % PLAN_MAX);
+		struct pc_plan *p = c->slot[s];
+		if (p && pick_list(p, window_of(c, p, nactive), j)) {
+			c->rr = (unsigned)s + 1;
+			return 1;
+		}
+	}
 	for (int k = 0; k < PLAN_MAX; k++) {
 		int s = (int)((c->rr + k) % PLAN_MAX);
 		struct pc_plan *p = c->slot[s];
@@ -629,33 +710,6 @@ int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		j->ino[0] = p->f[p->next].ino;
 		j->len[0] = file_len(p, p->next);
 		p->next++;
-		c->rr = (unsigned)s + 1;
-		return 1;
-	}
-	for (int k = 0; lists < list_max && k < PLAN_MAX; k++) {
-		int s = (int)((c->rr + k) % PLAN_MAX);
-		struct pc_plan *p = c->slot[s];
-		if (!p)
-			continue;
-		if (p->lnext < p->next)
-			p->lnext = p->next;
-		while (p->lnext < p->n &&
-		       (p->f[p->lnext].flags &
-			(PF_LISTED | PF_LISTING | PF_STARTED)))
-			p->lnext++;
-		if (p->lnext >= p->n)
-			continue;
-		memset(j, 0, sizeof(*j));
-		j->id = p->id;
-		j->gen = p->gen;
-		j->pos = p->lnext;
-		j->list = 1;
-		for (; j->count < PC_LIST_BATCH_MAX && p->lnext < p->n;
-		     j->count++, p->lnext++) {
-			p->f[p->lnext].flags |= PF_LISTING;
-			j->ino[j->count] = p->f[p->lnext].ino;
-			j->len[j->count] = file_len(p, p->lnext);
-		}
 		c->rr = (unsigned)s + 1;
 		return 1;
 	}

@@ -16,7 +16,9 @@
  *   place passes it: in the trail (behind the place, not yet settled);
  *   retire (the place a window's bytes further on): settled: wasted if
  *   prefetched and never opened, its objects demoted if no plan needs
- *   them ahead.
+ *   them (ahead, or in a trail for a file not yet opened); an opened
+ *   file's objects are demoted sooner, PC_TRAIL_FILES files and
+ *   PC_TRAIL_BYTES behind the place.
  *
  * Invariants (plancore_check verifies them; the unit tests call it):
  *   1. trail <= place <= n; next >= place once a pick looked at it.
@@ -74,6 +76,8 @@ struct pc_plan {
 	size_t next;	   /* the first position >= place not yet started */
 	size_t lnext;	   /* the first position >= next not yet listed */
 	size_t trail;	   /* the first position not yet retired */
+	size_t dnext;	   /* the first position >= trail not yet looked
+			      at for an early demote (retire) */
 	uint64_t window;   /* bytes it wants (PLAN_WINDOW_MIN, doubling) */
 	uint64_t grown_at; /* the place's offset when it last grew */
 	uint64_t ahead, prefetched, used, wasted, waited, ready;
@@ -94,6 +98,10 @@ struct pc_add {
 };
 
 #define PC_LIST_BATCH_MAX 32 /* files one lister takes */
+/* An opened file's objects are demoted once the place is this many
+ * files and bytes (at most a window) past it; others a window past. */
+#define PC_TRAIL_FILES 32
+#define PC_TRAIL_BYTES (4ull << 20)
 
 /* Work handed out by plancore_pick: fetch (list 0) or list (list 1)
  * files [pos, pos + count) of plan id as it was at gen. */
@@ -143,9 +151,9 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 /* 0: no plan names ino; 1: one plan does; 2: several do. */
 int plancore_naming(const struct plancore *c, uint64_t ino);
 
-/* The next work, round-robin between the plans: a file inside a window
- * to fetch; else (lists < list_max) up to PC_LIST_BATCH_MAX files ahead
- * to list. 1 with *j, or 0. */
+/* The next work, round-robin between the plans: (lists < list_max) up
+ * to PC_LIST_BATCH_MAX files past a window to list; else a file inside
+ * a window to fetch. 1 with *j, or 0. */
 int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		  struct pc_job *j);
 /*
