@@ -47,6 +47,7 @@ struct plancore {
 	struct pc_plan *slot[PLAN_MAX];
 	size_t nplans;
 	uint64_t files; /* all plans' positions */
+	uint64_t held;	/* all plans' files held (plancore_add_at) */
 	unsigned rr;	/* the slot the next pick starts at */
 	struct hash inos, objs;
 	struct plans_stats st; /* the counters since open */
@@ -412,7 +413,7 @@ int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
 {
 	size_t n0 = p->n;
 
-	if (c->files + n > PLAN_FILES_MAX)
+	if (c->files + c->held + n > PLAN_FILES_MAX)
 		return ENOSPC;
 	if (p->n + n > p->cap) {
 		size_t cap = p->cap ? p->cap : 64;
@@ -447,8 +448,70 @@ undo:
 	return ENOMEM;
 }
 
+/* Append the files held for the positions from p->n on. */
+static void drain(struct plancore *c, struct pc_plan *p, int64_t now)
+{
+	while (p->nheld) {
+		struct pc_held *h = &p->held[p->n % PC_HOLD_MAX];
+		if (!h->used)
+			return;
+		c->held--; /* its room is its own */
+		if (plancore_add(c, p, &h->v, 1, now)) {
+			c->held++; /* ENOMEM: held still, for the next add */
+			return;
+		}
+		free((uint64_t *)h->v.keys);
+		memset(h, 0, sizeof(*h));
+		p->nheld--;
+	}
+	free(p->held);
+	p->held = NULL;
+}
+
+int plancore_add_at(struct plancore *c, struct pc_plan *p, size_t pos,
+		    const struct pc_add *v, int64_t now)
+{
+	struct pc_held *h;
+	uint64_t *keys = NULL;
+	int err;
+
+	if (pos < p->n)
+		return EEXIST;
+	if (pos - p->n >= PC_HOLD_MAX)
+		return EAGAIN;
+	if (pos == p->n) {
+		if ((err = plancore_add(c, p, v, 1, now)))
+			return err;
+		drain(c, p, now);
+		return 0;
+	}
+	if (c->files + c->held + 1 > PLAN_FILES_MAX)
+		return ENOSPC;
+	if (!p->held && !(p->held = calloc(PC_HOLD_MAX, sizeof(*p->held))))
+		return ENOMEM;
+	h = &p->held[pos % PC_HOLD_MAX];
+	if (h->used)
+		return EEXIST;
+	if (v->nkeys && !(keys = malloc(v->nkeys * sizeof(*keys))))
+		return ENOMEM;
+	if (v->nkeys)
+		memcpy(keys, v->keys, v->nkeys * sizeof(*keys));
+	h->v = *v;
+	h->v.keys = keys;
+	h->used = 1;
+	p->nheld++;
+	c->held++;
+	return 0;
+}
+
 void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now)
 {
+	for (size_t i = 0; p->held && i < PC_HOLD_MAX; i++)
+		free((uint64_t *)p->held[i].v.keys);
+	free(p->held);
+	p->held = NULL;
+	c->held -= p->nheld;
+	p->nheld = 0;
 	truncate_at(c, p, 0, 1);
 	free(p->f);
 	p->f = NULL;
@@ -804,7 +867,7 @@ void plancore_stats(const struct plancore *c, struct plans_stats *st)
 
 void plancore_check(const struct plancore *c)
 {
-	uint64_t files = 0, uses = 0, objuses = 0;
+	uint64_t files = 0, held = 0, uses = 0, objuses = 0;
 	size_t nplans = 0;
 
 	for (int s = 0; s < PLAN_MAX; s++) {
@@ -830,11 +893,15 @@ void plancore_check(const struct plancore *c)
 		}
 		gr_assert(ahead == p->ahead);
 		files += p->n;
+		for (size_t i = 0; p->held && i < PC_HOLD_MAX; i++)
+			held += p->held[i].used;
+		gr_assert(!p->held == !p->nheld);
 	}
 	for (struct hash_node *h = hash_first(&c->objs); h;
 	     h = hash_next(&c->objs, h))
 		objuses += hash_entry(h, struct pc_obj, hn)->n;
 	gr_assert(uses == objuses);
-	gr_assert(files == c->files && files <= PLAN_FILES_MAX);
+	gr_assert(files == c->files && held == c->held &&
+		  files + held <= PLAN_FILES_MAX);
 	gr_assert(nplans == c->nplans);
 }

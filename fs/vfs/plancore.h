@@ -26,7 +26,8 @@
  *   3. Every position of every plan is in the chain of its inode, once;
  *      every key hash of a position is a use of its object, once per time
  *      it is listed.
- *   4. files is the sum of the plans' n, at most PLAN_FILES_MAX.
+ *   4. files is the sum of the plans' n, held the sum of their nheld;
+ *      files + held at most PLAN_FILES_MAX.
  */
 #ifndef GRANARY_VFS_PLANCORE_H
 #define GRANARY_VFS_PLANCORE_H
@@ -82,6 +83,10 @@ struct pc_plan {
 	uint64_t grown_at; /* the place's offset when it last grew */
 	uint64_t ahead, prefetched, used, wasted, waited, ready;
 	int64_t last_ns; /* its last planned open (or add, clear): idle */
+	/* files added for positions past its end (plancore_add_at), by
+	 * position modulo PC_HOLD_MAX; NULL while none */
+	struct pc_held *held;
+	size_t nheld;
 	/* the caller's (plan.c): its owner */
 	uint32_t uid;
 	int32_t pid;	    /* 0: not checked */
@@ -97,7 +102,14 @@ struct pc_add {
 	int listed;
 };
 
-#define PC_LIST_BATCH_MAX 32 /* files one lister takes */
+/* A file held for a position past its plan's end (its keys its own). */
+struct pc_held {
+	struct pc_add v;
+	int used;
+};
+
+#define PC_LIST_BATCH_MAX 32   /* files one lister takes */
+#define PC_HOLD_MAX	  4096 /* positions held past a plan's end */
 /* An opened file's objects are demoted once the place is this many
  * files and bytes (at most a window) past it; others a window past. */
 #define PC_TRAIL_FILES 32
@@ -133,7 +145,15 @@ struct pc_plan *plancore_next(struct plancore *c, const struct pc_plan *prev);
 /* Append files to p, all or none: ENOSPC past PLAN_FILES_MAX, ENOMEM. */
 int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
 		 size_t n, int64_t now);
-/* Empty p; its place goes back to the start (the window stays). */
+/* File v for position pos of p (the ordered get form of an add, plan.h):
+ * appended when pos is p->n, with the files held for the positions after
+ * it; held (its keys copied) when pos is further on, until the files
+ * before it come. EEXIST pos is taken (planned, or held), EAGAIN pos is
+ * PC_HOLD_MAX or more past the end, ENOSPC, ENOMEM. */
+int plancore_add_at(struct plancore *c, struct pc_plan *p, size_t pos,
+		    const struct pc_add *v, int64_t now);
+/* Empty p (the files held too); its place goes back to the start (the
+ * window stays). */
 void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now);
 /* p is gone (freed). */
 void plancore_end(struct plancore *c, struct pc_plan *p);

@@ -385,6 +385,51 @@ Test(plancore, opened_files_are_demoted_soon)
 	free(h);
 }
 
+/* The ordered get form: files come for their positions in any order
+ * (several threads of a caller), are held past the end and appended in
+ * position order. */
+Test(plancore, adds_at_positions_in_order)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	uint64_t h = plancore_key_hash("k7");
+	struct pc_add f;
+
+	for (int pos = 3; pos >= 1; pos--) {
+		f = (struct pc_add){10 + (uint64_t)pos, MiB, NULL, 0, 0};
+		cr_assert_eq(plancore_add_at(c, p, (size_t)pos, &f, 0), 0);
+		plancore_check(c);
+		cr_assert_eq(info(c, p).files, 0, "held, not planned");
+	}
+	f = (struct pc_add){10 + 2, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 2, &f, 0), EEXIST);
+	f = (struct pc_add){10 + 5, MiB, &h, 1, 1};
+	cr_assert_eq(plancore_add_at(c, p, 5, &f, 0), 0);
+	f = (struct pc_add){10, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 0, &f, 0), 0);
+	plancore_check(c);
+	cr_assert_eq(info(c, p).files, 4, "0 and the 1, 2, 3 held");
+	cr_assert_eq(plancore_add_at(c, p, 3, &f, 0), EEXIST);
+	cr_assert_eq(plancore_add_at(c, p, 4 + PC_HOLD_MAX, &f, 0), EAGAIN);
+	f = (struct pc_add){10 + 4, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 4, &f, 0), 0);
+	plancore_check(c);
+	cr_assert_eq(info(c, p).files, 6);
+	for (size_t i = 0; i < 6; i++)
+		cr_assert_eq(p->f[i].ino, 10 + i);
+	cr_assert_eq(rank(c, 7), DISKCACHE_RANK_KEEP, "its keys came with it");
+	/* a clear drops the files held */
+	f = (struct pc_add){99, MiB, &h, 1, 1};
+	cr_assert_eq(plancore_add_at(c, p, 9, &f, 0), 0);
+	plancore_clear(c, p, 0);
+	plancore_check(c);
+	f = (struct pc_add){20, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 0, &f, 0), 0);
+	cr_assert_eq(info(c, p).files, 1);
+	plancore_check(c);
+	plancore_close(c);
+}
+
 Test(plancore, limits)
 {
 	struct plancore *c = core(64 * MiB);
