@@ -140,6 +140,13 @@ void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
  * (the plans changed and need it again), the mark does not count.
  * Counted in diskcache_stats.demoted. */
 void diskcache_demote(struct objstore *cache, const char *key);
+/* Would a fill of len bytes for key be admitted now without evicting an
+ * entry the ranker ranks other than NONE (free room, demoted or unplanned
+ * entries)? The plans ask before a fetch ahead of their readers: to evict
+ * a planned entry for it is to fetch that entry again later, and without
+ * the fetch ahead the reader's own fetch brings the bytes once. 1 (yes)
+ * where cache is no disk cache. */
+int diskcache_room(struct objstore *cache, const char *key, uint64_t len);
 
 /*
  * The namespaces a volume no longer uses (diskcache_sweep.c): in each

@@ -63,6 +63,13 @@ void diskcache_demote(struct objstore *cache, const char *key)
 		STAT_ADD(dc, demoted, 1);
 }
 
+int diskcache_room(struct objstore *cache, const char *key, uint64_t len)
+{
+	if (!diskcache_backend(cache) || !key)
+		return 1;
+	return dc_would_admit_as(dc_of(cache), key, len, 1);
+}
+
 /* ---- the choice ---- */
 
 /* A max-heap of candidates by rank: the one needed furthest ahead on top. */
@@ -139,6 +146,8 @@ int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 	struct dc_cand *heap = cand + SCAN_MAX - nplan;
 	size_t n = nplan, nplanned = 0;
 	uint64_t furthest = 0;
+	if (!key) /* a fetch ahead: no planned entry goes for it */
+		return need > 0 || need_disk > 0 ? -1 : 0;
 	if (need > 0 || need_disk > 0)
 		for (size_t i = n / 2; i-- > 0;)
 			sift_down(heap, n, i);

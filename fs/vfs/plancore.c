@@ -519,6 +519,7 @@ void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now)
 	p->place = p->next = p->lnext = p->trail = p->dnext = 0;
 	p->ahead = 0;
 	p->grown_at = 0;
+	p->stalled = 0;
 	p->gen++;
 	p->last_ns = now;
 }
@@ -693,6 +694,7 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 		struct pc_plan *p = c->slot[s];
 		if (!kind[s] || (mine && !in_tree(tree, ntree, p->pid)))
 			continue;
+		p->stalled = 0; /* the files it passed may give room */
 		if (kind[s] == 2) {
 			for (size_t i = p->place; i <= q[s]; i++)
 				if (p->f[i].flags & PF_READY)
@@ -754,7 +756,7 @@ int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 	for (int k = 0; k < PLAN_MAX; k++) {
 		int s = (int)((c->rr + k) % PLAN_MAX);
 		struct pc_plan *p = c->slot[s];
-		if (!p)
+		if (!p || p->stalled)
 			continue;
 		if (p->next < p->place)
 			p->next = p->place;
@@ -824,6 +826,25 @@ void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
 		names = NULL;
 	}
 	free(names);
+}
+
+void plancore_stalled(struct plancore *c, const struct pc_job *j)
+{
+	struct pc_plan *p = plancore_find(c, j->id);
+
+	if (!p || p->gen != j->gen || j->list || j->pos >= p->n)
+		return;
+	p->f[j->pos].flags &= ~PF_STARTED;
+	if (j->pos < p->next)
+		p->next = j->pos;
+	p->stalled = 1;
+}
+
+void plancore_unstall(struct plancore *c)
+{
+	for (int s = 0; s < PLAN_MAX; s++)
+		if (c->slot[s])
+			c->slot[s]->stalled = 0;
 }
 
 /* ---- figures ------------------------------------------------------------- */

@@ -82,6 +82,7 @@ struct pc_plan {
 	uint64_t window;   /* bytes it wants (PLAN_WINDOW_MIN, doubling) */
 	uint64_t grown_at; /* the place's offset when it last grew */
 	uint64_t ahead, prefetched, used, wasted, waited, ready;
+	int stalled;	 /* plancore_stalled: no fetch until it moves */
 	int64_t last_ns; /* its last planned open (or add, clear): idle */
 	/* files added for positions past its end (plancore_add_at), by
 	 * position modulo PC_HOLD_MAX; NULL while none */
@@ -187,6 +188,12 @@ int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
 		   int fetched, const uint64_t *keys, const size_t *nk,
 		   char *names);
+
+/* The fetch j found no room in the cache but by evicting what a plan
+ * needs (diskcache_room): its file is to be fetched again, and its plan
+ * fetches nothing until its place moves or plancore_unstall. */
+void plancore_stalled(struct plancore *c, const struct pc_job *j);
+void plancore_unstall(struct plancore *c); /* every plan */
 
 /* The ranker (diskcache.h) of a key hash. */
 uint64_t plancore_rank(const struct plancore *c, uint64_t h);

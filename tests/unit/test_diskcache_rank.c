@@ -320,6 +320,29 @@ Test(diskcache, rank_stale_marks_passed_over, .fini = teardown)
 	cr_assert_eq(st.evict_planned, 1);
 }
 
+/* A fetch ahead asks for room first: free room, demoted or unplanned
+ * entries, never a planned one (it would be fetched again later). */
+Test(diskcache, rank_room_ahead_takes_no_planned, .fini = teardown)
+{
+	char key[64];
+
+	tbl_reset();
+	for (int i = 0; i < 4; i++)
+		tbl[i] = 10 * (uint64_t)(i + 1);
+	four(3600, 1);
+	key_of(4, key, sizeof(key));
+	tbl[4] = KEEP;
+	cr_assert_not(diskcache_room(dc, key, 1000), "room by a planned entry");
+	tbl[1] = NONE;
+	demote(1); /* passed, needed by no plan */
+	cr_assert(diskcache_room(dc, key, 1000));
+	cr_assert_not(diskcache_room(dc, key, 2000));
+	cr_assert_eq(cstats().evictions, 0, "a question evicted");
+	expect_obj(4, 1000);
+	cr_assert(has(4) && !has(1));
+	cr_assert(has(0) && has(2) && has(3));
+}
+
 /* ---- KEEP, furthest ahead, refused fills ---- */
 
 Test(diskcache, rank_keep_never_evicted, .fini = teardown)

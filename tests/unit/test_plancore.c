@@ -430,6 +430,36 @@ Test(plancore, adds_at_positions_in_order)
 	plancore_close(c);
 }
 
+/* A fetch that found no room but by evicting what a plan needs: its file
+ * is fetched again later; its plan fetches nothing until its place moves
+ * (the files passed give room) or an unstall (the ticker). */
+Test(plancore, stalled_until_the_place_moves)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_job j, k;
+
+	add(c, p, 1, 6, MiB);
+	cr_assert(plancore_pick(c, 0, 0, &j));
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2);
+	plancore_done(c, &k, 0, 0, NULL, NULL, NULL);
+	plancore_stalled(c, &k);
+	plancore_check(c);
+	cr_assert_not(plancore_pick(c, 0, 0, &k), "a stalled plan fetched");
+	plancore_opened(c, 1, NULL, 0, 0, NULL);
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2, "the stalled file again");
+	plancore_stalled(c, &k);
+	plancore_unstall(c);
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2);
+	cr_assert(fetch_one(c, &k));
+	cr_assert_eq(k.ino[0], 3);
+	plancore_check(c);
+	plancore_close(c);
+}
+
 Test(plancore, limits)
 {
 	struct plancore *c = core(64 * MiB);
