@@ -614,6 +614,17 @@ void plans_opened(struct plans *p, uint64_t ino, uint32_t pid)
 	}
 	for (size_t i = 0; i < d.n; i++)
 		diskcache_demote(p->fs->cache, d.key[i]);
+	/* fetched ahead, but evicted before this open: wasted */
+	for (size_t i = 0; i < d.nseen; i++) {
+		const char *k = d.seen[i].names;
+		while (*k && diskcache_contains(p->fs->cache, k))
+			k += strlen(k) + 1;
+		if (!*k)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		plancore_evicted(p->core, &d.seen[i]);
+		pthread_mutex_unlock(&p->lock);
+	}
 	plancore_demote_release(&d);
 	if (moved)
 		plans_pump(p);

@@ -93,6 +93,8 @@ void plancore_demote_release(struct pc_demote *d)
 	for (size_t i = 0; i < d->n; i++)
 		free(d->key[i]);
 	free(d->key);
+	for (size_t i = 0; i < d->nseen; i++)
+		free(d->seen[i].names);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -702,6 +704,23 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 			p->place = q[s] + 1;
 		}
 		count_open(c, p, q[s], now);
+		const struct pc_file *f = &p->f[q[s]];
+		if (d && f->names &&
+		    (f->flags & (PF_READY | PF_PREFETCHED)) ==
+			(PF_READY | PF_PREFETCHED) &&
+		    d->nseen < PLAN_MAX) {
+			size_t len = 1;
+			for (const char *k = f->names; *k; k += strlen(k) + 1)
+				len += strlen(k) + 1;
+			struct pc_seen *sn = &d->seen[d->nseen];
+			if ((sn->names = malloc(len))) {
+				memcpy(sn->names, f->names, len);
+				sn->id = p->id;
+				sn->gen = p->gen;
+				sn->pos = q[s];
+				d->nseen++;
+			}
+		}
 		retire(c, p, d);
 		moved++;
 	}
@@ -826,6 +845,30 @@ void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
 		names = NULL;
 	}
 	free(names);
+}
+
+void plancore_evicted(struct plancore *c, const struct pc_seen *sn)
+{
+	struct pc_plan *p = plancore_find(c, sn->id);
+
+	if (!p || p->gen != sn->gen || sn->pos >= p->n)
+		return;
+	struct pc_file *f = &p->f[sn->pos];
+	uint64_t len = file_len(p, sn->pos);
+	if ((f->flags & (PF_READY | PF_PREFETCHED | PF_OPENED)) !=
+	    (PF_READY | PF_PREFETCHED | PF_OPENED))
+		return;
+	if (sn->pos >= p->place)
+		p->ahead -= len;
+	f->flags &= ~PF_READY; /* counted once */
+	p->used -= len;
+	c->st.used -= len;
+	p->wasted += len;
+	c->st.wasted += len;
+	p->ready--;
+	c->st.ready--;
+	p->waited++;
+	c->st.waited++;
 }
 
 void plancore_stalled(struct plancore *c, const struct pc_job *j)

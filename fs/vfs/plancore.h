@@ -125,12 +125,25 @@ struct pc_job {
 	uint64_t ino[PC_LIST_BATCH_MAX], len[PC_LIST_BATCH_MAX];
 };
 
-/* Keys to demote (plancore_opened): malloc'd strings. */
+/* What plancore_opened leaves to its caller, outside the lock: keys to
+ * demote (malloc'd strings), and the files it counted as opened fetched
+ * ahead, whose objects the cache must still hold (plancore_evicted when
+ * it does not: their plan, position and keys, names a malloc'd copy). */
+struct pc_seen {
+	uint64_t id, gen;
+	size_t pos;
+	char *names;
+};
 struct pc_demote {
 	char **key;
 	size_t n, cap;
+	struct pc_seen seen[PLAN_MAX];
+	size_t nseen;
 };
 void plancore_demote_release(struct pc_demote *d);
+/* The file of s, counted as opened ready, found an object of it evicted
+ * before its open: counted wasted and waited instead of used and ready. */
+void plancore_evicted(struct plancore *c, const struct pc_seen *s);
 
 uint64_t plancore_key_hash(const char *key);
 

@@ -460,6 +460,40 @@ Test(plancore, stalled_until_the_place_moves)
 	plancore_close(c);
 }
 
+/* A file fetched ahead whose objects the cache evicted before its open
+ * is wasted, and its open waited, not used and ready (the caller checks
+ * the keys plancore_opened hands it). */
+Test(plancore, evicted_before_the_open_is_wasted)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_demote d = {0};
+	struct pc_job j;
+
+	add(c, p, 1, 3, MiB);
+	while (fetch_one(c, &j))
+		;
+	plancore_opened(c, 1, NULL, 0, 0, &d);
+	cr_assert_eq(d.nseen, 1);
+	cr_assert_str_eq(d.seen[0].names, "k1");
+	cr_assert_eq(info(c, p).used, MiB);
+	plancore_demote_release(&d);
+	plancore_opened(c, 2, NULL, 0, 0, &d);
+	cr_assert_eq(d.nseen, 1);
+	cr_assert_eq(d.seen[0].pos, 1);
+	plancore_evicted(c, &d.seen[0]);
+	plancore_evicted(c, &d.seen[0]); /* counted once */
+	plancore_demote_release(&d);
+	plancore_check(c);
+	struct plan_info pi = info(c, p);
+	cr_assert_eq(pi.used, MiB);
+	cr_assert_eq(pi.wasted, MiB);
+	cr_assert_eq(pi.ready, 1);
+	cr_assert_eq(pi.waited, 1);
+	cr_assert_eq(pi.ahead, MiB, "file 3 still ahead");
+	plancore_close(c);
+}
+
 Test(plancore, limits)
 {
 	struct plancore *c = core(64 * MiB);
