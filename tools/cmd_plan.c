@@ -9,13 +9,15 @@
  * PLAN_ADD_MAX bytes of paths each, and gets of the calls that work
  * everywhere (owner:PID, clear, cancel). Where a set cannot be made (a
  * read-only mount, whose kernel refuses every set; a mount point the
- * caller may not write) each file is added by a get on the file itself.
+ * caller may not write) each file is added by a get on the file itself,
+ * "granary.plan.ID.add:POS", from several threads.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@
 
 #include "fs/vfs/plan.h"
 #include "tools/cli.h"
+
+#define GET_THREADS 8 /* gets of a read-only mount's adds at once */
 
 static const char usage[] =
     "usage: granary plan [--owner PID] MOUNTPOINT LIST\n"
@@ -291,25 +295,83 @@ static int add_sets(const char *mp, unsigned long long id, const struct list *l)
 	return err;
 }
 
-/* A get of "granary.plan.ID.add" on each file. */
-static int add_gets(const char *mp, unsigned long long id, const struct list *l)
-{
-	char name[64], full[PATH_MAX], buf[32];
-	int err = 0;
+/* The gets of add_gets: files taken in list order by GET_THREADS
+ * threads, each a get of "granary.plan.ID.add:POS" on the file (the
+ * client appends them in position order). */
+struct gets {
+	const char *mp;
+	const struct list *l;
+	unsigned long long id;
+	size_t base; /* the plan's files before the first */
+	size_t next; /* the next file to take; atomic */
+	int stop;    /* a get failed; atomic */
+	pthread_mutex_t lock;
+	size_t bad; /* the first file that failed; protected by lock */
+	int err;    /* its error; protected by lock */
+};
 
-	snprintf(name, sizeof(name), "granary.plan.%llu.add", id);
-	for (size_t i = 0; !err && i < l->n; i++) {
-		if (snprintf(full, sizeof(full), "%s/%s", mp, l->path[i]) >=
-		    (int)sizeof(full))
+static void *gets_main(void *arg)
+{
+	struct gets *g = arg;
+	char name[96], full[PATH_MAX], buf[32];
+
+	for (;;) {
+		size_t i = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
+		int err = 0;
+		if (i >= g->l->n || __atomic_load_n(&g->stop, __ATOMIC_RELAXED))
+			break;
+		snprintf(name, sizeof(name), "granary.plan.%llu.add:%zu", g->id,
+			 g->base + i);
+		if (snprintf(full, sizeof(full), "%s/%s", g->mp,
+			     g->l->path[i]) >= (int)sizeof(full))
 			err = ENAMETOOLONG;
-		else
-			err = call(full, name, buf, sizeof(buf));
-		if (err == EINVAL)
-			cli_error("'%s': not a regular file", l->path[i]);
-		else if (err)
-			cli_error("'%s': %s", l->path[i], strerror(err));
+		/* EAGAIN: too far past the files not yet added (a thread
+		 * of ours slow on one): they come, unless one failed */
+		while (!err &&
+		       (err = call(full, name, buf, sizeof(buf))) == EAGAIN &&
+		       !__atomic_load_n(&g->stop, __ATOMIC_RELAXED)) {
+			usleep(1000);
+			err = 0;
+		}
+		if (!err)
+			continue;
+		pthread_mutex_lock(&g->lock);
+		if (!g->err || i < g->bad) {
+			g->err = err;
+			g->bad = i;
+		}
+		pthread_mutex_unlock(&g->lock);
+		__atomic_store_n(&g->stop, 1, __ATOMIC_RELAXED);
+		break;
 	}
-	return err;
+	return NULL;
+}
+
+/* A get on each file, from GET_THREADS threads at once: each get waits
+ * on the client (a lookup of the path, the file's attributes and chunk
+ * list), so that one thread would add a few thousand files a second.
+ * base: the files the plan holds already. */
+static int add_gets(const char *mp, unsigned long long id, size_t base,
+		    const struct list *l)
+{
+	struct gets g = {.mp = mp, .l = l, .id = id, .base = base};
+	pthread_t t[GET_THREADS];
+	size_t nt = 0;
+
+	pthread_mutex_init(&g.lock, NULL);
+	for (; nt < GET_THREADS && nt < l->n; nt++)
+		if (pthread_create(&t[nt], NULL, gets_main, &g))
+			break;
+	if (!nt && l->n)
+		gets_main(&g); /* no thread: this one */
+	for (size_t i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&g.lock);
+	if (g.err == EINVAL)
+		cli_error("'%s': not a regular file", l->path[g.bad]);
+	else if (g.err)
+		cli_error("'%s': %s", l->path[g.bad], strerror(g.err));
+	return g.err;
 }
 
 /* May the caller set xattrs on mp? Not on a read-only mount (the kernel
@@ -329,6 +391,7 @@ static int plan_make(const char *mp, const char *file, long owner,
 	struct list l = {0};
 	unsigned long long id = replace;
 	char name[96], buf[64];
+	size_t base = 0;
 	int err = list_read(file, mp, &l);
 
 	if (err)
@@ -347,7 +410,9 @@ static int plan_make(const char *mp, const char *file, long owner,
 		id = strtoull(buf, NULL, 10);
 	}
 	snprintf(name, sizeof(name), "granary.plan.%llu.owner:%ld", id, owner);
-	if ((err = call(mp, name, buf, sizeof(buf)))) {
+	if (!(err = call(mp, name, buf, sizeof(buf))))
+		base = strtoull(buf, NULL, 10); /* the files it holds */
+	if (err) {
 		if (err == ESRCH)
 			cli_error("no process %ld to own the plan", owner);
 		else if (err == EPERM && !replace)
@@ -366,8 +431,9 @@ static int plan_make(const char *mp, const char *file, long owner,
 			plan_error(mp, id, err);
 			goto release;
 		}
+		base = 0;
 	}
-	err = can_set(mp) ? add_sets(mp, id, &l) : add_gets(mp, id, &l);
+	err = can_set(mp) ? add_sets(mp, id, &l) : add_gets(mp, id, base, &l);
 	if (!err) {
 		printf("%llu\n", id);
 		goto release;

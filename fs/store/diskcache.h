@@ -136,8 +136,17 @@ void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
 			  void *arg);
 /* The plans are done with key: its entry (if any) goes to the old end of
  * the LRU, marked to be evicted before any other, min_age or not. A later
- * hit of it clears the mark. Counted in diskcache_stats.demoted. */
+ * hit of it clears the mark; while the ranker ranks key other than NONE
+ * (the plans changed and need it again), the mark does not count.
+ * Counted in diskcache_stats.demoted. */
 void diskcache_demote(struct objstore *cache, const char *key);
+/* Would a fill of len bytes for key be admitted now without evicting an
+ * entry the ranker ranks other than NONE (free room, demoted or unplanned
+ * entries)? The plans ask before a fetch ahead of their readers: to evict
+ * a planned entry for it is to fetch that entry again later, and without
+ * the fetch ahead the reader's own fetch brings the bytes once. 1 (yes)
+ * where cache is no disk cache. */
+int diskcache_room(struct objstore *cache, const char *key, uint64_t len);
 
 /*
  * The namespaces a volume no longer uses (diskcache_sweep.c): in each

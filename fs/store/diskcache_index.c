@@ -101,10 +101,10 @@ void dc_evict_one(struct diskcache *dc, struct dc_entry *e, struct dc_list *out,
 		  int planned)
 {
 	STAT_ADD(dc, evictions, 1);
-	if (e->demoted)
-		STAT_ADD(dc, evict_demoted, 1);
-	else if (planned)
+	if (planned) /* a mark passed over (diskcache_rank.c) */
 		STAT_ADD(dc, evict_planned, 1);
+	else if (e->demoted)
+		STAT_ADD(dc, evict_demoted, 1);
 	dc_retire(dc, e);
 	TAILQ_INSERT_HEAD(out, e, link);
 }
@@ -230,6 +230,14 @@ void dc_refresh_space(struct diskcache *dc, struct dc_space *sp)
 /* Would an entry of len bytes be admitted now (evicting what may go)? */
 int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len)
 {
+	return dc_would_admit_as(dc, key, len, 0);
+}
+
+/* As dc_would_admit; ahead: for a fetch ahead of the plans' readers
+ * (diskcache_room), without evicting an entry a plan needs. */
+int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
+		      int ahead)
+{
 	struct dc_space *sp = dc->dirs[dc_key_hash(key) % dc->ndirs].sp;
 	int64_t need, need_disk;
 	int ok;
@@ -241,9 +249,9 @@ int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len)
 	need_disk = disk_short(dc, sp, round_up(len, sp->frsize));
 	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
 	     ((need <= 0 && need_disk <= 0) ||
-	      (dc->rank
-		   ? dc_pick_ranked(dc, sp, now_s(), need, need_disk, key, NULL)
-		   : pick(dc, sp, now_s(), need, need_disk, NULL)) == 0);
+	      (dc->rank ? dc_pick_ranked(dc, sp, now_s(), need, need_disk,
+					 ahead ? NULL : key, NULL)
+			: pick(dc, sp, now_s(), need, need_disk, NULL)) == 0);
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
 }

@@ -238,6 +238,9 @@ double dc_free_pct(const struct dc_space *sp);
 /* Would an entry of len bytes be admitted now (evicting what may go)?
  * lock NOT held. */
 int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len);
+/* ahead: without evicting an entry a plan needs (diskcache_room) */
+int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
+		      int ahead);
 /* lock NOT held */
 void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
 
@@ -249,7 +252,8 @@ void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
  * so that need bytes come free, and need_disk on sp; key is the
  * newcomer's. 0: enough (with out, retired and chained on *out), -1: not
  * enough, DC_RANKED_OUT: only by evicting planned entries all needed
- * sooner than key. With out NULL only tell. */
+ * sooner than key. With out NULL only tell; key NULL (out NULL too): a
+ * fetch ahead's question, planned entries are not taken (-1). */
 int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		   int64_t need, int64_t need_disk, const char *key,
 		   struct dc_list *out);

@@ -4,6 +4,11 @@
  * evict when a ranker is set (pick() in diskcache_index.c chooses without
  * one). The state and the lock are diskcache.c's (diskcache_int.h).
  *
+ * A demote mark counts only while the ranker ranks its key NONE: the
+ * plans change (a plan replaced by the next epoch's order, a new plan)
+ * and may need again what they were done with; such an entry is ranked
+ * as any planned one, and its mark counts again once no plan needs it.
+ *
  * Invariants (all under dc->lock):
  *  1. The ranker is called only with the lock held (so that
  *     diskcache_set_ranker, which takes it, returns once no call of the
@@ -58,6 +63,13 @@ void diskcache_demote(struct objstore *cache, const char *key)
 		STAT_ADD(dc, demoted, 1);
 }
 
+int diskcache_room(struct objstore *cache, const char *key, uint64_t len)
+{
+	if (!diskcache_backend(cache) || !key)
+		return 1;
+	return dc_would_admit_as(dc_of(cache), key, len, 1);
+}
+
 /* ---- the choice ---- */
 
 /* A max-heap of candidates by rank: the one needed furthest ahead on top. */
@@ -110,7 +122,10 @@ int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		uint64_t rank = dc->rank(dc->rank_arg, e->key);
 		if (rank == DISKCACHE_RANK_KEEP)
 			continue; /* inside a window */
-		if (!e->demoted && rank != DISKCACHE_RANK_NONE) {
+		/* a mark counts while no plan needs the key: one made for
+		 * an older list (a plan replaced, another plan added) is
+		 * passed over, the entry ranked as the plans need it */
+		if (rank != DISKCACHE_RANK_NONE) {
 			cand[SCAN_MAX - ++nplan] = (struct dc_cand){e, rank};
 			continue;
 		}
@@ -131,6 +146,8 @@ int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 	struct dc_cand *heap = cand + SCAN_MAX - nplan;
 	size_t n = nplan, nplanned = 0;
 	uint64_t furthest = 0;
+	if (!key) /* a fetch ahead: no planned entry goes for it */
+		return need > 0 || need_disk > 0 ? -1 : 0;
 	if (need > 0 || need_disk > 0)
 		for (size_t i = n / 2; i-- > 0;)
 			sift_down(heap, n, i);

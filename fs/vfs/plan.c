@@ -11,7 +11,10 @@
  * round-robin from the plans (plancore_pick), after every change that may
  * open room: an add, an open that moved a place, a job that ended, the
  * ticker. A job fetches one file's objects whole through the disk cache
- * (objstore_get of the whole object: the cache fills itself with it), or
+ * (objstore_get of the whole object: the cache fills itself with it),
+ * unless the cache has no room for them but by evicting what a plan needs
+ * (diskcache_room): then the plan's fetches stall until its readers move
+ * (their files passed are demoted: room) or the next tick; or
  * in a cache group warms them at their owners (group_warm), each key
  * once at a time across the fetchers (flight[]); or it lists the objects
  * of up to PC_LIST_BATCH_MAX files ahead of the window, for the ranks.
@@ -113,6 +116,7 @@ static size_t proc_tree(int32_t pid, int32_t *tree)
 struct keylist {
 	char **key;
 	uint64_t *h;
+	uint64_t *bytes; /* the file's bytes in each */
 	size_t n, cap;
 	int err;
 };
@@ -123,9 +127,12 @@ static void keylist_add(struct fs *fs, const char *key, uint64_t bytes,
 	struct keylist *kl = arg;
 
 	(void)fs;
-	(void)bytes;
-	if (kl->err || (kl->n && !strcmp(kl->key[kl->n - 1], key)))
+	if (kl->err)
 		return;
+	if (kl->n && !strcmp(kl->key[kl->n - 1], key)) {
+		kl->bytes[kl->n - 1] += bytes;
+		return;
+	}
 	if (kl->n == kl->cap) {
 		size_t cap = kl->cap ? 2 * kl->cap : 8;
 		char **k = realloc(kl->key, cap * sizeof(*k));
@@ -134,12 +141,16 @@ static void keylist_add(struct fs *fs, const char *key, uint64_t bytes,
 		uint64_t *h = k ? realloc(kl->h, cap * sizeof(*h)) : NULL;
 		if (h)
 			kl->h = h;
-		if (!k || !h) {
+		uint64_t *b = h ? realloc(kl->bytes, cap * sizeof(*b)) : NULL;
+		if (b)
+			kl->bytes = b;
+		if (!k || !h || !b) {
 			kl->err = ENOMEM;
 			return;
 		}
 		kl->cap = cap;
 	}
+	kl->bytes[kl->n] = bytes;
 	if (!(kl->key[kl->n] = strdup(key))) {
 		kl->err = ENOMEM;
 		return;
@@ -153,6 +164,7 @@ static void keylist_release(struct keylist *kl)
 		free(kl->key[i]);
 	free(kl->key);
 	free(kl->h);
+	free(kl->bytes);
 	memset(kl, 0, sizeof(*kl));
 }
 
@@ -244,9 +256,12 @@ static void flight_end(struct plans *p, int slot)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Bring key into the disk cache (in a group: to its owner). 1 when it
- * is there; *fetched set when bytes came from the store for it. */
-static int fetch_key(struct plans *p, const char *key, uint64_t h, int *fetched)
+/* Bring key (bytes of the file in it) into the disk cache (in a group:
+ * to its owner). 1 when it is there, 0 when not, -1 when there is no room
+ * for it but by evicting what a plan needs (diskcache_room: not fetched);
+ * *fetched set when bytes came from the store for it. */
+static int fetch_key(struct plans *p, const char *key, uint64_t h,
+		     uint64_t bytes, int *fetched)
 {
 	struct fs *fs = p->fs;
 	void *data = NULL;
@@ -262,6 +277,8 @@ static int fetch_key(struct plans *p, const char *key, uint64_t h, int *fetched)
 	}
 	if (diskcache_contains(fs->cache, key))
 		return 1;
+	if (!diskcache_room(fs->cache, key, bytes))
+		return -1;
 	if ((slot = flight_take(p, h)) < 0)
 		return 0;
 	/* fetched meanwhile by another fetcher, or a reader */
@@ -289,15 +306,22 @@ static void fetch_file(struct plans *p, const struct pc_job *j)
 {
 	struct keylist kl = {0};
 	int err = keylist_of(p->fs, j->ino[0], j->len[0], &kl);
-	int ready = !err, fetched = 0;
+	int ready = !err, fetched = 0, noroom = 0;
 	char *names = NULL;
 
 	for (size_t i = 0; !err && i < kl.n; i++) {
+		int r;
 		if (stopping(p)) {
 			ready = 0;
 			break;
 		}
-		ready &= fetch_key(p, kl.key[i], kl.h[i], &fetched);
+		r = fetch_key(p, kl.key[i], kl.h[i], kl.bytes[i], &fetched);
+		if (r < 0) {
+			ready = 0;
+			noroom = 1;
+			break;
+		}
+		ready &= r;
 	}
 	if (err && err != ENOENT)
 		log_debug("plan: cannot list the objects of inode %llu: %s",
@@ -307,6 +331,8 @@ static void fetch_file(struct plans *p, const struct pc_job *j)
 	pthread_mutex_lock(&p->lock);
 	plancore_done(p->core, j, ready, fetched, err ? NULL : kl.h, &kl.n,
 		      names);
+	if (noroom)
+		plancore_stalled(p->core, j);
 	pthread_mutex_unlock(&p->lock);
 	keylist_release(&kl);
 }
@@ -435,8 +461,8 @@ void plans_reap(struct plans *p)
 	pthread_mutex_lock(&p->lock);
 	while ((pp = plancore_next(p->core, pp)))
 		if (pp->pid && nown < PLAN_MAX)
-			own[nown++] = (struct owner){pp->id, pp->pid,
-						     pp->pid_start};
+			own[nown++] =
+			    (struct owner){pp->id, pp->pid, pp->pid_start};
 	pthread_mutex_unlock(&p->lock);
 	for (size_t i = 0; i < nown; i++) {
 		uint64_t start = 0;
@@ -459,13 +485,17 @@ static void tick(struct plans *p)
 	while ((pp = plancore_next(p->core, pp)))
 		if (pp->place < pp->n &&
 		    now - pp->last_ns > (int64_t)p->idle_s * 1000000000)
-			idle[nidle++] = (struct owner){pp->id, pp->pid,
-						       pp->pid_start};
+			idle[nidle++] =
+			    (struct owner){pp->id, pp->pid, pp->pid_start};
 	pthread_mutex_unlock(&p->lock);
 	for (size_t i = 0; i < nidle; i++)
 		end_if(p, &idle[i],
 		       "none of its files was opened for its idle "
 		       "time");
+	/* the room a stalled fetch waited for may have come otherwise */
+	pthread_mutex_lock(&p->lock);
+	plancore_unstall(p->core);
+	pthread_mutex_unlock(&p->lock);
 	plans_reap(p);
 	plans_pump(p);
 }
@@ -584,6 +614,17 @@ void plans_opened(struct plans *p, uint64_t ino, uint32_t pid)
 	}
 	for (size_t i = 0; i < d.n; i++)
 		diskcache_demote(p->fs->cache, d.key[i]);
+	/* fetched ahead, but evicted before this open: wasted */
+	for (size_t i = 0; i < d.nseen; i++) {
+		const char *k = d.seen[i].names;
+		while (*k && diskcache_contains(p->fs->cache, k))
+			k += strlen(k) + 1;
+		if (!*k)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		plancore_evicted(p->core, &d.seen[i]);
+		pthread_mutex_unlock(&p->lock);
+	}
 	plancore_demote_release(&d);
 	if (moved)
 		plans_pump(p);

@@ -46,6 +46,22 @@
  *   get FILE "granary.plan.ID.add"        FILE itself appended (the
  *                                      kernel resolved its path as the
  *                                      caller); EISDIR on a directory
+ *   get FILE "granary.plan.ID.add:POS"    FILE for position POS (decimal,
+ *                                      from 0) of the list: appended
+ *                                      when the list holds POS files,
+ *                                      else held until the files before
+ *                                      it come (then appended in
+ *                                      position order); so a caller may
+ *                                      make these gets from several
+ *                                      threads at once, each a file of
+ *                                      the list. EEXIST: POS is taken;
+ *                                      EAGAIN: POS is PC_HOLD_MAX (4096)
+ *                                      or more past the list's end (try
+ *                                      again once the files before it
+ *                                      came). A clear drops the files
+ *                                      held; a file that fails leaves
+ *                                      those after it held: clear the
+ *                                      plan before adding again.
  *   get DIR  "granary.plan.ID.clear", "granary.plan.ID.cancel",
  *            "granary.plan.ID.owner:PID"  as the sets above
  *
@@ -102,10 +118,15 @@
  * planned use of key (its rank); DISKCACHE_RANK_KEEP inside a window;
  * DISKCACHE_RANK_NONE when no plan names it ahead. The objects of a file a
  * plan's readers have passed that no plan needs again are demoted in the
- * disk cache (diskcache_demote): evicted first. To rank keys ahead of the
- * window, the objects of each planned file are listed (its chunk lists,
- * one metadata read per file and chunk) by the fetchers in the background,
- * ahead of the window, and kept as 64-bit hashes of the keys.
+ * disk cache (diskcache_demote): evicted first (an opened file's a few
+ * files behind the place, the others' a window behind). To rank keys
+ * ahead of the window, the objects of each planned file are listed: those
+ * of its first chunk by the add itself (one metadata read a file, in both
+ * forms), the other chunks' by the fetchers in the background, before
+ * any fetch (up to PLAN_LISTERS at once, past the window); they are kept
+ * as 64-bit hashes of the keys. A plan change (a replace, a new plan)
+ * needs no other step: a demote mark counts only while no plan needs the
+ * key (diskcache.h).
  *
  * Threads and locks: one lock (plans->lock, a leaf: nothing else is taken
  * under it, no call into the metadata, a store or the disk cache is made

@@ -58,6 +58,10 @@ static enum plan_op parse(const char *name, uint64_t *id, const char **arg)
 		return OP_BAD;
 	if (!strcmp(e, "add"))
 		return OP_ADD;
+	if (!strncmp(e, "add:", 4)) {
+		*arg = e + 4;
+		return OP_ADD;
+	}
 	if (!strcmp(e, "clear"))
 		return OP_CLEAR;
 	if (!strcmp(e, "cancel"))
@@ -498,27 +502,75 @@ release:
 	return err;
 }
 
-/* get FILE "granary.plan.ID.add": FILE itself (the kernel resolved its
- * path as the caller, and checked read permission on it) */
+/* A position in the list: decimal, 0 or more, no leading zero. */
+static int pos_arg(const char *s, size_t *pos)
+{
+	char *e;
+
+	if (*s < '0' || *s > '9' || (s[0] == '0' && s[1]))
+		return EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &e, 10);
+	if (errno || *e || v >= PLAN_FILES_MAX)
+		return EINVAL;
+	*pos = (size_t)v;
+	return 0;
+}
+
+/* get FILE "granary.plan.ID.add[:POS]": FILE itself (the kernel resolved
+ * its path as the caller, and checked read permission on it), appended or
+ * (POS) for that position */
 static int plan_add_self(struct plans *p, const struct vfs_caller *c,
-			 uint64_t id, uint64_t ino)
+			 uint64_t id, uint64_t ino, const char *at)
 {
 	struct pc_add f = {.ino = vfs_m_ino(p->fs, ino)};
+	struct add ad = {.fs = p->fs};
+	struct meta_slice *s = NULL, *vis = NULL;
+	size_t n = 0, nvis = 0;
 	struct meta_attr a;
-	struct caller cc;
-	int err = caller_get(c, &cc);
+	struct pc_plan *pp;
+	size_t pos = 0;
+	int err = at ? pos_arg(at, &pos) : 0;
 
 	if (!err)
-		err = caller_may_ino(p->fs, &cc, f.ino, 4, &a);
-	caller_release(&cc);
+		err = caller_get(c, &ad.c);
+	if (!err)
+		err = caller_may_ino(p->fs, &ad.c, f.ino, 4, &a);
 	if (!err && a.type == META_DIR)
 		err = EISDIR;
 	else if (!err && a.type != META_FILE)
 		err = EINVAL;
 	if (err)
-		return err;
-	f.len = a.length; /* its objects are listed by the fetchers */
-	return plan_append(p, c, id, &f, 1);
+		goto release;
+	/* the objects of its chunk 0 now, as an add by a set lists them:
+	 * the ranks know them before the readers pass a file sharing them
+	 * (the listers do the chunks after) */
+	f.len = a.length;
+	if (!meta_read_chunk(p->fs->meta, f.ino, 0, &s, &n) &&
+	    !slice_resolve(s, n, &vis, &nvis)) {
+		chunk_blocks(p->fs, 0, vis, nvis, a.length, add_hash, &ad);
+		if (!ad.err) {
+			f.keys = ad.keys;
+			f.nkeys = ad.nkeys;
+			f.listed = a.length <= META_CHUNK_SIZE;
+		}
+	}
+	free(s);
+	free(vis);
+	if (!at) {
+		err = plan_append(p, c, id, &f, 1);
+		goto release;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (!(err = plan_find(p, c, id, &pp)))
+		err = plancore_add_at(p->core, pp, pos, &f, mono_ns());
+	pthread_mutex_unlock(&p->lock);
+	if (!err)
+		plans_pump(p);
+release:
+	caller_release(&ad.c);
+	free(ad.keys);
+	return err;
 }
 
 /* ---- figures ---------------------------------------------------------------
@@ -651,7 +703,7 @@ int plans_xattr_get(struct plans *p, const struct vfs_caller *c, uint32_t pid,
 	}
 	switch (op) {
 	case OP_ADD:
-		err = plan_add_self(p, c, id, ino);
+		err = plan_add_self(p, c, id, ino, arg);
 		break;
 	case OP_CLEAR:
 	case OP_CANCEL:
@@ -677,7 +729,7 @@ int plans_xattr_set(struct plans *p, const struct vfs_caller *c, uint32_t pid,
 	(void)pid;
 	if (op == OP_NONE)
 		return ENODATA;
-	if (op == OP_BAD || (op == OP_OWNER && arg))
+	if (op == OP_BAD || ((op == OP_OWNER || op == OP_ADD) && arg))
 		return EINVAL;
 	if (op == OP_LIST || op == OP_NEW || op == OP_INFO)
 		return EPERM; /* read-only names, as ctl.c's */

@@ -47,6 +47,7 @@ struct plancore {
 	struct pc_plan *slot[PLAN_MAX];
 	size_t nplans;
 	uint64_t files; /* all plans' positions */
+	uint64_t held;	/* all plans' files held (plancore_add_at) */
 	unsigned rr;	/* the slot the next pick starts at */
 	struct hash inos, objs;
 	struct plans_stats st; /* the counters since open */
@@ -92,6 +93,8 @@ void plancore_demote_release(struct pc_demote *d)
 	for (size_t i = 0; i < d->n; i++)
 		free(d->key[i]);
 	free(d->key);
+	for (size_t i = 0; i < d->nseen; i++)
+		free(d->seen[i].names);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -322,21 +325,37 @@ struct pc_plan *plancore_next(struct plancore *c, const struct pc_plan *prev)
 	return NULL;
 }
 
-/* Settle position i of p (it leaves the trail, or the list): wasted if
- * prefetched and never opened; with d, the keys of its objects that no
- * plan needs ahead are to be demoted. */
-static void settle(struct plancore *c, struct pc_plan *p, size_t i,
-		   struct pc_demote *d)
+/* Does a plan need the object of hash h: ahead of its place, or in its
+ * trail for a file not yet opened (a reader out of order)? */
+static int needed(const struct plancore *c, uint64_t h)
 {
-	struct pc_file *f = &p->f[i];
+	struct pc_obj *o;
 
-	if ((f->flags & (PF_PREFETCHED | PF_OPENED)) == PF_PREFETCHED) {
-		p->wasted += file_len(p, i);
-		c->st.wasted += file_len(p, i);
+	if (plancore_rank(c, h) != DISKCACHE_RANK_NONE)
+		return 1;
+	if (!(o = obj_find(c, h)))
+		return 0;
+	const pc_ref *v = obj_refs(o);
+	for (uint32_t i = 0; i < o->n; i++) {
+		const struct pc_plan *p = c->slot[ref_slot(v[i])];
+		size_t pos = ref_pos(v[i]);
+		if (pos >= p->trail && !(p->f[pos].flags & PF_OPENED))
+			return 1;
 	}
+	return 0;
+}
+
+/* With d, the keys of f's objects that no plan needs are to be demoted;
+ * its names are dropped. early: only when no plan needs any of them (else
+ * f is left as it was, for its settle). */
+static void demote_keys(struct plancore *c, struct pc_file *f,
+			struct pc_demote *d, int early)
+{
+	for (char *k = f->names; early && k && *k; k += strlen(k) + 1)
+		if (needed(c, plancore_key_hash(k)))
+			return;
 	for (char *k = f->names; d && k && *k; k += strlen(k) + 1) {
-		if (plancore_rank(c, plancore_key_hash(k)) !=
-		    DISKCACHE_RANK_NONE)
+		if (needed(c, plancore_key_hash(k)))
 			continue;
 		if (d->n == d->cap) {
 			size_t cap = d->cap ? 2 * d->cap : 16;
@@ -353,6 +372,21 @@ static void settle(struct plancore *c, struct pc_plan *p, size_t i,
 	}
 	free(f->names);
 	f->names = NULL;
+}
+
+/* Settle position i of p (it leaves the trail, or the list): wasted if
+ * prefetched and never opened; with d, the keys of its objects that no
+ * plan needs are to be demoted (unless that was done already). */
+static void settle(struct plancore *c, struct pc_plan *p, size_t i,
+		   struct pc_demote *d)
+{
+	struct pc_file *f = &p->f[i];
+
+	if ((f->flags & (PF_PREFETCHED | PF_OPENED)) == PF_PREFETCHED) {
+		p->wasted += file_len(p, i);
+		c->st.wasted += file_len(p, i);
+	}
+	demote_keys(c, f, d, 0);
 }
 
 /* Drop positions [n0, n) of p; settled first when count (a clear, an
@@ -381,7 +415,7 @@ int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
 {
 	size_t n0 = p->n;
 
-	if (c->files + n > PLAN_FILES_MAX)
+	if (c->files + c->held + n > PLAN_FILES_MAX)
 		return ENOSPC;
 	if (p->n + n > p->cap) {
 		size_t cap = p->cap ? p->cap : 64;
@@ -416,15 +450,78 @@ undo:
 	return ENOMEM;
 }
 
+/* Append the files held for the positions from p->n on. */
+static void drain(struct plancore *c, struct pc_plan *p, int64_t now)
+{
+	while (p->nheld) {
+		struct pc_held *h = &p->held[p->n % PC_HOLD_MAX];
+		if (!h->used)
+			return;
+		c->held--; /* its room is its own */
+		if (plancore_add(c, p, &h->v, 1, now)) {
+			c->held++; /* ENOMEM: held still, for the next add */
+			return;
+		}
+		free((uint64_t *)h->v.keys);
+		memset(h, 0, sizeof(*h));
+		p->nheld--;
+	}
+	free(p->held);
+	p->held = NULL;
+}
+
+int plancore_add_at(struct plancore *c, struct pc_plan *p, size_t pos,
+		    const struct pc_add *v, int64_t now)
+{
+	struct pc_held *h;
+	uint64_t *keys = NULL;
+	int err;
+
+	if (pos < p->n)
+		return EEXIST;
+	if (pos - p->n >= PC_HOLD_MAX)
+		return EAGAIN;
+	if (pos == p->n) {
+		if ((err = plancore_add(c, p, v, 1, now)))
+			return err;
+		drain(c, p, now);
+		return 0;
+	}
+	if (c->files + c->held + 1 > PLAN_FILES_MAX)
+		return ENOSPC;
+	if (!p->held && !(p->held = calloc(PC_HOLD_MAX, sizeof(*p->held))))
+		return ENOMEM;
+	h = &p->held[pos % PC_HOLD_MAX];
+	if (h->used)
+		return EEXIST;
+	if (v->nkeys && !(keys = malloc(v->nkeys * sizeof(*keys))))
+		return ENOMEM;
+	if (v->nkeys)
+		memcpy(keys, v->keys, v->nkeys * sizeof(*keys));
+	h->v = *v;
+	h->v.keys = keys;
+	h->used = 1;
+	p->nheld++;
+	c->held++;
+	return 0;
+}
+
 void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now)
 {
+	for (size_t i = 0; p->held && i < PC_HOLD_MAX; i++)
+		free((uint64_t *)p->held[i].v.keys);
+	free(p->held);
+	p->held = NULL;
+	c->held -= p->nheld;
+	p->nheld = 0;
 	truncate_at(c, p, 0, 1);
 	free(p->f);
 	p->f = NULL;
 	p->cap = 0;
-	p->place = p->next = p->lnext = p->trail = 0;
+	p->place = p->next = p->lnext = p->trail = p->dnext = 0;
 	p->ahead = 0;
 	p->grown_at = 0;
+	p->stalled = 0;
 	p->gen++;
 	p->last_ns = now;
 }
@@ -525,11 +622,23 @@ static void count_open(struct plancore *c, struct pc_plan *p, size_t i,
 	}
 }
 
-/* Retire what the place left a window's bytes behind. */
+/* Retire what the place left a window's bytes behind; demote sooner the
+ * objects of the files opened that it left PC_TRAIL_FILES files and
+ * PC_TRAIL_BYTES behind (their readers are done with them: kept a
+ * window longer, they would take the room of files needed ahead). */
 static void retire(struct plancore *c, struct pc_plan *p, struct pc_demote *d)
 {
 	uint64_t base = off_at(p, p->place), w = plancore_window(c, p);
+	uint64_t near = w < PC_TRAIL_BYTES ? w : PC_TRAIL_BYTES;
 
+	if (p->dnext < p->trail)
+		p->dnext = p->trail;
+	while (p->dnext + PC_TRAIL_FILES < p->place &&
+	       base - p->f[p->dnext].off > near) {
+		if (p->f[p->dnext].flags & PF_OPENED)
+			demote_keys(c, &p->f[p->dnext], d, 1);
+		p->dnext++;
+	}
 	while (p->trail < p->place && base - p->f[p->trail].off > w)
 		settle(c, p, p->trail++, d);
 }
@@ -587,6 +696,7 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 		struct pc_plan *p = c->slot[s];
 		if (!kind[s] || (mine && !in_tree(tree, ntree, p->pid)))
 			continue;
+		p->stalled = 0; /* the files it passed may give room */
 		if (kind[s] == 2) {
 			for (size_t i = p->place; i <= q[s]; i++)
 				if (p->f[i].flags & PF_READY)
@@ -594,6 +704,23 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 			p->place = q[s] + 1;
 		}
 		count_open(c, p, q[s], now);
+		const struct pc_file *f = &p->f[q[s]];
+		if (d && f->names &&
+		    (f->flags & (PF_READY | PF_PREFETCHED)) ==
+			(PF_READY | PF_PREFETCHED) &&
+		    d->nseen < PLAN_MAX) {
+			size_t len = 1;
+			for (const char *k = f->names; *k; k += strlen(k) + 1)
+				len += strlen(k) + 1;
+			struct pc_seen *sn = &d->seen[d->nseen];
+			if ((sn->names = malloc(len))) {
+				memcpy(sn->names, f->names, len);
+				sn->id = p->id;
+				sn->gen = p->gen;
+				sn->pos = q[s];
+				d->nseen++;
+			}
+		}
 		retire(c, p, d);
 		moved++;
 	}
@@ -602,15 +729,53 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 
 /* ---- work ---------------------------------------------------------------- */
 
+/* A list job for p: files from lnext on, past its window (the files
+ * inside it are listed by their fetch). */
+static int pick_list(struct pc_plan *p, uint64_t w, struct pc_job *j)
+{
+	uint64_t base = off_at(p, p->place);
+
+	if (p->lnext < p->next)
+		p->lnext = p->next;
+	while (p->lnext < p->n && ((p->f[p->lnext].flags &
+				    (PF_LISTED | PF_LISTING | PF_STARTED)) ||
+				   p->f[p->lnext].off - base < w))
+		p->lnext++;
+	if (p->lnext >= p->n)
+		return 0;
+	memset(j, 0, sizeof(*j));
+	j->id = p->id;
+	j->gen = p->gen;
+	j->pos = p->lnext;
+	j->list = 1;
+	for (; j->count < PC_LIST_BATCH_MAX && p->lnext < p->n;
+	     j->count++, p->lnext++) {
+		p->f[p->lnext].flags |= PF_LISTING;
+		j->ino[j->count] = p->f[p->lnext].ino;
+		j->len[j->count] = file_len(p, p->lnext);
+	}
+	return 1;
+}
+
 int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		  struct pc_job *j)
 {
 	size_t nactive = active(c);
 
+	/* Listing first: it is metadata only, and a rank that does not
+	 * know a file's objects demotes a pack its later files need. */
+	for (int k = 0; lists < list_max && k < PLAN_MAX; k++) {
+		int s = (int)((c->rr + k) % PLAN_MAX);
+		struct pc_plan *p = c->slot[s];
+		if (p && pick_list(p, window_of(c, p, nactive), j)) {
+			c->rr = (unsigned)s + 1;
+			return 1;
+		}
+	}
 	for (int k = 0; k < PLAN_MAX; k++) {
 		int s = (int)((c->rr + k) % PLAN_MAX);
 		struct pc_plan *p = c->slot[s];
-		if (!p)
+		if (!p || p->stalled)
 			continue;
 		if (p->next < p->place)
 			p->next = p->place;
@@ -629,33 +794,6 @@ int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		j->ino[0] = p->f[p->next].ino;
 		j->len[0] = file_len(p, p->next);
 		p->next++;
-		c->rr = (unsigned)s + 1;
-		return 1;
-	}
-	for (int k = 0; lists < list_max && k < PLAN_MAX; k++) {
-		int s = (int)((c->rr + k) % PLAN_MAX);
-		struct pc_plan *p = c->slot[s];
-		if (!p)
-			continue;
-		if (p->lnext < p->next)
-			p->lnext = p->next;
-		while (p->lnext < p->n &&
-		       (p->f[p->lnext].flags &
-			(PF_LISTED | PF_LISTING | PF_STARTED)))
-			p->lnext++;
-		if (p->lnext >= p->n)
-			continue;
-		memset(j, 0, sizeof(*j));
-		j->id = p->id;
-		j->gen = p->gen;
-		j->pos = p->lnext;
-		j->list = 1;
-		for (; j->count < PC_LIST_BATCH_MAX && p->lnext < p->n;
-		     j->count++, p->lnext++) {
-			p->f[p->lnext].flags |= PF_LISTING;
-			j->ino[j->count] = p->f[p->lnext].ino;
-			j->len[j->count] = file_len(p, p->lnext);
-		}
 		c->rr = (unsigned)s + 1;
 		return 1;
 	}
@@ -709,6 +847,49 @@ void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
 	free(names);
 }
 
+void plancore_evicted(struct plancore *c, const struct pc_seen *sn)
+{
+	struct pc_plan *p = plancore_find(c, sn->id);
+
+	if (!p || p->gen != sn->gen || sn->pos >= p->n)
+		return;
+	struct pc_file *f = &p->f[sn->pos];
+	uint64_t len = file_len(p, sn->pos);
+	if ((f->flags & (PF_READY | PF_PREFETCHED | PF_OPENED)) !=
+	    (PF_READY | PF_PREFETCHED | PF_OPENED))
+		return;
+	if (sn->pos >= p->place)
+		p->ahead -= len;
+	f->flags &= ~PF_READY; /* counted once */
+	p->used -= len;
+	c->st.used -= len;
+	p->wasted += len;
+	c->st.wasted += len;
+	p->ready--;
+	c->st.ready--;
+	p->waited++;
+	c->st.waited++;
+}
+
+void plancore_stalled(struct plancore *c, const struct pc_job *j)
+{
+	struct pc_plan *p = plancore_find(c, j->id);
+
+	if (!p || p->gen != j->gen || j->list || j->pos >= p->n)
+		return;
+	p->f[j->pos].flags &= ~PF_STARTED;
+	if (j->pos < p->next)
+		p->next = j->pos;
+	p->stalled = 1;
+}
+
+void plancore_unstall(struct plancore *c)
+{
+	for (int s = 0; s < PLAN_MAX; s++)
+		if (c->slot[s])
+			c->slot[s]->stalled = 0;
+}
+
 /* ---- figures ------------------------------------------------------------- */
 
 void plancore_info(const struct plancore *c, const struct pc_plan *p,
@@ -750,7 +931,7 @@ void plancore_stats(const struct plancore *c, struct plans_stats *st)
 
 void plancore_check(const struct plancore *c)
 {
-	uint64_t files = 0, uses = 0, objuses = 0;
+	uint64_t files = 0, held = 0, uses = 0, objuses = 0;
 	size_t nplans = 0;
 
 	for (int s = 0; s < PLAN_MAX; s++) {
@@ -776,11 +957,15 @@ void plancore_check(const struct plancore *c)
 		}
 		gr_assert(ahead == p->ahead);
 		files += p->n;
+		for (size_t i = 0; p->held && i < PC_HOLD_MAX; i++)
+			held += p->held[i].used;
+		gr_assert(!p->held == !p->nheld);
 	}
 	for (struct hash_node *h = hash_first(&c->objs); h;
 	     h = hash_next(&c->objs, h))
 		objuses += hash_entry(h, struct pc_obj, hn)->n;
 	gr_assert(uses == objuses);
-	gr_assert(files == c->files && files <= PLAN_FILES_MAX);
+	gr_assert(files == c->files && held == c->held &&
+		  files + held <= PLAN_FILES_MAX);
 	gr_assert(nplans == c->nplans);
 }

@@ -16,7 +16,9 @@
  *   place passes it: in the trail (behind the place, not yet settled);
  *   retire (the place a window's bytes further on): settled: wasted if
  *   prefetched and never opened, its objects demoted if no plan needs
- *   them ahead.
+ *   them (ahead, or in a trail for a file not yet opened); an opened
+ *   file's objects are demoted sooner, PC_TRAIL_FILES files and
+ *   PC_TRAIL_BYTES behind the place.
  *
  * Invariants (plancore_check verifies them; the unit tests call it):
  *   1. trail <= place <= n; next >= place once a pick looked at it.
@@ -24,7 +26,8 @@
  *   3. Every position of every plan is in the chain of its inode, once;
  *      every key hash of a position is a use of its object, once per time
  *      it is listed.
- *   4. files is the sum of the plans' n, at most PLAN_FILES_MAX.
+ *   4. files is the sum of the plans' n, held the sum of their nheld;
+ *      files + held at most PLAN_FILES_MAX.
  */
 #ifndef GRANARY_VFS_PLANCORE_H
 #define GRANARY_VFS_PLANCORE_H
@@ -74,10 +77,17 @@ struct pc_plan {
 	size_t next;	   /* the first position >= place not yet started */
 	size_t lnext;	   /* the first position >= next not yet listed */
 	size_t trail;	   /* the first position not yet retired */
+	size_t dnext;	   /* the first position >= trail not yet looked
+			      at for an early demote (retire) */
 	uint64_t window;   /* bytes it wants (PLAN_WINDOW_MIN, doubling) */
 	uint64_t grown_at; /* the place's offset when it last grew */
 	uint64_t ahead, prefetched, used, wasted, waited, ready;
+	int stalled;	 /* plancore_stalled: no fetch until it moves */
 	int64_t last_ns; /* its last planned open (or add, clear): idle */
+	/* files added for positions past its end (plancore_add_at), by
+	 * position modulo PC_HOLD_MAX; NULL while none */
+	struct pc_held *held;
+	size_t nheld;
 	/* the caller's (plan.c): its owner */
 	uint32_t uid;
 	int32_t pid;	    /* 0: not checked */
@@ -93,7 +103,18 @@ struct pc_add {
 	int listed;
 };
 
-#define PC_LIST_BATCH_MAX 32 /* files one lister takes */
+/* A file held for a position past its plan's end (its keys its own). */
+struct pc_held {
+	struct pc_add v;
+	int used;
+};
+
+#define PC_LIST_BATCH_MAX 32   /* files one lister takes */
+#define PC_HOLD_MAX	  4096 /* positions held past a plan's end */
+/* An opened file's objects are demoted once the place is this many
+ * files and bytes (at most a window) past it; others a window past. */
+#define PC_TRAIL_FILES 32
+#define PC_TRAIL_BYTES (4ull << 20)
 
 /* Work handed out by plancore_pick: fetch (list 0) or list (list 1)
  * files [pos, pos + count) of plan id as it was at gen. */
@@ -104,12 +125,25 @@ struct pc_job {
 	uint64_t ino[PC_LIST_BATCH_MAX], len[PC_LIST_BATCH_MAX];
 };
 
-/* Keys to demote (plancore_opened): malloc'd strings. */
+/* What plancore_opened leaves to its caller, outside the lock: keys to
+ * demote (malloc'd strings), and the files it counted as opened fetched
+ * ahead, whose objects the cache must still hold (plancore_evicted when
+ * it does not: their plan, position and keys, names a malloc'd copy). */
+struct pc_seen {
+	uint64_t id, gen;
+	size_t pos;
+	char *names;
+};
 struct pc_demote {
 	char **key;
 	size_t n, cap;
+	struct pc_seen seen[PLAN_MAX];
+	size_t nseen;
 };
 void plancore_demote_release(struct pc_demote *d);
+/* The file of s, counted as opened ready, found an object of it evicted
+ * before its open: counted wasted and waited instead of used and ready. */
+void plancore_evicted(struct plancore *c, const struct pc_seen *s);
 
 uint64_t plancore_key_hash(const char *key);
 
@@ -125,7 +159,15 @@ struct pc_plan *plancore_next(struct plancore *c, const struct pc_plan *prev);
 /* Append files to p, all or none: ENOSPC past PLAN_FILES_MAX, ENOMEM. */
 int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
 		 size_t n, int64_t now);
-/* Empty p; its place goes back to the start (the window stays). */
+/* File v for position pos of p (the ordered get form of an add, plan.h):
+ * appended when pos is p->n, with the files held for the positions after
+ * it; held (its keys copied) when pos is further on, until the files
+ * before it come. EEXIST pos is taken (planned, or held), EAGAIN pos is
+ * PC_HOLD_MAX or more past the end, ENOSPC, ENOMEM. */
+int plancore_add_at(struct plancore *c, struct pc_plan *p, size_t pos,
+		    const struct pc_add *v, int64_t now);
+/* Empty p (the files held too); its place goes back to the start (the
+ * window stays). */
 void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now);
 /* p is gone (freed). */
 void plancore_end(struct plancore *c, struct pc_plan *p);
@@ -143,9 +185,9 @@ int plancore_opened(struct plancore *c, uint64_t ino, const int32_t *tree,
 /* 0: no plan names ino; 1: one plan does; 2: several do. */
 int plancore_naming(const struct plancore *c, uint64_t ino);
 
-/* The next work, round-robin between the plans: a file inside a window
- * to fetch; else (lists < list_max) up to PC_LIST_BATCH_MAX files ahead
- * to list. 1 with *j, or 0. */
+/* The next work, round-robin between the plans: (lists < list_max) up
+ * to PC_LIST_BATCH_MAX files past a window to list; else a file inside
+ * a window to fetch. 1 with *j, or 0. */
 int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 		  struct pc_job *j);
 /*
@@ -159,6 +201,12 @@ int plancore_pick(struct plancore *c, unsigned lists, unsigned list_max,
 void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
 		   int fetched, const uint64_t *keys, const size_t *nk,
 		   char *names);
+
+/* The fetch j found no room in the cache but by evicting what a plan
+ * needs (diskcache_room): its file is to be fetched again, and its plan
+ * fetches nothing until its place moves or plancore_unstall. */
+void plancore_stalled(struct plancore *c, const struct pc_job *j);
+void plancore_unstall(struct plancore *c); /* every plan */
 
 /* The ranker (diskcache.h) of a key hash. */
 uint64_t plancore_rank(const struct plancore *c, uint64_t h);

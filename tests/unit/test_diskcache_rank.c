@@ -285,6 +285,64 @@ Test(diskcache, rank_demote_evicts_first_ranked, .fini = teardown)
 	demote_case(1);
 }
 
+/* The plans changed (epoch 2's order replaced epoch 1's): entries they
+ * had demoted are needed again; their marks do not count while they are
+ * ranked, and count again once no plan needs them. */
+Test(diskcache, rank_stale_marks_passed_over, .fini = teardown)
+{
+	tbl_reset();
+	four(3600, 1);
+	for (int i = 0; i < 4; i++)
+		demote(i); /* epoch 1 passed them all: 3 the oldest now */
+	tbl[0] = 20;
+	tbl[1] = 30;
+	tbl[2] = 40; /* the new order needs 2 last */
+	tbl[3] = 10;
+	tbl[4] = KEEP;
+	expect_obj(4, 1000);
+	cr_assert(has(4));
+	cr_assert_not(has(2), "a stale mark evicted an entry needed sooner");
+	cr_assert(has(0) && has(1) && has(3));
+	struct diskcache_stats st = cstats();
+	cr_assert_eq(st.evictions, 1);
+	cr_assert_eq(st.evict_planned, 1);
+	cr_assert_eq(st.evict_demoted, 0);
+	/* no plan needs 1 now: its mark counts again, before any rank */
+	tbl[1] = NONE;
+	tbl[5] = KEEP;
+	expect_obj(5, 1000);
+	cr_assert(has(5));
+	cr_assert_not(has(1));
+	cr_assert(has(0) && has(3) && has(4));
+	st = cstats();
+	cr_assert_eq(st.evictions, 2);
+	cr_assert_eq(st.evict_demoted, 1);
+	cr_assert_eq(st.evict_planned, 1);
+}
+
+/* A fetch ahead asks for room first: free room, demoted or unplanned
+ * entries, never a planned one (it would be fetched again later). */
+Test(diskcache, rank_room_ahead_takes_no_planned, .fini = teardown)
+{
+	char key[64];
+
+	tbl_reset();
+	for (int i = 0; i < 4; i++)
+		tbl[i] = 10 * (uint64_t)(i + 1);
+	four(3600, 1);
+	key_of(4, key, sizeof(key));
+	tbl[4] = KEEP;
+	cr_assert_not(diskcache_room(dc, key, 1000), "room by a planned entry");
+	tbl[1] = NONE;
+	demote(1); /* passed, needed by no plan */
+	cr_assert(diskcache_room(dc, key, 1000));
+	cr_assert_not(diskcache_room(dc, key, 2000));
+	cr_assert_eq(cstats().evictions, 0, "a question evicted");
+	expect_obj(4, 1000);
+	cr_assert(has(4) && !has(1));
+	cr_assert(has(0) && has(2) && has(3));
+}
+
 /* ---- KEEP, furthest ahead, refused fills ---- */
 
 Test(diskcache, rank_keep_never_evicted, .fini = teardown)

@@ -297,7 +297,10 @@ Test(plancore, clear_and_moot_jobs)
 	plancore_close(c);
 }
 
-Test(plancore, lists_ahead_when_the_window_is_full)
+/* Listing goes first (up to list_max listers), from past the window: a
+ * rank that does not know the objects of a file ahead demotes a pack it
+ * shares with a file passed. */
+Test(plancore, lists_first_past_the_window)
 {
 	struct plancore *c = core(2 * MiB);
 	struct pc_plan *p = plan(c, 0);
@@ -308,14 +311,8 @@ Test(plancore, lists_ahead_when_the_window_is_full)
 		v[i] = (struct pc_add){1000 + i, MiB, NULL, 0, 0};
 	cr_assert_eq(plancore_add(c, p, v, 40, 0), 0);
 	cr_assert(plancore_pick(c, 0, 2, &j));
-	cr_assert_eq(j.list, 0);
-	cr_assert(plancore_pick(c, 0, 2, &j));
-	cr_assert_eq(j.list, 0);
-	/* the window is full: listing, PC_LIST_BATCH_MAX files a job */
-	cr_assert_not(plancore_pick(c, 2, 2, &j), "no lister free");
-	cr_assert(plancore_pick(c, 0, 2, &j));
-	cr_assert_eq(j.list, 1);
-	cr_assert_eq(j.pos, 2);
+	cr_assert_eq(j.list, 1, "listing waited for the fetches");
+	cr_assert_eq(j.pos, 2, "files 0 and 1, in the window, are fetched");
 	cr_assert_eq(j.count, 32);
 	uint64_t keys[32];
 	size_t nk[32];
@@ -328,11 +325,172 @@ Test(plancore, lists_ahead_when_the_window_is_full)
 	plancore_done(c, &j, 0, 0, keys, nk, NULL);
 	plancore_check(c);
 	cr_assert_eq(rank(c, 1010), 10 * MiB);
-	cr_assert(plancore_pick(c, 0, 2, &j));
+	cr_assert(plancore_pick(c, 1, 2, &j));
 	cr_assert_eq(j.list, 1);
 	cr_assert_eq(j.pos, 34);
 	cr_assert_eq(j.count, 6);
-	cr_assert_not(plancore_pick(c, 1, 2, &j));
+	/* the listers busy, or nothing left to list: the window's fetches */
+	cr_assert(plancore_pick(c, 2, 2, &j));
+	cr_assert_eq(j.list, 0);
+	cr_assert_eq(j.ino[0], 1000);
+	cr_assert(plancore_pick(c, 0, 2, &j));
+	cr_assert_eq(j.list, 0);
+	cr_assert_eq(j.ino[0], 1001);
+	cr_assert_not(plancore_pick(c, 0, 2, &j));
+	plancore_close(c);
+}
+
+/* The objects of a file opened are demoted PC_TRAIL_FILES files and
+ * PC_TRAIL_BYTES behind the place, not a window behind: they would take
+ * the room of files needed ahead. A file of the trail not yet opened (a
+ * reader out of order) keeps its objects and those it shares. */
+Test(plancore, opened_files_are_demoted_soon)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_demote d = {0};
+	size_t n = PC_TRAIL_FILES + 20;
+	struct pc_add *v = calloc(n, sizeof(*v));
+	uint64_t *h = calloc(n, sizeof(*h));
+	struct pc_job j;
+	char k[32];
+
+	/* files of 128 KiB, file i (inode 1 + i) holds "k<1 + i>"; but
+	 * files 1 and 2 share a pack, "k2" */
+	for (size_t i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "k%zu", i == 2 ? 2 : 1 + i);
+		h[i] = plancore_key_hash(k);
+		v[i] = (struct pc_add){1 + i, 128 << 10, &h[i], 1, 1};
+	}
+	cr_assert_eq(plancore_add(c, p, v, n, 0), 0);
+	for (int i = 0; i < 3; i++) {
+		cr_assert(plancore_pick(c, 0, 0, &j));
+		char *names = calloc(1, 32);
+		size_t nk = 1;
+		snprintf(names, 32, "k%d", i == 2 ? 2 : 1 + i);
+		plancore_done(c, &j, 1, 1, &h[i], &nk, names);
+	}
+	/* files 0 and 1 opened (2 not yet: a slow reader), then the
+	 * readers are far on */
+	plancore_opened(c, 1, NULL, 0, 0, &d);
+	plancore_opened(c, 2, NULL, 0, 0, &d);
+	cr_assert_eq(d.n, 0);
+	plancore_opened(c, n, NULL, 0, 0, &d);
+	plancore_check(c);
+	cr_assert_eq(d.n, 1, "the opened files' objects stayed a window");
+	cr_assert_str_eq(d.key[0], "k1");
+	plancore_demote_release(&d);
+	plancore_close(c);
+	free(v);
+	free(h);
+}
+
+/* The ordered get form: files come for their positions in any order
+ * (several threads of a caller), are held past the end and appended in
+ * position order. */
+Test(plancore, adds_at_positions_in_order)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	uint64_t h = plancore_key_hash("k7");
+	struct pc_add f;
+
+	for (int pos = 3; pos >= 1; pos--) {
+		f = (struct pc_add){10 + (uint64_t)pos, MiB, NULL, 0, 0};
+		cr_assert_eq(plancore_add_at(c, p, (size_t)pos, &f, 0), 0);
+		plancore_check(c);
+		cr_assert_eq(info(c, p).files, 0, "held, not planned");
+	}
+	f = (struct pc_add){10 + 2, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 2, &f, 0), EEXIST);
+	f = (struct pc_add){10 + 5, MiB, &h, 1, 1};
+	cr_assert_eq(plancore_add_at(c, p, 5, &f, 0), 0);
+	f = (struct pc_add){10, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 0, &f, 0), 0);
+	plancore_check(c);
+	cr_assert_eq(info(c, p).files, 4, "0 and the 1, 2, 3 held");
+	cr_assert_eq(plancore_add_at(c, p, 3, &f, 0), EEXIST);
+	cr_assert_eq(plancore_add_at(c, p, 4 + PC_HOLD_MAX, &f, 0), EAGAIN);
+	f = (struct pc_add){10 + 4, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 4, &f, 0), 0);
+	plancore_check(c);
+	cr_assert_eq(info(c, p).files, 6);
+	for (size_t i = 0; i < 6; i++)
+		cr_assert_eq(p->f[i].ino, 10 + i);
+	cr_assert_eq(rank(c, 7), DISKCACHE_RANK_KEEP, "its keys came with it");
+	/* a clear drops the files held */
+	f = (struct pc_add){99, MiB, &h, 1, 1};
+	cr_assert_eq(plancore_add_at(c, p, 9, &f, 0), 0);
+	plancore_clear(c, p, 0);
+	plancore_check(c);
+	f = (struct pc_add){20, MiB, NULL, 0, 0};
+	cr_assert_eq(plancore_add_at(c, p, 0, &f, 0), 0);
+	cr_assert_eq(info(c, p).files, 1);
+	plancore_check(c);
+	plancore_close(c);
+}
+
+/* A fetch that found no room but by evicting what a plan needs: its file
+ * is fetched again later; its plan fetches nothing until its place moves
+ * (the files passed give room) or an unstall (the ticker). */
+Test(plancore, stalled_until_the_place_moves)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_job j, k;
+
+	add(c, p, 1, 6, MiB);
+	cr_assert(plancore_pick(c, 0, 0, &j));
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2);
+	plancore_done(c, &k, 0, 0, NULL, NULL, NULL);
+	plancore_stalled(c, &k);
+	plancore_check(c);
+	cr_assert_not(plancore_pick(c, 0, 0, &k), "a stalled plan fetched");
+	plancore_opened(c, 1, NULL, 0, 0, NULL);
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2, "the stalled file again");
+	plancore_stalled(c, &k);
+	plancore_unstall(c);
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert_eq(k.ino[0], 2);
+	cr_assert(fetch_one(c, &k));
+	cr_assert_eq(k.ino[0], 3);
+	plancore_check(c);
+	plancore_close(c);
+}
+
+/* A file fetched ahead whose objects the cache evicted before its open
+ * is wasted, and its open waited, not used and ready (the caller checks
+ * the keys plancore_opened hands it). */
+Test(plancore, evicted_before_the_open_is_wasted)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_demote d = {0};
+	struct pc_job j;
+
+	add(c, p, 1, 3, MiB);
+	while (fetch_one(c, &j))
+		;
+	plancore_opened(c, 1, NULL, 0, 0, &d);
+	cr_assert_eq(d.nseen, 1);
+	cr_assert_str_eq(d.seen[0].names, "k1");
+	cr_assert_eq(info(c, p).used, MiB);
+	plancore_demote_release(&d);
+	plancore_opened(c, 2, NULL, 0, 0, &d);
+	cr_assert_eq(d.nseen, 1);
+	cr_assert_eq(d.seen[0].pos, 1);
+	plancore_evicted(c, &d.seen[0]);
+	plancore_evicted(c, &d.seen[0]); /* counted once */
+	plancore_demote_release(&d);
+	plancore_check(c);
+	struct plan_info pi = info(c, p);
+	cr_assert_eq(pi.used, MiB);
+	cr_assert_eq(pi.wasted, MiB);
+	cr_assert_eq(pi.ready, 1);
+	cr_assert_eq(pi.waited, 1);
+	cr_assert_eq(pi.ahead, MiB, "file 3 still ahead");
 	plancore_close(c);
 }
 

@@ -7,8 +7,11 @@ and its errors are the OSError (with the mount's errno) that call raised.
 import errno
 import json
 import os
+import threading
+import time
 
 ADD_MAX = 64 << 10  # bytes of one add (PLAN_ADD_MAX, the kernel's XATTR_SIZE_MAX)
+GET_THREADS = 8  # the get form's adds made at once (each waits on the mount)
 
 # what a file system that is no granary mount (or a granary without plans:
 # an older client, a mount without a disk cache) answers to "granary.plan.new"
@@ -75,6 +78,7 @@ class Plan:
     def __init__(self, directory):
         self.directory = os.fspath(directory)
         self.id = int(_text(os.getxattr(self.directory, "granary.plan.new")))
+        self._n = 0  # files in the list (the get form's next position)
         # Sets where the mount takes them; else the get forms of the same
         # calls (fs/vfs/plan.h): the kernel refuses every set on a
         # --read-only mount (EROFS), and a set needs write permission on
@@ -105,23 +109,66 @@ class Plan:
         """Append paths in order, in adds of at most ADD_MAX bytes; returns
         how many. An add that fails adds none of its paths (the earlier
         adds stay). Where sets are refused (a --read-only mount), each
-        file is an add of its own (a get on the file)."""
+        file is an add of its own, a get on the file for its position in
+        the list ("add:POS"), GET_THREADS at once; there a failed add
+        leaves the paths before the failing one planned, and may leave
+        some after it held by the mount: clear the plan before adding
+        again."""
         n = 0
-        if self.gets:  # a get of "add" on each file appends it
-            name = self._name("add")
-            base = os.fsencode(self.directory)
-            for path in paths:
-                os.getxattr(os.path.join(base, _line(path)), name)
-                n += 1
-            return n
+        if self.gets:
+            return self._add_gets([_line(p) for p in paths])
         for value in chunks(paths):
             os.setxattr(self.directory, self._name("add"), value)
             n += value.count(b"\n")
+            self._n += value.count(b"\n")
         return n
+
+    def _add_gets(self, paths):
+        """A get of "add:POS" on each file, from GET_THREADS threads taking
+        the paths in order: the mount appends them in position order."""
+        base, name, first = os.fsencode(self.directory), self._name("add"), self._n
+        lock = threading.Lock()
+        state = {"next": 0, "bad": len(paths), "err": None}
+
+        def work():
+            while True:
+                with lock:
+                    i = state["next"]
+                    if i >= len(paths) or state["err"] is not None:
+                        return
+                    state["next"] = i + 1
+                call = "%s:%d" % (name, first + i)
+                while True:
+                    try:
+                        os.getxattr(os.path.join(base, paths[i]), call)
+                        break
+                    except OSError as e:
+                        # EAGAIN: too far past files not yet added (a
+                        # thread slow on one): they come, unless one failed
+                        if e.errno == errno.EAGAIN and state["err"] is None:
+                            time.sleep(0.001)
+                            continue
+                        with lock:
+                            if i < state["bad"]:
+                                state["bad"], state["err"] = i, e
+                        return
+
+        threads = [threading.Thread(target=work, daemon=True)
+                   for _ in range(min(GET_THREADS, len(paths)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if state["err"] is not None:
+            self._n = first + state["bad"]
+            raise state["err"]
+        self._n = first + len(paths)
+        return len(paths)
 
     def clear(self):
         """Empty the list; the readers' place goes back to its start."""
         self._call("clear")
+        self._n = 0
 
     def replace(self, paths):
         """The next epoch's order: clear, then add paths."""

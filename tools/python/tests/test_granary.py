@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import warnings
 from unittest import mock
@@ -45,6 +46,8 @@ class FakeMount:
         self.adds = []
         self.calls = []
         self.refuse = {}  # path -> errno an add naming it fails with
+        self.held = {}  # id -> {position: path} held past the list's end
+        self.lock = threading.Lock()  # the get form's adds come from threads
 
     def _plan(self, path, name):
         if os.path.abspath(path) != self.top:
@@ -60,18 +63,28 @@ class FakeMount:
 
     def getxattr(self, path, name, *, follow_symlinks=True):
         path = os.fsdecode(path)
-        if name.endswith(".add") and os.path.abspath(path).startswith(self.top + "/"):
-            # the get form of an add: on the file itself
-            pid, call = self._plan(self.top, name)
-            rel = os.path.relpath(os.path.abspath(path), self.top)
-            if rel in self.refuse:
-                raise oserror(self.refuse[rel], path)
-            self.plans[pid].append(rel)
-            return b"%d" % len(self.plans[pid])
+        if ((name.endswith(".add") or ".add:" in name) and
+                os.path.abspath(path).startswith(self.top + "/")):
+            # the get form of an add: on the file itself; add:POS holds a
+            # file past the list's end until the files before it come
+            with self.lock:
+                pid, call = self._plan(self.top, name)
+                rel = os.path.relpath(os.path.abspath(path), self.top)
+                if rel in self.refuse:
+                    raise oserror(self.refuse[rel], path)
+                lst, held = self.plans[pid], self.held.setdefault(pid, {})
+                pos = int(call[4:]) if call.startswith("add:") else len(lst)
+                if pos < len(lst) or pos in held:
+                    raise oserror(errno.EEXIST, path)
+                held[pos] = rel
+                while len(lst) in held:
+                    lst.append(held.pop(len(lst)))
+                return b"%d" % len(lst)
         pid, call = self._plan(path, name)
         if pid is not None and call in ("clear", "cancel") or call.startswith("owner:"):
             if call == "clear":
                 self.plans[pid] = []
+                self.held.pop(pid, None)
             elif call == "cancel":
                 del self.plans[pid]
                 return b"0"
@@ -196,6 +209,24 @@ class TestPlan(unittest.TestCase):
             self.assertNotIn(plan.id, m.plans)
         with FakeMount(self.dir) as m:
             self.assertFalse(granary.Plan(self.dir).gets)
+
+    def test_read_only_gets_by_position_from_threads(self):
+        paths = names(500, seed=7)
+        with FakeMount(self.dir, read_only=True) as m:
+            plan = granary.Plan(self.dir)
+            self.assertEqual(plan.add(paths[:300]), 300)
+            self.assertEqual(plan.add(paths[300:]), 200)
+            self.assertEqual(m.plans[plan.id], paths)
+            self.assertTrue(all(".add:" in c for c in m.calls if ".add" in c))
+            self.assertEqual(plan.replace(paths[::-1]), len(paths))
+            self.assertEqual(m.plans[plan.id], paths[::-1])
+            # a path refused: the error of the first in order is raised
+            plan.clear()
+            m.refuse[paths[100]] = errno.EACCES
+            m.refuse[paths[400]] = errno.ENOENT
+            with self.assertRaises(PermissionError):
+                plan.add(paths)
+            self.assertEqual(m.plans[plan.id], paths[:100])
 
     def test_chunks_at_most_64k_in_order(self):
         paths = names(5000)
