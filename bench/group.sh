@@ -47,19 +47,7 @@ TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-group.XXXXXX")
 RES=$TMP/res
 MOUNTS=""
 for n in 0 1 2 3 4; do MOUNTS="$MOUNTS $TMP/m$n"; done
-cleanup() {
-	local mp
-	trap - EXIT INT TERM
-	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		mounts_cleanup group # unmounts, stops, removes $TMP
-		return
-	fi
-	for mp in $MOUNTS; do
-		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null
-	done
-	svc_stop_all
-	say "kept $TMP"
-}
+cleanup() { keep_or_cleanup group; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RES" "$OUT" "$TMP/bin"
@@ -72,13 +60,7 @@ T_START=$(date +%s)
 # ------------------------------------------------------------------------
 # helpers
 
-drop() {
-	timeout 60 sync
-	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
-		echo "the page cache could not be dropped (not root?): reads may come from it" >>"$TMP/notes"
-}
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-div() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (a == "" || b == "" || b == 0) print "—"; else printf f, a / b }'; }
+drop() { drop_pages "$TMP/notes"; }
 
 # mnt N [ARGS...]: mount N at $TMP/mN, its own cache directory, read-only
 mnt() {

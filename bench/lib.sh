@@ -46,3 +46,31 @@ mounts_cleanup() {
 	done
 	rm -rf "$TMP"
 }
+
+# keep_or_cleanup NAME: the EXIT trap of a script that honours BENCH_KEEP=1
+# (unmount and stop, but leave $TMP for a look at its logs) and otherwise
+# cleans up as mounts_cleanup does.
+keep_or_cleanup() {
+	local mp
+	trap - EXIT INT TERM
+	if [ "${BENCH_KEEP:-0}" != 1 ]; then
+		mounts_cleanup "$1" # unmounts, stops, removes $TMP
+		return
+	fi
+	for mp in $MOUNTS; do
+		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null
+	done
+	svc_stop_all
+	say "kept $TMP"
+}
+
+# drop_pages NOTES: the page cache dropped (after a sync of at most 60 s);
+# when it cannot be, a line saying so goes to file NOTES.
+drop_pages() {
+	timeout 60 sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
+		echo "the page cache could not be dropped (not root?): reads may come from it" >>"$1"
+}
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; } # T0 T1
+# A B [FORMAT]: A / B, or "—" when either is missing or B is 0
+div() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (a == "" || b == "" || b == 0) print "—"; else printf f, a / b }'; }

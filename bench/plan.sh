@@ -60,19 +60,7 @@ TMP=$(mktemp -d "${BENCH_DIR:-/var/tmp}/granary-plan.XXXXXX")
 RES=$TMP/res
 MP=$TMP/m # the one mount (the copy in: $TMP/w)
 MOUNTS="$TMP/w $MP"
-cleanup() {
-	local mp
-	trap - EXIT INT TERM
-	if [ "${BENCH_KEEP:-0}" != 1 ]; then
-		mounts_cleanup plan # unmounts, stops, removes $TMP
-		return
-	fi
-	for mp in $MOUNTS; do
-		"$G" umount "$mp" >/dev/null 2>&1 || fusermount3 -uz "$mp" 2>/dev/null
-	done
-	svc_stop_all
-	say "kept $TMP"
-}
+cleanup() { keep_or_cleanup plan; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$RES" "$OUT" "$TMP/bin"
@@ -85,13 +73,7 @@ T_START=$(date +%s)
 # ------------------------------------------------------------------------
 # helpers
 
-drop() {
-	timeout 60 sync
-	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null ||
-		echo "the page cache could not be dropped (not root?): reads may come from it" >>"$TMP/notes"
-}
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-div() { awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN { if (a == "" || b == "" || b == 0) print "—"; else printf f, a / b }'; }
+drop() { drop_pages "$TMP/notes"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
 # mnt [keep]: the read mount, a fresh (empty) disk cache unless keep
