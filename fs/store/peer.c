@@ -236,10 +236,10 @@ struct peer_server {
 	unsigned max_conns;
 	struct peer_server_stats st; /* fields updated with __atomic */
 	time_t log_at;		     /* the last refusal warning: atomic */
-	pthread_mutex_t lock;	     /* leaf: nothing is taken under it */
-	pthread_cond_t idle;	     /* inflight reached 0 */
-	unsigned inflight;	     /* protected by lock */
-	int stopping;		     /* protected by lock */
+	pthread_mutex_t lock; /* only the fetch queue's (a leaf) under it */
+	pthread_cond_t idle;  /* inflight reached 0 */
+	unsigned inflight;    /* protected by lock */
+	int stopping;	      /* protected by lock */
 };
 
 /* Where a request is (srv_access's calls). */
@@ -677,10 +677,21 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *c,
 			r->c = c;
 			r->job.run = srv_fetch;
 			MHD_suspend_connection(c);
-			if (workq_trypush(s->fetchq, &r->job)) {
-				srv_handle(s, r); /* the queue is full */
-				MHD_resume_connection(c);
+			/* under the lock: no push once a stop began, which
+			 * then closes the queue */
+			pthread_mutex_lock(&s->lock);
+			int stopping = s->stopping;
+			int queued =
+			    !stopping && !workq_trypush(s->fetchq, &r->job);
+			pthread_mutex_unlock(&s->lock);
+			if (stopping) {
+				r->err = ESHUTDOWN;
+				r->state = RS_READY;
+			} else if (!queued) { /* the queue is full */
+				srv_handle(s, r);
 			}
+			if (!queued)
+				MHD_resume_connection(c);
 			return MHD_YES;
 		}
 		srv_handle(s, r);
