@@ -251,8 +251,10 @@ static int by_pack(const void *a, const void *b)
 static int64_t retired_at(const struct gc *g, uint64_t pack)
 {
 	struct retired key = {pack, 0};
-	const struct retired *r =
-	    bsearch(&key, g->retired, g->nretired, sizeof *g->retired, by_pack);
+	const struct retired *r = g->nretired
+				      ? bsearch(&key, g->retired, g->nretired,
+						sizeof *g->retired, by_pack)
+				      : NULL;
 	return r ? r->when : 0;
 }
 
@@ -710,7 +712,8 @@ int gc_run(struct meta *m, struct objstore *store, const struct gc_opts *o,
 	err = meta_scan_retired(m, on_retired, &g);
 	if (err)
 		goto out;
-	qsort(g.retired, g.nretired, sizeof *g.retired, by_pack);
+	if (g.nretired) /* none: g.retired is NULL */
+		qsort(g.retired, g.nretired, sizeof *g.retired, by_pack);
 	g.walk = 1;
 	err = meta_scan_refs(m, on_ref, &g);
 	if (!err)

@@ -127,7 +127,8 @@ int meta_quota_list(struct meta *m, struct meta_quota **out, size_t *n)
 		*n = 0;
 		return err;
 	}
-	qsort(q, *n, sizeof(*q), by_ino);
+	if (*n) /* none: q may be NULL */
+		qsort(q, *n, sizeof(*q), by_ino);
 	*out = q;
 	return 0;
 }
