@@ -77,7 +77,9 @@ struct node {
 	struct meta_attr attr;	/* protected by lock: as last fetched */
 	int64_t attr_ns;	/* protected by lock: when (monotonic) */
 	uint64_t gen;		/* protected by lock: bumped on invalidation */
-	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
+	int64_t noxattr_ns;	/* protected by lock: see xattrs_absent */
+	int64_t xattr_set_ns;	/* protected by lock: this client's last
+				   setxattr or removexattr of it */
 	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
 	int64_t dattr_ns;	/* written under lock, read atomically: when
 				   (0: none) */
@@ -94,10 +96,10 @@ struct node {
 	struct quota_chain qc; /* protected by lock: the quotas that taken
 				  counts in (node_quota_chain), the chain
 				  its commits charge */
-	uint64_t wend;	/* atomic, written under lock: one past the end of
-			   the writes buffered and not committed (0: none);
-			   stat reads it without the lock, which a flush
-			   holds across its uploads and commit */
+	uint64_t wend; /* atomic, written under lock: one past the end of
+			  the writes buffered and not committed (0: none);
+			  stat reads it without the lock, which a flush
+			  holds across its uploads and commit */
 
 	/* what the kernel was handed of a file's attributes (KATTR_*,
 	 * node_kattr_note); protected by lock */
@@ -124,7 +126,7 @@ struct fs {
 	/* the cache's namespaces of before a restore, being removed */
 	struct diskcache_sweep *sweep;
 
-	uint64_t ra_max;	/* readahead window cap, bytes */
+	uint64_t ra_max; /* readahead window cap, bytes */
 	/* Readahead of all open files together stays within ra_total (half
 	 * the memory cache it fills, so no file's blocks are evicted before
 	 * they are read); each of the ra_streams files reading sequentially
@@ -159,7 +161,9 @@ struct fs {
 				   the page cache once the kernel maps them
 				   shared (kern.dio_mmap); UINT64_MAX: never */
 	uint64_t ns_gen;	/* atomic: bumped by every change through this
-				   client but a create (see dir_attr_get) */
+				   client but a create, an unlink, a rename
+				   of no directory and a file's setattr
+				   (see dir_attr_get) */
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
@@ -172,7 +176,7 @@ struct fs {
 
 	struct closer *closer; /* releases of closed files; NULL: at once */
 
-	int session; /* registered with meta_session_open */
+	int session;		 /* registered with meta_session_open */
 	struct vfs_locks *locks; /* the owners of POSIX locks (lock.c) */
 	pthread_t reclaimer;
 	int reclaimer_running;
@@ -215,6 +219,7 @@ struct vfs_fh {
 struct vfs_dh {
 	pthread_mutex_t lock; /* protects the fields below */
 	int loaded, plus;
+	int64_t load_ns; /* when ents were read (monotonic) */
 	struct meta_dirent *ents;
 	size_t n;
 };
@@ -228,6 +233,10 @@ void node_unpin(struct fs *fs, struct node *n);			/* NULL-safe */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		     int frozen, uint64_t parent);
 void node_set_parent(struct fs *fs, uint64_t ino, uint64_t parent);
+/* ino had no xattr when the volume was asked at seen_ns (monotonic):
+ * known for the attribute timeout (ctl.c xattrs_absent), unless this
+ * client changed its xattrs since */
+void node_xattrs_none(struct fs *fs, uint64_t ino, int64_t seen_ns);
 uint64_t node_parent(struct fs *fs, uint64_t ino); /* 0: not known */
 void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 int frozen(struct fs *fs, uint64_t ino);	     /* kernel ino */
