@@ -158,8 +158,10 @@ int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
 struct meta_ns_after {
 	uint64_t trashed; /* the inode moved into the trash (meta_trash.h),
 			     0: none */
-	int have;	  /* pa (and npa) were handed out */
-	int dirs;	  /* rename: a directory moved or was replaced */
+	int have;	  /* pa (and npa) were handed out (never for a
+			     directory of the trash: unlink) */
+	int dirs;	  /* rename: a directory moved or was replaced, or
+			     a name left the trash */
 	struct meta_attr pa, npa; /* parent's, newparent's (rename) */
 };
 int meta_unlink_after(struct meta *m, uint64_t parent, const char *name,

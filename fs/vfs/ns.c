@@ -291,8 +291,9 @@ int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
 	uint64_t gen = __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST);
 	int err = meta_unlink_after(fs->meta, vparent, name, &o);
 	/* the parent's attributes as the unlink left them answer the
-	 * kernel's next GETATTR of it (dir_attr_note; the trash, whose
-	 * directories it also changed, takes no create: none noted there) */
+	 * kernel's next GETATTR of it (dir_attr_note). No directory of the
+	 * trash, which removals change besides, is ever noted: it takes no
+	 * create, and unlink and rename hand out none of its attributes */
 	if (!err && o.have)
 		dir_attr_note(fs, vparent, &o.pa, gen);
 	else
@@ -390,7 +391,8 @@ int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
 	int err =
 	    meta_rename_after(fs->meta, vp, name, vnp, newname, flags, &o);
 	/* as unlink: the parents' attributes answer their next GETATTR,
-	 * unless a directory moved (its own, "..", changed too) */
+	 * unless a directory moved (its own, "..", changed too) or a name
+	 * left the trash */
 	if (!err && o.have && !o.dirs) {
 		dir_attr_note(fs, vp, &o.pa, gen);
 		if (vnp != vp)

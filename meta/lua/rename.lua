@@ -4,7 +4,8 @@
 -- error does not roll back what a script already did. Returns {0, the
 -- inode the rename replaced and moved into the trash (0: none), the
 -- attributes of parent and of newparent as the rename left them, 1 when
--- a directory moved or was replaced (else 0)}; {0} alone when nothing
+-- a directory moved or was replaced, or a name left the trash, whose
+-- directories other removals change (else 0)}; {0} alone when nothing
 -- changed (two names of one inode). Names
 -- leave the trash by rename (a restore by hand), never enter it.
 -- Between two quota chains only what has a usage known without a walk
@@ -228,4 +229,4 @@ touch(P, true)
 touch(NP, true)
 iflush()
 return {0, trashed, attr_pack(pa), attr_pack(npa),
-	(sty == DIR or dty == DIR) and 1 or 0}
+	(sty == DIR or dty == DIR or sdepth ~= 0) and 1 or 0}

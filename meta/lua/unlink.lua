@@ -2,7 +2,8 @@
 -- ARGV: parent, name. Returns {0, the inode moved into the trash (0:
 -- none: the name was not the last, or the trash is off, or this was a
 -- deletion inside the trash, which is final), the parent's attributes
--- as the unlink left them}. The last name leaves the
+-- as the unlink left them (not for a parent in the trash, whose
+-- directories other removals change: a client keeps no copy of them)}. The last name leaves the
 -- quotas above the parent, into the trash too (outside every quota).
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
@@ -35,4 +36,7 @@ if a then
 	end
 end
 iflush()
+if depth ~= 0 then
+	return {0, trashed}
+end
 return {0, trashed, attr_pack(p)}
