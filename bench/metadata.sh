@@ -15,7 +15,7 @@
 # BENCH_META_TARGETS (local passthrough granary, and granary-base when
 # BENCH_META_BASE is set), BENCH_META_BASE=BINARY (another granary build,
 # the row granary-base: before and after in one run), BENCH_META_ROUNDS (1;
-# medians), BENCH_META_MONITOR=1 (the granary rows: Redis round trips per
+# medians; every other round runs the targets in the reverse order), BENCH_META_MONITOR=1 (the granary rows: Redis round trips per
 # entry of each step, from the client's metrics).
 set -u -o pipefail
 O=${1:-build}
@@ -157,7 +157,11 @@ run_layout() { # TARGET LAYOUT: the six steps, from a fresh mount
 }
 
 for r in $(seq 1 "$ROUNDS"); do
-	for t in $TARGETS; do
+	# every other round in the reverse order: a machine whose load drifts
+	# during a run favours no target
+	order=$TARGETS
+	[ $((r % 2)) = 1 ] || order=$(echo "$TARGETS" | tr ' ' '\n' | tac | tr '\n' ' ')
+	for t in $order; do
 		for l in $LAYOUTS; do
 			if [ "${t%-base}" = granary ]; then
 				db=$((db + 1))
@@ -218,6 +222,21 @@ cols="local passthrough ${BASE:+granary-base} granary"
 			echo "$row"
 		done
 		echo
+		if [ "$ROUNDS" -gt 1 ]; then
+			echo "Each round, in seconds (round 1 / round 2 / ...; even rounds ran the targets in the reverse order):"
+			echo
+			echo "| step |$(for c in $cols; do printf ' %s |' "$c"; done)"
+			echo "|---|$(for c in $cols; do printf -- '---|'; done)"
+			for s in $STEPS; do
+				row="| $s |"
+				for c in $cols; do
+					v=$(for r in $(seq 1 "$ROUNDS"); do get "$c-$l" "${s}_r$r"; done | paste -sd/ | sed 's|/| / |g')
+					row="$row ${v:-n/a} |"
+				done
+				echo "$row"
+			done
+			echo
+		fi
 	done
 } | tee "$F"
 say "metadata: wrote $F"
