@@ -2,8 +2,9 @@
  * redis_ns.c - the namespace in the Redis engine: names, attributes, lookup,
  * create, link, unlink, rmdir, rename, symlinks, readdir (plus: attributes,
  * chunk 0 and whether it has xattrs, of every entry in few round trips)
- * and xattrs. Each change is
- * one Lua script (meta/lua/), so it is atomic and one round trip.
+ * and xattrs. Each change is one Lua script (meta/lua/), so it is atomic
+ * and one round trip; unlink and rename also hand out the parents'
+ * attributes as they left them.
  */
 #include <errno.h>
 #include <inttypes.h>

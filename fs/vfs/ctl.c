@@ -858,6 +858,9 @@ static int xattrs_absent(struct fs *fs, uint64_t ino)
 	return absent;
 }
 
+/* Before and after this client's setxattr/removexattr of ino: the window
+ * ends, and no listing read before the change opens it again
+ * (node_xattrs_none). */
 static void xattrs_changed(struct fs *fs, uint64_t ino, const char *name)
 {
 	struct node *n = node_get(fs, ino, 0);
@@ -951,6 +954,8 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	err = meta_setxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size,
 			    flags);
+	/* again: a listing read while the set was under way is older */
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }
@@ -1010,6 +1015,7 @@ int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		return err;
 	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }

@@ -96,10 +96,10 @@ struct node {
 	struct quota_chain qc; /* protected by lock: the quotas that taken
 				  counts in (node_quota_chain), the chain
 				  its commits charge */
-	uint64_t wend; /* atomic, written under lock: one past the end of
-			  the writes buffered and not committed (0: none);
-			  stat reads it without the lock, which a flush
-			  holds across its uploads and commit */
+	uint64_t wend;	/* atomic, written under lock: one past the end of
+			   the writes buffered and not committed (0: none);
+			   stat reads it without the lock, which a flush
+			   holds across its uploads and commit */
 
 	/* what the kernel was handed of a file's attributes (KATTR_*,
 	 * node_kattr_note); protected by lock */
@@ -126,7 +126,7 @@ struct fs {
 	/* the cache's namespaces of before a restore, being removed */
 	struct diskcache_sweep *sweep;
 
-	uint64_t ra_max; /* readahead window cap, bytes */
+	uint64_t ra_max;	/* readahead window cap, bytes */
 	/* Readahead of all open files together stays within ra_total (half
 	 * the memory cache it fills, so no file's blocks are evicted before
 	 * they are read); each of the ra_streams files reading sequentially
@@ -176,7 +176,7 @@ struct fs {
 
 	struct closer *closer; /* releases of closed files; NULL: at once */
 
-	int session;		 /* registered with meta_session_open */
+	int session; /* registered with meta_session_open */
 	struct vfs_locks *locks; /* the owners of POSIX locks (lock.c) */
 	pthread_t reclaimer;
 	int reclaimer_running;

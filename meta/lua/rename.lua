@@ -6,8 +6,8 @@
 -- attributes of parent and of newparent as the rename left them, 1 when
 -- a directory moved or was replaced, or a name left the trash, whose
 -- directories other removals change (else 0)}; {0} alone when nothing
--- changed (two names of one inode). Names
--- leave the trash by rename (a restore by hand), never enter it.
+-- changed (two names of one inode). Names leave the trash by rename (a
+-- restore by hand), never enter it.
 -- Between two quota chains only what has a usage known without a walk
 -- moves (meta/meta_quota.h): a non-directory with one name, an empty
 -- directory, a directory with a quota of its own; the rest is EXDEV,

@@ -3,8 +3,9 @@
 -- none: the name was not the last, or the trash is off, or this was a
 -- deletion inside the trash, which is final), the parent's attributes
 -- as the unlink left them (not for a parent in the trash, whose
--- directories other removals change: a client keeps no copy of them)}. The last name leaves the
--- quotas above the parent, into the trash too (outside every quota).
+-- directories other removals change: a client keeps no copy of them)}.
+-- The last name leaves the quotas above the parent, into the trash too
+-- (outside every quota).
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
