@@ -29,7 +29,7 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELP_BIN  := $(HELP_SRC:tests/integ/%.c=$(O)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 
-.PHONY: all deps test unit integ demo demo-stop bench bench-group bench-plan install install-python clean format check-deps check-layers
+.PHONY: all deps test unit integ demo demo-stop bench bench-group bench-plan bench-metadata install install-python clean format check-deps check-layers
 
 all: check-deps $(O)/granary $(O)/tests/hooks/granary $(UNIT_BIN) $(HELP_BIN) $(BENCH_BIN)
 
@@ -137,6 +137,10 @@ bench-group: all
 # the epoch plan's benchmark alone (issue 34; about 8 minutes)
 bench-plan: all
 	@bench/plan.sh $(O)
+
+# the metadata benchmark (issue 35; 20-40 minutes at 100,000 entries)
+bench-metadata: all
+	@bench/metadata.sh $(O)
 
 # mount(8) looks for mount.TYPE helpers in /sbin, /sbin/fs.d and /sbin/fs
 # only (not PATH): the helper goes to $(SBINDIR), /sbin by default whatever

@@ -1,7 +1,9 @@
 /*
  * passthrough.c - a minimal FUSE passthrough over a local directory,
  * read-only (the baseline of bench/epoch.sh) or, with -w, writable enough
- * to save files into (the baseline of bench/statlat.sh): the same
+ * to save files into (the baseline of bench/statlat.sh) and to run the
+ * metadata workload of bench/metadata.sh (create, utimens, rename, unlink,
+ * rmdir, xattrs, as libfuse's passthrough_hp answers them): the same
  * low-level API,
  * capabilities, timeouts and thread pool as granary's FUSE adapter (fs/fuse/),
  * so that what separates granary's warm epoch from this one is granary's own
@@ -19,8 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -30,8 +34,9 @@ static const char usage[] =
     "\n"
     "Mount SRC_DIR read-only on MOUNTPOINT through FUSE; unmount with\n"
     "'fusermount3 -u MOUNTPOINT'.\n"
-    "  -w         writable: create, write, truncate, fsync and unlink\n"
-    "             files, make directories (1 s\n"
+    "  -w         writable: create, write, truncate, fsync, unlink and\n"
+    "             rename files, set their times and modes, make and remove\n"
+    "             directories (1 s\n"
     "             timeouts, as a read-write granary mount)\n"
     "  -f         stay in the foreground (default: detach once mounted)\n"
     "  -r MODE    how read replies are made: fd (fuse_reply_data on the\n"
@@ -50,8 +55,10 @@ struct pnode {
 	struct pnode *next; /* hash chain, protected by pt.lock */
 	dev_t dev;	    /* with ino: the table key, immutable */
 	ino_t ino;
-	int fd;		  /* O_PATH, immutable, closed when freed */
-	uint64_t nlookup; /* protected by pt.lock; freed at 0 by forget */
+	int fd;			/* O_PATH, immutable, closed when freed; -1: */
+	struct file_handle *fh; /* a non-directory's handle instead
+				   (node_fd), immutable, freed with it */
+	uint64_t nlookup;	/* protected by pt.lock; freed at 0 by forget */
 };
 
 /* An open directory: readdir calls on one handle are serialized. */
@@ -76,6 +83,7 @@ static struct {
 	int writable;	       /* -w */
 	double timeout;	       /* attributes and entries */
 	pthread_key_t buf_key; /* a thread's read buffer (struct rbuf) */
+	int mount_fd;	       /* SRC_DIR, for open_by_handle_at */
 } pt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ------------------------------------------------------------------------
@@ -117,8 +125,47 @@ static void table_grow(void)
 	pt.nbuckets = nb;
 }
 
+/*
+ * A non-directory keeps a file handle, not a descriptor: the kernel may
+ * hold more inodes than a process may keep descriptors (100,000 files of
+ * bench/metadata.sh against a hard limit of 20,000 in a container). Each
+ * call on it opens the handle (O_PATH) for its length: a syscall pair more
+ * than libfuse's passthrough_hp, which keeps a descriptor per inode. NULL
+ * when the file system gives no handle (the descriptor is kept).
+ */
+static struct file_handle *handle_of(int fd)
+{
+	struct file_handle *h = malloc(sizeof(*h) + MAX_HANDLE_SZ);
+	int mount_id;
+
+	if (!h)
+		return NULL;
+	h->handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", h, &mount_id, AT_EMPTY_PATH)) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* An O_PATH descriptor of node ino, to give back with node_fd_put. */
+static int node_fd(fuse_ino_t ino)
+{
+	struct pnode *n = node_of(ino);
+	if (n->fd >= 0)
+		return n->fd;
+	return open_by_handle_at(pt.mount_fd, n->fh, O_PATH | O_CLOEXEC);
+}
+
+static void node_fd_put(fuse_ino_t ino, int fd)
+{
+	if (fd >= 0 && node_of(ino)->fd < 0)
+		close(fd);
+}
+
 /* Find or add the node of an O_PATH fd with attributes *st, counting one
- * lookup. Takes fd: closed when the node already existed. */
+ * lookup. Takes fd: closed when the node already existed, or kept as a
+ * handle (handle_of). */
 static int table_get(int fd, const struct stat *st, struct pnode **out)
 {
 	struct pnode *n, *fresh = NULL;
@@ -143,6 +190,9 @@ static int table_get(int fd, const struct stat *st, struct pnode **out)
 			fresh->dev = st->st_dev;
 			fresh->ino = st->st_ino;
 			fresh->fd = fd;
+			if (!S_ISDIR(st->st_mode) &&
+			    (fresh->fh = handle_of(fd)))
+				fresh->fd = -1;
 			fresh->nlookup = 1;
 			fresh->next = pt.buckets[k];
 			pt.buckets[k] = fresh;
@@ -151,7 +201,7 @@ static int table_get(int fd, const struct stat *st, struct pnode **out)
 		n = fresh;
 	}
 	pthread_mutex_unlock(&pt.lock);
-	if (!fresh)
+	if (!fresh || fresh->fd < 0)
 		close(fd);
 	if (!n)
 		return ENOMEM;
@@ -178,7 +228,9 @@ static void forget_one(fuse_ino_t ino, uint64_t nlookup)
 	*pp = n->next;
 	pt.count--;
 	pthread_mutex_unlock(&pt.lock);
-	close(n->fd);
+	if (n->fd >= 0)
+		close(n->fd);
+	free(n->fh);
 	free(n);
 }
 
@@ -272,11 +324,16 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct stat st;
+	int fd = node_fd(ino), err;
 
 	(void)fi;
-	if (fstatat(node_of(ino)->fd, "", &st,
-		    AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
-		fuse_reply_err(req, errno);
+	err =
+	    fd < 0 || fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+		? errno
+		: 0;
+	node_fd_put(ino, fd);
+	if (err)
+		fuse_reply_err(req, err);
 	else
 		fuse_reply_attr(req, &st, pt.timeout);
 }
@@ -284,10 +341,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(node_of(ino)->fd, "", buf, sizeof(buf));
+	int fd = node_fd(ino);
+	ssize_t n = fd < 0 ? -1 : readlinkat(fd, "", buf, sizeof(buf));
+	int err = errno;
 
+	node_fd_put(ino, fd);
 	if (n < 0)
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, err);
 	else if (n == sizeof(buf))
 		fuse_reply_err(req, ENAMETOOLONG);
 	else {
@@ -299,17 +359,22 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	char path[64];
-	int fd;
+	int fd, pfd, err;
 
 	if (!pt.writable && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
 	/* an O_PATH fd cannot be read: reopen the file it names */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", node_of(ino)->fd);
-	fd = open(path, (fi->flags & (O_ACCMODE | O_APPEND)) | O_CLOEXEC);
+	pfd = node_fd(ino);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
+	fd = pfd < 0
+		 ? -1
+		 : open(path, (fi->flags & (O_ACCMODE | O_APPEND)) | O_CLOEXEC);
+	err = errno;
+	node_fd_put(ino, pfd);
 	if (fd < 0) {
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, err);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
@@ -529,7 +594,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 /* ------------------------------------------------------------------------
  * -w: just enough to save files (mkdir, create, write, truncate, fsync,
- * unlink)
+ * unlink) and for the metadata workload (setattr, rename, rmdir, xattrs)
  */
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -616,34 +681,150 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, (datasync ? fdatasync(fd) : fsync(fd)) ? errno : 0);
 }
 
-/* Size only (what a save truncating its file sends); the rest is kept. */
+/* The /proc path that reaches O_PATH descriptor fd, for the calls that
+ * take no descriptor of that kind. */
+static void proc_path(int fd, char *path, size_t cap)
+{
+	snprintf(path, cap, "/proc/self/fd/%d", fd);
+}
+
+/* Size, mode, owner and times (what a save truncating its file, touch,
+ * chmod and chown send). */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
 	char path[64];
-	int err = 0;
+	int err = 0, fd;
 
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (fi) {
-			err = ftruncate((int)fi->fh, attr->st_size) ? errno : 0;
-		} else {
-			snprintf(path, sizeof(path), "/proc/self/fd/%d",
-				 node_of(ino)->fd);
-			err = truncate(path, attr->st_size) ? errno : 0;
-		}
+	if (!pt.writable) {
+		fuse_reply_err(req, EROFS);
+		return;
 	}
+	fd = node_fd(ino);
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	proc_path(fd, path, sizeof(path));
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (fi)
+			err = ftruncate((int)fi->fh, attr->st_size) ? errno : 0;
+		else
+			err = truncate(path, attr->st_size) ? errno : 0;
+	}
+	if (!err && (to_set & FUSE_SET_ATTR_MODE))
+		err = chmod(path, attr->st_mode & 07777) ? errno : 0;
+	if (!err && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		uid_t u = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t g = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+		err =
+		    fchownat(fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+			? errno
+			: 0;
+	}
+	if (!err && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		struct timespec tv[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			tv[0].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			tv[0] = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			tv[1].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			tv[1] = attr->st_mtim;
+		if (fi)
+			err = futimens((int)fi->fh, tv) ? errno : 0;
+		else
+			err = utimensat(AT_FDCWD, path, tv, 0) ? errno : 0;
+	}
+	node_fd_put(ino, fd);
 	if (err)
 		fuse_reply_err(req, err);
 	else
 		op_getattr(req, ino, fi);
 }
 
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (!pt.writable)
+		fuse_reply_err(req, EROFS);
+	else
+		fuse_reply_err(req,
+			       unlinkat(node_of(parent)->fd, name, AT_REMOVEDIR)
+				   ? errno
+				   : 0);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	if (!pt.writable)
+		fuse_reply_err(req, EROFS);
+	else
+		fuse_reply_err(req,
+			       renameat2(node_of(parent)->fd, name,
+					 node_of(newparent)->fd, newname, flags)
+				   ? errno
+				   : 0);
+}
+
+/* xattrs through the /proc path: the kernel asks for security.selinux at
+ * every ls -l, as it would of granary */
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	char path[64], *buf = NULL;
+	ssize_t n = -1;
+	int fd = node_fd(ino), err;
+
+	proc_path(fd, path, sizeof(path));
+	if (size && !(buf = malloc(size)))
+		errno = ENOMEM;
+	else if (fd >= 0)
+		n = getxattr(path, name, buf, size);
+	err = errno;
+	node_fd_put(ino, fd);
+	if (n < 0)
+		fuse_reply_err(req, err);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char path[64], *buf = NULL;
+	ssize_t n = -1;
+	int fd = node_fd(ino), err;
+
+	proc_path(fd, path, sizeof(path));
+	if (size && !(buf = malloc(size)))
+		errno = ENOMEM;
+	else if (fd >= 0)
+		n = listxattr(path, buf, size);
+	err = errno;
+	node_fd_put(ino, fd);
+	if (n < 0)
+		fuse_reply_err(req, err);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
+	int fd = node_fd(ino);
+	int err = fd < 0 || fstatvfs(fd, &sv) ? errno : 0;
 
-	if (fstatvfs(node_of(ino)->fd, &sv))
-		fuse_reply_err(req, errno);
+	node_fd_put(ino, fd);
+	if (err)
+		fuse_reply_err(req, err);
 	else
 		fuse_reply_statfs(req, &sv);
 }
@@ -670,6 +851,10 @@ static const struct fuse_lowlevel_ops pt_ops = {
     .flush = op_flush,
     .fsync = op_fsync,
     .setattr = op_setattr,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
 };
 
 /* ------------------------------------------------------------------------
@@ -718,12 +903,23 @@ int main(int argc, char **argv)
 	}
 	const char *src = argv[optind], *mp = argv[optind + 1];
 
+	/* a descriptor per inode the kernel knows: as many as allowed (root
+	 * may raise the hard limit; bench/metadata.sh makes 100,000 files) */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		struct rlimit want = {1 << 20, 1 << 20};
+		if (setrlimit(RLIMIT_NOFILE, &want)) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	pt.root.fd = open(src, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (pt.root.fd < 0 || fstat(pt.root.fd, &st)) {
 		fprintf(stderr, "passthrough: cannot open directory '%s': %s\n",
 			src, strerror(errno));
 		return 1;
 	}
+	pt.mount_fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pt.root.dev = st.st_dev;
 	pt.root.ino = st.st_ino;
 	if (pthread_key_create(&pt.buf_key, free)) {

@@ -153,6 +153,22 @@ int meta_rename(struct meta *m, uint64_t parent, const char *name,
 		uint64_t newparent, const char *newname, unsigned flags);
 int meta_link(struct meta *m, uint64_t ino, uint64_t newparent,
 	      const char *newname, struct meta_attr *a);
+/* What an unlink or a rename left, in the same round trip: for a client
+ * to answer the kernel's next GETATTR of the directories from it. */
+struct meta_ns_after {
+	uint64_t trashed; /* the inode moved into the trash (meta_trash.h),
+			     0: none */
+	int have;	  /* pa (and npa) were handed out (never for a
+			     directory of the trash: unlink) */
+	int dirs;	  /* rename: a directory moved or was replaced, or
+			     a name left the trash */
+	struct meta_attr pa, npa; /* parent's, newparent's (rename) */
+};
+int meta_unlink_after(struct meta *m, uint64_t parent, const char *name,
+		      struct meta_ns_after *out);
+int meta_rename_after(struct meta *m, uint64_t parent, const char *name,
+		      uint64_t newparent, const char *newname, unsigned flags,
+		      struct meta_ns_after *out);
 int meta_readlink(struct meta *m, uint64_t ino, char **target); /* malloc */
 
 struct meta_dirent {
@@ -162,6 +178,7 @@ struct meta_dirent {
 	struct meta_attr attr;	   /* filled only with plus */
 	struct meta_slice *chunk0; /* plus, files: chunk 0's slices (or NULL) */
 	size_t nchunk0;
+	uint8_t noxattr; /* plus: the inode had no xattr at all */
 };
 /* All entries of a directory ("." and ".." not included). */
 int meta_readdir(struct meta *m, uint64_t ino, int plus,

@@ -1,8 +1,10 @@
 /*
  * redis_ns.c - the namespace in the Redis engine: names, attributes, lookup,
- * create, link, unlink, rmdir, rename, symlinks, readdir (plus: attributes
- * and chunk 0 of every entry in few round trips) and xattrs. Each change is
- * one Lua script (meta/lua/), so it is atomic and one round trip.
+ * create, link, unlink, rmdir, rename, symlinks, readdir (plus: attributes,
+ * chunk 0 and whether it has xattrs, of every entry in few round trips)
+ * and xattrs. Each change is one Lua script (meta/lua/), so it is atomic
+ * and one round trip; unlink and rename also hand out the parents'
+ * attributes as they left them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -264,35 +266,57 @@ static int run_entry_script(struct meta *m, enum script s, uint64_t parent,
 	return redis_run_script_void(m, &c);
 }
 
-/* A script answering {0, inode moved into the trash}: that inode into
- * *trashed (may be NULL). Never retried. */
+/* A script answering {0, inode moved into the trash, parent's attributes
+ * [, newparent's, dirs]}: into *out (may be NULL). Never retried. */
 static int run_trashing_script(struct meta *m, const struct cmd *c,
-			       uint64_t *trashed)
+			       struct meta_ns_after *out)
 {
 	redisReply *r;
 	int err = redis_run_script(m, 0, c, &r);
 
 	if (err)
 		return err;
-	if (trashed)
-		*trashed = r->elements > 1 ? redis_reply_u64(r->element[1]) : 0;
+	/* the change is made: attributes that do not parse are only not
+	 * handed out */
+	if (out) {
+		out->trashed =
+		    r->elements > 1 ? redis_reply_u64(r->element[1]) : 0;
+		out->have = r->elements > 2 &&
+			    redis_reply_attr(r->element[2], &out->pa) == 0;
+		if (out->have && r->elements > 4) {
+			out->have =
+			    redis_reply_attr(r->element[3], &out->npa) == 0;
+			out->dirs = redis_reply_u64(r->element[4]) != 0;
+		}
+	}
 	freeReplyObject(r);
 	return 0;
 }
 
 int meta_unlink(struct meta *m, uint64_t parent, const char *name)
 {
-	return meta_unlink_trashed(m, parent, name, NULL);
+	return meta_unlink_after(m, parent, name, NULL);
 }
 
 int meta_unlink_trashed(struct meta *m, uint64_t parent, const char *name,
 			uint64_t *trashed)
 {
+	struct meta_ns_after o;
+	int err = meta_unlink_after(m, parent, name, &o);
+
+	if (trashed)
+		*trashed = err ? 0 : o.trashed;
+	return err;
+}
+
+int meta_unlink_after(struct meta *m, uint64_t parent, const char *name,
+		      struct meta_ns_after *out)
+{
 	struct cmd c;
 	int err;
 
-	if (trashed)
-		*trashed = 0;
+	if (out)
+		memset(out, 0, sizeof(*out));
 	if (m->opts.read_only)
 		return EROFS;
 	err = name_check(name);
@@ -303,7 +327,7 @@ int meta_unlink_trashed(struct meta *m, uint64_t parent, const char *name,
 	redis_cmd_script(m, &c, SC_UNLINK);
 	redis_cmd_u64(&c, parent);
 	redis_cmd_str(&c, name);
-	return run_trashing_script(m, &c, trashed);
+	return run_trashing_script(m, &c, out);
 }
 
 int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
@@ -325,19 +349,32 @@ int meta_rmdir(struct meta *m, uint64_t parent, const char *name)
 int meta_rename(struct meta *m, uint64_t parent, const char *name,
 		uint64_t newparent, const char *newname, unsigned flags)
 {
-	return meta_rename_trashed(m, parent, name, newparent, newname, flags,
-				   NULL);
+	return meta_rename_after(m, parent, name, newparent, newname, flags,
+				 NULL);
 }
 
 int meta_rename_trashed(struct meta *m, uint64_t parent, const char *name,
 			uint64_t newparent, const char *newname, unsigned flags,
 			uint64_t *trashed)
 {
+	struct meta_ns_after o;
+	int err =
+	    meta_rename_after(m, parent, name, newparent, newname, flags, &o);
+
+	if (trashed)
+		*trashed = err ? 0 : o.trashed;
+	return err;
+}
+
+int meta_rename_after(struct meta *m, uint64_t parent, const char *name,
+		      uint64_t newparent, const char *newname, unsigned flags,
+		      struct meta_ns_after *out)
+{
 	struct cmd c;
 	int err;
 
-	if (trashed)
-		*trashed = 0;
+	if (out)
+		memset(out, 0, sizeof(*out));
 	if (m->opts.read_only)
 		return EROFS;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
@@ -358,7 +395,7 @@ int meta_rename_trashed(struct meta *m, uint64_t parent, const char *name,
 	redis_cmd_u64(&c, newparent);
 	redis_cmd_str(&c, newname);
 	redis_cmd_u64(&c, flags == RENAME_NOREPLACE ? 1 : flags ? 2 : 0);
-	return run_trashing_script(m, &c, trashed);
+	return run_trashing_script(m, &c, out);
 }
 
 /* The script compares the chains of newparent and hint (meta_quota.h):
@@ -688,6 +725,53 @@ free_bufs:
 	return err;
 }
 
+/* Which entries have no xattr (noxattr): EXISTS x<ino> of each, pipelined,
+ * XATTR_DEPTH a round trip. An `ls -l` asks the kernel for
+ * security.selinux and system.posix_acl_access of every entry, and the
+ * kernel asks the client: known, they cost no round trip each. */
+static int dirlist_xattrs(struct meta *m, struct dirlist *l)
+{
+	enum { XATTR_DEPTH = 4096 };
+	char(*keys)[24] = malloc(XATTR_DEPTH * sizeof *keys);
+	const char **argv = malloc(2 * XATTR_DEPTH * sizeof *argv);
+	size_t *lens = malloc(2 * XATTR_DEPTH * sizeof *lens);
+	struct req *reqs = malloc(XATTR_DEPTH * sizeof *reqs);
+	redisReply **r = malloc(XATTR_DEPTH * sizeof *r);
+	int err = 0;
+
+	if (!keys || !argv || !lens || !reqs || !r)
+		err = ENOMEM;
+	for (size_t base = 0; !err && base < l->n; base += XATTR_DEPTH) {
+		size_t k =
+		    l->n - base < XATTR_DEPTH ? l->n - base : XATTR_DEPTH;
+		for (size_t j = 0; j < k; j++) {
+			argv[2 * j] = "EXISTS";
+			lens[2 * j] = 6;
+			argv[2 * j + 1] = keys[j];
+			lens[2 * j + 1] =
+			    (size_t)snprintf(keys[j], sizeof keys[j],
+					     "x%" PRIu64, l->e[base + j].ino);
+			reqs[j] =
+			    (struct req){2, &argv[2 * j], &lens[2 * j], -1};
+		}
+		err = redis_run_reqs(m, RUN_RETRY, reqs, (int)k, r);
+		if (err)
+			break;
+		for (size_t j = 0; j < k; j++) {
+			l->e[base + j].noxattr =
+			    r[j]->type == REDIS_REPLY_INTEGER &&
+			    r[j]->integer == 0;
+			freeReplyObject(r[j]);
+		}
+	}
+	free(keys);
+	free(argv);
+	free(lens);
+	free(reqs);
+	free(r);
+	return err;
+}
+
 int meta_readdir(struct meta *m, uint64_t ino, int plus,
 		 struct meta_dirent **ents, size_t *n)
 {
@@ -740,6 +824,8 @@ int meta_readdir(struct meta *m, uint64_t ino, int plus,
 		dirlist_dedupe(&l);
 	if (!err && plus)
 		err = dirlist_attrs(m, &l);
+	if (!err && plus)
+		err = dirlist_xattrs(m, &l);
 	if (err) {
 		meta_dirents_free(l.e, l.n);
 		return err;

@@ -834,35 +834,43 @@ static int system_may_remove(struct fs *fs, const struct vfs_caller *c,
 }
 
 /*
- * The kernel asks for security.capability before every write (to drop
- * it, as it drops setuid bits). For a file this client created less than
- * the attribute timeout ago the answer is known without a round trip:
- * none, as the inode was made without xattrs and this client's own
- * setxattr/removexattr of it ends the window (caps_forget). Another
+ * Xattrs known absent: the kernel asks for security.capability before
+ * every write (to drop it, as it drops setuid bits), and `ls -l` asks for
+ * security.selinux and system.posix_acl_access of every entry. For an
+ * inode this client created, or saw listed by a readdirplus without any
+ * xattr, less than the attribute timeout ago, the answer is known without
+ * a round trip: none (ENODATA, an empty list); this client's own
+ * setxattr/removexattr of it ends the window (xattrs_changed). Another
  * client's setxattr shows after the attribute timeout, the staleness the
- * kernel already accepts for the mode bits it checks for the same purpose.
+ * kernel already accepts for the attributes and the mode bits it checks
+ * for the same purpose.
  */
-static int caps_absent(struct fs *fs, uint64_t ino)
+static int xattrs_absent(struct fs *fs, uint64_t ino)
 {
 	struct node *n = node_get(fs, ino, 0);
 	int absent = 0;
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&n->lock);
-	absent = mono_ns() < n->nocaps_ns;
+	absent = mono_ns() < n->noxattr_ns;
 	pthread_mutex_unlock(&n->lock);
 	node_unpin(fs, n);
 	return absent;
 }
 
-static void caps_forget(struct fs *fs, uint64_t ino, const char *name)
+/* Before and after this client's setxattr/removexattr of ino: the window
+ * ends, and no listing read before the change opens it again
+ * (node_xattrs_none). */
+static void xattrs_changed(struct fs *fs, uint64_t ino, const char *name)
 {
-	struct node *n = strcmp(name, XATTR_CAPS) ? NULL : node_get(fs, ino, 0);
+	struct node *n = node_get(fs, ino, 0);
 	if (!n)
 		return;
 	pthread_mutex_lock(&n->lock);
-	n->nocaps_ns = 0;
-	n->privs = 1;
+	n->noxattr_ns = 0;
+	n->xattr_set_ns = mono_ns();
+	if (!strcmp(name, XATTR_CAPS))
+		n->privs = 1;
 	pthread_mutex_unlock(&n->lock);
 	node_unpin(fs, n);
 }
@@ -943,9 +951,11 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		return err;
 	if (frozen(fs, ino))
 		return EROFS;
-	caps_forget(fs, vfs_m_ino(fs, ino), name);
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	err = meta_setxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size,
 			    flags);
+	/* again: a listing read while the set was under way is older */
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }
@@ -961,7 +971,7 @@ static int getxattr_value(struct fs *fs, const struct vfs_caller *c,
 		if (err != ENODATA)
 			return err;
 	}
-	if (!strcmp(name, XATTR_CAPS) && caps_absent(fs, vfs_m_ino(fs, ino)))
+	if (xattrs_absent(fs, vfs_m_ino(fs, ino)))
 		return ENODATA;
 	return meta_getxattr(fs->meta, vfs_m_ino(fs, ino), name, value, size);
 }
@@ -986,6 +996,11 @@ int vfs_getxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 
 int vfs_listxattr(struct fs *fs, uint64_t ino, char **names, size_t *size)
 {
+	if (xattrs_absent(fs, vfs_m_ino(fs, ino))) {
+		*names = NULL;
+		*size = 0;
+		return 0;
+	}
 	return meta_listxattr(fs->meta, vfs_m_ino(fs, ino), names, size);
 }
 
@@ -998,8 +1013,9 @@ int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 		return EROFS;
 	if (system_name(name) && (err = system_may_remove(fs, c, ino)))
 		return err;
-	caps_forget(fs, vfs_m_ino(fs, ino), name);
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	err = meta_removexattr(fs->meta, vfs_m_ino(fs, ino), name);
+	xattrs_changed(fs, vfs_m_ino(fs, ino), name);
 	ns_changed(fs);
 	return err;
 }

@@ -39,7 +39,7 @@ static void fh_free(struct fs *fs, struct vfs_fh *h)
  * has no set-id bit and no file capability: the kernel drops those before
  * a write on the cached path alone. What this client adds while such an
  * open writes, op_write drops itself (privs_drop); another client's chmod
- * or setcap shows after the attribute timeout, as for caps_absent.
+ * or setcap shows after the attribute timeout, as for xattrs_absent.
  */
 static int dio_allowed(struct fs *fs, struct node *n, const struct meta_attr *a)
 {
@@ -47,7 +47,7 @@ static int dio_allowed(struct fs *fs, struct node *n, const struct meta_attr *a)
 		return 0;
 	pthread_mutex_lock(&n->lock);
 	n->privs = 0; /* a setxattr or chmod from here on sets it again */
-	int known = mono_ns() < n->nocaps_ns;
+	int known = mono_ns() < n->noxattr_ns;
 	pthread_mutex_unlock(&n->lock);
 	if (known)
 		return 1;
@@ -221,7 +221,7 @@ int vfs_create(struct fs *fs, const struct vfs_caller *c, uint64_t parent,
 	/* made without xattrs: before file_open, whose dio_allowed() would
 	 * otherwise ask the volume for a capability */
 	pthread_mutex_lock(&n->lock);
-	n->nocaps_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
+	n->noxattr_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
 	pthread_mutex_unlock(&n->lock);
 	err = file_open(fs, n, flags, o, &a, 1);
 	node_unpin(fs, n);

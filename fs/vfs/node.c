@@ -144,6 +144,18 @@ void node_set_parent(struct fs *fs, uint64_t ino, uint64_t parent)
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
+void node_xattrs_none(struct fs *fs, uint64_t ino, int64_t seen_ns)
+{
+	struct node *n = node_get(fs, ino, 0);
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	if (n->xattr_set_ns < seen_ns)
+		n->noxattr_ns = mono_ns() + (int64_t)(fs->attr_timeout * 1e9);
+	pthread_mutex_unlock(&n->lock);
+	node_unpin(fs, n);
+}
+
 uint64_t node_parent(struct fs *fs, uint64_t ino)
 {
 	uint64_t p = 0;
@@ -394,7 +406,9 @@ void entry_take(struct fs *fs, uint64_t parent, uint64_t ino,
  * changed through this client since (ns_gen, bumped after every other
  * change, before its reply) and for what is left of the attribute timeout
  * after the create, which is all the kernel keeps them: as if the
- * create's reply had carried them. Changes by other clients show after
+ * create's reply had carried them. Unlink and rename (of no directory)
+ * hand out and note the parents' attributes the same way; a setattr of
+ * a file changes no directory's. Changes by other clients show after
  * the attribute timeout, as they do everywhere else.
  */
 void ns_changed(struct fs *fs)

@@ -233,7 +233,12 @@ int vfs_setattr(struct fs *fs, uint64_t fino, const struct stat *st, int to_set,
 		pthread_mutex_unlock(&n->lock);
 		node_unpin(fs, n);
 	}
-	ns_changed(fs);
+	/* a file's attributes are no directory's: the directories' noted
+	 * attributes (dir_attr_get) still hold, so that touch's utimens
+	 * after its create costs no GETATTR of the directory at the next
+	 * lookup there; a directory's change, or an error, ends them */
+	if (err || out.type == META_DIR)
+		ns_changed(fs);
 	if (err)
 		return err;
 	attr_to_stat(fs, ino, &out, visible_length(fs, ino, &out), out_st);
@@ -279,16 +284,24 @@ static void quota_freed(struct fs *fs, uint64_t dir)
 
 int vfs_unlink(struct fs *fs, uint64_t parent, const char *name)
 {
-	uint64_t trashed;
+	struct meta_ns_after o;
 	if (frozen(fs, parent))
 		return EROFS;
-	int err = meta_unlink_trashed(fs->meta, vfs_m_ino(fs, parent), name,
-				      &trashed);
-	ns_changed(fs);
+	uint64_t vparent = vfs_m_ino(fs, parent);
+	uint64_t gen = __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST);
+	int err = meta_unlink_after(fs->meta, vparent, name, &o);
+	/* the parent's attributes as the unlink left them answer the
+	 * kernel's next GETATTR of it (dir_attr_note). No directory of the
+	 * trash, which removals change besides, is ever noted: it takes no
+	 * create, and unlink and rename hand out none of its attributes */
+	if (!err && o.have)
+		dir_attr_note(fs, vparent, &o.pa, gen);
+	else
+		ns_changed(fs);
 	if (!err)
-		quota_freed(fs, vfs_m_ino(fs, parent));
-	if (!err && trashed)
-		node_mark_trashed(fs, trashed);
+		quota_freed(fs, vparent);
+	if (!err && o.trashed)
+		node_mark_trashed(fs, o.trashed);
 	else if (!err)
 		reclaim_soon(fs);
 	return err;
@@ -373,12 +386,22 @@ int vfs_rename(struct fs *fs, uint64_t parent, const char *name,
 	uint64_t vp = vfs_m_ino(fs, parent), vnp = vfs_m_ino(fs, newparent);
 	struct quota_move mv;
 	quota_move_before(fs, vp, name, vnp, newname, flags, &mv);
-	uint64_t trashed;
-	int err = meta_rename_trashed(fs->meta, vp, name, vnp, newname, flags,
-				      &trashed);
-	ns_changed(fs);
-	if (!err && trashed)
-		node_mark_trashed(fs, trashed);
+	struct meta_ns_after o;
+	uint64_t gen = __atomic_load_n(&fs->ns_gen, __ATOMIC_SEQ_CST);
+	int err =
+	    meta_rename_after(fs->meta, vp, name, vnp, newname, flags, &o);
+	/* as unlink: the parents' attributes answer their next GETATTR,
+	 * unless a directory moved (its own, "..", changed too) or a name
+	 * left the trash */
+	if (!err && o.have && !o.dirs) {
+		dir_attr_note(fs, vp, &o.pa, gen);
+		if (vnp != vp)
+			dir_attr_note(fs, vnp, &o.npa, gen);
+	} else {
+		ns_changed(fs);
+	}
+	if (!err && o.trashed)
+		node_mark_trashed(fs, o.trashed);
 	space_changed(fs->space); /* a file replaced may be gone */
 	if (!err)
 		quota_move_after(fs, vp, vnp, &mv);
@@ -487,6 +510,7 @@ int vfs_readdir(struct fs *fs, const struct vfs_caller *c, struct vfs_dh *d,
 		d->ents = NULL;
 		d->n = 0;
 		d->loaded = 0;
+		d->load_ns = mono_ns();
 		err = meta_readdir(fs->meta, vfs_m_ino(fs, ino), plus, &d->ents,
 				   &d->n);
 		if (err)
@@ -535,6 +559,8 @@ int vfs_readdir(struct fs *fs, const struct vfs_caller *c, struct vfs_dh *d,
 		if (ep) {
 			node_lookup_ref(fs, e->ino, &e->attr, fz,
 					vfs_m_ino(fs, ino));
+			if (e->noxattr)
+				node_xattrs_none(fs, e->ino, d->load_ns);
 			if (fs->read_only && e->type == META_FILE)
 				node_cache_chunk0(fs, e->ino, e->chunk0,
 						  e->nchunk0);

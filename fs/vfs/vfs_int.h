@@ -77,7 +77,9 @@ struct node {
 	struct meta_attr attr;	/* protected by lock: as last fetched */
 	int64_t attr_ns;	/* protected by lock: when (monotonic) */
 	uint64_t gen;		/* protected by lock: bumped on invalidation */
-	int64_t nocaps_ns;	/* protected by lock: see caps_absent */
+	int64_t noxattr_ns;	/* protected by lock: see xattrs_absent */
+	int64_t xattr_set_ns;	/* protected by lock: this client's last
+				   setxattr or removexattr of it */
 	struct meta_attr dattr; /* protected by lock: see dir_attr_get */
 	int64_t dattr_ns;	/* written under lock, read atomically: when
 				   (0: none) */
@@ -159,7 +161,9 @@ struct fs {
 				   the page cache once the kernel maps them
 				   shared (kern.dio_mmap); UINT64_MAX: never */
 	uint64_t ns_gen;	/* atomic: bumped by every change through this
-				   client but a create (see dir_attr_get) */
+				   client but a create, an unlink, a rename
+				   of no directory and a file's setattr
+				   (see dir_attr_get) */
 
 	/* read-only clients: names seen by lookups and readdirplus, kept for
 	 * the entry timeout so that a kernel that dropped its dentries
@@ -215,6 +219,7 @@ struct vfs_fh {
 struct vfs_dh {
 	pthread_mutex_t lock; /* protects the fields below */
 	int loaded, plus;
+	int64_t load_ns; /* when ents were read (monotonic) */
 	struct meta_dirent *ents;
 	size_t n;
 };
@@ -228,6 +233,10 @@ void node_unpin(struct fs *fs, struct node *n);			/* NULL-safe */
 void node_lookup_ref(struct fs *fs, uint64_t ino, const struct meta_attr *a,
 		     int frozen, uint64_t parent);
 void node_set_parent(struct fs *fs, uint64_t ino, uint64_t parent);
+/* ino had no xattr when the volume was asked at seen_ns (monotonic):
+ * known for the attribute timeout (ctl.c xattrs_absent), unless this
+ * client changed its xattrs since */
+void node_xattrs_none(struct fs *fs, uint64_t ino, int64_t seen_ns);
 uint64_t node_parent(struct fs *fs, uint64_t ino); /* 0: not known */
 void node_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 int frozen(struct fs *fs, uint64_t ino);	     /* kernel ino */

@@ -2,8 +2,12 @@
 -- ARGV: parent, name, newparent, newname, flags (0, 1 = RENAME_NOREPLACE,
 -- 2 = RENAME_EXCHANGE). Every check comes before the first write: a Lua
 -- error does not roll back what a script already did. Returns {0, the
--- inode the rename replaced and moved into the trash (0: none)}. Names
--- leave the trash by rename (a restore by hand), never enter it.
+-- inode the rename replaced and moved into the trash (0: none), the
+-- attributes of parent and of newparent as the rename left them, 1 when
+-- a directory moved or was replaced, or a name left the trash, whose
+-- directories other removals change (else 0)}; {0} alone when nothing
+-- changed (two names of one inode). Names leave the trash by rename (a
+-- restore by hand), never enter it.
 -- Between two quota chains only what has a usage known without a walk
 -- moves (meta/meta_quota.h): a non-directory with one name, an empty
 -- directory, a directory with a quota of its own; the rest is EXDEV,
@@ -224,4 +228,5 @@ touch(sino, false)
 touch(P, true)
 touch(NP, true)
 iflush()
-return {0, trashed}
+return {0, trashed, attr_pack(pa), attr_pack(npa),
+	(sty == DIR or dty == DIR or sdepth ~= 0) and 1 or 0}

@@ -1,8 +1,11 @@
 -- lib: trash
 -- ARGV: parent, name. Returns {0, the inode moved into the trash (0:
 -- none: the name was not the last, or the trash is off, or this was a
--- deletion inside the trash, which is final)}. The last name leaves the
--- quotas above the parent, into the trash too (outside every quota).
+-- deletion inside the trash, which is final), the parent's attributes
+-- as the unlink left them (not for a parent in the trash, whose
+-- directories other removals change: a client keeps no copy of them)}.
+-- The last name leaves the quotas above the parent, into the trash too
+-- (outside every quota).
 local parent, name = tonumber(ARGV[1]), ARGV[2]
 local p, err = getdir(parent)
 if not p then
@@ -34,4 +37,7 @@ if a then
 	end
 end
 iflush()
-return {0, trashed}
+if depth ~= 0 then
+	return {0, trashed}
+end
+return {0, trashed, attr_pack(p)}

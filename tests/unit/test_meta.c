@@ -4614,3 +4614,83 @@ Test(meta, stored_bytes_random)
 	cr_expect_eq(usage(m).used_bytes, 0);
 	meta_close(m);
 }
+
+/* unlink and rename hand out the parents' attributes as they left them
+ * (what a fresh getattr reads), and say when a directory moved */
+Test(meta, unlink_rename_hand_out_parents)
+{
+	struct meta *m = fresh(47);
+	uint64_t a = mkdir_(m, 1, "a"), b = mkdir_(m, 1, "b");
+	struct meta_ns_after o;
+	struct meta_attr x;
+
+	mkfile(m, a, "f");
+	mkfile(m, a, "g");
+	mkdir_(m, a, "sub");
+	cr_assert_eq(meta_rename_after(m, a, "f", a, "f2", 0, &o), 0);
+	cr_assert(o.have);
+	cr_expect_eq(o.dirs, 0);
+	cr_expect_eq(o.trashed, 0);
+	x = attr(m, a);
+	cr_expect(memcmp(&o.pa, &x, sizeof x) == 0);
+	cr_expect(memcmp(&o.npa, &x, sizeof x) == 0);
+	cr_assert_eq(meta_rename_after(m, a, "f2", b, "f3", 0, &o), 0);
+	cr_assert(o.have);
+	cr_expect_eq(o.dirs, 0);
+	x = attr(m, a);
+	cr_expect(memcmp(&o.pa, &x, sizeof x) == 0);
+	x = attr(m, b);
+	cr_expect(memcmp(&o.npa, &x, sizeof x) == 0);
+	/* a directory moves: its ".." and both link counts change */
+	cr_assert_eq(meta_rename_after(m, a, "sub", b, "sub", 0, &o), 0);
+	cr_assert(o.have);
+	cr_expect_eq(o.dirs, 1);
+	cr_expect_eq(o.pa.nlink, 2);
+	cr_expect_eq(o.npa.nlink, 3);
+	/* a file replaced by a rename */
+	mkfile(m, b, "h");
+	cr_assert_eq(meta_rename_after(m, b, "f3", b, "h", 0, &o), 0);
+	cr_expect_eq(o.dirs, 0);
+	x = attr(m, b);
+	cr_expect(memcmp(&o.pa, &x, sizeof x) == 0);
+	/* two names of one inode: nothing changes, nothing handed out */
+	cr_assert_eq(meta_link(m, lookup(m, b, "h"), b, "h2", &x), 0);
+	cr_assert_eq(meta_rename_after(m, b, "h", b, "h2", 0, &o), 0);
+	cr_expect_eq(o.have, 0);
+	cr_assert_eq(meta_unlink_after(m, a, "g", &o), 0);
+	cr_assert(o.have);
+	cr_expect_eq(o.trashed, 0);
+	x = attr(m, a);
+	cr_expect(memcmp(&o.pa, &x, sizeof x) == 0);
+	cr_expect_eq(meta_unlink_after(m, a, "g", &o), ENOENT);
+	cr_expect_eq(o.have, 0);
+	cr_expect_eq(meta_rename_after(m, a, "nope", b, "x", 0, &o), ENOENT);
+	cr_expect_eq(o.have, 0);
+	meta_close(m);
+}
+
+/* readdirplus tells which entries have no xattr at all */
+Test(meta, readdir_plus_tells_xattrs)
+{
+	struct meta *m = fresh(47);
+	uint64_t d = mkdir_(m, 1, "d");
+	struct meta_dirent *e;
+	char name[32];
+	size_t n;
+
+	for (int i = 0; i < 5000; i++) {
+		snprintf(name, sizeof name, "f%04d", i);
+		uint64_t ino = mkfile(m, d, name);
+		if (i % 1000 == 7)
+			cr_assert_eq(meta_setxattr(m, ino, "user.k", "v", 1, 0),
+				     0);
+	}
+	cr_assert_eq(meta_readdir(m, d, 1, &e, &n), 0);
+	cr_assert_eq(n, 5000);
+	for (size_t i = 0; i < n; i++) {
+		int k = atoi(e[i].name + 1);
+		cr_expect_eq(e[i].noxattr, k % 1000 != 7, "%s", e[i].name);
+	}
+	meta_dirents_free(e, n);
+	meta_close(m);
+}

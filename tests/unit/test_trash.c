@@ -573,3 +573,37 @@ Test(trash, restore_old_version_with_trash)
 	cr_expect_eq(rint_("HLEN %s", "snapshots"), 0, "a tree left undropped");
 	meta_close(m);
 }
+
+/* unlink and rename hand out a parent's attributes for the client to
+ * answer with (meta_ns_after), but never those of a directory of the
+ * trash, which other removals change besides */
+Test(trash, no_attrs_handed_out_from_the_trash)
+{
+	struct meta *m = fresh(1);
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), t, h;
+	struct meta_ns_after o;
+	struct meta_trash_entry *e;
+	size_t n;
+
+	mkfile(m, d, "f", 10);
+	mkfile(m, d, "g", 10);
+	cr_assert_eq(meta_unlink_after(m, d, "f", &o), 0);
+	cr_assert_neq(o.trashed, 0);
+	cr_assert(o.have, "the parent's attributes, out of the trash");
+	struct meta_attr da = attr(m, d);
+	cr_expect(memcmp(&o.pa, &da, sizeof da) == 0);
+	cr_assert_eq(meta_unlink_after(m, d, "g", &o), 0);
+	cr_assert_eq(meta_trash_list(m, &e, &n), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(meta_lookup(m, META_ROOT_INO, META_TRASH, &t, NULL), 0);
+	cr_assert_eq(meta_lookup(m, t, e[0].hour, &h, NULL), 0);
+	/* a name leaves the trash by rename: flagged, as a directory move */
+	cr_assert_eq(meta_rename_after(m, h, e[0].name, d, "back", 0, &o), 0);
+	cr_expect(o.dirs, "a name out of the trash");
+	/* a removal inside it is final, and hands out nothing */
+	cr_assert_eq(meta_unlink_after(m, h, e[1].name, &o), 0);
+	cr_expect_eq(o.have, 0);
+	cr_expect_eq(o.trashed, 0);
+	meta_trash_entries_free(e, n);
+	meta_close(m);
+}
