@@ -847,3 +847,44 @@ Test(diskcache, rank_range_passes_planned_by, .fini = teardown)
 	cr_assert_not(has(3));
 	cr_assert_eq(cstats().evict_planned, 0);
 }
+
+/* Packs far smaller than the packer's target (whole_est): a ranged miss
+ * asks room for the cache's mean entry (once it holds WHOLE_MEAN_MIN), not
+ * whole_est, and is fetched whole when that much room no plan needs is
+ * there (asked whole_est, its range passed through, and its pack was
+ * fetched whole later for its other frames). */
+Test(diskcache, rank_range_room_by_mean_entry, .fini = teardown)
+{
+	struct objstore *m = open_mem();
+	enum { N = 70 };
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = N * 1000,
+				   .min_age = 3600,
+				   .whole_prefix = "blocks/",
+				   .whole_est = 1 << 20};
+	char key[64];
+	void *got = NULL;
+	size_t n = 0;
+
+	tbl_reset();
+	make_root();
+	o.dirs = root;
+	for (int i = 0; i <= N; i++)
+		put_obj(m, i, 1000);
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	diskcache_set_ranker(dc, tbl_rank, NULL);
+	for (int i = 0; i < N; i++)
+		expect_obj(i, 1000);
+	cr_assert_eq(cstats().entries, N);
+	for (int i = 0; i < TBL_MAX; i++)
+		tbl[i] = 10 * (uint64_t)(i + 1);
+	tbl[3] = NONE;
+	demote(3); /* room for one entry, no more */
+	key_of(N, key, sizeof(key));
+	cr_assert_eq(objstore_get(dc, key, 10, 20, &got, &n), 0);
+	free(got);
+	cr_assert(has(N), "passed through: room asked for whole_est");
+	cr_assert_not(has(3));
+	cr_assert_eq(cstats().evict_planned, 0);
+}
