@@ -699,7 +699,9 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	/* the whole object only with room that no plan needs (ahead): a
 	 * planned entry evicted for it is fetched again, where the range
 	 * passed through costs only its bytes (epoch 2 with a plan) */
-	if (!dc_would_admit_as(dc, key, dc_whole_est(dc, off + len), 1))
+	if (!dc_would_admit_as(
+		dc, key,
+		dc->o.whole_est > off + len ? dc->o.whole_est : off + len, 1))
 		return 0;
 	/* NULL: being filled by someone else, or filled since we looked:
 	 * then a hit, not a pass-through that asks the store again */

@@ -227,22 +227,10 @@ void dc_refresh_space(struct diskcache *dc, struct dc_space *sp)
 	pthread_mutex_unlock(&dc->lock);
 }
 
-/* The bytes the whole object of a ranged get ending at end will take,
- * before its fetch: whole_est, or the cache's mean entry once it holds
- * WHOLE_MEAN_MIN entries if that is less; at least end. Packs are often
- * far smaller than the packer's target: asked room for it that no plan
- * needs, a miss passed its range through where a pack's room was there,
- * and the pack was fetched whole later for its other frames. */
-uint64_t dc_whole_est(struct diskcache *dc, uint64_t end)
+/* Would an entry of len bytes be admitted now (evicting what may go)? */
+int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len)
 {
-	uint64_t est = dc->o.whole_est;
-
-	pthread_mutex_lock(&dc->lock);
-	if (dc->st.entries >= WHOLE_MEAN_MIN &&
-	    dc->st.bytes / dc->st.entries < est)
-		est = dc->st.bytes / dc->st.entries;
-	pthread_mutex_unlock(&dc->lock);
-	return est > end ? est : end;
+	return dc_would_admit_as(dc, key, len, 0);
 }
 
 /* As dc_would_admit; ahead: for a fetch ahead of the plans' readers

@@ -236,14 +236,11 @@ int dc_admit(struct diskcache *dc, struct dc_entry *ph, uint64_t len,
 int dc_space_low(const struct diskcache *dc, const struct dc_space *sp);
 double dc_free_pct(const struct dc_space *sp);
 /* Would an entry of len bytes be admitted now (evicting what may go)?
- * ahead: without evicting an entry a plan needs (diskcache_room, a
- * ranged get's whole fetch). lock NOT held. */
+ * lock NOT held. */
+int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len);
+/* ahead: without evicting an entry a plan needs (diskcache_room) */
 int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
 		      int ahead);
-/* The size a whole fetch for a ranged get ending at end is admitted as
- * (diskcache_index.c). lock NOT held. */
-uint64_t dc_whole_est(struct diskcache *dc, uint64_t end);
-#define WHOLE_MEAN_MIN 64 /* entries: their mean size is the estimate */
 /* lock NOT held */
 void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
 
