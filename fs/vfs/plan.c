@@ -243,22 +243,19 @@ static void fetch_warn(struct plans *p, const char *key, int err)
 		 key, gr_strerror(err), FETCH_WARN_S);
 }
 
-/* Key h's fetch, one at a time across the fetchers: the slot taken, or
- * -1 when the plans are closing. */
+/* Key h's fetch, one at a time across the fetchers: the slot taken; -2
+ * when another fetcher is fetching it (this one does not wait: with two
+ * files of a pack in the window, a fetcher waited on the other's fetch
+ * of it, one fetch fewer under way); -1 when the plans are closing. */
 static int flight_take(struct plans *p, uint64_t h)
 {
 	int slot = -1;
 
 	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		int busy = 0;
-		for (int i = 0; i < PLAN_THREADS; i++)
-			busy |= p->flight[i].used && p->flight[i].h == h;
-		if (!busy || p->stopping)
-			break;
-		pthread_cond_wait(&p->cond, &p->lock);
-	}
-	for (int i = 0; !p->stopping && i < PLAN_THREADS && slot < 0; i++)
+	for (int i = 0; !p->stopping && i < PLAN_THREADS; i++)
+		if (p->flight[i].used && p->flight[i].h == h)
+			slot = -2;
+	for (int i = 0; !p->stopping && i < PLAN_THREADS && slot == -1; i++)
 		if (!p->flight[i].used)
 			slot = i;
 	if (slot >= 0) {
@@ -346,6 +343,16 @@ static int fetch_key(struct plans *p, const char *key, uint64_t h,
 	}
 	if (diskcache_contains(fs->cache, key))
 		return 1;
+	/* a file passed read it by ranges (or it was evicted since): the
+	 * readers ahead read their ranges too, rather than the whole object
+	 * again (epoch 2, its cache full of what the plan needs) */
+	pthread_mutex_lock(&p->lock);
+	int passed = plancore_passed(p->core, h);
+	for (int i = 0; passed && i < PLAN_THREADS; i++)
+		passed = !(p->flight[i].used && p->flight[i].h == h);
+	pthread_mutex_unlock(&p->lock);
+	if (passed)
+		return 0;
 	est = key_est(p, key, bytes, end);
 	before = pending_take(p, est);
 	if (!diskcache_room(fs->cache, key, est + before)) {
@@ -354,7 +361,7 @@ static int fetch_key(struct plans *p, const char *key, uint64_t h,
 	}
 	if ((slot = flight_take(p, h)) < 0) {
 		pending_give(p, est, 0);
-		return 0;
+		return slot == -2; /* another fetcher brings it */
 	}
 	/* fetched meanwhile by another fetcher, or a reader */
 	pack = !strncmp(key, "packs/", 6);

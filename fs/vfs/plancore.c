@@ -606,6 +606,19 @@ uint64_t plancore_rank(const struct plancore *c, uint64_t h)
 	return best;
 }
 
+int plancore_passed(const struct plancore *c, uint64_t h)
+{
+	struct pc_obj *o = obj_find(c, h);
+
+	if (!o)
+		return 0;
+	const pc_ref *v = obj_refs(o);
+	for (uint32_t i = 0; i < o->n; i++)
+		if (ref_pos(v[i]) < c->slot[ref_slot(v[i])]->place)
+			return 1;
+	return 0;
+}
+
 /* ---- readers ------------------------------------------------------------ */
 
 /* The readers waited on the store: the window doubles, at most once per

@@ -222,6 +222,10 @@ uint64_t plancore_rank(const struct plancore *c, uint64_t h);
 uint64_t plancore_rank_at(const struct plancore *c, uint64_t h, int64_t now);
 #define PC_RANK_COMING (DISKCACHE_RANK_NONE - 1)
 #define PC_BUILD_NS    (500 * 1000000ll) /* a tick (plan.h) */
+/* Does a plan name the object of hash h at a position its readers have
+ * passed? (Not in the cache then, it was read by ranges, or evicted:
+ * fetched whole for the files ahead, it costs more than their ranges.) */
+int plancore_passed(const struct plancore *c, uint64_t h);
 uint64_t plancore_window(const struct plancore *c, const struct pc_plan *p);
 void plancore_info(const struct plancore *c, const struct pc_plan *p,
 		   int64_t now, struct plan_info *pi);

@@ -549,3 +549,28 @@ Test(plancore, keys_rank_coming_while_a_list_comes)
 	plancore_check(c);
 	plancore_close(c);
 }
+
+/* An object a plan names behind its readers' place was passed: not in the
+ * cache then, the files ahead read their ranges rather than fetch it
+ * whole again (plan.c). */
+Test(plancore, passed_objects)
+{
+	struct plancore *c = core(8 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	char k[32];
+
+	add(c, p, 1, 4, MiB);
+	snprintf(k, sizeof(k), "k%d", 2);
+	uint64_t h2 = plancore_key_hash(k);
+	/* file 5 shares file 2's object */
+	struct pc_add v = {5, MiB, &h2, 1, 1};
+	cr_assert_eq(plancore_add(c, p, &v, 1, 0), 0);
+	cr_assert_not(plancore_passed(c, h2));
+	cr_assert_not(plancore_passed(c, plancore_key_hash("nothing")));
+	plancore_opened(c, 1, NULL, 0, 0, NULL);
+	cr_assert_not(plancore_passed(c, h2), "only file 1 passed");
+	plancore_opened(c, 2, NULL, 0, 0, NULL);
+	cr_assert(plancore_passed(c, h2));
+	plancore_check(c);
+	plancore_close(c);
+}
