@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <linux/limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,44 +296,95 @@ static int add_sets(const char *mp, unsigned long long id, const struct list *l)
 	return err;
 }
 
-/* The gets of add_gets: files taken in list order by GET_THREADS
- * threads, each a get of "granary.plan.ID.add:POS" on the file (the
- * client appends them in position order). */
+/* The gets of add_gets: batches of files taken in list order by
+ * GET_THREADS threads, each a get of "granary.plan.ID.add:POS:PATHS" on
+ * the mount point with as many paths as the name holds (XATTR_NAME_MAX),
+ * or of "granary.plan.ID.add:POS" on the file itself for a path the
+ * batch cannot carry, or the files of a batch refused (the client says
+ * which and why, following symbolic links; an older client has no batch
+ * form). The client appends them in position order. */
+struct batch {
+	size_t first, n; /* files [first, first + n) of the list */
+};
+
 struct gets {
 	const char *mp;
 	const struct list *l;
 	unsigned long long id;
 	size_t base; /* the plan's files before the first */
-	size_t next; /* the next file to take; atomic */
+	struct batch *b;
+	size_t nb;
+	size_t next; /* the next batch to take; atomic */
 	int stop;    /* a get failed; atomic */
 	pthread_mutex_t lock;
 	size_t bad; /* the first file that failed; protected by lock */
 	int err;    /* its error; protected by lock */
 };
 
+/* A get of name on path, again while EAGAIN (too far past the files not
+ * yet added, a thread of ours slow on one: they come, unless one
+ * failed). */
+static int get_add(struct gets *g, const char *path, const char *name)
+{
+	char buf[32];
+	int err;
+
+	while ((err = call(path, name, buf, sizeof(buf))) == EAGAIN &&
+	       !__atomic_load_n(&g->stop, __ATOMIC_RELAXED))
+		usleep(1000);
+	return err;
+}
+
+/* File i alone, by a get on itself. */
+static int get_one(struct gets *g, size_t i)
+{
+	char name[96], full[PATH_MAX];
+
+	snprintf(name, sizeof(name), "granary.plan.%llu.add:%zu", g->id,
+		 g->base + i);
+	if (snprintf(full, sizeof(full), "%s/%s", g->mp, g->l->path[i]) >=
+	    (int)sizeof(full))
+		return ENAMETOOLONG;
+	return get_add(g, full, name);
+}
+
+/* The name of batch b's get: 0, or ENAMETOOLONG past cap. */
+static int batch_name(const struct gets *g, const struct batch *b, char *name,
+		      size_t cap)
+{
+	size_t at = (size_t)snprintf(
+	    name, cap, "granary.plan.%llu.add:%zu:", g->id, g->base + b->first);
+
+	for (size_t i = b->first; i < b->first + b->n; i++) {
+		size_t len = strlen(g->l->path[i]);
+		if (at + len + (i > b->first) >= cap)
+			return ENAMETOOLONG;
+		if (i > b->first)
+			name[at++] = '\n';
+		memcpy(name + at, g->l->path[i], len + 1);
+		at += len;
+	}
+	return 0;
+}
+
 static void *gets_main(void *arg)
 {
 	struct gets *g = arg;
-	char name[96], full[PATH_MAX], buf[32];
+	char name[XATTR_NAME_MAX + 1];
 
 	for (;;) {
-		size_t i = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
-		int err = 0;
-		if (i >= g->l->n || __atomic_load_n(&g->stop, __ATOMIC_RELAXED))
+		size_t k = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
+		if (k >= g->nb || __atomic_load_n(&g->stop, __ATOMIC_RELAXED))
 			break;
-		snprintf(name, sizeof(name), "granary.plan.%llu.add:%zu", g->id,
-			 g->base + i);
-		if (snprintf(full, sizeof(full), "%s/%s", g->mp,
-			     g->l->path[i]) >= (int)sizeof(full))
-			err = ENAMETOOLONG;
-		/* EAGAIN: too far past the files not yet added (a thread
-		 * of ours slow on one): they come, unless one failed */
-		while (!err &&
-		       (err = call(full, name, buf, sizeof(buf))) == EAGAIN &&
-		       !__atomic_load_n(&g->stop, __ATOMIC_RELAXED)) {
-			usleep(1000);
-			err = 0;
-		}
+		const struct batch *b = &g->b[k];
+		size_t i = b->first, end = b->first + b->n;
+		int err = 0;
+		if (b->n > 1 && !batch_name(g, b, name, sizeof(name)) &&
+		    !get_add(g, g->mp, name))
+			continue;
+		/* one at a time: the batch was refused, or is one file */
+		while (i < end && !(err = get_one(g, i)))
+			i++;
 		if (!err)
 			continue;
 		pthread_mutex_lock(&g->lock);
@@ -347,10 +399,57 @@ static void *gets_main(void *arg)
 	return NULL;
 }
 
-/* A get on each file, from GET_THREADS threads at once: each get waits
- * on the client (a lookup of the path, the file's attributes and chunk
- * list), so that one thread would add a few thousand files a second.
- * base: the files the plan holds already. */
+/* May path go in a batch (names with single '/' between them, no ".",
+ * "..", newline)? */
+static int batchable(const char *path)
+{
+	const char *s = path;
+
+	if (strchr(path, '\n') || !*path)
+		return 0;
+	for (;;) {
+		size_t n = strcspn(s, "/");
+		if (!n || (n == 1 && s[0] == '.') ||
+		    (n == 2 && s[0] == '.' && s[1] == '.'))
+			return 0;
+		if (!s[n])
+			return 1;
+		s += n + 1;
+	}
+}
+
+/* The list cut into batches, each as many files in a row as one name
+ * holds (a file that cannot go in one alone). */
+static int batches_make(struct gets *g)
+{
+	const size_t room = XATTR_NAME_MAX - 48; /* the name's head */
+	const struct list *l = g->l;
+
+	if (!(g->b = calloc(l->n ? l->n : 1, sizeof(*g->b))))
+		return ENOMEM;
+	for (size_t i = 0, used = 0; i < l->n; i++) {
+		size_t len = strlen(l->path[i]) + 1;
+		struct batch *b = g->nb ? &g->b[g->nb - 1] : NULL;
+		if (!batchable(l->path[i]) || len > room) {
+			g->b[g->nb++] = (struct batch){i, 1};
+			used = room; /* nothing joins it */
+			continue;
+		}
+		if (b && used + len <= room) {
+			b->n++;
+			used += len;
+			continue;
+		}
+		g->b[g->nb++] = (struct batch){i, 1};
+		used = len;
+	}
+	return 0;
+}
+
+/* The files added by gets, from GET_THREADS threads at once: each get
+ * waits on the client (the paths' lookups, attributes and chunk lists),
+ * so that one thread would add a few thousand files a second. base: the
+ * files the plan holds already. */
 static int add_gets(const char *mp, unsigned long long id, size_t base,
 		    const struct list *l)
 {
@@ -358,15 +457,20 @@ static int add_gets(const char *mp, unsigned long long id, size_t base,
 	pthread_t t[GET_THREADS];
 	size_t nt = 0;
 
+	if (batches_make(&g)) {
+		cli_error("cannot add to plan %llu: %s", id, strerror(ENOMEM));
+		return ENOMEM;
+	}
 	pthread_mutex_init(&g.lock, NULL);
-	for (; nt < GET_THREADS && nt < l->n; nt++)
+	for (; nt < GET_THREADS && nt < g.nb; nt++)
 		if (pthread_create(&t[nt], NULL, gets_main, &g))
 			break;
-	if (!nt && l->n)
+	if (!nt && g.nb)
 		gets_main(&g); /* no thread: this one */
 	for (size_t i = 0; i < nt; i++)
 		pthread_join(t[i], NULL);
 	pthread_mutex_destroy(&g.lock);
+	free(g.b);
 	if (g.err == EINVAL)
 		cli_error("'%s': not a regular file", l->path[g.bad]);
 	else if (g.err)

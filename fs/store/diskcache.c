@@ -169,6 +169,11 @@ close_fd:
 /* ---- fill ---- */
 
 static struct dc_flight *flight_take(struct diskcache *dc, const char *key);
+static void flight_land(struct diskcache *dc, struct dc_flight *f, int err,
+			const void *data, size_t n);
+static void flight_end(struct diskcache *dc, struct dc_flight *f);
+static int flight_join(struct diskcache *dc, const char *key, uint64_t off,
+		       size_t len, void **data, size_t *got, int *err);
 
 /* Hash a FILLING placeholder for key unless the key is already there (then
  * someone else fills it, or it is cached or being dropped). NULL: do not
@@ -416,6 +421,7 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	struct diskcache *dc = dc_of(s);
 	struct hit_req r = {off, len, data, got, NULL};
 	struct dc_entry *ph = NULL;
+	struct dc_flight *f = NULL;
 	int err;
 
 	if (serve_hit(dc, key, &r, &err))
@@ -423,14 +429,24 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	STAT_ADD(dc, misses, 1);
 	if (len && get_whole(dc, key, off, len, data, got, &err))
 		return err;
-	if (off == 0 && len == 0)
-		ph = placeholder(dc, key, NULL);
+	/* a whole get (a fetch ahead) takes a reader's whole fetch under
+	 * way, or is a flight too: the ranged gets of its readers
+	 * meanwhile take their range from it (get_whole) */
+	if (off == 0 && len == 0) {
+		if (flight_join(dc, key, 0, SIZE_MAX, data, got, &err))
+			return err;
+		ph = placeholder(dc, key, &f);
+		if (!ph && flight_join(dc, key, 0, SIZE_MAX, data, got, &err))
+			return err;
+	}
 	err = objstore_get(dc->backend, key, off, len, data, got);
 	if (ph) {
+		flight_land(dc, f, err, err ? NULL : *data, err ? 0 : *got);
 		if (err)
 			unplace(dc, ph);
 		else
 			fill(dc, ph, *data, *got);
+		flight_end(dc, f);
 	}
 	return err;
 }
@@ -680,9 +696,12 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	/* being fetched whole by someone else: take our range from that */
 	if (flight_join(dc, key, off, len, data, got, err))
 		return 1;
-	if (!dc_would_admit(dc, key,
-			    dc->o.whole_est > off + len ? dc->o.whole_est
-							: off + len))
+	/* the whole object only with room that no plan needs (ahead): a
+	 * planned entry evicted for it is fetched again, where the range
+	 * passed through costs only its bytes (epoch 2 with a plan) */
+	if (!dc_would_admit_as(
+		dc, key,
+		dc->o.whole_est > off + len ? dc->o.whole_est : off + len, 1))
 		return 0;
 	/* NULL: being filled by someone else, or filled since we looked:
 	 * then a hit, not a pass-through that asks the store again */

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/data/chunkstore.h"
 #include "fs/data/slice.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/group.h"
@@ -117,6 +118,7 @@ struct keylist {
 	char **key;
 	uint64_t *h;
 	uint64_t *bytes; /* the file's bytes in each */
+	uint64_t *end;	 /* a pack's: the end of the file's frames in it */
 	size_t n, cap;
 	int err;
 };
@@ -144,13 +146,17 @@ static void keylist_add(struct fs *fs, const char *key, uint64_t bytes,
 		uint64_t *b = h ? realloc(kl->bytes, cap * sizeof(*b)) : NULL;
 		if (b)
 			kl->bytes = b;
-		if (!k || !h || !b) {
+		uint64_t *e = b ? realloc(kl->end, cap * sizeof(*e)) : NULL;
+		if (e)
+			kl->end = e;
+		if (!k || !h || !b || !e) {
 			kl->err = ENOMEM;
 			return;
 		}
 		kl->cap = cap;
 	}
 	kl->bytes[kl->n] = bytes;
+	kl->end[kl->n] = 0;
 	if (!(kl->key[kl->n] = strdup(key))) {
 		kl->err = ENOMEM;
 		return;
@@ -165,6 +171,7 @@ static void keylist_release(struct keylist *kl)
 	free(kl->key);
 	free(kl->h);
 	free(kl->bytes);
+	free(kl->end);
 	memset(kl, 0, sizeof(*kl));
 }
 
@@ -186,6 +193,20 @@ static int keylist_of(struct fs *fs, uint64_t ino, uint64_t len,
 		if (err)
 			return err;
 		chunk_blocks(fs, idx, vis, nvis, len, keylist_add, kl);
+		/* a pack is fetched whole: where the file's frames end in it
+		 * is the least its size can be */
+		for (size_t i = 0; i < nvis && !kl->err; i++) {
+			char key[256];
+			if (!vis[i].pack)
+				continue;
+			chunkstore_pack_key(vis[i].pack, key, sizeof(key));
+			for (size_t k = 0; k < kl->n; k++)
+				if (!strcmp(kl->key[k], key) &&
+				    kl->end[k] <
+					(uint64_t)vis[i].poff + vis[i].plen)
+					kl->end[k] =
+					    (uint64_t)vis[i].poff + vis[i].plen;
+		}
 		free(vis);
 	}
 	return kl->err;
@@ -222,22 +243,19 @@ static void fetch_warn(struct plans *p, const char *key, int err)
 		 key, gr_strerror(err), FETCH_WARN_S);
 }
 
-/* Key h's fetch, one at a time across the fetchers: the slot taken, or
- * -1 when the plans are closing. */
+/* Key h's fetch, one at a time across the fetchers: the slot taken; -2
+ * when another fetcher is fetching it (this one does not wait: with two
+ * files of a pack in the window, a fetcher waited on the other's fetch
+ * of it, one fetch fewer under way); -1 when the plans are closing. */
 static int flight_take(struct plans *p, uint64_t h)
 {
 	int slot = -1;
 
 	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		int busy = 0;
-		for (int i = 0; i < PLAN_THREADS; i++)
-			busy |= p->flight[i].used && p->flight[i].h == h;
-		if (!busy || p->stopping)
-			break;
-		pthread_cond_wait(&p->cond, &p->lock);
-	}
-	for (int i = 0; !p->stopping && i < PLAN_THREADS && slot < 0; i++)
+	for (int i = 0; !p->stopping && i < PLAN_THREADS; i++)
+		if (p->flight[i].used && p->flight[i].h == h)
+			slot = -2;
+	for (int i = 0; !p->stopping && i < PLAN_THREADS && slot == -1; i++)
 		if (!p->flight[i].used)
 			slot = i;
 	if (slot >= 0) {
@@ -256,17 +274,65 @@ static void flight_end(struct plans *p, int slot)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Bring key (bytes of the file in it) into the disk cache (in a group:
- * to its owner). 1 when it is there, 0 when not, -1 when there is no room
- * for it but by evicting what a plan needs (diskcache_room: not fetched);
- * *fetched set when bytes came from the store for it. */
+/* Take room for est bytes more in p->pending: the pending bytes before. */
+static uint64_t pending_take(struct plans *p, uint64_t est)
+{
+	pthread_mutex_lock(&p->lock);
+	uint64_t before = p->pending;
+	p->pending += est;
+	pthread_mutex_unlock(&p->lock);
+	return before;
+}
+
+/* Give est back; a pack of n bytes fetched (n 0: none) counts for the
+ * sizes of the next. */
+static void pending_give(struct plans *p, uint64_t est, uint64_t n)
+{
+	pthread_mutex_lock(&p->lock);
+	p->pending -= est;
+	if (n) {
+		p->pack_bytes += n;
+		p->packs++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The bytes key will take in the disk cache, before it is fetched: the
+ * file's in it (a block's), or for a pack, which is fetched whole, the
+ * end of the file's frames in it or the mean of the packs fetched so far,
+ * whichever is more. Sized by the file's bytes alone, a pack's fill found
+ * half the room asked for, and evicted what the plans needed. */
+static uint64_t key_est(struct plans *p, const char *key, uint64_t bytes,
+			uint64_t end)
+{
+	uint64_t est = bytes > end ? bytes : end;
+
+	if (!strncmp(key, "packs/", 6)) {
+		pthread_mutex_lock(&p->lock);
+		uint64_t mean = p->packs ? p->pack_bytes / p->packs : 0;
+		pthread_mutex_unlock(&p->lock);
+		if (mean > est)
+			est = mean;
+	}
+	return est;
+}
+
+/* Bring key (bytes of the file in it, its frames ending at end in it: a
+ * pack's) into the disk cache (in a group: to its owner). 1 when it is
+ * there, 0 when not, -1 when there is no room for it but by evicting what
+ * a plan needs (diskcache_room: not fetched); *fetched set when bytes came
+ * from the store for it. The room asked is the object's and that of the
+ * other fetches ahead still under way (pending): each of PLAN_THREADS
+ * fetchers saw the same free room, and their fills evicted planned
+ * entries. */
 static int fetch_key(struct plans *p, const char *key, uint64_t h,
-		     uint64_t bytes, int *fetched)
+		     uint64_t bytes, uint64_t end, int *fetched)
 {
 	struct fs *fs = p->fs;
 	void *data = NULL;
 	size_t n = 0;
-	int err, slot;
+	uint64_t est, before;
+	int err, slot, pack;
 
 	if (fs->group) {
 		int here = diskcache_contains(fs->cache, key);
@@ -277,19 +343,39 @@ static int fetch_key(struct plans *p, const char *key, uint64_t h,
 	}
 	if (diskcache_contains(fs->cache, key))
 		return 1;
-	if (!diskcache_room(fs->cache, key, bytes))
-		return -1;
-	if ((slot = flight_take(p, h)) < 0)
+	/* a file passed read it by ranges (or it was evicted since): the
+	 * readers ahead read their ranges too, rather than the whole object
+	 * again (epoch 2, its cache full of what the plan needs) */
+	pthread_mutex_lock(&p->lock);
+	int passed = plancore_passed(p->core, h);
+	for (int i = 0; passed && i < PLAN_THREADS; i++)
+		passed = !(p->flight[i].used && p->flight[i].h == h);
+	pthread_mutex_unlock(&p->lock);
+	if (passed)
 		return 0;
+	est = key_est(p, key, bytes, end);
+	before = pending_take(p, est);
+	if (!diskcache_room(fs->cache, key, est + before)) {
+		pending_give(p, est, 0);
+		return -1;
+	}
+	if ((slot = flight_take(p, h)) < 0) {
+		pending_give(p, est, 0);
+		return slot == -2; /* another fetcher brings it */
+	}
 	/* fetched meanwhile by another fetcher, or a reader */
+	pack = !strncmp(key, "packs/", 6);
 	if (!diskcache_contains(fs->cache, key)) {
 		err = objstore_get(fs->cache, key, 0, 0, &data, &n);
 		bigbuf_free(data);
 		if (err && err != ENOENT)
 			fetch_warn(p, key, err);
 		*fetched |= !err;
+		if (err)
+			n = 0;
 	}
 	flight_end(p, slot);
+	pending_give(p, est, pack ? n : 0);
 	/* a fill the cache did not admit is no fetch ahead */
 	return diskcache_contains(fs->cache, key);
 }
@@ -315,7 +401,8 @@ static void fetch_file(struct plans *p, const struct pc_job *j)
 			ready = 0;
 			break;
 		}
-		r = fetch_key(p, kl.key[i], kl.h[i], kl.bytes[i], &fetched);
+		r = fetch_key(p, kl.key[i], kl.h[i], kl.bytes[i], kl.end[i],
+			      &fetched);
 		if (r < 0) {
 			ready = 0;
 			noroom = 1;
@@ -636,7 +723,7 @@ uint64_t plans_rank(void *arg, const char *key)
 	uint64_t h = plancore_key_hash(key), r;
 
 	pthread_mutex_lock(&p->lock);
-	r = plancore_rank(p->core, h);
+	r = plancore_rank_at(p->core, h, mono_ns());
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }

@@ -35,6 +35,11 @@ struct plans {
 		uint64_t h;
 		int used;
 	} flight[PLAN_THREADS];
+	/* bytes the fetches ahead between their room check and their
+	 * fill's end may take in the disk cache; the packs they fetched,
+	 * their bytes (a pack's size before its fetch: at least its
+	 * frames' end, and the mean); protected by lock */
+	uint64_t pending, pack_bytes, packs;
 	int stopping;	  /* protected by lock */
 	struct workq *q;  /* the fetchers */
 	pthread_t ticker; /* owner checks, idle ends */

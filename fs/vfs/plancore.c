@@ -46,9 +46,10 @@ struct plancore {
 	uint64_t next_id;
 	struct pc_plan *slot[PLAN_MAX];
 	size_t nplans;
-	uint64_t files; /* all plans' positions */
-	uint64_t held;	/* all plans' files held (plancore_add_at) */
-	unsigned rr;	/* the slot the next pick starts at */
+	uint64_t files;	     /* all plans' positions */
+	uint64_t held;	     /* all plans' files held (plancore_add_at) */
+	unsigned rr;	     /* the slot the next pick starts at */
+	int64_t build_until; /* a list is being added to until then */
 	struct hash inos, objs;
 	struct plans_stats st; /* the counters since open */
 };
@@ -71,6 +72,14 @@ static size_t ref_pos(pc_ref r)
 static struct pc_file *file_at(const struct plancore *c, pc_ref r)
 {
 	return &c->slot[ref_slot(r)]->f[ref_pos(r)];
+}
+
+/* A plan was made, cleared or added to at now (0: not known): its list
+ * is taken as still coming for PC_BUILD_NS more. */
+static void building(struct plancore *c, int64_t now)
+{
+	if (now && now + PC_BUILD_NS > c->build_until)
+		c->build_until = now + PC_BUILD_NS;
 }
 
 static uint64_t off_at(const struct pc_plan *p, size_t i)
@@ -302,6 +311,7 @@ int plancore_new(struct plancore *c, int64_t now, struct pc_plan **out)
 	p->window =
 	    PLAN_WINDOW_MIN < c->window_max ? PLAN_WINDOW_MIN : c->window_max;
 	p->last_ns = now;
+	building(c, now);
 	c->slot[s] = p;
 	c->nplans++;
 	c->st.made++;
@@ -444,6 +454,7 @@ int plancore_add(struct plancore *c, struct pc_plan *p, const struct pc_add *v,
 			f->flags |= PF_LISTED;
 	}
 	p->last_ns = now;
+	building(c, now);
 	return 0;
 undo:
 	truncate_at(c, p, n0, 0);
@@ -481,6 +492,7 @@ int plancore_add_at(struct plancore *c, struct pc_plan *p, size_t pos,
 		return EEXIST;
 	if (pos - p->n >= PC_HOLD_MAX)
 		return EAGAIN;
+	building(c, now);
 	if (pos == p->n) {
 		if ((err = plancore_add(c, p, v, 1, now)))
 			return err;
@@ -524,6 +536,7 @@ void plancore_clear(struct plancore *c, struct pc_plan *p, int64_t now)
 	p->stalled = 0;
 	p->gen++;
 	p->last_ns = now;
+	building(c, now);
 }
 
 void plancore_end(struct plancore *c, struct pc_plan *p)
@@ -555,6 +568,14 @@ static uint64_t window_of(const struct plancore *c, const struct pc_plan *p,
 	return w ? w : 1;
 }
 
+uint64_t plancore_rank_at(const struct plancore *c, uint64_t h, int64_t now)
+{
+	uint64_t r = plancore_rank(c, h);
+
+	return r == DISKCACHE_RANK_NONE && now < c->build_until ? PC_RANK_COMING
+								: r;
+}
+
 uint64_t plancore_window(const struct plancore *c, const struct pc_plan *p)
 {
 	return window_of(c, p, active(c));
@@ -583,6 +604,19 @@ uint64_t plancore_rank(const struct plancore *c, uint64_t h)
 			best = d;
 	}
 	return best;
+}
+
+int plancore_passed(const struct plancore *c, uint64_t h)
+{
+	struct pc_obj *o = obj_find(c, h);
+
+	if (!o)
+		return 0;
+	const pc_ref *v = obj_refs(o);
+	for (uint32_t i = 0; i < o->n; i++)
+		if (ref_pos(v[i]) < c->slot[ref_slot(v[i])]->place)
+			return 1;
+	return 0;
 }
 
 /* ---- readers ------------------------------------------------------------ */

@@ -210,6 +210,22 @@ void plancore_unstall(struct plancore *c); /* every plan */
 
 /* The ranker (diskcache.h) of a key hash. */
 uint64_t plancore_rank(const struct plancore *c, uint64_t h);
+/*
+ * As plancore_rank at time now, but while a list is still coming (a plan
+ * made, cleared or added to less than PC_BUILD_NS ago) a key no plan
+ * names yet ranks PC_RANK_COMING, not NONE: needed, furthest ahead. A
+ * --replace adds the next epoch's list over a fraction of a second;
+ * ranked NONE meanwhile (its demote mark of the epoch before counting),
+ * what the files not yet added need was evicted first, by the fetches
+ * ahead of the files already added (epoch 2 1.6x the minimum).
+ */
+uint64_t plancore_rank_at(const struct plancore *c, uint64_t h, int64_t now);
+#define PC_RANK_COMING (DISKCACHE_RANK_NONE - 1)
+#define PC_BUILD_NS    (500 * 1000000ll) /* a tick (plan.h) */
+/* Does a plan name the object of hash h at a position its readers have
+ * passed? (Not in the cache then, it was read by ranges, or evicted:
+ * fetched whole for the files ahead, it costs more than their ranges.) */
+int plancore_passed(const struct plancore *c, uint64_t h);
 uint64_t plancore_window(const struct plancore *c, const struct pc_plan *p);
 void plancore_info(const struct plancore *c, const struct pc_plan *p,
 		   int64_t now, struct plan_info *pi);

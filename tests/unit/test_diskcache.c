@@ -1473,3 +1473,67 @@ Test(diskcache, pack_ranges_fetch_once, .fini = teardown, .timeout = 120)
 		free(d);
 	}
 }
+
+static void *whole_read(void *arg)
+{
+	struct pack_reader *r = arg;
+	void *got = NULL;
+	size_t gn = 0;
+
+	pthread_barrier_wait(r->b);
+	r->bad = objstore_get(r->c, r->key, 0, 0, &got, &gn) || gn != r->len ||
+		 memcmp(got, r->want, r->len);
+	free(got);
+	return NULL;
+}
+
+/* A whole get (a plan's fetch ahead) and readers of the pack's frames at
+ * once: the readers take their ranges from the whole fetch, one get from
+ * the store (they fetched their ranges too: epoch 1 with a plan read 1.16
+ * bytes a stored byte). */
+Test(diskcache, whole_get_joined_by_ranges, .fini = teardown, .timeout = 120)
+{
+	struct objstore *m = open_mem("mem://");
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = 1ull << 30,
+				   .free_ratio = 0.01,
+				   .min_age = 600,
+				   .whole_prefix = "p/",
+				   .whole_est = 1 << 20};
+	enum { PACKS = 300, LEN = 256 << 10 };
+	char key[32];
+	int more = 0;
+
+	make_root();
+	o.dirs = root;
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	for (int p = 0; p < PACKS; p++) {
+		struct pack_reader rs[8];
+		pthread_barrier_t b;
+		snprintf(key, sizeof(key), "p/%d", p);
+		unsigned char *d = make_data(key, 0, LEN);
+		cr_assert_eq(objstore_put(m, key, d, LEN), 0);
+		uint64_t g0 = backend_gets(dc);
+		pthread_barrier_init(&b, NULL, 8);
+		for (int i = 0; i < 8; i++) {
+			rs[i] = (struct pack_reader){.c = dc,
+						     .key = key,
+						     .want = d,
+						     .len = LEN,
+						     .i = i,
+						     .b = &b};
+			pthread_create(&rs[i].t, NULL,
+				       i ? pack_read : whole_read, &rs[i]);
+		}
+		for (int i = 0; i < 8; i++) {
+			pthread_join(rs[i].t, NULL);
+			cr_assert_eq(rs[i].bad, 0);
+		}
+		pthread_barrier_destroy(&b);
+		more += backend_gets(dc) - g0 > 1;
+		free(d);
+	}
+	cr_assert_eq(more, 0, "%d packs of %d were got more than once", more,
+		     PACKS);
+}

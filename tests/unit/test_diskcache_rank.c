@@ -793,3 +793,57 @@ Test(diskcache, rank_epochs_twice_the_cache, .fini = teardown, .timeout = 300)
 				      (unsigned long long)least);
 	}
 }
+
+/* A ranged get of an object cached whole by policy (a pack's frame) that
+ * misses, in a cache holding only planned entries: the range passes
+ * through, the whole object is not fetched to evict one of them (it would
+ * be fetched again later; the range costs only its bytes). */
+Test(diskcache, rank_range_passes_planned_by, .fini = teardown)
+{
+	struct objstore *m = open_mem();
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = 4000,
+				   .min_age = 3600,
+				   .whole_prefix = "blocks/",
+				   .whole_est = 1000};
+	unsigned char *want = make_data(4, 1000);
+	char key[64];
+	void *got = NULL;
+	size_t n = 0;
+
+	tbl_reset();
+	make_root();
+	o.dirs = root;
+	for (int i = 0; i < 8; i++)
+		put_obj(m, i, 1000);
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	diskcache_set_ranker(dc, tbl_rank, NULL);
+	for (int i = 0; i < 4; i++)
+		expect_obj(i, 1000);
+	for (int i = 0; i < 4; i++)
+		tbl[i] = 10 * (uint64_t)(i + 1);
+	tbl[4] = KEEP;
+	uint64_t g0 = backend_gets();
+	key_of(4, key, sizeof(key));
+	cr_assert_eq(objstore_get(dc, key, 100, 200, &got, &n), 0);
+	cr_assert_eq(n, 200);
+	cr_assert_eq(memcmp(got, want + 100, 200), 0);
+	free(got);
+	free(want);
+	cr_assert_eq(backend_gets() - g0, 1);
+	cr_assert_not(has(4), "fetched whole, evicting a planned entry");
+	cr_assert(has(0) && has(1) && has(2) && has(3));
+	cr_assert_eq(cstats().evict_planned, 0);
+	/* a demoted entry is room: then it is fetched whole */
+	tbl[3] = NONE;
+	demote(3);
+	key_of(5, key, sizeof(key));
+	tbl[5] = KEEP;
+	got = NULL;
+	cr_assert_eq(objstore_get(dc, key, 0, 10, &got, &n), 0);
+	free(got);
+	cr_assert(has(5));
+	cr_assert_not(has(3));
+	cr_assert_eq(cstats().evict_planned, 0);
+}

@@ -514,3 +514,63 @@ Test(plancore, limits)
 	cr_assert_eq(info(c, p).place, 2);
 	plancore_close(c);
 }
+
+/* While a list is still coming (a plan made, cleared or added to less
+ * than PC_BUILD_NS ago), a key no plan names yet ranks PC_RANK_COMING
+ * (needed, furthest ahead), not NONE: epoch 1's demote marks counted on
+ * what epoch 2's replaced plan would add a moment later, and the fetches
+ * ahead of its first files evicted it. */
+Test(plancore, keys_rank_coming_while_a_list_comes)
+{
+	struct plancore *c = core(8 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	int64_t t = 1000000000;
+	char k[32];
+
+	snprintf(k, sizeof(k), "k%d", 99);
+	uint64_t h99 = plancore_key_hash(k);
+	snprintf(k, sizeof(k), "k%d", 20);
+	uint64_t h20 = plancore_key_hash(k);
+	add(c, p, 1, 20, MiB);
+	/* made and added at time 0: not known to be coming */
+	cr_assert_eq(plancore_rank_at(c, h99, t), DISKCACHE_RANK_NONE);
+	plancore_clear(c, p, t); /* a --replace */
+	cr_assert_eq(plancore_rank_at(c, h20, t + 1), PC_RANK_COMING);
+	cr_assert_eq(plancore_rank(c, h20), DISKCACHE_RANK_NONE);
+	struct pc_add v = {20, MiB, &h20, 1, 1};
+	cr_assert_eq(plancore_add(c, p, &v, 1, t + PC_BUILD_NS / 2), 0);
+	cr_assert_eq(plancore_rank_at(c, h20, t + PC_BUILD_NS / 2),
+		     DISKCACHE_RANK_KEEP);
+	/* the add moved the end of the list's coming */
+	cr_assert_eq(plancore_rank_at(c, h99, t + PC_BUILD_NS), PC_RANK_COMING);
+	cr_assert_eq(
+	    plancore_rank_at(c, h99, t + PC_BUILD_NS / 2 + PC_BUILD_NS),
+	    DISKCACHE_RANK_NONE);
+	plancore_check(c);
+	plancore_close(c);
+}
+
+/* An object a plan names behind its readers' place was passed: not in the
+ * cache then, the files ahead read their ranges rather than fetch it
+ * whole again (plan.c). */
+Test(plancore, passed_objects)
+{
+	struct plancore *c = core(8 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	char k[32];
+
+	add(c, p, 1, 4, MiB);
+	snprintf(k, sizeof(k), "k%d", 2);
+	uint64_t h2 = plancore_key_hash(k);
+	/* file 5 shares file 2's object */
+	struct pc_add v = {5, MiB, &h2, 1, 1};
+	cr_assert_eq(plancore_add(c, p, &v, 1, 0), 0);
+	cr_assert_not(plancore_passed(c, h2));
+	cr_assert_not(plancore_passed(c, plancore_key_hash("nothing")));
+	plancore_opened(c, 1, NULL, 0, 0, NULL);
+	cr_assert_not(plancore_passed(c, h2), "only file 1 passed");
+	plancore_opened(c, 2, NULL, 0, 0, NULL);
+	cr_assert(plancore_passed(c, h2));
+	plancore_check(c);
+	plancore_close(c);
+}
