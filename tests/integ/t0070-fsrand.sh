@@ -7,11 +7,11 @@
 [ -x "$FSRAND" ] || fail "no fsrand at '$FSRAND' (make all)"
 seed=${GRANARY_SEED:-20261130}
 if [ "$GRANARY_STORAGE" = s3 ]; then
-	args=(-n 4000 -f 4 -m 6M) # s3rver is slow
+	args=(-n 2500 -f 4 -m 6M) # s3rver is slow
 	small=(-n 2000 -f 24 -m 200K)
 else
-	args=(-n 15000 -f 4 -m 12M)
-	small=(-n 5000 -f 24 -m 200K)
+	args=(-n 9000 -f 4 -m 12M)
+	small=(-n 3000 -f 24 -m 200K)
 fi
 new_volume rand
 M=$TMP/mnt SH=$TMP/shadow

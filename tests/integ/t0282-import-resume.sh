@@ -10,7 +10,7 @@ TREE=$TOPDIR/tests/integ/importtree.py
 new_volume res
 M=$TMP/m
 mount_vol "$META" "$M"
-python3 "$TREE" make "$TMP/src" 1200 24 3 >/dev/null
+python3 "$TREE" make "$TMP/src" 600 24 3 >/dev/null
 jf() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 temps() { find "$1" -name '.granary-import.*' ! -name '*.notatemp' 2>/dev/null | wc -l; }
