@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0162-compact.sh - a log appended to 3,000 times (`echo >> log`, one
+# t0162-compact.sh - a log appended to 1,500 times (`echo >> log`, one
 # open and close each, as a training log is written) keeps a short slice
 # list: the client compacts it in the background. It reads back
 # byte-exact, also through a descriptor opened before the first append;
@@ -25,9 +25,9 @@ mount_vol "$META" "$B"
 : >"$TMP/shadow"
 exec 4<"$A/log" # a reader that holds the file open from the start
 ino=$(stat -c %i "$A/log")
-for i in $(seq 1 3000); do
-	if [ "$i" = 1001 ]; then
-		# another node reads the first 1000 lines and keeps the file
+for i in $(seq 1 1500); do
+	if [ "$i" = 501 ]; then
+		# another node reads the first 500 lines and keeps the file
 		# open: its client keeps the slice list it read
 		exec 5<"$B/log"
 		head -c "$(stat -c %s "$TMP/shadow")" <&5 >"$TMP/b-first"
@@ -39,10 +39,10 @@ for i in $(seq 1 3000); do
 done
 cmp "$TMP/shadow" "$A/log" || fail "the log reads back wrong"
 compacted=$(stat_of "$A" compaction compacted)
-[ "${compacted:-0}" -ge 10 ] || fail "only ${compacted:-0} compactions for 3000 appends"
+[ "${compacted:-0}" -ge 10 ] || fail "only ${compacted:-0} compactions for 1500 appends"
 short() { [ "$(records "$ino")" -le 128 ]; }
-wait_until 20 short || fail "$(records "$ino") slice records left after 3000 appends"
-ok "3000 appends: $compacted compactions, $(records "$ino") slice records left, the log reads back"
+wait_until 20 short || fail "$(records "$ino") slice records left after 1500 appends"
+ok "1500 appends: $compacted compactions, $(records "$ino") slice records left, the log reads back"
 
 cat <&4 >"$TMP/through-fd"
 cmp "$TMP/shadow" "$TMP/through-fd" || fail "the descriptor opened first reads wrong"
@@ -51,7 +51,7 @@ ok "a descriptor opened before the first append reads every line"
 
 # the packs of the appends go once the compactions' delay is over
 before=$(stat_of "$A" packs put)
-[ "${before:-0}" -ge 500 ] || fail "only ${before:-0} packs put for 3000 appends"
+[ "${before:-0}" -ge 250 ] || fail "only ${before:-0} packs put for 1500 appends"
 # what is left: an object or two per record at most
 few() { [ "$(count_objects)" -le 160 ]; }
 wait_until 30 few || fail "$(count_objects) objects left of the $before packs put"
