@@ -12,6 +12,7 @@ import time
 
 ADD_MAX = 64 << 10  # bytes of one add (PLAN_ADD_MAX, the kernel's XATTR_SIZE_MAX)
 GET_THREADS = 8  # the get form's adds made at once (each waits on the mount)
+XATTR_NAME_MAX = 255  # bytes of an xattr name: what one batch get carries
 
 # what a file system that is no granary mount (or a granary without plans:
 # an older client, a mount without a disk cache) answers to "granary.plan.new"
@@ -44,6 +45,31 @@ def _line(path):
         raise OSError(errno.EINVAL, "a planned path is empty or holds a newline",
                       os.fsdecode(p))
     return p
+
+
+def _batchable(path):
+    """May path (bytes) go in a batch get: names with single '/' between
+    them, no "." or ".." (the mount resolves a batch as an add by a set)."""
+    return all(c not in (b"", b".", b"..") for c in path.split(b"/"))
+
+
+def _batches(paths, room):
+    """paths (bytes) cut into (first, count) batches of files in a row
+    whose names, a newline between them, fit in room bytes; a path that
+    cannot go in one is a batch alone."""
+    out, used = [], room
+    for i, p in enumerate(paths):
+        size = len(p) + 1
+        if not _batchable(p) or size > room:
+            out.append((i, 1))
+            used = room  # nothing joins it
+        elif out and used + size <= room:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+            used += size
+        else:
+            out.append((i, 1))
+            used = size
+    return out
 
 
 def chunks(paths, limit=ADD_MAX):
@@ -108,12 +134,12 @@ class Plan:
     def add(self, paths):
         """Append paths in order, in adds of at most ADD_MAX bytes; returns
         how many. An add that fails adds none of its paths (the earlier
-        adds stay). Where sets are refused (a --read-only mount), each
-        file is an add of its own, a get on the file for its position in
-        the list ("add:POS"), GET_THREADS at once; there a failed add
-        leaves the paths before the failing one planned, and may leave
-        some after it held by the mount: clear the plan before adding
-        again."""
+        adds stay). Where sets are refused (a --read-only mount), the adds
+        are gets (_add_gets), GET_THREADS at once, each of a batch of
+        paths or of one file at its position in the list; there a failed
+        add leaves the paths before the failing one planned, and may
+        leave some after it held by the mount: clear the plan before
+        adding again."""
         n = 0
         if self.gets:
             return self._add_gets([_line(p) for p in paths])
@@ -124,37 +150,54 @@ class Plan:
         return n
 
     def _add_gets(self, paths):
-        """A get of "add:POS" on each file, from GET_THREADS threads taking
-        the paths in order: the mount appends them in position order."""
-        base, name, first = os.fsencode(self.directory), self._name("add"), self._n
+        """The gets of an add, from GET_THREADS threads taking batches of
+        the paths in order: a batch is one get on the directory of
+        "add:POS:PATHS" (as many paths as one xattr name holds), a path
+        that cannot go in one, or a batch the mount refuses (a symbolic
+        link, an older mount), a get of "add:POS" on each file. The mount
+        appends them in position order."""
+        base, first = os.fsencode(self.directory), self._n
+        head = self._name("add")
+        batches = _batches(paths, XATTR_NAME_MAX - len(head.encode()) - 24)
         lock = threading.Lock()
         state = {"next": 0, "bad": len(paths), "err": None}
+
+        def get(path, name):
+            while True:
+                try:
+                    os.getxattr(path, name)
+                    return None
+                except OSError as e:
+                    # EAGAIN: too far past files not yet added (a thread
+                    # slow on one): they come, unless one failed
+                    if e.errno == errno.EAGAIN and state["err"] is None:
+                        time.sleep(0.001)
+                        continue
+                    return e
 
         def work():
             while True:
                 with lock:
-                    i = state["next"]
-                    if i >= len(paths) or state["err"] is not None:
+                    k = state["next"]
+                    if k >= len(batches) or state["err"] is not None:
                         return
-                    state["next"] = i + 1
-                call = "%s:%d" % (name, first + i)
-                while True:
-                    try:
-                        os.getxattr(os.path.join(base, paths[i]), call)
-                        break
-                    except OSError as e:
-                        # EAGAIN: too far past files not yet added (a
-                        # thread slow on one): they come, unless one failed
-                        if e.errno == errno.EAGAIN and state["err"] is None:
-                            time.sleep(0.001)
-                            continue
+                    state["next"] = k + 1
+                i, n = batches[k]
+                if n > 1 and get(base, "%s:%d:%s" % (
+                        head, first + i,
+                        os.fsdecode(b"\n".join(paths[i:i + n])))) is None:
+                    continue
+                for j in range(i, i + n):  # one at a time
+                    e = get(os.path.join(base, paths[j]),
+                            "%s:%d" % (head, first + j))
+                    if e is not None:
                         with lock:
-                            if i < state["bad"]:
-                                state["bad"], state["err"] = i, e
+                            if j < state["bad"]:
+                                state["bad"], state["err"] = j, e
                         return
 
         threads = [threading.Thread(target=work, daemon=True)
-                   for _ in range(min(GET_THREADS, len(paths)))]
+                   for _ in range(min(GET_THREADS, len(batches)))]
         for t in threads:
             t.start()
         for t in threads:

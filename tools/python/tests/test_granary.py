@@ -47,6 +47,7 @@ class FakeMount:
         self.calls = []
         self.refuse = {}  # path -> errno an add naming it fails with
         self.held = {}  # id -> {position: path} held past the list's end
+        self.batches = []  # the paths of every batch get
         self.lock = threading.Lock()  # the get form's adds come from threads
 
     def _plan(self, path, name):
@@ -81,6 +82,26 @@ class FakeMount:
                     lst.append(held.pop(len(lst)))
                 return b"%d" % len(lst)
         pid, call = self._plan(path, name)
+        if pid is not None and call.count(":") == 2 and call.startswith("add:"):
+            # the batch form on the directory: all or none
+            if len(name.encode()) > 255:
+                raise oserror(errno.ERANGE, path)
+            with self.lock:
+                _, pos, paths = call.split(":", 2)
+                pos, paths = int(pos), paths.split("\n")
+                self.batches.append(len(paths))
+                for p in paths:
+                    if p in self.refuse:
+                        raise oserror(self.refuse[p], path)
+                lst, held = self.plans[pid], self.held.setdefault(pid, {})
+                if any(pos + k < len(lst) or pos + k in held
+                       for k in range(len(paths))):
+                    raise oserror(errno.EEXIST, path)
+                for k, p in enumerate(paths):
+                    held[pos + k] = p
+                while len(lst) in held:
+                    lst.append(held.pop(len(lst)))
+                return b"%d" % len(lst)
         if pid is not None and call in ("clear", "cancel") or call.startswith("owner:"):
             if call == "clear":
                 self.plans[pid] = []
@@ -218,6 +239,10 @@ class TestPlan(unittest.TestCase):
             self.assertEqual(plan.add(paths[300:]), 200)
             self.assertEqual(m.plans[plan.id], paths)
             self.assertTrue(all(".add:" in c for c in m.calls if ".add" in c))
+            # batches of several paths, each name within 255 bytes
+            self.assertGreater(len(m.batches), 0)
+            self.assertLess(len(m.batches), len(paths) // 2)
+            self.assertTrue(all(n > 1 for n in m.batches))
             self.assertEqual(plan.replace(paths[::-1]), len(paths))
             self.assertEqual(m.plans[plan.id], paths[::-1])
             # a path refused: the error of the first in order is raised
