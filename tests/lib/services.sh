@@ -44,7 +44,9 @@ svc_pick_port() {
 svc_wait_redis() {
 	local log=$1; shift
 	for _ in $(seq 1 100); do
-		redis-cli "$@" ping >/dev/null 2>&1 && return 0
+		# PONG, not just exit 0: redis-cli exits 0 on an error reply too,
+		# such as LOADING while a restarted server reads its AOF
+		[ "$(redis-cli "$@" ping 2>/dev/null)" = PONG ] && return 0
 		sleep 0.05
 	done
 	echo "services: redis-server did not start (see $log)" >&2
