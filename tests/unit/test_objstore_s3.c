@@ -37,7 +37,7 @@ static struct {
 	const char *answer[FAKE_MAX_ANSWERS];
 	size_t len[FAKE_MAX_ANSWERS];
 	int nanswers;
-	int requests; /* atomic: requests answered */
+	int requests; /* atomic: requests answered (counted as answered) */
 	int stop;     /* atomic: set by fake_stop */
 	int running;
 	char last_range[128]; /* the Range of the last request; thread's */
@@ -83,6 +83,9 @@ static void *fake_main(void *arg)
 			    __atomic_load_n(&fake.requests, __ATOMIC_RELAXED);
 			if (i >= fake.nanswers)
 				i = fake.nanswers - 1;
+			/* counted before the answer goes: the client may have it
+			 * and the test check the count before a count after */
+			__atomic_add_fetch(&fake.requests, 1, __ATOMIC_RELEASE);
 			/* the client may hang up at any point: no SIGPIPE */
 			for (size_t off = 0; off < fake.len[i];) {
 				ssize_t k =
@@ -92,7 +95,6 @@ static void *fake_main(void *arg)
 					break;
 				off += (size_t)k;
 			}
-			__atomic_add_fetch(&fake.requests, 1, __ATOMIC_RELEASE);
 		}
 		close(fd);
 	}
