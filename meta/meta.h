@@ -101,6 +101,10 @@ void meta_get_round_trips(struct meta *m, struct meta_round_trips *out);
 
 /* ---- namespace ------------------------------------------------------- */
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);
+/* meta_getattr that also tells, in *trash_dir, the hour directory of the
+ * trash that holds file ino (0: in no trash), in the same round trip. */
+int meta_getattr_trash(struct meta *m, uint64_t ino, struct meta_attr *a,
+		       uint64_t *trash_dir);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name,
 		uint64_t *ino, struct meta_attr *a);
 /* meta_lookup that also hands out the slice list of chunk 0 (oldest first,
@@ -187,8 +191,10 @@ void meta_dirents_free(struct meta_dirent *ents, size_t n);
 
 /* ---- files ----------------------------------------------------------- */
 /* Register an open of ino by this session (keeps an unlinked inode alive)
- * and return fresh attributes (close-to-open). */
-int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a);
+ * and return fresh attributes (close-to-open); *trash_dir (trash_dir may
+ * be NULL) as meta_getattr_trash's. */
+int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a,
+		   uint64_t *trash_dir);
 /* Drop this session's open; reclaims the inode if it was unlinked. */
 int meta_file_close(struct meta *m, uint64_t ino);
 /* meta_file_close that also tells whether the inode was deleted (its data

@@ -127,14 +127,24 @@ int meta_fallocate_q(struct meta *m, const struct meta_qchain *q,
 
 /* ---- files ----------------------------------------------------------- */
 
-int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a)
+int meta_file_open(struct meta *m, uint64_t ino, struct meta_attr *a,
+		   uint64_t *trash_dir)
 {
 	struct cmd c;
+	redisReply *r;
+	int err;
 
 	redis_cmd_script(m, &c, SC_OPEN);
 	redis_cmd_u64(&c, ino);
 	redis_cmd_u64(&c, atomic_load(&m->sid));
-	return redis_run_script_attr(m, &c, a);
+	err = redis_run_script(m, 0, &c, &r);
+	if (err)
+		return err;
+	err = r->elements < 3 ? META_EPROTO : redis_reply_attr(r->element[1], a);
+	if (!err && trash_dir)
+		*trash_dir = redis_reply_u64(r->element[2]);
+	freeReplyObject(r);
+	return err;
 }
 
 int meta_file_close(struct meta *m, uint64_t ino)

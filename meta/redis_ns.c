@@ -66,6 +66,35 @@ int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a)
 	return err;
 }
 
+int meta_getattr_trash(struct meta *m, uint64_t ino, struct meta_attr *a,
+		       uint64_t *trash_dir)
+{
+	struct cmd c;
+	redisReply *r;
+	int err;
+
+	/* the record and the parent field (SCHEMA.md "Inode record"): -hour
+	 * directory while in the trash */
+	redis_cmd_init(&c, "HMGET");
+	redis_cmd_inode(&c, ino, 0);
+	redis_cmd_u64(&c, ino % INO_PER_HASH + 2 * INO_PER_HASH);
+	err = redis_run(m, RUN_RETRY, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		err = META_EPROTO;
+	else if (r->element[0]->type == REDIS_REPLY_NIL)
+		err = ENOENT;
+	else
+		err = redis_reply_attr(r->element[0], a);
+	*trash_dir = 0;
+	if (!err && r->element[1]->type == REDIS_REPLY_STRING &&
+	    r->element[1]->str[0] == '-')
+		*trash_dir = strtoull(r->element[1]->str + 1, NULL, 10);
+	freeReplyObject(r);
+	return err;
+}
+
 static int lookup(struct meta *m, uint64_t parent, const char *name,
 		  uint64_t *ino, struct meta_attr *a, struct meta_slice **s,
 		  size_t *n);

@@ -72,6 +72,7 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 		     struct vfs_open *o, struct meta_attr *a, int created)
 {
 	int first = 0, fresh = 0, alone = 0, err;
+	uint64_t trash_dir = 0;
 
 	if (created) {
 		pthread_mutex_lock(&fs->table_lock);
@@ -89,24 +90,31 @@ static int file_open(struct fs *fs, struct node *n, int flags,
 		pthread_mutex_lock(&fs->table_lock);
 		alone = ++n->opens == 1;
 		pthread_mutex_unlock(&fs->table_lock);
-		err = fresh ? 0 : meta_getattr(fs->meta, n->ino, a);
+		err = fresh ? 0
+			    : meta_getattr_trash(fs->meta, n->ino, a, &trash_dir);
 	} else {
 		pthread_mutex_lock(&fs->table_lock);
 		first = !n->meta_open;
 		alone = ++n->opens == 1;
 		n->meta_open = 1;
 		pthread_mutex_unlock(&fs->table_lock);
-		err = first ? meta_file_open(fs->meta, n->ino, a)
-			    : meta_getattr(fs->meta, n->ino, a);
+		err = first ? meta_file_open(fs->meta, n->ino, a, &trash_dir)
+			    : meta_getattr_trash(fs->meta, n->ino, a, &trash_dir);
 	}
 	/*
 	 * A file no name leads to, opened by a path (nothing else here holds
 	 * it open: an open file's /proc/PID/fd link may reopen it): the
 	 * kernel's cached name is stale, another client removed or renamed a
 	 * file over it. ESTALE makes the kernel look the name up again
-	 * (close-to-open across a rename on another node, t0242).
+	 * (close-to-open across a rename on another node, t0242). With the
+	 * trash on, such a file went into it and keeps its link: the same
+	 * when the trash holds it and the kernel found it elsewhere (opened
+	 * through its name in the trash, it opens).
 	 */
-	if (!err && !created && alone && a->nlink == 0)
+	uint64_t found_in = __atomic_load_n(&n->parent, __ATOMIC_RELAXED);
+	if (!err && !created && alone &&
+	    (a->nlink == 0 ||
+	     (trash_dir && found_in && found_in != trash_dir)))
 		err = ESTALE;
 	if (err) {
 		pthread_mutex_lock(&fs->table_lock);

@@ -555,7 +555,7 @@ Test(dump, unlinked_open_file_becomes_a_deleted_one)
 	cr_assert_eq(meta_session_open(a, "/mnt/dump"), 0);
 	ino = mk(a, 1, "open", META_FILE);
 	put(a, ino, 0, 0, id(a), 4000, 0, 4000);
-	cr_assert_eq(meta_file_open(a, ino, NULL), 0);
+	cr_assert_eq(meta_file_open(a, ino, NULL, NULL), 0);
 	cr_assert_eq(meta_unlink(a, 1, "open"), 0);
 	struct buf d = dump_of(a);
 	cr_assert_eq(load_buf(c, d.p, d.len, 0, NULL), 0);

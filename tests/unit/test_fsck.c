@@ -640,8 +640,8 @@ Test(fsck, open_files_skipped)
 	build(&v, &t);
 	cr_assert_eq(meta_open(v.url, NULL, &client), 0);
 	cr_assert_eq(meta_session_open(client, "/test"), 0);
-	cr_assert_eq(meta_file_open(client, t.g, &a), 0);
-	cr_assert_eq(meta_file_open(client, t.inner, &a), 0);
+	cr_assert_eq(meta_file_open(client, t.g, &a, NULL), 0);
+	cr_assert_eq(meta_file_open(client, t.inner, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(client, t.orph, "inner"), 0);
 	set_field(&v, t.g, 0, 5);
 	rcmd(&v, "INCRBY totalinodes 2");

@@ -405,7 +405,7 @@ Test(meta, read_only)
 	 * opens keep an unlinked file alive */
 	cr_expect_eq(meta_session_open(m, "/ro"), 0);
 	cr_expect_neq(meta_session_id(m), 0);
-	cr_expect_eq(meta_file_open(m, ino, &a), 0);
+	cr_expect_eq(meta_file_open(m, ino, &a, NULL), 0);
 	cr_expect_eq(a.type, META_FILE);
 	cr_expect_eq(meta_unlink(w, 1, "f"), 0);
 	cr_expect_eq(meta_getattr(m, ino, &a), 0,
@@ -723,7 +723,7 @@ Test(meta, rename_replaces_open_file)
 	struct meta_attr a;
 
 	cr_assert_eq(meta_session_open(m, "/mnt/test"), 0);
-	cr_assert_eq(meta_file_open(m, f2, &a), 0);
+	cr_assert_eq(meta_file_open(m, f2, &a, NULL), 0);
 	cr_assert_eq(meta_rename(m, 1, "f1", 1, "f2", 0), 0);
 	a = attr(m, f2);
 	cr_expect_eq(a.nlink, 0, "replaced but open: kept");
@@ -1120,7 +1120,7 @@ Test(meta, chunk0_survives_attribute_rewrites)
 	expect_chunk(m, f, 0, c0, 2, "link");
 	cr_assert_eq(meta_setxattr(m, f, "user.x", "v", 1, 0), 0);
 	cr_assert_eq(meta_fallocate(m, f, FALLOC_FL_KEEP_SIZE, 0, 10, &a), 0);
-	cr_assert_eq(meta_file_open(m, f, &a), 0);
+	cr_assert_eq(meta_file_open(m, f, &a, NULL), 0);
 	cr_assert_eq(meta_file_close(m, f), 0);
 	cr_assert_eq(meta_unlink(m, 1, "h"), 0);
 	expect_chunk(m, f, 0, c0, 2, "xattr, fallocate, open, unlink");
@@ -1255,7 +1255,7 @@ Test(meta, chunk0_unlink_open_then_close)
 	    .id = id1, .size = 1000, .off = 0, .len = 1000, .pos = 0};
 	want[1] = (struct meta_slice){
 	    .id = id2, .size = 24, .off = 0, .len = 24, .pos = 1000};
-	cr_assert_eq(meta_file_open(m, f, &a), 0);
+	cr_assert_eq(meta_file_open(m, f, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	/* still readable while open, nothing reclaimed */
 	expect_chunk(m, f, 0, want, 2, "unlinked, open");
@@ -1427,8 +1427,8 @@ Test(meta, unlink_while_open)
 	free(ss);
 
 	/* open here twice, unlinked: lives until the last close */
-	cr_assert_eq(meta_file_open(m, f, &a), 0);
-	cr_assert_eq(meta_file_open(m, f, &a), 0);
+	cr_assert_eq(meta_file_open(m, f, &a, NULL), 0);
+	cr_assert_eq(meta_file_open(m, f, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	a = attr(m, f);
 	cr_expect_eq(a.nlink, 0);
@@ -1444,7 +1444,7 @@ Test(meta, unlink_while_open)
 	cr_expect_eq(got[0], idf);
 
 	/* open by another client */
-	cr_assert_eq(meta_file_open(b, g, &a), 0);
+	cr_assert_eq(meta_file_open(b, g, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "g"), 0);
 	cr_expect_eq(attr(m, g).nlink, 0);
 	cr_expect_eq(reclaim_all(m, got, 4), 0);
@@ -1455,7 +1455,7 @@ Test(meta, unlink_while_open)
 
 	/* a session that closes drops its opens */
 	uint64_t h = mkfile(m, 1, "h");
-	cr_assert_eq(meta_file_open(b, h, &a), 0);
+	cr_assert_eq(meta_file_open(b, h, &a, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "h"), 0);
 	cr_assert_eq(meta_session_close(b), 0);
 	cr_expect_eq(meta_getattr(m, h, NULL), ENOENT);
@@ -1481,7 +1481,7 @@ Test(meta, dead_session_cleanup)
 	/* a live client: time counts against a silent session only while
 	 * some client runs (SCHEMA.md "Sessions") */
 	cr_assert_eq(meta_session_open(c, "/mnt/c"), 0);
-	cr_assert_eq(meta_file_open(b, f, NULL), 0);
+	cr_assert_eq(meta_file_open(b, f, NULL, NULL), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f"), 0);
 	/* a live session is not cleaned */
 	cr_assert_eq(meta_clean_sessions(c, &n), 0);
@@ -2848,7 +2848,7 @@ Test(meta, files_release_batch)
 		cr_assert_eq(
 		    meta_create(m, 1, name, 0644, 1, 2, &f[i], &a, NULL), 0);
 	}
-	cr_assert_eq(meta_file_open(m, f[1], &a), 0); /* a second open */
+	cr_assert_eq(meta_file_open(m, f[1], &a, NULL), 0); /* a second open */
 	cr_assert_eq(meta_unlink(m, 1, "f1"), 0);
 	cr_assert_eq(meta_unlink(m, 1, "f2"), 0);
 	cr_expect_eq(attr(m, f[2]).nlink, 0, "kept by its open");

@@ -269,7 +269,7 @@ Test(quota_ns, unlink_of_an_open_file)
 	cr_assert_eq(meta_session_open(m, "/mnt/q"), 0); /* opens count */
 	qset(m, d, 0, 0);
 	f = mkfile(m, d, "f", 100);
-	cr_assert_eq(meta_file_open(m, f, NULL), 0);
+	cr_assert_eq(meta_file_open(m, f, NULL, NULL), 0);
 	cr_assert_eq(meta_unlink(m, d, "f"), 0);
 	USE(m, d, 0, 0);
 	/* writes through the open file charge nothing: it has no name */
@@ -705,7 +705,7 @@ Test(quota_ns, data_into_a_removed_file)
 
 	cr_assert_eq(meta_session_open(m, "/mnt/q"), 0); /* opens count */
 	f = mkfile(m, qd, "f", 1000);
-	cr_assert_eq(meta_file_open(m, f, NULL), 0);
+	cr_assert_eq(meta_file_open(m, f, NULL, NULL), 0);
 	cr_assert_eq(meta_unlink_trashed(o, qd, "f", &t), 0);
 	cr_assert_eq(t, f);
 	USE(m, qd, 0, 0);

@@ -186,6 +186,41 @@ static void trash_bytes_eq(struct meta *m, uint64_t ino, uint64_t want)
 	meta_trash_entries_free(l, n);
 }
 
+/* Both reads of a file's attributes that open it tell the trash's hour
+ * directory that holds it: 0 before, the entry's hour directory after
+ * its removal, 0 again once restored (the client's close-to-open). */
+Test(trash, open_tells_the_trash_dir)
+{
+	struct meta *m = fresh(1);
+	uint64_t d = mk(m, META_ROOT_INO, "d", META_DIR), f, t = 7;
+	struct meta_trash_entry *l;
+	struct meta_attr a;
+	size_t n;
+
+	f = mkfile(m, d, "f", 1000);
+	cr_assert_eq(meta_file_open(m, f, &a, &t), 0);
+	cr_assert_eq(t, 0);
+	t = 7;
+	cr_assert_eq(meta_getattr_trash(m, f, &a, &t), 0);
+	cr_assert_eq(t, 0);
+	cr_assert_eq(meta_unlink(m, d, "f"), 0);
+	cr_assert_eq(meta_trash_list(m, &l, &n), 0);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(meta_file_open(m, f, &a, &t), 0);
+	cr_assert_eq(t, l[0].hour_ino);
+	cr_assert_eq(a.nlink, 1);
+	t = 0;
+	cr_assert_eq(meta_getattr_trash(m, f, &a, &t), 0);
+	cr_assert_eq(t, l[0].hour_ino);
+	cr_assert_eq(meta_trash_restore(m, l[0].hour_ino, l[0].name, d, "g"),
+		     0);
+	meta_trash_entries_free(l, n);
+	cr_assert_eq(meta_getattr_trash(m, f, &a, &t), 0);
+	cr_assert_eq(t, 0);
+	cr_assert_eq(meta_getattr_trash(m, f + 1000, &a, &t), ENOENT);
+	meta_close(m);
+}
+
 /* A file removed (by another client) while open here: its writes and
  * truncates while it is in the trash change the trash's bytes as they
  * change the file's, so that the entry's size and the figure agree. */
@@ -201,7 +236,7 @@ Test(trash, writes_to_a_removed_file)
 
 	cr_assert_eq(meta_session_open(m, "/mnt/t"), 0); /* opens count */
 	f = mkfile(m, d, "f", 1000);
-	cr_assert_eq(meta_file_open(m, f, NULL), 0);
+	cr_assert_eq(meta_file_open(m, f, NULL, NULL), 0);
 	cr_assert_eq(meta_unlink(o, d, "f"), 0);
 	trash_bytes_eq(m, f, 1000);
 	cr_assert_eq(meta_new_slice_id(m, &id), 0);
