@@ -17,6 +17,9 @@
  * the reconnects after either cost a running read or write a pause, not
  * an EIO; a store that stays away fails requests within two minutes. */
 #define FS_IO_RETRY_WINDOW 120
+/* 60 s: a Redis restarted (an AOF of a few GB loaded), a script that ran
+ * long, a master failed over cost a metadata call a pause, not an EIO. */
+#define FS_META_RETRY_WINDOW 60
 
 struct fs_opts {
 	const char *meta_url;
@@ -41,6 +44,9 @@ struct fs_opts {
 	int prefetch;	       /* prefetch threads; < 0: default 4; 0 off */
 	int io_retry_window;   /* seconds a store request rides out an
 				  outage; < 0: FS_IO_RETRY_WINDOW */
+	int meta_retry_window; /* seconds a metadata call that did not run
+				  waits for Redis (meta_set_retry_window);
+				  < 0: FS_META_RETRY_WINDOW */
 	uint32_t pack_max;     /* pack slices up to this size; 0: no packing */
 	uint32_t pack_size;    /* seal packs at this size; 0: 4 MiB */
 	int pack_window_ms;    /* seal a pack this long after its first

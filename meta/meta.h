@@ -85,6 +85,13 @@ struct meta;
 
 int meta_open(const char *url, const struct meta_opts *opts, struct meta **out);
 void meta_close(struct meta *m); /* NULL-safe; ends the session if any */
+/* How long a call that did not run (the server was down, restarting,
+ * loading its data or busy) is sent again before its error, in seconds
+ * (0: at once, the default without sentinels), unless the URL sets
+ * failover_timeout: a mount rides out a Redis restart (SCHEMA.md
+ * "Connections"). A change sent when the connection failed may have run
+ * and still fails at once. */
+void meta_set_retry_window(struct meta *m, int seconds);
 /* The URL with any password replaced by "****", for messages: every
  * scheme but unix://, the password running from the first ':' of the user
  * information (or its start) to its last '@'. */

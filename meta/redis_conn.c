@@ -72,7 +72,7 @@ static int error_class(const char *s)
 		return EROFS;
 	if (!strncmp(s, "OOM", 3))
 		return ENOSPC;
-	if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY", 4) ||
+	if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) ||
 	    !strncmp(s, "MASTERDOWN", 10) || !strncmp(s, "TRYAGAIN", 8))
 		return META_EUNREACH;
 	return META_EPROTO;
@@ -869,9 +869,11 @@ static int scripts_load(struct meta *m, struct conn *c, int record)
  * The first error reply of out[0..n) as an error. RUN_RELOAD when a
  * script sent alone found the server without the scripts (it did not
  * run) and reload allows; *refused when the server refused it without
- * running it for not being a master (any more, or yet): READONLY,
- * LOADING, MASTERDOWN.
+ * running it: REFUSED_ROLE for not being a master (any more, or yet:
+ * READONLY, LOADING, MASTERDOWN), REFUSED_BUSY for being busy (BUSY: a
+ * script runs past busy-reply-threshold; TRYAGAIN).
  */
+enum { REFUSED_ROLE = 1, REFUSED_BUSY };
 static int replies_check(struct meta *m, const struct req *reqs, int n,
 			 redisReply **out, int reload, int *refused)
 {
@@ -885,9 +887,11 @@ static int replies_check(struct meta *m, const struct req *reqs, int n,
 		    (strncmp(s, "NOSCRIPT", 8) == 0 ||
 		     strstr(s, "Function not found")))
 			return RUN_RELOAD;
-		*refused = !strncmp(s, "READONLY", 8) ||
-			   !strncmp(s, "LOADING", 7) ||
-			   !strncmp(s, "MASTERDOWN", 10);
+		if (!strncmp(s, "READONLY", 8) || !strncmp(s, "LOADING", 7) ||
+		    !strncmp(s, "MASTERDOWN", 10))
+			*refused = REFUSED_ROLE;
+		else if (!strncmp(s, "BUSY ", 5) || !strncmp(s, "TRYAGAIN", 8))
+			*refused = REFUSED_BUSY;
 		err = error_class(s);
 		if (err == META_EPROTO || redis_log_ok(m))
 			log_err("redis at '%s' answered an error: %s", m->where,
@@ -911,6 +915,20 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* How long calls that may go again wait for the server (seconds; 0:
+ * they do not): the URL's failover_timeout, or meta_set_retry_window's. */
+static int retry_window(struct meta *m)
+{
+	return __atomic_load_n(&m->addr.failover_timeout, __ATOMIC_RELAXED);
+}
+
+void meta_set_retry_window(struct meta *m, int seconds)
+{
+	if (!m->addr.failover_named)
+		__atomic_store_n(&m->addr.failover_timeout,
+				 seconds > 0 ? seconds : 0, __ATOMIC_RELAXED);
+}
+
 /*
  * May a call that failed with err be sent again? Only if it cannot run
  * twice: the server refused it without running it (notrun), or it was
@@ -918,11 +936,14 @@ static int64_t now_ms(void)
  * (RUN_RETRY) and the connection failed under it. A change whose
  * connection failed after it was sent may have run, and may have reached
  * a replica that is the master now: it is not sent again, its caller gets
- * EIO (SCHEMA.md, "Connections"). Without failover (?failover_timeout=0,
- * the default of URLs without sentinels) only an idempotent call goes
- * again, once, at once; with it any that may, until failover_timeout
- * seconds have passed since the first failure, pausing from 50 ms up to
- * 1 s between tries, the master looked for again at each.
+ * EIO (SCHEMA.md, "Connections"). Without a window (?failover_timeout=0,
+ * the default of URLs without sentinels, unless meta_set_retry_window
+ * set one: a mount's) only an idempotent call goes again, once, at once;
+ * with it any that may, until the window's seconds have passed since
+ * the server went away (m->away_ms: the outage's window, not each
+ * call's, so that a server that stays away fails every call once it
+ * closed), pausing from 50 ms up to 1 s between tries, the master looked
+ * for again at each (a restarted server reconnected to).
  */
 static int retry_again(struct meta *m, struct retry *rt, int err, int notrun,
 		       int sent, int flags)
@@ -930,23 +951,32 @@ static int retry_again(struct meta *m, struct retry *rt, int err, int notrun,
 	int may = notrun || (err == EIO && (flags & RUN_RETRY)) ||
 		  (!sent && (err == EIO || err == META_EUNREACH ||
 			     err == META_ESENTINEL));
+	int window = retry_window(m);
 	int64_t now;
 
 	if (!may)
 		return 0;
-	if (m->addr.failover_timeout <= 0)
+	if (window <= 0)
 		return err == EIO && (flags & RUN_RETRY) && rt->tries++ == 0;
 	now = now_ms();
 	if (rt->tries++ == 0) {
-		rt->deadline = now + m->addr.failover_timeout * 1000LL;
-		if (redis_log_ok(m))
-			log_warn("redis at '%s' failed (%s): looking for the "
-				 "master for up to %d s",
+		int64_t since = 0;
+		if (atomic_compare_exchange_strong(&m->away_ms, &since, now)) {
+			since = now;
+			log_warn("redis at '%s' failed (%s): %s for up to %d s",
 				 m->where, gr_strerror(err),
-				 m->addr.failover_timeout);
-	} else if (now >= rt->deadline) {
-		log_err("redis at '%s': no master for %d s, giving up (%s)",
-			m->where, m->addr.failover_timeout, gr_strerror(err));
+				 m->addr.master[0] ? "looking for the master"
+						   : "waiting for it",
+				 window);
+		}
+		rt->deadline = since + window * 1000LL;
+	}
+	if (now >= rt->deadline) {
+		if (redis_log_ok(m))
+			log_err("redis at '%s': %s for %d s, giving up (%s)",
+				m->where,
+				m->addr.master[0] ? "no master" : "not back",
+				window, gr_strerror(err));
 		return 0;
 	}
 	if (rt->delay_ms) {
@@ -1029,8 +1059,12 @@ again:
 		sent = 1;
 		flags &= ~RUN_RETRY; /* it ran: a retry would WAIT again */
 	}
-	if (err && refused && m->addr.failover_timeout > 0)
+	if (err && refused == REFUSED_ROLE && retry_window(m) > 0)
 		conn_failed(m, c); /* a replica now: so are idle peers' */
+	/* the server answered: an outage, if there was one, is over */
+	if (sent && !refused && err != EIO && err != META_EUNREACH &&
+	    err != META_ESENTINEL && atomic_load(&m->away_ms))
+		atomic_store(&m->away_ms, 0);
 	if (err) {
 		replies_free(out, n);
 		if (retry_again(m, &rt, err,

@@ -64,7 +64,9 @@ struct addr {
 	int wait;		 /* ?wait=N: replicas a change waits for */
 	int wait_timeout;	 /* ?wait_timeout=S: how long it waits */
 	int failover_timeout;	 /* ?failover_timeout=S: how long calls look
-				    for the master again; 0: they do not */
+				    for the master again; 0: they do not
+				    (atomic: meta_set_retry_window) */
+	int failover_named;	 /* the URL set failover_timeout */
 };
 
 /* Parse a metadata URL into a (redis_url.c); META_EURL when malformed. */
@@ -132,6 +134,9 @@ struct meta {
 	struct meta_round_trips rt;
 
 	_Atomic int64_t last_log;   /* rate limit of connection error lines */
+	_Atomic int64_t away_ms;    /* CLOCK_MONOTONIC ms when calls first
+				       found the server away (retry_again);
+				       0 while it answers */
 	_Atomic int sentinel_first; /* the sentinel asked first */
 };
 

@@ -141,9 +141,10 @@ static int url_params(const char *p, struct addr *a, int db_ok)
 			a->wait = (int)v;
 		else if (KEY("wait_timeout") && v > 0 && v <= 3600)
 			a->wait_timeout = (int)v;
-		else if (KEY("failover_timeout") && v <= 86400)
+		else if (KEY("failover_timeout") && v <= 86400) {
 			a->failover_timeout = (int)v;
-		else
+			a->failover_named = 1;
+		} else
 			return META_EURL;
 #undef KEY
 		p += len;

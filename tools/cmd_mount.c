@@ -64,6 +64,10 @@ static const char usage[] =
     "                         seconds (retries with backoff) before a read\n"
     "                         or write fails with EIO (default 120; 0: no\n"
     "                         retries)\n"
+    "  --meta-retry-window S  ride out a Redis restart or stall for up to S\n"
+    "                         seconds before a metadata call that did not\n"
+    "                         run fails with EIO (default 60; 0: none;\n"
+    "                         the URL's failover_timeout wins)\n"
     "  --pack-max SIZE        pack files written whole up to this size,\n"
     "                         many to one object (default 1M, at most 16M)\n"
     "  --no-pack              do not pack: one object per file and block\n"
@@ -156,6 +160,7 @@ enum {
 	OPT_FREE_RATIO,
 	OPT_PREFETCH,
 	OPT_IO_RETRY_WINDOW,
+	OPT_META_RETRY_WINDOW,
 	OPT_PACK_MAX,
 	OPT_NO_PACK,
 	OPT_NO_COMPACT,
@@ -197,6 +202,7 @@ static const struct option options[] = {
     {"free-space-ratio", required_argument, NULL, OPT_FREE_RATIO},
     {"prefetch", required_argument, NULL, OPT_PREFETCH},
     {"io-retry-window", required_argument, NULL, OPT_IO_RETRY_WINDOW},
+    {"meta-retry-window", required_argument, NULL, OPT_META_RETRY_WINDOW},
     {"pack-max", required_argument, NULL, OPT_PACK_MAX},
     {"no-pack", no_argument, NULL, OPT_NO_PACK},
     {"no-compact", no_argument, NULL, OPT_NO_COMPACT},
@@ -561,6 +567,7 @@ int cmd_mount(int argc, char **argv)
 			    .free_ratio = -1,
 			    .prefetch = -1,
 			    .io_retry_window = -1,
+			    .meta_retry_window = -1,
 			    .pack_max = 1u << 20,
 			    .pack_window_ms = -1};
 	struct report rep = {.fd = -1};
@@ -701,6 +708,15 @@ int cmd_mount(int argc, char **argv)
 				goto free_opts;
 			}
 			o.io_retry_window = (int)n;
+			break;
+		case OPT_META_RETRY_WINDOW:
+			if (cli_parse_int(optarg, 0, 86400, &n)) {
+				cli_error("bad seconds '%s' for "
+					  "--meta-retry-window: want 0 to 86400",
+					  optarg);
+				goto free_opts;
+			}
+			o.meta_retry_window = (int)n;
 			break;
 		case OPT_PACK_MAX:
 			if (cli_parse_size(optarg, &size) ||

@@ -651,6 +651,10 @@ static void teardown(struct fs *fs)
 	/* out of the group while the session holds the record; its server
 	 * answers until the store closes */
 	groupd_close(fs->groupd);
+	/* what had to reach Redis did: the session's end waits for no
+	 * Redis that is away (its TTL ends it) */
+	if (fs->meta)
+		meta_set_retry_window(fs->meta, 0);
 	if (fs->session)
 		meta_session_close(fs->meta);
 	wpool_close(fs->pool);
@@ -989,6 +993,11 @@ int vfs_open_fs(const struct fs_opts *o, struct fs **out, char *msg, size_t cap)
 		goto fail;
 	}
 	fs->session = 1;
+	/* Redis answered: from now on ride out its restarts. Not before, so
+	 * that a mount of a Redis that is not there is refused at once. */
+	meta_set_retry_window(fs->meta, o->meta_retry_window >= 0
+					    ? o->meta_retry_window
+					    : FS_META_RETRY_WINDOW);
 	if ((err = groupd_start(fs, msg, cap)))
 		goto fail;
 	open_plans(fs, o);

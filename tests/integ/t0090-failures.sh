@@ -1,9 +1,11 @@
 #!/bin/bash
 # t0090-failures.sh - what a user sees when a part fails under a live
-# mount: Redis restarted (calls fail with EIO while it is down, the mount
-# recovers, nothing closed is lost), the store down (reads and close fail
-# with EIO, the mount recovers), and a full disk under a file:// pool
-# (close reports ENOSPC, files already written stay intact).
+# mount: Redis restarted (a pause: calls wait for it, --meta-retry-window;
+# with a window of 1 s calls fail with EIO while it is down; the mount
+# recovers, nothing closed is lost), Redis busy with a long script (a
+# pause too), the store down (reads and close fail with EIO, the mount
+# recovers), and a full disk under a file:// pool (close reports ENOSPC,
+# files already written stay intact).
 . "$(dirname "$0")/lib.sh"
 
 # Our own Redis with an fsync'd AOF, so that it can be restarted.
@@ -39,17 +41,43 @@ random_file "$TMP/keep" 3000000
 cp "$TMP/keep" "$M/keep"
 ok "volume on a restartable redis"
 
-# --- Redis down and back
+# --- Redis down and back: a pause for M (the default window, 60 s), EIO
+# for M1 (a window of 1 s) once it closes
+M1=$TMP/mnt1
+mount_vol "$META" "$M1" --attr-timeout 0 --entry-timeout 0 --meta-retry-window 1
 kill "$REDIS_PID"
 wait "$REDIS_PID" 2>/dev/null || true
-expect_errno "Input/output error" stat "$M/keep"
-expect_errno "Input/output error" touch "$M/new-while-down"
+expect_errno "Input/output error" stat "$M1/keep"
+expect_errno "Input/output error" touch "$M1/new-while-down"
+(exec 7>&-; stat "$M/keep" >/dev/null && echo during >"$M/while-down") \
+	2>"$TMP/pause.err" &
+pause_pid=$!
+sleep 2
+kill -0 "$pause_pid" 2>/dev/null || fail "a call on M did not wait for redis: $(cat "$TMP/pause.err")"
 SVC_REDIS_PERSIST=1 svc_start_redis "$TMP/own-redis" || fail "cannot restart redis"
 REDIS_PID=$GRANARY_TEST_REDIS_PID
-wait_until 15 stat "$M/keep" || fail "the mount did not recover after redis came back"
+wait "$pause_pid" || fail "calls on M while redis was down: $(cat "$TMP/pause.err")"
+check_eq "$(cat "$M/while-down")" during "a file written while redis was down"
+wait_until 15 stat "$M1/keep" || fail "M1 did not recover after redis came back"
 cmp "$TMP/keep" "$M/keep" || fail "file written before the redis restart differs"
-echo after >"$M/after" && check_eq "$(cat "$M/after")" after "write after restart"
-ok "redis down: EIO, then the mount recovers with nothing lost"
+echo after >"$M1/after" && check_eq "$(cat "$M/after")" after "write after restart"
+umount_vol "$M1"
+ok "redis down: a pause (EIO once a window of 1 s closed), nothing lost"
+
+# --- Redis busy with a script for 3 s (past busy-reply-threshold, it
+# answers BUSY to everyone else): a pause too
+redis-cli -s "$GRANARY_TEST_REDIS_SOCK" CONFIG SET lua-time-limit 100 >/dev/null
+redis-cli -s "$GRANARY_TEST_REDIS_SOCK" EVAL \
+	"local t = redis.call('TIME')[1] + 3
+	while tonumber(redis.call('TIME')[1]) < t do end" 0 >/dev/null 2>&1 &
+busy_pid=$!
+wait_until 5 sh -c "redis-cli -s '$GRANARY_TEST_REDIS_SOCK' ping 2>&1 | grep -q BUSY" ||
+	fail "redis did not get busy"
+random_file "$TMP/busy" 300000
+cp "$TMP/busy" "$M/while-busy" 2>"$TMP/busy.err" || fail "a copy while redis was busy: $(cat "$TMP/busy.err")"
+wait "$busy_pid"
+cmp "$TMP/busy" "$M/while-busy" || fail "the file copied while redis was busy differs"
+ok "redis busy: a pause, nothing lost"
 
 # --- Redis restarted while a file is open for writing
 exec 7>"$M/open-across"
