@@ -696,9 +696,13 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	/* being fetched whole by someone else: take our range from that */
 	if (flight_join(dc, key, off, len, data, got, err))
 		return 1;
-	/* the whole object only with room that no plan needs (ahead): a
+	/* the whole object only for frames still to read: not when the
+	 * plans' readers read some of it already (its other frames are
+	 * behind them), and only with room that no plan needs (ahead): a
 	 * planned entry evicted for it is fetched again, where the range
 	 * passed through costs only its bytes (epoch 2 with a plan) */
+	if (dc_passed(dc, key))
+		return 0;
 	if (!dc_would_admit_as(
 		dc, key,
 		dc->o.whole_est > off + len ? dc->o.whole_est : off + len, 1))

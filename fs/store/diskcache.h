@@ -125,15 +125,23 @@ void diskcache_fill_cancel(struct objstore *cache, void *fill);
  * sooner). A ranker that ranks everything NONE (no plans) leaves the
  * rules above exactly as they were.
  *
- * rank is called with the cache's lock held: it must be quick and must not
- * call into the cache. diskcache_set_ranker(cache, NULL, NULL) unsets it;
- * it returns once no call of the old ranker is under way.
+ * passed (may be NULL) says of a key whether the plans' readers have read
+ * some of it already in their current pass (a file of a pack behind
+ * them): a ranged get of it that misses then passes through rather than
+ * fetch the whole object by whole_prefix's rule, whose other frames it
+ * was to bring were read (epoch 2: the first files of a pack read by
+ * ranges while the cache was full, the last one fetched the pack whole).
+ *
+ * Both are called with the cache's lock held: they must be quick and must
+ * not call into the cache. diskcache_set_ranker(cache, NULL, NULL, NULL)
+ * unsets them; it returns once no call of the old ones is under way.
  */
 #define DISKCACHE_RANK_KEEP 0
 #define DISKCACHE_RANK_NONE UINT64_MAX
 typedef uint64_t (*diskcache_rank_fn)(void *arg, const char *key);
+typedef int (*diskcache_passed_fn)(void *arg, const char *key);
 void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
-			  void *arg);
+			  diskcache_passed_fn passed, void *arg);
 /* The plans are done with key: its entry (if any) goes to the old end of
  * the LRU, marked to be evicted before any other, min_age or not. A later
  * hit of it clears the mark; while the ranker ranks key other than NONE

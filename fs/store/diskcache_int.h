@@ -157,6 +157,7 @@ struct diskcache {
 	 * with lock held, so that replacing it waits out the calls under
 	 * way. Protected by lock. */
 	diskcache_rank_fn rank;
+	diskcache_passed_fn passed; /* NULL unless rank is set */
 	void *rank_arg;
 	/* A ranked admission's candidates (diskcache_rank.c), here so that
 	 * nothing is allocated under the lock. Protected by lock. */
@@ -257,6 +258,10 @@ void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
 int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		   int64_t need, int64_t need_disk, const char *key,
 		   struct dc_list *out);
+
+/* The ranker's passed(key) (diskcache.h); 0 without one. Takes lock: the
+ * caller must NOT hold it. */
+int dc_passed(struct diskcache *dc, const char *key);
 
 /* ---- open (diskcache_index.c) ---- */
 

@@ -28,15 +28,24 @@
 /* ---- the ranker and demote (diskcache.h) ---- */
 
 void diskcache_set_ranker(struct objstore *cache, diskcache_rank_fn rank,
-			  void *arg)
+			  diskcache_passed_fn passed, void *arg)
 {
 	if (!diskcache_backend(cache))
 		return; /* not a disk cache */
 	struct diskcache *dc = dc_of(cache);
 	pthread_mutex_lock(&dc->lock);
 	dc->rank = rank;
+	dc->passed = rank ? passed : NULL;
 	dc->rank_arg = rank ? arg : NULL;
 	pthread_mutex_unlock(&dc->lock);
+}
+
+int dc_passed(struct diskcache *dc, const char *key)
+{
+	pthread_mutex_lock(&dc->lock);
+	int r = dc->passed && dc->passed(dc->rank_arg, key);
+	pthread_mutex_unlock(&dc->lock);
+	return r;
 }
 
 void diskcache_demote(struct objstore *cache, const char *key)

@@ -641,7 +641,7 @@ int plans_open(struct fs *fs, const struct plan_opts *o, struct plans **out)
 	if ((err = pthread_create(&p->ticker, NULL, ticker_main, p)))
 		goto fail;
 	p->ticking = 1;
-	diskcache_set_ranker(fs->cache, plans_rank, p);
+	diskcache_set_ranker(fs->cache, plans_rank, plans_passed, p);
 	*out = p;
 	return 0;
 fail:
@@ -659,7 +659,7 @@ void plans_close(struct plans *p)
 	if (!p)
 		return;
 	/* returns once no call of plans_rank is under way */
-	diskcache_set_ranker(p->fs->cache, NULL, NULL);
+	diskcache_set_ranker(p->fs->cache, NULL, NULL, NULL);
 	pthread_mutex_lock(&p->lock);
 	p->stopping = 1;
 	pthread_cond_broadcast(&p->cond);
@@ -724,6 +724,17 @@ uint64_t plans_rank(void *arg, const char *key)
 
 	pthread_mutex_lock(&p->lock);
 	r = plancore_rank_at(p->core, h, mono_ns());
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+int plans_passed(void *arg, const char *key)
+{
+	struct plans *p = arg;
+	uint64_t h = plancore_key_hash(key);
+
+	pthread_mutex_lock(&p->lock);
+	int r = plancore_passed(p->core, h);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }

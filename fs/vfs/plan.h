@@ -245,7 +245,9 @@ void plans_get_stats(struct plans *p, struct plans_stats *st);
  * calls, granary.stats). */
 void plans_info_json(FILE *f, const struct plan_info *pi);
 
-/* The disk cache's ranker (diskcache_rank_fn), arg the struct plans. */
+/* The disk cache's ranker (diskcache_rank_fn) and its passed
+ * (diskcache_passed_fn: plancore_passed), arg the struct plans. */
 uint64_t plans_rank(void *arg, const char *key);
+int plans_passed(void *arg, const char *key);
 
 #endif

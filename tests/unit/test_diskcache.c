@@ -511,9 +511,15 @@ Test(diskcache, size_limit_parallel, .fini = teardown)
 	cr_assert_eq(par_bad, 0, "%d reads failed or gave wrong bytes",
 		     par_bad);
 	cr_assert_leq(worst.index_bytes, PAR_LIMIT);
-	/* directories may take blocks too: the end state tells how many */
+	/* directories may take blocks too: the end state tells how many.
+	 * The index holds the limit (above); the disk, one object more
+	 * being filled, and the entries evicted while a reader copies from
+	 * them (a copying hit does not pin its entry: the file's blocks go
+	 * at its close), one per reader at most (seen: 5 pages over the
+	 * one object, once in 20 runs) */
 	uint64_t dirs = tmpfs_used() - base - d.bytes;
-	cr_assert_leq(worst.disk_bytes - base - dirs, PAR_LIMIT + PAR_MAXOBJ,
+	cr_assert_leq(worst.disk_bytes - base - dirs,
+		      PAR_LIMIT + PAR_MAXOBJ * (1 + PAR_THREADS),
 		      "%llu bytes on disk at one point",
 		      (unsigned long long)(worst.disk_bytes - base - dirs));
 	fprintf(stderr,

@@ -226,7 +226,7 @@ static void four(unsigned min_age, int ranked)
 		put_obj(m, i, 1000);
 	dc = open_cache(m, 4000, min_age);
 	if (ranked)
-		diskcache_set_ranker(dc, tbl_rank, NULL);
+		diskcache_set_ranker(dc, tbl_rank, NULL, NULL);
 	for (int i = 0; i < 4; i++)
 		expect_obj(i, 1000);
 	cr_assert_eq(cstats().entries, 4);
@@ -501,7 +501,7 @@ static void trace_run(unsigned min_age, int ranked, struct trace *t)
 		put_obj(m, i, 1000 + 97 * (size_t)i);
 	dc = open_cache(m, 20000, min_age);
 	if (ranked)
-		diskcache_set_ranker(dc, tbl_rank, NULL);
+		diskcache_set_ranker(dc, tbl_rank, NULL, NULL);
 	for (int n = 0; n < 600; n++) {
 		/* skewed: low numbers more often */
 		int i = (int)(rand_r(&seed) % 40);
@@ -626,8 +626,8 @@ Test(diskcache, rank_set_unset_under_fills, .fini = teardown, .timeout = 120)
 	for (int r = 0; r < TH_ROUNDS; r++) {
 		/* replaced directly, or unset first */
 		if (r % 2)
-			diskcache_set_ranker(dc, NULL, NULL);
-		diskcache_set_ranker(dc, th_rank, &rks[r]);
+			diskcache_set_ranker(dc, NULL, NULL, NULL);
+		diskcache_set_ranker(dc, th_rank, NULL, &rks[r]);
 		if (old) {
 			if (__atomic_load_n(&old->inflight, __ATOMIC_ACQUIRE))
 				__atomic_add_fetch(&th_late, 1,
@@ -637,7 +637,7 @@ Test(diskcache, rank_set_unset_under_fills, .fini = teardown, .timeout = 120)
 		old = &rks[r];
 		usleep(2000);
 	}
-	diskcache_set_ranker(dc, NULL, NULL);
+	diskcache_set_ranker(dc, NULL, NULL, NULL);
 	cr_assert_eq(__atomic_load_n(&old->inflight, __ATOMIC_ACQUIRE), 0);
 	__atomic_store_n(&old->dead, 1, __ATOMIC_RELEASE);
 	usleep(20000); /* fills without a ranker */
@@ -718,7 +718,7 @@ static uint64_t sim_run(const struct sim_case *c, unsigned seed)
 		put_obj(m, i, SIM_LEN);
 	dc = open_cache(m, SIM_C * SIM_LEN, c->min_age);
 	if (c->ranked)
-		diskcache_set_ranker(dc, sim_rank, s);
+		diskcache_set_ranker(dc, sim_rank, NULL, s);
 	for (int i = 0; i < SIM_N; i++)
 		s->order[i] = i;
 	for (int e = 0; e < 2; e++) {
@@ -818,7 +818,7 @@ Test(diskcache, rank_range_passes_planned_by, .fini = teardown)
 	for (int i = 0; i < 8; i++)
 		put_obj(m, i, 1000);
 	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
-	diskcache_set_ranker(dc, tbl_rank, NULL);
+	diskcache_set_ranker(dc, tbl_rank, NULL, NULL);
 	for (int i = 0; i < 4; i++)
 		expect_obj(i, 1000);
 	for (int i = 0; i < 4; i++)
@@ -846,4 +846,68 @@ Test(diskcache, rank_range_passes_planned_by, .fini = teardown)
 	cr_assert(has(5));
 	cr_assert_not(has(3));
 	cr_assert_eq(cstats().evict_planned, 0);
+}
+
+/* tbl_passed: the objects whose tbl_gone is set were partly read */
+static int tbl_gone[TBL_MAX];
+static int tbl_passed(void *arg, const char *key)
+{
+	int i = index_of(key);
+
+	(void)arg;
+	return i >= 0 && i < TBL_MAX && tbl_gone[i];
+}
+
+/* A ranged get that misses, of an object the plans' readers read some of
+ * already (passed): the range passes through even with room for the
+ * whole object (its other frames were read); one not passed is fetched
+ * whole and cached, as before. */
+Test(diskcache, rank_passed_range_not_whole, .fini = teardown)
+{
+	struct objstore *m = open_mem();
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = 40000,
+				   .min_age = 3600,
+				   .whole_prefix = "blocks/",
+				   .whole_est = 1000};
+	unsigned char *want = make_data(1, 1000);
+	char key[64];
+	void *got = NULL;
+	size_t n = 0;
+
+	tbl_reset();
+	memset(tbl_gone, 0, sizeof(tbl_gone));
+	make_root();
+	o.dirs = root;
+	for (int i = 0; i < 4; i++)
+		put_obj(m, i, 1000);
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	diskcache_set_ranker(dc, tbl_rank, tbl_passed, NULL);
+	tbl[1] = 50;
+	tbl_gone[1] = 1;
+	uint64_t g0 = backend_gets();
+	key_of(1, key, sizeof(key));
+	cr_assert_eq(objstore_get(dc, key, 300, 400, &got, &n), 0);
+	cr_assert_eq(n, 400);
+	cr_assert_eq(memcmp(got, want + 300, 400), 0);
+	free(got);
+	free(want);
+	cr_assert_eq(backend_gets() - g0, 1);
+	cr_assert_not(has(1), "fetched whole although partly read");
+	/* not passed: whole, cached */
+	tbl[2] = 50;
+	key_of(2, key, sizeof(key));
+	got = NULL;
+	cr_assert_eq(objstore_get(dc, key, 0, 10, &got, &n), 0);
+	free(got);
+	cr_assert(has(2));
+	/* no ranker: the passed hook goes with it */
+	diskcache_set_ranker(dc, NULL, tbl_passed, NULL);
+	tbl_gone[3] = 1;
+	key_of(3, key, sizeof(key));
+	got = NULL;
+	cr_assert_eq(objstore_get(dc, key, 0, 10, &got, &n), 0);
+	free(got);
+	cr_assert(has(3));
 }
