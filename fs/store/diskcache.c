@@ -435,9 +435,17 @@ static int dc_get(struct objstore *s, const char *key, uint64_t off, size_t len,
 	if (off == 0 && len == 0) {
 		if (flight_join(dc, key, 0, SIZE_MAX, data, got, &err))
 			return err;
+		/* NULL: being filled by someone else (a flight to join), or
+		 * filled since we looked (a reader's whole fetch ended
+		 * meanwhile): a hit then, not a second get from the store */
 		ph = placeholder(dc, key, &f);
 		if (!ph && flight_join(dc, key, 0, SIZE_MAX, data, got, &err))
 			return err;
+		if (!ph && serve_hit(dc, key, &r, &err)) {
+			/* counted once, as the hit it turned out to be */
+			__atomic_sub_fetch(&dc->st.misses, 1, __ATOMIC_RELAXED);
+			return err;
+		}
 	}
 	err = objstore_get(dc->backend, key, off, len, data, got);
 	if (ph) {
@@ -701,11 +709,10 @@ static int get_whole(struct diskcache *dc, const char *key, uint64_t off,
 	 * behind them), and only with room that no plan needs (ahead): a
 	 * planned entry evicted for it is fetched again, where the range
 	 * passed through costs only its bytes (epoch 2 with a plan) */
-	if (dc_passed(dc, key))
-		return 0;
 	if (!dc_would_admit_as(
 		dc, key,
-		dc->o.whole_est > off + len ? dc->o.whole_est : off + len, 1))
+		dc->o.whole_est > off + len ? dc->o.whole_est : off + len,
+		DC_AHEAD | DC_UNREAD))
 		return 0;
 	/* NULL: being filled by someone else, or filled since we looked:
 	 * then a hit, not a pass-through that asks the store again */

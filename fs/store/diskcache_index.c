@@ -233,10 +233,11 @@ int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len)
 	return dc_would_admit_as(dc, key, len, 0);
 }
 
-/* As dc_would_admit; ahead: for a fetch ahead of the plans' readers
- * (diskcache_room), without evicting an entry a plan needs. */
+/* As dc_would_admit; how DC_AHEAD: for a fetch ahead of the plans'
+ * readers (diskcache_room), without evicting an entry a plan needs;
+ * DC_UNREAD: never for a key the plans' readers read some of. */
 int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
-		      int ahead)
+		      int how)
 {
 	struct dc_space *sp = dc->dirs[dc_key_hash(key) % dc->ndirs].sp;
 	int64_t need, need_disk;
@@ -248,9 +249,11 @@ int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
 	       (int64_t)dc->o.size;
 	need_disk = disk_short(dc, sp, round_up(len, sp->frsize));
 	ok = mono_ms() >= dc->nofill_until_ms && len <= dc->o.size &&
+	     !((how & DC_UNREAD) && dc->passed &&
+	       dc->passed(dc->rank_arg, key)) &&
 	     ((need <= 0 && need_disk <= 0) ||
 	      (dc->rank ? dc_pick_ranked(dc, sp, now_s(), need, need_disk,
-					 ahead ? NULL : key, NULL)
+					 (how & DC_AHEAD) ? NULL : key, NULL)
 			: pick(dc, sp, now_s(), need, need_disk, NULL)) == 0);
 	pthread_mutex_unlock(&dc->lock);
 	return ok;

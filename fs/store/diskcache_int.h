@@ -239,9 +239,13 @@ double dc_free_pct(const struct dc_space *sp);
 /* Would an entry of len bytes be admitted now (evicting what may go)?
  * lock NOT held. */
 int dc_would_admit(struct diskcache *dc, const char *key, uint64_t len);
-/* ahead: without evicting an entry a plan needs (diskcache_room) */
+/* how: DC_AHEAD, without evicting an entry a plan needs (diskcache_room);
+ * DC_UNREAD too, not when the ranker's passed(key) says the plans'
+ * readers read some of it (get_whole) */
+#define DC_AHEAD  1
+#define DC_UNREAD 2
 int dc_would_admit_as(struct diskcache *dc, const char *key, uint64_t len,
-		      int ahead);
+		      int how);
 /* lock NOT held */
 void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
 
@@ -258,10 +262,6 @@ void dc_refresh_space(struct diskcache *dc, struct dc_space *sp);
 int dc_pick_ranked(struct diskcache *dc, const struct dc_space *sp, int64_t now,
 		   int64_t need, int64_t need_disk, const char *key,
 		   struct dc_list *out);
-
-/* The ranker's passed(key) (diskcache.h); 0 without one. Takes lock: the
- * caller must NOT hold it. */
-int dc_passed(struct diskcache *dc, const char *key);
 
 /* ---- open (diskcache_index.c) ---- */
 

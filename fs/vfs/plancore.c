@@ -45,6 +45,7 @@ struct plancore {
 	uint64_t window_max;
 	uint64_t next_id;
 	struct pc_plan *slot[PLAN_MAX];
+	uint64_t used; /* bit s set: slot[s] holds a plan (PLAN_MAX 64) */
 	size_t nplans;
 	uint64_t files;	     /* all plans' positions */
 	uint64_t held;	     /* all plans' files held (plancore_add_at) */
@@ -313,6 +314,7 @@ int plancore_new(struct plancore *c, int64_t now, struct pc_plan **out)
 	p->last_ns = now;
 	building(c, now);
 	c->slot[s] = p;
+	c->used |= 1ull << s;
 	c->nplans++;
 	c->st.made++;
 	*out = p;
@@ -543,6 +545,7 @@ void plancore_end(struct plancore *c, struct pc_plan *p)
 {
 	plancore_clear(c, p, 0);
 	c->slot[p->slot] = NULL;
+	c->used &= ~(1ull << p->slot);
 	c->nplans--;
 	c->st.ended++;
 	free(p);
@@ -551,12 +554,16 @@ void plancore_end(struct plancore *c, struct pc_plan *p)
 /* ---- windows and ranks ------------------------------------------------ */
 
 /* Plans with files left: they share window_max. */
+/* Plans whose readers have files left (at least 1). Asked for every
+ * key the disk cache ranks: the used slots alone are looked at. */
 static size_t active(const struct plancore *c)
 {
 	size_t n = 0;
 
-	for (int s = 0; s < PLAN_MAX; s++)
-		n += c->slot[s] && c->slot[s]->place < c->slot[s]->n;
+	for (uint64_t u = c->used; u; u &= u - 1) {
+		const struct pc_plan *p = c->slot[__builtin_ctzll(u)];
+		n += p->place < p->n;
+	}
 	return n ? n : 1;
 }
 
@@ -971,6 +978,7 @@ void plancore_check(const struct plancore *c)
 	for (int s = 0; s < PLAN_MAX; s++) {
 		const struct pc_plan *p = c->slot[s];
 		uint64_t ahead = 0;
+		gr_assert(!p == !(c->used & 1ull << s));
 		if (!p)
 			continue;
 		nplans++;
