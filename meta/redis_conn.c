@@ -45,6 +45,45 @@ int redis_log_ok(struct meta *m)
 	       atomic_compare_exchange_strong(&m->last_log, &last, now);
 }
 
+/* How long calls that may go again wait for the server (seconds; 0:
+ * they do not): the URL's failover_timeout, or meta_set_retry_window's. */
+static int retry_window(struct meta *m)
+{
+	return __atomic_load_n(&m->addr.failover_timeout, __ATOMIC_RELAXED);
+}
+
+void meta_set_retry_window(struct meta *m, int seconds)
+{
+	if (!m->addr.failover_named)
+		__atomic_store_n(&m->addr.failover_timeout,
+				 seconds > 0 ? seconds : 0, __ATOMIC_RELAXED);
+}
+
+/* The command timeout of a connection: COMMAND_TIMEOUT_S, or without
+ * sentinels the retry window if longer, so that a stall of the one server
+ * shorter than the window (a slow fsync, CLIENT PAUSE) is a pause too: a
+ * call under way waits it out. With sentinels a call does not wait longer
+ * on a master that may be gone: a new one is the way on. A WAIT's reply
+ * comes after up to wait_timeout more. */
+static int cmd_timeout_s(struct meta *m)
+{
+	int w = m->addr.master[0] ? 0 : retry_window(m);
+	int t = w > COMMAND_TIMEOUT_S ? w : COMMAND_TIMEOUT_S;
+	return m->addr.wait ? t + m->addr.wait_timeout : t;
+}
+
+/* Give c the command timeout it should have now (the window changes
+ * when a mount is up and as it unmounts). */
+static void conn_timeout(struct meta *m, struct conn *c)
+{
+	int t = cmd_timeout_s(m);
+	if (c->rc && c->timeout_s != t) {
+		struct timeval tv = {t, 0};
+		if (redisSetTimeout(c->rc, tv) == REDIS_OK)
+			c->timeout_s = t;
+	}
+}
+
 static void conn_drop(struct conn *c)
 {
 	if (c->rc) {
@@ -256,15 +295,12 @@ static void master_use(struct meta *m, const char *host, int port)
 static int conn_connect(struct meta *m, struct conn *c)
 {
 	struct timeval ct = {CONNECT_TIMEOUT_S, 0};
-	struct timeval ot = {COMMAND_TIMEOUT_S, 0};
+	struct timeval ot = {cmd_timeout_s(m), 0};
 	redisContext *rc;
 	redisReply *r;
 	char host[256];
 	int port = m->addr.port, k = 0, err = 0;
 
-	/* a WAIT's reply comes after up to wait_timeout */
-	if (m->addr.wait)
-		ot.tv_sec += m->addr.wait_timeout;
 	pthread_mutex_lock(&m->pool_lock);
 	c->epoch = m->epoch;
 	pthread_mutex_unlock(&m->pool_lock);
@@ -295,6 +331,7 @@ static int conn_connect(struct meta *m, struct conn *c)
 		err = META_EUNREACH;
 		goto free_rc;
 	}
+	c->timeout_s = (int)ot.tv_sec;
 	if (!m->addr.path[0])
 		redisEnableKeepAlive(rc);
 	if (m->addr.pass[0]) {
@@ -893,7 +930,11 @@ static int replies_check(struct meta *m, const struct req *reqs, int n,
 		else if (!strncmp(s, "BUSY ", 5) || !strncmp(s, "TRYAGAIN", 8))
 			*refused = REFUSED_BUSY;
 		err = error_class(s);
-		if (err == META_EPROTO || redis_log_ok(m))
+		/* refused unrun: a warning (it is sent again while the
+		 * retry window lasts, and retry_again says when it gives up) */
+		if (*refused && redis_log_ok(m))
+			log_warn("redis at '%s' answered: %s", m->where, s);
+		else if (!*refused && (err == META_EPROTO || redis_log_ok(m)))
 			log_err("redis at '%s' answered an error: %s", m->where,
 				s);
 		return err;
@@ -913,20 +954,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* How long calls that may go again wait for the server (seconds; 0:
- * they do not): the URL's failover_timeout, or meta_set_retry_window's. */
-static int retry_window(struct meta *m)
-{
-	return __atomic_load_n(&m->addr.failover_timeout, __ATOMIC_RELAXED);
-}
-
-void meta_set_retry_window(struct meta *m, int seconds)
-{
-	if (!m->addr.failover_named)
-		__atomic_store_n(&m->addr.failover_timeout,
-				 seconds > 0 ? seconds : 0, __ATOMIC_RELAXED);
 }
 
 /*
@@ -1033,6 +1060,7 @@ again:
 	err = c->rc ? 0 : conn_connect(m, c);
 	if (!err) {
 		sent = 1;
+		conn_timeout(m, c);
 		err = conn_exec(m, c, reqs, n, out, wait);
 	}
 	if ((!err || err == RUN_SHORT) && !(flags & RUN_RAW)) {

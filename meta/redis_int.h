@@ -75,6 +75,7 @@ int redis_url_parse(const char *url, struct addr *a);
 struct conn {
 	redisContext *rc;	/* NULL: connect before use */
 	unsigned epoch;		/* pool epoch when it connected */
+	int timeout_s;		/* the command timeout set on rc */
 	SLIST_ENTRY(conn) link; /* meta.idle */
 };
 

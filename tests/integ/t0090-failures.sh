@@ -2,9 +2,9 @@
 # t0090-failures.sh - what a user sees when a part fails under a live
 # mount: Redis restarted (a pause: calls wait for it, --meta-retry-window;
 # with a window of 1 s calls fail with EIO while it is down; the mount
-# recovers, nothing closed is lost), Redis busy with a long script (a
-# pause too), the store down (reads and close fail with EIO, the mount
-# recovers), and a full disk under a file:// pool (close reports ENOSPC,
+# recovers, nothing closed is lost), Redis busy with a long script or
+# stalled for longer than a call's 10 s (pauses too), the store down
+# (reads and close fail with EIO, the mount recovers), and a full disk under a file:// pool (close reports ENOSPC,
 # files already written stay intact).
 . "$(dirname "$0")/lib.sh"
 
@@ -78,6 +78,31 @@ cp "$TMP/busy" "$M/while-busy" 2>"$TMP/busy.err" || fail "a copy while redis was
 wait "$busy_pid"
 cmp "$TMP/busy" "$M/while-busy" || fail "the file copied while redis was busy differs"
 ok "redis busy: a pause, nothing lost"
+
+# --- Redis stalled for 12 s (CLIENT PAUSE WRITE: it holds every change
+# and script), longer than the 10 s a call waited for its answer, under
+# creates going on: the create or utimens held when it began waits it out
+mkdir "$M/stall"
+log_mark=$(wc -l <"$TMP/log-mnt.log")
+(for i in $(seq 1 400); do
+	touch "$M/stall/f$i" 2>>"$TMP/stall.err" || exit 1
+	echo "$i" >"$TMP/stall.n"
+done) 7>&- &
+stall_pid=$!
+wait_until 10 test -s "$TMP/stall.n" || fail "no create went through before the pause"
+redis-cli -s "$GRANARY_TEST_REDIS_SOCK" CLIENT PAUSE 12000 WRITE >/dev/null
+start=$(date +%s)
+wait "$stall_pid" || fail "a create while redis was paused: $(cat "$TMP/stall.err")"
+took=$(($(date +%s) - start))
+[ "$took" -ge 8 ] || fail "the creates took ${took} s: redis was not paused under them"
+check_eq "$(ls "$M/stall" | wc -l)" 400 "files created across the pause"
+# nor did the client's own calls fail (the releases of closed files, the
+# reclaimer: they did, "lost connection ... Resource temporarily
+# unavailable", while a call waited 10 s at most)
+if tail -n +"$((log_mark + 1))" "$TMP/log-mnt.log" | grep -E "ERROR|Input/output error"; then
+	fail "the mount's calls failed while redis was paused"
+fi
+ok "redis stalled 12 s under creates: a pause (${took} s), nothing lost"
 
 # --- Redis restarted while a file is open for writing
 exec 7>"$M/open-across"

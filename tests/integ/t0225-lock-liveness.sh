@@ -81,10 +81,11 @@ umount_vol "$A"
 stop_proxy
 
 # --- (a) an unlock while Redis cannot be reached at all is queued, and
-# delivered by a heartbeat once it can
+# delivered by a heartbeat once it can (once the retry window closed: the
+# default 60 s rides out a restart; 2 s here)
 start_proxy none
 A=$TMP/a4
-mount_vol "$PROXY" "$A" --attr-timeout 0 --entry-timeout 0
+mount_vol "$PROXY" "$A" --attr-timeout 0 --entry-timeout 0 --meta-retry-window 2
 port=${PROXY##*:}
 port=${port%%/*}
 : >"$A/q"
