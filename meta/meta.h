@@ -109,7 +109,8 @@ void meta_get_round_trips(struct meta *m, struct meta_round_trips *out);
 /* ---- namespace ------------------------------------------------------- */
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a);
 /* meta_getattr that also tells, in *trash_dir, the hour directory of the
- * trash that holds file ino (0: in no trash), in the same round trip. */
+ * trash that holds file ino (0: in no trash), in the same round trip
+ * (trash_dir NULL: meta_getattr). */
 int meta_getattr_trash(struct meta *m, uint64_t ino, struct meta_attr *a,
 		       uint64_t *trash_dir);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name,

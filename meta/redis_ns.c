@@ -52,18 +52,7 @@ static int is_dot(const char *name)
 
 int meta_getattr(struct meta *m, uint64_t ino, struct meta_attr *a)
 {
-	struct cmd c;
-	redisReply *r;
-	int err;
-
-	redis_cmd_init(&c, "HGET");
-	redis_cmd_inode(&c, ino, 0);
-	err = redis_run(m, RUN_RETRY, &c, &r);
-	if (err)
-		return err;
-	err = r->type == REDIS_REPLY_NIL ? ENOENT : redis_reply_attr(r, a);
-	freeReplyObject(r);
-	return err;
+	return meta_getattr_trash(m, ino, a, NULL);
 }
 
 int meta_getattr_trash(struct meta *m, uint64_t ino, struct meta_attr *a,
@@ -71,26 +60,33 @@ int meta_getattr_trash(struct meta *m, uint64_t ino, struct meta_attr *a,
 {
 	struct cmd c;
 	redisReply *r;
+	const redisReply *rec, *par = NULL;
 	int err;
 
-	/* the record and the parent field (SCHEMA.md "Inode record"): -hour
-	 * directory while in the trash */
-	redis_cmd_init(&c, "HMGET");
+	/* the record, and with trash_dir the parent field (SCHEMA.md "Inode
+	 * record"): -hour directory while in the trash */
+	redis_cmd_init(&c, trash_dir ? "HMGET" : "HGET");
 	redis_cmd_inode(&c, ino, 0);
-	redis_cmd_u64(&c, ino % INO_PER_HASH + 2 * INO_PER_HASH);
+	if (trash_dir) {
+		*trash_dir = 0;
+		redis_cmd_u64(&c, ino % INO_PER_HASH + 2 * INO_PER_HASH);
+	}
 	err = redis_run(m, RUN_RETRY, &c, &r);
 	if (err)
 		return err;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
-		err = META_EPROTO;
-	else if (r->element[0]->type == REDIS_REPLY_NIL)
-		err = ENOENT;
-	else
-		err = redis_reply_attr(r->element[0], a);
-	*trash_dir = 0;
-	if (!err && r->element[1]->type == REDIS_REPLY_STRING &&
-	    r->element[1]->str[0] == '-')
-		*trash_dir = strtoull(r->element[1]->str + 1, NULL, 10);
+	rec = r;
+	if (trash_dir) {
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+			freeReplyObject(r);
+			return META_EPROTO;
+		}
+		rec = r->element[0];
+		par = r->element[1];
+	}
+	err = rec->type == REDIS_REPLY_NIL ? ENOENT : redis_reply_attr(rec, a);
+	if (!err && par && par->type == REDIS_REPLY_STRING &&
+	    par->str[0] == '-')
+		*trash_dir = strtoull(par->str + 1, NULL, 10);
 	freeReplyObject(r);
 	return err;
 }

@@ -9,5 +9,5 @@ if sid ~= '0' then
 	redis.call('HINCRBY', key('o', ino), sid, 1)
 	redis.call('SADD', 'so' .. sid, d(ino))
 end
-local p = tonumber(redis.call('HGET', ib(ino), ipf(ino)) or '0')
+local p = fpar(ino)
 return {0, s, p < 0 and -p or 0}

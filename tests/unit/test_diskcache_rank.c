@@ -794,31 +794,40 @@ Test(diskcache, rank_epochs_twice_the_cache, .fini = teardown, .timeout = 300)
 	}
 }
 
+/* A cache of size bytes over m holding objects 0..n-1 of 1000 bytes,
+ * ranked by tbl (and passed), whose ranged misses of "blocks/" are
+ * fetched whole by policy (a pack's frames). */
+static void open_whole(struct objstore *m, uint64_t size, int n,
+		       diskcache_passed_fn passed)
+{
+	struct diskcache_opts o = {.dirs = NULL,
+				   .ns = NS,
+				   .size = size,
+				   .min_age = 3600,
+				   .whole_prefix = "blocks/",
+				   .whole_est = 1000};
+
+	tbl_reset();
+	make_root();
+	o.dirs = root;
+	for (int i = 0; i < n; i++)
+		put_obj(m, i, 1000);
+	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
+	diskcache_set_ranker(dc, tbl_rank, passed, NULL);
+}
+
 /* A ranged get of an object cached whole by policy (a pack's frame) that
  * misses, in a cache holding only planned entries: the range passes
  * through, the whole object is not fetched to evict one of them (it would
  * be fetched again later; the range costs only its bytes). */
 Test(diskcache, rank_range_passes_planned_by, .fini = teardown)
 {
-	struct objstore *m = open_mem();
-	struct diskcache_opts o = {.dirs = NULL,
-				   .ns = NS,
-				   .size = 4000,
-				   .min_age = 3600,
-				   .whole_prefix = "blocks/",
-				   .whole_est = 1000};
 	unsigned char *want = make_data(4, 1000);
 	char key[64];
 	void *got = NULL;
 	size_t n = 0;
 
-	tbl_reset();
-	make_root();
-	o.dirs = root;
-	for (int i = 0; i < 8; i++)
-		put_obj(m, i, 1000);
-	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
-	diskcache_set_ranker(dc, tbl_rank, NULL, NULL);
+	open_whole(open_mem(), 4000, 8, NULL);
 	for (int i = 0; i < 4; i++)
 		expect_obj(i, 1000);
 	for (int i = 0; i < 4; i++)
@@ -864,26 +873,13 @@ static int tbl_passed(void *arg, const char *key)
  * whole and cached, as before. */
 Test(diskcache, rank_passed_range_not_whole, .fini = teardown)
 {
-	struct objstore *m = open_mem();
-	struct diskcache_opts o = {.dirs = NULL,
-				   .ns = NS,
-				   .size = 40000,
-				   .min_age = 3600,
-				   .whole_prefix = "blocks/",
-				   .whole_est = 1000};
 	unsigned char *want = make_data(1, 1000);
 	char key[64];
 	void *got = NULL;
 	size_t n = 0;
 
-	tbl_reset();
 	memset(tbl_gone, 0, sizeof(tbl_gone));
-	make_root();
-	o.dirs = root;
-	for (int i = 0; i < 4; i++)
-		put_obj(m, i, 1000);
-	cr_assert_eq(diskcache_open(m, &o, &dc), 0);
-	diskcache_set_ranker(dc, tbl_rank, tbl_passed, NULL);
+	open_whole(open_mem(), 40000, 4, tbl_passed);
 	tbl[1] = 50;
 	tbl_gone[1] = 1;
 	uint64_t g0 = backend_gets();
