@@ -366,8 +366,12 @@ static void copy_small(struct imp *im, const struct imp_entry *e)
 	if (!stopped)
 		err = imp_out_write(f, buf, len, 0);
 	imp_batch_written(&im->gate, b);
-	if (!err && !stopped)
+	if (!err && !stopped) {
+		uint64_t id;
+		int n = imp_batch_members(b, &id);
+		imp_out_batch(f, id, n);
 		err = imp_out_fsync(f);
+	}
 	imp_gate_leave(&im->gate, b);
 	if (!err && stopped)
 		err = ECANCELED;

@@ -148,6 +148,8 @@ int imp_dst_create(struct imp_dst *d, struct imp_dir *dir, const char *name,
 int imp_out_write(struct imp_out *f, const void *buf, size_t n, uint64_t off);
 /* Data and metadata durable (as the destination's fsync promises). */
 int imp_out_fsync(struct imp_out *f);
+/* Its next fsync is one of a batch of n (id: the gate's): a hint. */
+void imp_out_batch(struct imp_out *f, uint64_t id, int n);
 int imp_out_set_mtime(struct imp_out *f, const struct timespec *t);
 /* Close (an error of the close is returned; f is gone either way). */
 int imp_out_close(struct imp_out *f);
@@ -182,6 +184,7 @@ struct imp_gate {
 	int (*stopping)(void *arg);
 	void *arg;
 	int preparing, flight;		    /* protected by lock */
+	uint64_t next_id;		    /* protected by lock */
 	struct imp_batch *waiting, *newest; /* protected by lock */
 };
 
@@ -196,6 +199,9 @@ void imp_gate_abort(struct imp_gate *g);
 /* It is ready (bytes long): wait until its batch may write. NULL (out of
  * memory): write alone. */
 struct imp_batch *imp_gate_enter(struct imp_gate *g, uint64_t bytes);
+/* Its members, and its id (not 0, unique in the process and, likely,
+ * among importers of one mount), once entered. */
+int imp_batch_members(const struct imp_batch *b, uint64_t *id);
 /* Written (or failed): wait until every member of b has. */
 void imp_batch_written(struct imp_gate *g, struct imp_batch *b);
 /* Fsync'd (or failed): leave b. */

@@ -50,6 +50,7 @@ struct dst_ops {
 	int (*write)(struct imp_out *f, const void *buf, size_t n,
 		     uint64_t off);
 	int (*fsync)(struct imp_out *f);
+	int (*batch)(struct imp_out *f, uint64_t id, int n); /* may be NULL */
 	int (*set_mtime)(struct imp_out *f, const struct timespec *t);
 	int (*close)(struct imp_out *f);
 	int (*rename)(struct imp_dst *d, struct imp_dir *dir, const char *from,
@@ -68,6 +69,8 @@ struct imp_dst {
 	int batch_max;
 	/* mount */
 	int rootfd;
+	int batch_hint; /* the client takes "granary.batch" (atomic: 0 once
+			   a set failed) */
 	char *root; /* DEST, canonical */
 	/* in process */
 	struct fs *fs;
@@ -203,6 +206,22 @@ static int m_fsync(struct imp_out *f)
 	return fsync(f->fd) ? errno : 0;
 }
 
+/* The client is told that this file's fsync is one of a batch of n, so
+ * that it seals their pack when all came (fs/vfs/ctl.c, granary.batch). A
+ * hint: a client that refuses it packs by its window. */
+static int m_batch(struct imp_out *f, uint64_t id, int n)
+{
+	char v[48];
+	int len = snprintf(v, sizeof(v), "%llx %d", (unsigned long long)id, n);
+
+	if (!__atomic_load_n(&f->d->batch_hint, __ATOMIC_RELAXED))
+		return 0;
+	if (fsetxattr(f->fd, "granary.batch", v, (size_t)len, 0) &&
+	    errno != EINTR)
+		__atomic_store_n(&f->d->batch_hint, 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
 static int m_set_mtime(struct imp_out *f, const struct timespec *t)
 {
 	struct timespec ts[2] = {{0, UTIME_OMIT}, *t};
@@ -305,6 +324,7 @@ static const struct dst_ops mount_ops = {
     .create = m_create,
     .write = m_write,
     .fsync = m_fsync,
+    .batch = m_batch,
     .set_mtime = m_set_mtime,
     .close = m_close,
     .rename = m_rename,
@@ -359,6 +379,9 @@ static int mount_open(struct imp_dst *d, const char *dest, char *why,
 		snprintf(why, cap, "out of memory");
 		return ENOMEM;
 	}
+	/* asked first: a client that does not know the name would keep it
+	 * as a plain xattr of each file */
+	d->batch_hint = fgetxattr(d->rootfd, "granary.batch", NULL, 0) == 0;
 	return 0;
 }
 
@@ -809,6 +832,12 @@ int imp_out_write(struct imp_out *f, const void *buf, size_t n, uint64_t off)
 int imp_out_fsync(struct imp_out *f)
 {
 	return f->d->ops->fsync(f);
+}
+
+void imp_out_batch(struct imp_out *f, uint64_t id, int n)
+{
+	if (f->d->ops->batch && n > 1)
+		f->d->ops->batch(f, id, n);
 }
 
 int imp_out_set_mtime(struct imp_out *f, const struct timespec *t)

@@ -21,6 +21,7 @@
  */
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/import.h"
 
@@ -35,6 +36,7 @@ struct imp_batch {
 	int written;		/* members done writing */
 	int left;		/* members that have not left yet */
 	int released;		/* members may write */
+	uint64_t id;
 	int64_t first_ns;	/* when the first member came */
 	struct imp_batch *next; /* waiting batches, oldest first */
 };
@@ -55,6 +57,13 @@ void imp_gate_init(struct imp_gate *g, int batch_max, int flight_max,
 			       .drained = drained,
 			       .stopping = stopping,
 			       .arg = arg};
+	/* ids of two importers of one mount should differ: a hint that
+	 * mixes two batches only seals one pack early */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	g->next_id = ((uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_nsec << 20 ^
+		      (uint64_t)ts.tv_sec) |
+		     1;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
 }
@@ -130,6 +139,9 @@ struct imp_batch *imp_gate_enter(struct imp_gate *g, uint64_t bytes)
 			return NULL;
 		}
 		nb->first_ns = now_ns();
+		if (!++g->next_id) /* 0 is no batch */
+			g->next_id = 1;
+		nb->id = g->next_id;
 		if (b)
 			b->next = nb;
 		else
@@ -153,6 +165,12 @@ struct imp_batch *imp_gate_enter(struct imp_gate *g, uint64_t bytes)
 	}
 	pthread_mutex_unlock(&g->lock);
 	return b;
+}
+
+int imp_batch_members(const struct imp_batch *b, uint64_t *id)
+{
+	*id = b ? b->id : 0;
+	return b ? b->n : 1;
 }
 
 void imp_batch_written(struct imp_gate *g, struct imp_batch *b)

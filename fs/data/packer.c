@@ -42,6 +42,8 @@
 #define SCRATCH_MAX   (2u << 20) /* larger ones are freed at once */
 #define GATHER_MAX_NS 2000000	 /* a sync waits this long for more frames */
 #define SPARE_KEEP    4		 /* uploaded staging files kept for reuse */
+#define BATCHES	      8		 /* batches counted at once (packer_put_batch) */
+#define BATCH_WAIT_MS 200	 /* a batch's pack waits this long for it */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
 
@@ -56,6 +58,8 @@ struct pack {
 	char *buf; /* default mode: the bytes */
 	size_t len, cap;
 	int64_t deadline_ms; /* CLOCK_MONOTONIC: seal by then */
+	int64_t opened_ms;
+	uint64_t batch; /* whose members it waits for (0: none) */
 	int users;
 	int frames;
 	int state;	     /* enum pack_state */
@@ -78,6 +82,13 @@ struct pack {
 	int64_t retry_ms; /* not before this (CLOCK_MONOTONIC) */
 };
 
+/* The members of a batch that came (packer_put_batch). */
+struct batch {
+	uint64_t id; /* 0: a free slot */
+	uint32_t n, came;
+	int64_t seen_ms;
+};
+
 struct packer {
 	struct objstore *store; /* borrowed */
 	struct packer_opts o;
@@ -88,6 +99,8 @@ struct packer {
 	pthread_mutex_t lock;
 	struct pack *open; /* being filled, or NULL; protected by lock */
 	int holders;	   /* see packer_hold; protected by lock */
+	/* the batches counted last, the oldest forgotten first; lock */
+	struct batch batches[BATCHES];
 	/* writeback group commit (see group_sync); protected by lock */
 	int parked;	       /* callers in group_sync */
 	int64_t sync_ns;       /* an fdatasync takes about this long */
@@ -279,7 +292,8 @@ static int pack_new(struct packer *p, struct pack **out)
 		free(k);
 		return err;
 	}
-	k->deadline_ms = fsutil_mono_ms() + p->o.window_ms;
+	k->opened_ms = fsutil_mono_ms();
+	k->deadline_ms = k->opened_ms + p->o.window_ms;
 	fsutil_cond_init_mono(&k->done);
 	*out = k;
 	return 0;
@@ -993,6 +1007,50 @@ int packer_sync(struct packer *p)
 	return err;
 }
 
+/* ---- batches (under p->lock) ---- */
+
+/* A member of batch b came: counted in its slot, or in the slot of the
+ * batch seen least lately. Wakes the open pack's waiters when it was the
+ * last one. */
+static void batch_come(struct packer *p, const struct packer_batch *b)
+{
+	struct batch *s = NULL, *old = &p->batches[0];
+
+	for (int i = 0; i < BATCHES && !s; i++) {
+		if (p->batches[i].id == b->id)
+			s = &p->batches[i];
+		else if (p->batches[i].seen_ms < old->seen_ms)
+			old = &p->batches[i];
+	}
+	if (!s) {
+		s = old;
+		*s = (struct batch){.id = b->id, .n = b->n};
+	}
+	s->came++;
+	s->seen_ms = fsutil_mono_ms();
+	if (s->came >= s->n && p->open && p->open->batch == b->id)
+		pthread_cond_broadcast(&p->open->done);
+}
+
+/* Have all members of batch id come? */
+static int batch_whole(const struct packer *p, uint64_t id)
+{
+	for (int i = 0; i < BATCHES; i++)
+		if (p->batches[i].id == id)
+			return p->batches[i].came >= p->batches[i].n;
+	return 0; /* forgotten: the window decides */
+}
+
+/* A frame of batch b went into k: k waits for the others (a while). */
+static void batch_join(struct pack *k, const struct packer_batch *b)
+{
+	if (k->batch)
+		return;
+	k->batch = b->id;
+	if (k->deadline_ms < k->opened_ms + BATCH_WAIT_MS)
+		k->deadline_ms = k->opened_ms + BATCH_WAIT_MS;
+}
+
 /* ---- public ---- */
 
 void packer_hold(struct packer *p, int delta)
@@ -1295,6 +1353,12 @@ static int put_staged(struct packer *p, struct packer_item *items,
 
 int packer_put(struct packer *p, struct packer_item *items, size_t n)
 {
+	return packer_put_batch(p, items, n, NULL);
+}
+
+int packer_put_batch(struct packer *p, struct packer_item *items, size_t n,
+		     const struct packer_batch *batch)
+{
 	struct frame *fr;
 	struct pack **mine; /* packs this call has frames in, each once */
 	struct pack **full; /* sealed here: this call puts them */
@@ -1303,8 +1367,17 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 
 	if (!p || (!items && n))
 		return EINVAL;
-	if (n == 0)
+	/* writeback: group commit gathers the frames of a batch anyway */
+	if (batch && (!batch->id || batch->n < 2 || p->dir))
+		batch = NULL;
+	if (n == 0) {
+		if (batch) { /* a member with nothing to pack came too */
+			pthread_mutex_lock(&p->lock);
+			batch_come(p, batch);
+			pthread_mutex_unlock(&p->lock);
+		}
 		return 0;
+	}
 	fr = calloc(n, sizeof(*fr));
 	mine = calloc(n, sizeof(*mine));
 	full = calloc(n + 1, sizeof(*full)); /* an item may seal two */
@@ -1346,6 +1419,8 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 	}
 
 	pthread_mutex_lock(&p->lock);
+	if (batch)
+		batch_come(p, batch);
 	for (size_t i = 0; i < n && !err; i++) {
 		struct pack *k = p->open;
 		if (k && k->len && k->len + fr[i].len > p->o.pack_size) {
@@ -1361,6 +1436,8 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 		err = append(k, fr[i].enc, fr[i].len);
 		if (err)
 			break; /* bytes of earlier frames stay: they are used */
+		if (batch)
+			batch_join(k, batch);
 		items[i].at = (struct chunkstore_frame){
 		    .pack = k->id,
 		    .off = (uint32_t)(k->len - fr[i].len),
@@ -1384,9 +1461,11 @@ int packer_put(struct packer *p, struct packer_item *items, size_t n)
 		struct pack *k = mine[j];
 		while (k->state != PK_DONE) {
 			/* Seal when the window is over, or when every writer
-			 * that may still add a frame has added its own. */
+			 * that may still add a frame has added its own, or
+			 * every member of the batch it waits for. */
 			if (k->state == PK_OPEN &&
 			    (k->users >= p->holders ||
+			     (k->batch && batch_whole(p, k->batch)) ||
 			     fsutil_mono_ms() >= k->deadline_ms)) {
 				seal(p);
 				pthread_mutex_unlock(&p->lock);

@@ -100,6 +100,23 @@ void packer_close(struct packer *p);
  */
 int packer_put(struct packer *p, struct packer_item *items, size_t n);
 /*
+ * A batch: n writers (2 or more) whose slices were all written before any
+ * of them flushes, and who say so (the importer, through a control xattr
+ * of a mount). Their pack is sealed as soon as every member's put came in
+ * (a member with nothing to pack calls with n 0), and it waits for them
+ * up to 200 ms after it opened, or its window if that is longer: under
+ * load a batch's flushes come further apart than a 10 ms window, and
+ * other writers holding small data (a log file left open) would keep the
+ * holders' rule from sealing it early. Writeback mode gathers them anyway
+ * (group commit): ignored there.
+ */
+struct packer_batch {
+	uint64_t id; /* the caller's, unique while the batch lasts; 0: none */
+	uint32_t n;  /* members */
+};
+int packer_put_batch(struct packer *p, struct packer_item *items, size_t n,
+		     const struct packer_batch *batch);
+/*
  * A writer that buffers data it may soon hand to packer_put says so with
  * +1, and -1 once it has (or will not): a pack whose frames come from every
  * holder is sealed at once instead of waiting out the window. Each

@@ -130,6 +130,7 @@ struct writer {
 	size_t held; /* bytes charged for partial blocks; protected by lock */
 
 	int holding; /* counted in packer_hold; protected by lock */
+	struct packer_batch batch; /* for the next flush; protected by lock */
 	/* blocks put lazily since the last flush, and the pool's sync_fails
 	 * when the first of them was queued; protected by lock */
 	int lazy;
@@ -311,13 +312,18 @@ static int packable(const struct writer *w, const struct wslice *s)
 static int pack_slices(struct writer *w)
 {
 	struct packer_item *items;
+	struct packer_batch batch = w->batch;
 	size_t n = 0, k = 0;
 	int err;
 
+	w->batch = (struct packer_batch){0}; /* the next flush's own */
 	for (size_t i = 0; i < w->nslices; i++)
 		n += packable(w, &w->slices[i]);
-	if (!n)
+	if (!n) {
+		if (batch.id && w->p->pk)
+			packer_put_batch(w->p->pk, NULL, 0, &batch);
 		return 0;
+	}
 	items = calloc(n, sizeof(*items));
 	for (size_t i = 0; items && i < w->nslices; i++) {
 		const struct wslice *s = &w->slices[i];
@@ -326,7 +332,9 @@ static int pack_slices(struct writer *w)
 							  .len = s->size};
 	}
 	/* without items the slices fail like a failed put: dropped below */
-	err = items ? packer_put(w->p->pk, items, n) : ENOMEM;
+	err = items ? packer_put_batch(w->p->pk, items, n,
+				       batch.id ? &batch : NULL)
+		    : ENOMEM;
 	k = 0;
 	for (size_t i = 0; i < w->nslices; i++) {
 		struct wslice *s = &w->slices[i];
@@ -679,6 +687,13 @@ int writer_flush(struct writer *w)
 	int err = flush_locked(w, 1);
 	pthread_mutex_unlock(&w->lock);
 	return err;
+}
+
+void writer_set_batch(struct writer *w, uint64_t id, uint32_t n)
+{
+	pthread_mutex_lock(&w->lock);
+	w->batch = (struct packer_batch){.id = id, .n = n};
+	pthread_mutex_unlock(&w->lock);
 }
 
 int writer_dirty(struct writer *w)

@@ -69,6 +69,9 @@ int writer_write(struct writer *w, uint64_t off, const void *buf, size_t len);
 /* Upload everything buffered and commit it. On return data and metadata
  * are durable. Returns (and clears) the sticky error. */
 int writer_flush(struct writer *w);
+/* The next flush's small slices are of batch id of n members (packer.h,
+ * packer_put_batch): their pack waits for the others, not the window. */
+void writer_set_batch(struct writer *w, uint64_t id, uint32_t n);
 /* Nonzero while data is buffered but not committed. */
 int writer_dirty(struct writer *w);
 /* One past the highest offset buffered but not committed (0 if none). */

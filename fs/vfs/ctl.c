@@ -41,6 +41,9 @@
  *                                                     entry or the directory
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
+ *   granary.batch (set, file    when its fsync        write on the file (the
+ *     being written; get:       comes: a hint that    kernel's, then as last
+ *     "" if supported)          delays nothing else   fetched here)
  *   granary.plan* (get|set,     reading the files     read on each file named,
  *     DIR or file)              named, in that order  search on the way; a plan
  *                                                     its maker's (or root's):
@@ -71,6 +74,7 @@
 #include "fs/data/packer.h"
 #include "fs/data/slice.h"
 #include "fs/data/stage.h"
+#include "fs/data/writer.h"
 #include "fs/store/diskcache.h"
 #include "fs/store/objstore.h"
 #include "fs/vfs/compactq.h"
@@ -875,6 +879,67 @@ static void xattrs_changed(struct fs *fs, uint64_t ino, const char *name)
 	node_unpin(fs, n);
 }
 
+/*
+ * "granary.batch" set to "ID N" (ID hexadecimal, not 0; N 2..4096) on a
+ * file being written: its next flush is one of a batch of N writers whose
+ * small slices were all written before any flushed (`granary import`
+ * through a mount, tools/import_dst.c), so that their pack waits for all
+ * of them rather than the pack window (packer.h, packer_put_batch). A get
+ * answers "": the tools ask before they use it. A file with nothing
+ * buffered (empty, or flushed already) is a member that came.
+ */
+#define XATTR_BATCH	"granary.batch"
+#define BATCH_MEMBERS_MAX 4096
+
+static int batch_xattr(struct fs *fs, const struct vfs_caller *vc,
+		       uint64_t ino, const void *value, size_t size)
+{
+	char buf[64], end;
+	unsigned long long id;
+	unsigned members;
+	struct caller c = {0};
+	int err;
+
+	if (!value || size == 0 || size >= sizeof(buf))
+		return EINVAL;
+	memcpy(buf, value, size);
+	buf[size] = '\0';
+	if (sscanf(buf, "%llx %u%c", &id, &members, &end) != 2 || !id ||
+	    members < 2 || members > BATCH_MEMBERS_MAX)
+		return EINVAL;
+	err = caller_get(vc, &c);
+	if (err)
+		return err;
+	struct packer_batch b = {.id = id, .n = members};
+	struct node *n = node_get(fs, vfs_m_ino(fs, ino), 0);
+	int known = 0;
+	if (n) {
+		pthread_mutex_lock(&n->lock);
+		if ((known = n->seen)) {
+			if (n->attr.type != META_FILE)
+				err = EISDIR;
+			else if (!caller_may(&c, &n->attr, 2))
+				err = EACCES;
+			else if (n->writer && writer_dirty(n->writer))
+				writer_set_batch(n->writer, id, members);
+			else if (fs->packer) /* nothing to pack: it came */
+				packer_put_batch(fs->packer, NULL, 0, &b);
+		}
+		pthread_mutex_unlock(&n->lock);
+		node_unpin(fs, n);
+	}
+	if (!known) { /* nothing written here: a member that came */
+		struct meta_attr a;
+		err = caller_may_ino(fs, &c, vfs_m_ino(fs, ino), 2, &a);
+		if (!err && a.type != META_FILE)
+			err = EISDIR;
+		if (!err && fs->packer)
+			packer_put_batch(fs->packer, NULL, 0, &b);
+	}
+	caller_release(&c);
+	return err;
+}
+
 #define XATTR_CTL "granary."
 /* the epoch plans' calls (plan.h, plan_ctl.c) */
 #define XATTR_PLAN "granary.plan"
@@ -892,6 +957,8 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 	struct caller c = {0};
 	int err;
 
+	if (get && !strcmp(name, XATTR_BATCH))
+		return xattr_value("", 0, value, size); /* supported */
 	if (strcmp(name, XATTR_SYNC) && strcmp(name, XATTR_EVICT) &&
 	    strcmp(name, XATTR_STATS) && strcmp(name, XATTR_CACHE) &&
 	    strcmp(name, XATTR_WARM) &&
@@ -943,6 +1010,8 @@ int vfs_setxattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
 	}
 	if (!strcmp(name, XATTR_SNAPSHOT))
 		return snapshot_xattr(c, fs, ino, value, size);
+	if (!strcmp(name, XATTR_BATCH))
+		return batch_xattr(fs, c, ino, value, size);
 	if (!strncmp(name, XATTR_VERSION_SET, strlen(XATTR_VERSION_SET)))
 		return version_set(c, fs, ino, name + strlen(XATTR_VERSION_SET),
 				   value, size);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # storage: file
 # t0126-control-perms.sh - every control operation (warmup fill, --check and
-# --evict, sync, stats, snapshot, version create/list/show/rm/restore) asked
+# --evict, sync, stats, batch, snapshot, version create/list/show/rm/restore) asked
 # by a user (uid 65534) on an --allow-other mount holds to the POSIX
 # operations it stands for (fs/vfs/ctl.c, docs/operations.md): EACCES and a
 # clear message on what the user may not read or write, root's result on
@@ -60,6 +60,13 @@ expect_exit 1 "cannot read the counters of '$M/secret': Permission denied" \
 expect_errno "Operation not permitted" \
 	as_nobody setfattr -n granary.stats -v 1 "$M/pub"
 ok "sync: any user; stats: whoever may read the inode; read-only names stay so"
+
+# --- granary.batch (import's mark of a batch): write on the file
+as_nobody setfattr -n granary.batch -v "5 3" "$M/pub/wonly" ||
+	fail "nobody cannot mark a file it may write"
+expect_errno "Permission denied" \
+	as_nobody setfattr -n granary.batch -v "5 3" "$M/pub/open"
+ok "batch: write on the file, EACCES otherwise"
 
 # --- snapshot: cp -a rules; the name is one new entry of the directory set
 as_nobody "$GRANARY" snapshot -q "$M/pub/open" "$M/pub/open2" ||

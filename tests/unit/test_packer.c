@@ -2,6 +2,7 @@
  * test_packer.c - small slices packed into shared objects over a mem://
  * store: frame layout and decoding, the pack size bound, many writers
  * sharing packs (against shadow copies), holders sealing a pack early,
+ * batches whose members meet in one pack past the window,
  * store and metadata errors, bad options; in writeback, that a put returns
  * only once an fdatasync covered its frame, that puts share fdatasyncs,
  * and what a failed fdatasync does. Pack ids come from a counter and the
@@ -713,6 +714,121 @@ Test(packer, release_wakes_waiters, .init = setup, .fini = teardown,
 	pthread_join(t, NULL);
 	packer_hold(p, -1);
 	expect_frame(&it, "released");
+	packer_close(p);
+}
+
+/* ---- batches (packer_put_batch) ---- */
+
+#define BATCH_N 4
+
+struct member {
+	struct packer *p;
+	struct packer_item it;
+	struct packer_batch b;
+	int delay_ms; /* before its put */
+	int items;    /* 0: nothing to pack */
+	int err;
+};
+
+static void *member_main(void *arg)
+{
+	struct member *m = arg;
+	usleep((useconds_t)m->delay_ms * 1000);
+	m->err = packer_put_batch(m->p, m->items ? &m->it : NULL,
+				  (size_t)m->items, &m->b);
+	return NULL;
+}
+
+/* Members that flush 20 ms apart, past a 1 ms window, with an idle holder
+ * that keeps the holders' rule from sealing: one pack all the same, as
+ * soon as the last one came (packed by the window, each would have a
+ * pack of its own). */
+Test(packer, batch_meets_past_the_window, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 1, CODEC_LZ4);
+	unsigned char d[BATCH_N][700];
+	struct member m[BATCH_N];
+	pthread_t t[BATCH_N];
+
+	packer_hold(p, 1 + BATCH_N); /* the idle writer, and the members */
+	for (int i = 0; i < BATCH_N; i++) {
+		memset(d[i], 'a' + i, sizeof(d[i]));
+		m[i] = (struct member){
+		    .p = p,
+		    .it = {.raw = d[i], .len = (uint32_t)(100 + 150 * i)},
+		    .b = {.id = 0x5eed, .n = BATCH_N},
+		    .delay_ms = 20 * i,
+		    .items = 1};
+		pthread_create(&t[i], NULL, member_main, &m[i]);
+	}
+	for (int i = 0; i < BATCH_N; i++)
+		pthread_join(t[i], NULL);
+	packer_hold(p, -(1 + BATCH_N));
+	for (int i = 0; i < BATCH_N; i++) {
+		cr_assert_eq(m[i].err, 0, "member %d: %s", i,
+			     strerror(m[i].err));
+		expect_frame(&m[i].it, "member");
+		cr_expect_eq(m[i].it.at.pack, m[0].it.at.pack,
+			     "member %d in pack %" PRIu64 ", member 0 in %" PRIu64,
+			     i, m[i].it.at.pack, m[0].it.at.pack);
+	}
+	cr_expect_eq(count_objects("packs/"), 1);
+	packer_close(p);
+}
+
+/* A member with nothing to pack (an empty file) comes with no items: the
+ * others' pack is sealed then, long before a 10 s window. */
+Test(packer, batch_member_without_frames, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+	struct packer *p = popen_(4 * MB, 10000, CODEC_NONE);
+	unsigned char d[2][300];
+	struct member m[3];
+	pthread_t t[3];
+
+	packer_hold(p, 3); /* an idle writer, and the two with data */
+	for (int i = 0; i < 3; i++) {
+		memset(d[i % 2], 'x' + i, sizeof(d[0]));
+		m[i] = (struct member){.p = p,
+				       .it = {.raw = d[i % 2], .len = 300},
+				       .b = {.id = 77, .n = 3},
+				       .delay_ms = 30 * i,
+				       .items = i < 2};
+		pthread_create(&t[i], NULL, member_main, &m[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(m[i].err, 0);
+	}
+	packer_hold(p, -3);
+	cr_expect_eq(m[0].it.at.pack, m[1].it.at.pack);
+	expect_frame(&m[0].it, "first");
+	expect_frame(&m[1].it, "second");
+	cr_expect_eq(count_objects("packs/"), 1);
+	packer_close(p);
+}
+
+/* A member that never comes: the pack is put at its batch's bound (200 ms
+ * after it opened) rather than waited on for ever; a batch of one, or of
+ * id 0, is no batch. */
+Test(packer, batch_member_missing, .init = setup, .fini = teardown,
+     .timeout = 8)
+{
+	struct packer *p = popen_(4 * MB, 1, CODEC_NONE);
+	unsigned char d[400];
+	struct packer_item it = {.raw = d, .len = sizeof(d)};
+	struct packer_batch b = {.id = 9, .n = 5};
+
+	memset(d, 3, sizeof(d));
+	packer_hold(p, 2); /* an idle writer, and this one */
+	cr_assert_eq(packer_put_batch(p, &it, 1, &b), 0);
+	expect_frame(&it, "alone in its batch");
+	struct packer_batch none = {.id = 0, .n = 5}, one = {.id = 10, .n = 1};
+	cr_assert_eq(packer_put_batch(p, &it, 1, &none), 0);
+	cr_assert_eq(packer_put_batch(p, &it, 1, &one), 0);
+	cr_expect_eq(count_objects("packs/"), 3);
+	packer_hold(p, -2);
 	packer_close(p);
 }
 
