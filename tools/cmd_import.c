@@ -818,11 +818,13 @@ int cmd_import(int argc, char **argv)
 			goto close;
 		}
 	}
-	/* a mount: one batch fsyncs at a time (its FUSE threads); in
-	 * process, the next batch writes while the last one's pack is put */
+	/* a mount: two batches fsync at a time (each fsync holds one of its
+	 * 64 FUSE threads; a client older than that has 32, and the second
+	 * batch's fsyncs wait for the first's); in process, batches write
+	 * while the last ones' packs are put */
 	int batch_max = imp_dst_batch_max(im.dst);
 	imp_gate_init(&im.gate, batch_max < threads ? batch_max : threads,
-		      imp_dst_in_process(im.dst) ? threads : batch_max,
+		      imp_dst_in_process(im.dst) ? threads : 2 * batch_max,
 		      gate_drained, gate_stopping, &im);
 	pthread_mutex_init(&im.lock, NULL);
 	if ((err = workq_open("gr-import", threads, QUEUE_MAX, &im.workers))) {

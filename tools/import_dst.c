@@ -27,8 +27,9 @@
  * Files of a batch write and fsync at once, so that the client seals their
  * pack when all of them are in (fs/data/packer.h: a pack is sealed once
  * every writer holding small data has its frame in it). Through a mount
- * each fsync holds one of the client's 32 FUSE threads until its pack is
- * put: a batch leaves some for the creates and renames of the next one.
+ * each fsync holds one of the client's 64 FUSE threads until its pack is
+ * put: two batches in flight (cmd_import.c) leave 16 for the creates and
+ * renames of the next ones.
  */
 #define MOUNT_BATCH_MAX 24
 /* In process: the pack window is only a bound on a batch that does not

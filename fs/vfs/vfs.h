@@ -220,7 +220,7 @@ int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
  * caller gave up (then EINTR), and fails with ENOLCK when VFS_LOCK_WAITERS
  * requests wait already. Without waiting, a lock in the way is EAGAIN.
  */
-#define VFS_LOCK_WAITERS 24 /* of the FUSE loop's 32 threads (session.c) */
+#define VFS_LOCK_WAITERS 24 /* of the FUSE loop's 64 threads (session.c) */
 struct vfs_wait {
 	int (*interrupted)(void *arg);
 	void *arg;
