@@ -31,6 +31,7 @@
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/workq.h"
+#include "fs/data/packbatch.h"
 
 #define KEY_CAP	      96
 #define PACK_SIZE_MIN (64u << 10)
@@ -42,7 +43,6 @@
 #define SCRATCH_MAX   (2u << 20) /* larger ones are freed at once */
 #define GATHER_MAX_NS 2000000	 /* a sync waits this long for more frames */
 #define SPARE_KEEP    4		 /* uploaded staging files kept for reuse */
-#define BATCHES	      8		 /* batches counted at once (packer_put_batch) */
 #define BATCH_WAIT_MS 200	 /* a batch's pack waits this long for it */
 
 enum pack_state { PK_OPEN, PK_SEALED, PK_DONE };
@@ -82,13 +82,6 @@ struct pack {
 	int64_t retry_ms; /* not before this (CLOCK_MONOTONIC) */
 };
 
-/* The members of a batch that came (packer_put_batch). */
-struct batch {
-	uint64_t id; /* 0: a free slot */
-	uint32_t n, came;
-	int64_t seen_ms;
-};
-
 struct packer {
 	struct objstore *store; /* borrowed */
 	struct packer_opts o;
@@ -99,8 +92,7 @@ struct packer {
 	pthread_mutex_t lock;
 	struct pack *open; /* being filled, or NULL; protected by lock */
 	int holders;	   /* see packer_hold; protected by lock */
-	/* the batches counted last, the oldest forgotten first; lock */
-	struct batch batches[BATCHES];
+	struct packbatch_table batches; /* protected by lock */
 	/* writeback group commit (see group_sync); protected by lock */
 	int parked;	       /* callers in group_sync */
 	int64_t sync_ns;       /* an fdatasync takes about this long */
@@ -1009,36 +1001,13 @@ int packer_sync(struct packer *p)
 
 /* ---- batches (under p->lock) ---- */
 
-/* A member of batch b came: counted in its slot, or in the slot of the
- * batch seen least lately. Wakes the open pack's waiters when it was the
- * last one. */
+/* A member of batch b came: the open pack's waiters look again when it
+ * was the last one. */
 static void batch_come(struct packer *p, const struct packer_batch *b)
 {
-	struct batch *s = NULL, *old = &p->batches[0];
-
-	for (int i = 0; i < BATCHES && !s; i++) {
-		if (p->batches[i].id == b->id)
-			s = &p->batches[i];
-		else if (p->batches[i].seen_ms < old->seen_ms)
-			old = &p->batches[i];
-	}
-	if (!s) {
-		s = old;
-		*s = (struct batch){.id = b->id, .n = b->n};
-	}
-	s->came++;
-	s->seen_ms = fsutil_mono_ms();
-	if (s->came >= s->n && p->open && p->open->batch == b->id)
+	if (packbatch_come(&p->batches, b->id, b->n, fsutil_mono_ms()) &&
+	    p->open && p->open->batch == b->id)
 		pthread_cond_broadcast(&p->open->done);
-}
-
-/* Have all members of batch id come? */
-static int batch_whole(const struct packer *p, uint64_t id)
-{
-	for (int i = 0; i < BATCHES; i++)
-		if (p->batches[i].id == id)
-			return p->batches[i].came >= p->batches[i].n;
-	return 0; /* forgotten: the window decides */
 }
 
 /* A frame of batch b went into k: k waits for the others (a while). */
@@ -1465,7 +1434,8 @@ int packer_put_batch(struct packer *p, struct packer_item *items, size_t n,
 			 * every member of the batch it waits for. */
 			if (k->state == PK_OPEN &&
 			    (k->users >= p->holders ||
-			     (k->batch && batch_whole(p, k->batch)) ||
+			     (k->batch &&
+			      packbatch_whole(&p->batches, k->batch)) ||
 			     fsutil_mono_ms() >= k->deadline_ms)) {
 				seal(p);
 				pthread_mutex_unlock(&p->lock);
