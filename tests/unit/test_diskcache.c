@@ -27,6 +27,8 @@
 #include "tests/unit/pagecache.h"
 #include "fs/data/chunkstore.h"
 #include "fs/store/diskcache.h"
+#include "fs/store/diskcache_int.h"
+#include "lib/workq.h"
 
 #define NS "vol-1"
 
@@ -675,6 +677,22 @@ Test(diskcache, mapped_entry_is_pinned, .fini = teardown)
 	cr_assert_eq(cstats(dc).bytes, LIMIT);
 }
 
+/* A job that keeps a filler busy until released. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int held;
+} hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void hold_run(struct workq_job *job)
+{
+	(void)job;
+	pthread_mutex_lock(&hold.lock);
+	while (hold.held)
+		pthread_cond_wait(&hold.cond, &hold.lock);
+	pthread_mutex_unlock(&hold.lock);
+}
+
 Test(diskcache, full_fill_queue_fills_inline, .fini = teardown)
 {
 	enum { N = 48, LEN = 512 << 10 };
@@ -687,9 +705,26 @@ Test(diskcache, full_fill_queue_fills_inline, .fini = teardown)
 	dc = open_cache(m, root, 64 << 20, 600, 0, 0);
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(view_of(dc, i, LEN, &v[i]), 0);
-	/* faster than the filler writes 512 KiB files: the queue fills */
+	/* the fillers busy elsewhere (a slow disk): the queue fills, and
+	 * the readers write the rest themselves */
+	struct workq_job busy[FILLERS];
+	struct workq *q = dc_of(dc)->fillers;
+	struct workq_stats qs;
+	hold.held = 1;
+	for (int i = 0; i < FILLERS; i++) {
+		busy[i].run = hold_run;
+		cr_assert_eq(workq_push(q, &busy[i]), 0);
+	}
+	do {
+		sched_yield();
+		workq_get_stats(q, &qs);
+	} while (qs.running < FILLERS);
 	for (int i = 0; i < N; i++)
 		objstore_view_verified(&v[i]);
+	pthread_mutex_lock(&hold.lock);
+	hold.held = 0;
+	pthread_cond_broadcast(&hold.cond);
+	pthread_mutex_unlock(&hold.lock);
 	/* the readers' bytes are all there, however filled */
 	for (int i = 0; i < N; i++) {
 		char key[64];
@@ -701,7 +736,8 @@ Test(diskcache, full_fill_queue_fills_inline, .fini = teardown)
 	}
 	diskcache_sync(dc);
 	struct diskcache_stats st = cstats(dc);
-	cr_assert_gt(st.fill_inline, 0, "the queue of fills never filled");
+	cr_assert_eq(st.fill_inline, N - FILLQ_MAX,
+		     "all but a full queue's fills written by the readers");
 	cr_assert_eq(st.fills, N, "every verified view is cached");
 	cr_assert_eq(st.entries, N);
 	cr_assert_eq(du(root).files, N);
