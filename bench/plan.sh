@@ -8,7 +8,9 @@
 #      files/s, MiB/s and per-file read latency p50/p99, with an epoch plan
 #      of that order (granary plan, made just before the readers start)
 #      and without; the raw store's GETs of objects of the pack size
-#      through the same proxy (build/bench/store_raw) as the limit;
+#      through the same proxy (build/bench/store_raw) as the limit (the
+#      proxy caps the total at 60 MB/s: a limit that more connections do
+#      not raise);
 #   2. epoch 2 (another order; the plan replaced): the store's bytes
 #      fetched, against the least any eviction policy could fetch with
 #      that cache (the dataset's stored bytes minus the cache's size);
@@ -33,7 +35,11 @@ T=${BENCH_PLAN_THREADS:-4}           # reader threads
 W=${BENCH_PLAN_WRITERS:-4}           # writer threads of the copy in
 ROUNDS=${BENCH_PLAN_ROUNDS:-2}       # rounds of the readers' epochs
 TROUNDS=${BENCH_PLAN_TORCH_ROUNDS:-2} # rounds of the DataLoader's
-RAW_THREADS=${BENCH_PLAN_RAW_THREADS:-4 16}
+RAW_THREADS=${BENCH_PLAN_RAW_THREADS:-4 16 24}
+# The store's limit: a total cap, as a node's share of a real store's
+# bandwidth is (without one, the raw rate grows with its connections, and
+# no figure is "the limit"); SLOWSTORE_TOTAL_MBPS=0 for none.
+export SLOWSTORE_TOTAL_MBPS=${SLOWSTORE_TOTAL_MBPS:-60}
 RAW_N=${BENCH_PLAN_RAW_OBJECTS:-480}
 MEM=${BENCH_PLAN_CACHE_MEM:-16M}     # --cache-mem of the read mounts
 REMOUNT=${BENCH_PLAN_REMOUNT:-1}     # 1: the remount rows (see part 2)
@@ -405,7 +411,7 @@ report() {
 	echo "# Epoch plan benchmark (issue 34), $STAMP"
 	echo
 	echo "The store: s3rver on loopback behind bench/slowproxy, **$SLOWSTORE_DESC** (bench/lib/slowstore.sh" \
-		"defaults; no total cap; one proxy for every row). The dataset: $NF files of $KMIN-$KMAX KiB" \
+		"defaults but the total cap, plan.sh's: the raw rows show it is the limit; one proxy for every row). The dataset: $NF files of $KMIN-$KMAX KiB" \
 		"(uniform, random bytes) in 20 directories, $SIZE bytes ($(mib "$SIZE") MiB), copied in" \
 		"through a read-write mount by $W writers (default options: packed) in $INGEST s: $OBJS objects," \
 		"$STORED bytes stored, $PACK bytes a pack on average. One --read-only mount with a disk cache of" \

@@ -388,6 +388,52 @@ static int stopping(struct plans *p)
 	return s;
 }
 
+/*
+ * No room on disk for the packs of j's file but by evicting what a plan
+ * needs: bring the file's frames into the memory cache instead, a ranged
+ * GET of each (the bytes its reader would fetch itself, no more), so that
+ * the reader does not wait on the store. Only for a file at most
+ * fs->ra_max bytes ahead of the readers' place (the memory cache is
+ * shared, and a frame fetched too far ahead is evicted before its read).
+ * 1 when every piece of the file is a frame now in memory; 0 when it is
+ * too far ahead, a piece is a block (fetched whole: no room) or failed.
+ */
+static int frames_to_memory(struct plans *p, const struct pc_job *j)
+{
+	struct fs *fs = p->fs;
+	uint64_t len = j->len[0];
+	uint32_t last = len ? (uint32_t)((len - 1) / META_CHUNK_SIZE) : 0;
+	int ok = 1;
+
+	pthread_mutex_lock(&p->lock);
+	uint64_t ahead = plancore_ahead_of(p->core, j);
+	pthread_mutex_unlock(&p->lock);
+	if (ahead > fs->ra_max)
+		return 0;
+	for (uint32_t idx = 0; ok && len && idx <= last; idx++) {
+		struct meta_slice *raw, *vis;
+		size_t nraw, nvis;
+		if (meta_read_chunk(fs->meta, j->ino[0], idx, &raw, &nraw))
+			return 0;
+		int err = slice_resolve(raw, nraw, &vis, &nvis);
+		free(raw);
+		if (err)
+			return 0;
+		for (size_t i = 0; ok && i < nvis; i++) {
+			const struct meta_slice *e = &vis[i];
+			struct chunkstore_frame f = {e->pack, e->poff, e->plen};
+			char b;
+			if ((uint64_t)idx * META_CHUNK_SIZE + e->pos >= len)
+				continue;
+			ok = e->pack && e->len &&
+			     !chunkstore_read_frame(fs->cs, e->id, e->size, &f,
+						    e->off, 1, &b);
+		}
+		free(vis);
+	}
+	return ok;
+}
+
 static void fetch_file(struct plans *p, const struct pc_job *j)
 {
 	struct keylist kl = {0};
@@ -409,6 +455,10 @@ static void fetch_file(struct plans *p, const struct pc_job *j)
 			break;
 		}
 		ready &= r;
+	}
+	if (noroom && frames_to_memory(p, j)) {
+		noroom = 0;
+		ready = fetched = 1;
 	}
 	if (err && err != ENOENT)
 		log_debug("plan: cannot list the objects of inode %llu: %s",

@@ -167,7 +167,7 @@ struct plans;
 
 #define PLAN_MAX	    64		    /* plans at once, per mount */
 #define PLAN_FILES_MAX	    (4u << 20)	    /* planned files, all plans */
-#define PLAN_THREADS	    16		    /* fetchers, shared */
+#define PLAN_THREADS	    24		    /* fetchers, shared */
 #define PLAN_WINDOW_MIN	    (32ull << 20)   /* a plan's first window */
 #define PLAN_IDLE_S	    1800	    /* no open for this long: ended */
 #define PLAN_ADD_MAX	    (64u << 10)	    /* bytes of one add (XATTR_SIZE_MAX) */

@@ -924,6 +924,15 @@ void plancore_stalled(struct plancore *c, const struct pc_job *j)
 	p->stalled = 1;
 }
 
+uint64_t plancore_ahead_of(struct plancore *c, const struct pc_job *j)
+{
+	struct pc_plan *p = plancore_find(c, j->id);
+
+	if (!p || p->gen != j->gen || j->pos >= p->n)
+		return UINT64_MAX;
+	return j->pos <= p->place ? 0 : p->f[j->pos].off - off_at(p, p->place);
+}
+
 void plancore_unstall(struct plancore *c)
 {
 	for (int s = 0; s < PLAN_MAX; s++)

@@ -207,6 +207,10 @@ void plancore_done(struct plancore *c, const struct pc_job *j, int ready,
  * fetches nothing until its place moves or plancore_unstall. */
 void plancore_stalled(struct plancore *c, const struct pc_job *j);
 void plancore_unstall(struct plancore *c); /* every plan */
+/* The bytes of the planned files between the readers' place and the
+ * file of fetch j (0 at or behind the place); UINT64_MAX when j's plan
+ * is gone or replaced. */
+uint64_t plancore_ahead_of(struct plancore *c, const struct pc_job *j);
 
 /* The ranker (diskcache.h) of a key hash. */
 uint64_t plancore_rank(const struct plancore *c, uint64_t h);

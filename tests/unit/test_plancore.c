@@ -460,6 +460,31 @@ Test(plancore, stalled_until_the_place_moves)
 	plancore_close(c);
 }
 
+/* How far a fetch is ahead of its readers (how near a frame must be to
+ * be fetched into memory when the disk has no room). */
+Test(plancore, ahead_of_counts_from_the_place)
+{
+	struct plancore *c = core(64 * MiB);
+	struct pc_plan *p = plan(c, 0);
+	struct pc_job j, k, l;
+
+	add(c, p, 1, 6, MiB);
+	cr_assert(plancore_pick(c, 0, 0, &j));
+	cr_assert(plancore_pick(c, 0, 0, &k));
+	cr_assert(plancore_pick(c, 0, 0, &l));
+	cr_assert_eq(l.ino[0], 3);
+	cr_assert_eq(plancore_ahead_of(c, &j), 0);
+	cr_assert_eq(plancore_ahead_of(c, &l), 2 * MiB);
+	plancore_opened(c, 1, NULL, 0, 0, NULL);
+	cr_assert_eq(plancore_ahead_of(c, &j), 0, "behind the place");
+	cr_assert_eq(plancore_ahead_of(c, &k), 0, "at the place");
+	cr_assert_eq(plancore_ahead_of(c, &l), MiB);
+	plancore_end(c, p);
+	cr_assert_eq(plancore_ahead_of(c, &l), UINT64_MAX, "plan gone");
+	plancore_check(c);
+	plancore_close(c);
+}
+
 /* A file fetched ahead whose objects the cache evicted before its open
  * is wasted, and its open waited, not used and ready (the caller checks
  * the keys plancore_opened hands it). */
