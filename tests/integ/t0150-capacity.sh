@@ -4,6 +4,12 @@
 # and --capacity as the limit it is: ENOSPC past it, nothing lost before.
 . "$(dirname "$0")/lib.sh"
 
+# The kernel sends a closed file's RELEASE after close(2) returned: an
+# unlink that comes first keeps the file (open, unlinked) and its bytes
+# counted until it arrives. Wait up to 5 s for usedspace to reach 0.
+used_is_0() { [ "$(rcli GET usedspace)" = 0 ]; }
+wait_used_0() { wait_until 5 used_is_0 || true; }
+
 new_volume capacity
 M=$TMP/mnt
 mount_vol "$META" "$M"
@@ -23,10 +29,7 @@ check_eq "$(stat -c %b "$M/dense")" 5860 "blocks of a file written whole"
 used=$(rcli GET usedspace)
 check_eq "$used" $((1048576 + 3000000)) "usedspace: the bytes written"
 rm "$M/sparse" "$M/dense"
-# the kernel sends a closed file's RELEASE after close(2) returned: an
-# unlink that comes first keeps the file (open, unlinked) until it arrives
-used_is_0() { [ "$(rcli GET usedspace)" = 0 ]; }
-wait_until 5 used_is_0
+wait_used_0
 check_eq "$(rcli GET usedspace)" 0 "usedspace after the deletes"
 ok "st_blocks, du and usedspace count bytes held, not lengths"
 umount_vol "$M"
@@ -66,6 +69,7 @@ expect_errno "No space left on device" fallocate -l 1M "$C/more2"
 ok "64 MiB capacity: ENOSPC, what was written reads back, df"
 
 rm "$C/big" "$C/more" "$C/more2"
+wait_used_0
 check_eq "$(rcli GET usedspace)" 0 "usedspace after rm"
 check_eq "$(df -B1 --output=used "$C" | tail -1 | tr -d ' ')" 0 "df used after rm"
 dd if="$TMP/src" of="$C/again" bs=1M count=32 status=none ||
