@@ -113,15 +113,44 @@ static size_t proc_tree(int32_t pid, int32_t *tree)
 /* ---- the fetchers ----------------------------------------------------- */
 
 /* A file's objects: their keys (a key met again at once, the frames of
- * one pack, counts once) and hashes. */
+ * one pack, counts once) and hashes; and its pieces that are frames, for
+ * a fetch into memory (frames_to_memory). */
 struct keylist {
 	char **key;
 	uint64_t *h;
 	uint64_t *bytes; /* the file's bytes in each */
 	uint64_t *end;	 /* a pack's: the end of the file's frames in it */
 	size_t n, cap;
+	struct kl_frame {
+		uint64_t id; /* the slice */
+		uint32_t size, off;
+		struct chunkstore_frame f;
+	} *fr;
+	size_t nfr, frcap;
+	int blocks; /* a piece of the file is a block, not a frame */
 	int err;
 };
+
+/* One visible slice of the file: a frame to remember, or a block. */
+static void keylist_piece(struct keylist *kl, const struct meta_slice *e)
+{
+	if (!e->pack) {
+		kl->blocks = 1;
+		return;
+	}
+	if (kl->nfr == kl->frcap) {
+		size_t cap = kl->frcap ? 2 * kl->frcap : 4;
+		struct kl_frame *fr = realloc(kl->fr, cap * sizeof(*fr));
+		if (!fr) {
+			kl->err = ENOMEM;
+			return;
+		}
+		kl->fr = fr;
+		kl->frcap = cap;
+	}
+	kl->fr[kl->nfr++] = (struct kl_frame){
+	    e->id, e->size, e->off, {e->pack, e->poff, e->plen}};
+}
 
 static void keylist_add(struct fs *fs, const char *key, uint64_t bytes,
 			void *arg)
@@ -172,6 +201,7 @@ static void keylist_release(struct keylist *kl)
 	free(kl->h);
 	free(kl->bytes);
 	free(kl->end);
+	free(kl->fr);
 	memset(kl, 0, sizeof(*kl));
 }
 
@@ -197,6 +227,8 @@ static int keylist_of(struct fs *fs, uint64_t ino, uint64_t len,
 		 * is the least its size can be */
 		for (size_t i = 0; i < nvis && !kl->err; i++) {
 			char key[256];
+			if ((uint64_t)idx * META_CHUNK_SIZE + vis[i].pos < len)
+				keylist_piece(kl, &vis[i]);
 			if (!vis[i].pack)
 				continue;
 			chunkstore_pack_key(vis[i].pack, key, sizeof(key));
@@ -390,48 +422,35 @@ static int stopping(struct plans *p)
 
 /*
  * No room on disk for the packs of j's file but by evicting what a plan
- * needs: bring the file's frames into the memory cache instead, a ranged
- * GET of each (the bytes its reader would fetch itself, no more), so that
- * the reader does not wait on the store. Only for a file at most
- * fs->ra_max bytes ahead of the readers' place (the memory cache is
- * shared, and a frame fetched too far ahead is evicted before its read).
- * 1 when every piece of the file is a frame now in memory; 0 when it is
- * too far ahead, a piece is a block (fetched whole: no room) or failed.
+ * needs: bring the file's frames (kl: listed by keylist_of) into the
+ * memory cache instead, a ranged GET of each (the bytes its reader would
+ * fetch itself, no more), so that the reader does not wait on the store.
+ * Only for a file at most fs->ra_max bytes ahead of the readers' place
+ * (the memory cache is shared, and a frame fetched too far ahead is
+ * evicted before its read). 1 when every piece of the file is a frame now
+ * in memory; 0 when it is too far ahead, a piece is a block (fetched
+ * whole: no room) or a read failed.
  */
-static int frames_to_memory(struct plans *p, const struct pc_job *j)
+static int frames_to_memory(struct plans *p, const struct pc_job *j,
+			    const struct keylist *kl)
 {
 	struct fs *fs = p->fs;
-	uint64_t len = j->len[0];
-	uint32_t last = len ? (uint32_t)((len - 1) / META_CHUNK_SIZE) : 0;
-	int ok = 1;
 
+	if (kl->err || kl->blocks || !kl->nfr)
+		return 0;
 	pthread_mutex_lock(&p->lock);
 	uint64_t ahead = plancore_ahead_of(p->core, j);
 	pthread_mutex_unlock(&p->lock);
 	if (ahead > fs->ra_max)
 		return 0;
-	for (uint32_t idx = 0; ok && len && idx <= last; idx++) {
-		struct meta_slice *raw, *vis;
-		size_t nraw, nvis;
-		if (meta_read_chunk(fs->meta, j->ino[0], idx, &raw, &nraw))
+	for (size_t i = 0; i < kl->nfr; i++) {
+		const struct kl_frame *e = &kl->fr[i];
+		char b; /* the frame comes whole into memory; one byte copied */
+		if (chunkstore_read_frame(fs->cs, e->id, e->size, &e->f,
+					  e->off, 1, &b))
 			return 0;
-		int err = slice_resolve(raw, nraw, &vis, &nvis);
-		free(raw);
-		if (err)
-			return 0;
-		for (size_t i = 0; ok && i < nvis; i++) {
-			const struct meta_slice *e = &vis[i];
-			struct chunkstore_frame f = {e->pack, e->poff, e->plen};
-			char b;
-			if ((uint64_t)idx * META_CHUNK_SIZE + e->pos >= len)
-				continue;
-			ok = e->pack && e->len &&
-			     !chunkstore_read_frame(fs->cs, e->id, e->size, &f,
-						    e->off, 1, &b);
-		}
-		free(vis);
 	}
-	return ok;
+	return 1;
 }
 
 static void fetch_file(struct plans *p, const struct pc_job *j)
@@ -456,7 +475,7 @@ static void fetch_file(struct plans *p, const struct pc_job *j)
 		}
 		ready &= r;
 	}
-	if (noroom && frames_to_memory(p, j)) {
+	if (noroom && frames_to_memory(p, j, &kl)) {
 		noroom = 0;
 		ready = fetched = 1;
 	}
