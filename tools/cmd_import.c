@@ -55,8 +55,9 @@ static const char usage[] =
     "                 (made if missing): no kernel in between, and packs\n"
     "                 fill up to their size\n"
     "\n"
-    "  -t, --threads N  files in flight (default 64 through a mount, 128 in\n"
-    "                   process; at most 256)\n"
+    "  -t, --threads N  files in flight (default 256 in process; through a\n"
+    "                   mount, 32 more than it can fsync at once: 128 for\n"
+    "                   a client of 128 threads; at most 256)\n"
     "  -q, --quiet      no progress line\n"
     "      --json       print the summary as JSON\n"
     "  -h, --help       show this help\n"
@@ -80,9 +81,10 @@ static const struct option options[] = {
 
 /* Files in flight: in process each waits for its pack's PUT (a round
  * trip to the store and 4 MiB), so more of them keep more PUTs going;
- * through a mount one batch of 24 is fsync'd at a time anyway. */
-#define THREADS_DEFAULT_VFS   128
-#define THREADS_DEFAULT_MOUNT 64
+ * through a mount, those of the batches the client can fsync at once
+ * (import_dst.c) and THREADS_PREPARING more for the next batch. */
+#define THREADS_DEFAULT_VFS   256
+#define THREADS_PREPARING     32
 #define QUEUE_MAX	      4096 /* entries listed ahead of the workers */
 #define SMALL_MAX	      (1u << 20) /* what a client packs (--pack-max) */
 #define TEMP_PREFIX	      ".granary-import."
@@ -783,9 +785,8 @@ int cmd_import(int argc, char **argv)
 				"PATH)");
 		return cli_usage(usage, CLI_EXIT_USAGE);
 	}
-	if (!threads)
-		threads =
-		    meta_url ? THREADS_DEFAULT_VFS : THREADS_DEFAULT_MOUNT;
+	if (!threads && meta_url)
+		threads = THREADS_DEFAULT_VFS;
 	im.src_shown = argv[optind];
 	if (meta_url) {
 		char red[1024];
@@ -818,14 +819,18 @@ int cmd_import(int argc, char **argv)
 			goto close;
 		}
 	}
-	/* a mount: two batches fsync at a time (each fsync holds one of its
-	 * 64 FUSE threads; a client older than that has 32, and the second
-	 * batch's fsyncs wait for the first's); in process, batches write
-	 * while the last ones' packs are put */
+	/* through a mount, as many batches fsync at a time as the client
+	 * has threads for (each fsync holds one until its pack is put), and
+	 * the workers are those plus a batch being prepared; in process,
+	 * batches write while the last ones' packs are put */
 	int batch_max = imp_dst_batch_max(im.dst);
+	int flight = imp_dst_flight(im.dst);
+	if (!threads)
+		threads = flight ? flight + THREADS_PREPARING
+				 : THREADS_DEFAULT_VFS;
 	imp_gate_init(&im.gate, batch_max < threads ? batch_max : threads,
-		      imp_dst_in_process(im.dst) ? threads : 2 * batch_max,
-		      gate_drained, gate_stopping, &im);
+		      flight ? flight : threads, gate_drained, gate_stopping,
+		      &im);
 	pthread_mutex_init(&im.lock, NULL);
 	if ((err = workq_open("gr-import", threads, QUEUE_MAX, &im.workers))) {
 		cli_error("cannot start %d threads: %s", threads,

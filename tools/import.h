@@ -128,6 +128,9 @@ int imp_dst_in_process(const struct imp_dst *d);
 /* How the batches of small files are cut (import_gate.c): at most this
  * many files write and fsync at once. */
 int imp_dst_batch_max(const struct imp_dst *d);
+/* At most this many of them fsync at once (0: no bound but the threads):
+ * through a mount, each holds a thread of the client's. */
+int imp_dst_flight(const struct imp_dst *d);
 
 /* The directory name in parent, made with mode if missing (out->fresh
  * then). EEXIST: something else than a directory is there. */

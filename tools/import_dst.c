@@ -27,11 +27,14 @@
  * Files of a batch write and fsync at once, so that the client seals their
  * pack when all of them are in (fs/data/packer.h: a pack is sealed once
  * every writer holding small data has its frame in it). Through a mount
- * each fsync holds one of the client's 64 FUSE threads until its pack is
- * put: two batches in flight (cmd_import.c) leave 16 for the creates and
- * renames of the next ones.
+ * each fsync holds one of the client's FUSE threads until its pack is put
+ * (it says how many it has: 128 today, 64 or fewer before it said):
+ * batches fsync at once as long as MOUNT_FREE_THREADS stay for the
+ * creates and renames of the next ones, two at least.
  */
-#define MOUNT_BATCH_MAX 24
+#define MOUNT_BATCH_MAX	   24
+#define MOUNT_FREE_THREADS 16
+#define MOUNT_OLD_THREADS  64 /* a client that answers "" */
 /* In process: the pack window is only a bound on a batch that does not
  * come together (a slow thread); the batch seals its pack itself. */
 #define VFS_PACK_WINDOW_MS 200
@@ -72,6 +75,7 @@ struct imp_dst {
 	int rootfd;
 	int batch_hint; /* the client takes "granary.batch" (atomic: 0 once
 			   a set failed) */
+	int flight;	/* files that may fsync at once (0: any) */
 	char *root; /* DEST, canonical */
 	/* in process */
 	struct fs *fs;
@@ -382,7 +386,16 @@ static int mount_open(struct imp_dst *d, const char *dest, char *why,
 	}
 	/* asked first: a client that does not know the name would keep it
 	 * as a plain xattr of each file */
-	d->batch_hint = fgetxattr(d->rootfd, "granary.batch", NULL, 0) == 0;
+	char v[16];
+	ssize_t len = fgetxattr(d->rootfd, "granary.batch", v, sizeof(v) - 1);
+	int fuse_threads = MOUNT_OLD_THREADS;
+	d->batch_hint = len >= 0;
+	if (len > 0) {
+		v[len] = '\0';
+		fuse_threads = atoi(v) > 0 ? atoi(v) : MOUNT_OLD_THREADS;
+	}
+	int batches = (fuse_threads - MOUNT_FREE_THREADS) / d->batch_max;
+	d->flight = (batches > 2 ? batches : 2) * d->batch_max;
 	return 0;
 }
 
@@ -747,6 +760,11 @@ int imp_dst_in_process(const struct imp_dst *d)
 int imp_dst_batch_max(const struct imp_dst *d)
 {
 	return d->batch_max;
+}
+
+int imp_dst_flight(const struct imp_dst *d)
+{
+	return d->flight;
 }
 
 int imp_dst_mkdir(struct imp_dst *d, struct imp_dir *parent, const char *name,

@@ -230,7 +230,7 @@ int fs_mount(const struct fs_opts *o,
 		report_ready(g, 0, NULL);
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	fuse_loop_cfg_set_max_threads(lc, 64);
+	fuse_loop_cfg_set_max_threads(lc, VFS_FUSE_THREADS);
 	fuse_loop_cfg_set_idle_threads(lc, 8);
 	err = fuse_session_loop_mt(g->se, lc);
 	fuse_loop_cfg_destroy(lc);

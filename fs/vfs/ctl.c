@@ -42,8 +42,8 @@
  *   granary.version:TAG (get,   ls -l of DIR's        read on DIR
  *     DIR)                      versions
  *   granary.batch (set, file    when its fsync        write on the file (the
- *     being written; get:       comes: a hint that    kernel's, then as last
- *     "" if supported)          delays nothing else   fetched here)
+ *     being written; get: the   comes: a hint that    kernel's, then as last
+ *     client's FUSE threads)    delays nothing else   fetched here)
  *   granary.plan* (get|set,     reading the files     read on each file named,
  *     DIR or file)              named, in that order  search on the way; a plan
  *                                                     its maker's (or root's):
@@ -885,8 +885,11 @@ static void xattrs_changed(struct fs *fs, uint64_t ino, const char *name)
  * small slices were all written before any flushed (`granary import`
  * through a mount, tools/import_dst.c), so that their pack waits for all
  * of them rather than the pack window (packer.h, packer_put_batch). A get
- * answers "": the tools ask before they use it. A file with nothing
- * buffered (empty, or flushed already) is a member that came.
+ * answers the requests the client serves at once (VFS_FUSE_THREADS, in
+ * decimal; "" from an older client, of 64 threads at most): the tools
+ * ask before they use it, and keep their fsyncs from taking every thread.
+ * A file with nothing buffered (empty, or flushed already) is a member
+ * that came.
  */
 #define XATTR_BATCH	"granary.batch"
 #define BATCH_MEMBERS_MAX 4096
@@ -957,8 +960,11 @@ static int ctl_simple(struct fs *fs, const struct vfs_caller *vc, uint64_t ino,
 	struct caller c = {0};
 	int err;
 
-	if (get && !strcmp(name, XATTR_BATCH))
-		return xattr_value("", 0, value, size); /* supported */
+	if (get && !strcmp(name, XATTR_BATCH)) { /* supported, and how */
+		char n[16];
+		int len = snprintf(n, sizeof(n), "%d", VFS_FUSE_THREADS);
+		return xattr_value(n, (size_t)len, value, size);
+	}
 	if (strcmp(name, XATTR_SYNC) && strcmp(name, XATTR_EVICT) &&
 	    strcmp(name, XATTR_STATS) && strcmp(name, XATTR_CACHE) &&
 	    strcmp(name, XATTR_WARM) &&

@@ -220,7 +220,10 @@ int vfs_removexattr(struct fs *fs, const struct vfs_caller *c, uint64_t ino,
  * caller gave up (then EINTR), and fails with ENOLCK when VFS_LOCK_WAITERS
  * requests wait already. Without waiting, a lock in the way is EAGAIN.
  */
-#define VFS_LOCK_WAITERS 24 /* of the FUSE loop's 64 threads (session.c) */
+/* The FUSE loop's worker threads at most (fs/fuse/session.c): each
+ * request that waits (an fsync for its pack's PUT, a lock) holds one. */
+#define VFS_FUSE_THREADS 128
+#define VFS_LOCK_WAITERS 24 /* of those */
 struct vfs_wait {
 	int (*interrupted)(void *arg);
 	void *arg;

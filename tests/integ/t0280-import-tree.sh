@@ -63,9 +63,9 @@ mpacks=$(($(count_objects packs) - p0))
 	fail "through the mount: $mpacks pack objects for $small small files (more than 1 for 10)"
 ok "through a default mount: byte-exact, $small small files in $mpacks packs"
 
-# the mark itself: known to the client (a get answers ""), refused when
+# the mark itself: known to the client (a get answers its FUSE threads), refused when
 # malformed, and a hint only for a file that is not being written
-check_eq "$(getfattr --absolute-names --only-values -n granary.batch "$M" 2>&1)" "" "get of granary.batch"
+check_eq "$(getfattr --absolute-names --only-values -n granary.batch "$M" 2>&1)" "128" "get of granary.batch (the FUSE threads)"
 f=$(find "$M/viamount" -type f -print -quit)
 for bad in "" "zz 3" "1" "0 4" "12 1" "12 5000" "12 4 x"; do
 	setfattr -n granary.batch -v "$bad" "$f" 2>"$TMP/eb" &&
