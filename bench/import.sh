@@ -126,15 +126,15 @@ one() {
 	settle
 	say "import: round $r, $kind files, $t"
 	if [ "$t" = raw ]; then
-		local bm=0 gm=0 th out pl gl
+		local bm=0 gm=0 cm=0 th out pl gl cl
 		for th in $RAW_THREADS; do
 			if [ "$kind" = small ]; then
-				out=$("$RAW" -t "$th" -n "$n" -s 128K put,get,delete "$STORE/granary" "raw-$name-$th" 2>"$TMP/err")
+				out=$("$RAW" -t "$th" -n "$n" -s 128K put,get,copy,delete "$STORE/granary" "raw-$name-$th" 2>"$TMP/err")
 			else
-				out=$("$RAW" -t "$th" -n $((bytes >> 22)) -s 4M put,get,delete "$STORE/granary" "raw-$name-$th" 2>"$TMP/err")
+				out=$("$RAW" -t "$th" -n $((bytes >> 22)) -s 4M put,get,copy,delete "$STORE/granary" "raw-$name-$th" 2>"$TMP/err")
 			fi
-			pl=$(grep '^op=put' <<<"$out") gl=$(grep '^op=get' <<<"$out")
-			[ -n "$pl" ] && [ -n "$gl" ] || { put "$id" failed "store_raw: $(head -c 200 "$TMP/err")"; return; }
+			pl=$(grep '^op=put' <<<"$out") gl=$(grep '^op=get' <<<"$out") cl=$(grep '^op=copy' <<<"$out")
+			[ -n "$pl" ] && [ -n "$gl" ] && [ -n "$cl" ] || { put "$id" failed "store_raw: $(head -c 200 "$TMP/err")"; return; }
 			if awk -v a="$(field "$pl" mib_per_s)" -v b="$bm" 'BEGIN { exit !(a > b) }'; then
 				bm=$(field "$pl" mib_per_s)
 				put "$id" fps_r"$r" "$(field "$pl" objects_per_s)"
@@ -146,6 +146,12 @@ one() {
 				put "$id" gfps_r"$r" "$(field "$gl" objects_per_s)"
 				put "$id" gmibs_r"$r" "$gm"
 				put "$id" gthreads_r"$r" "$th"
+			fi
+			if awk -v a="$(field "$cl" mib_per_s)" -v b="$cm" 'BEGIN { exit !(a > b) }'; then
+				cm=$(field "$cl" mib_per_s)
+				put "$id" cfps_r"$r" "$(field "$cl" objects_per_s)"
+				put "$id" cmibs_r"$r" "$cm"
+				put "$id" cthreads_r"$r" "$th"
 			fi
 		done
 		return
@@ -211,9 +217,11 @@ declare -A DESC=(
 	[cp-writeback]="cp -r into a --writeback mount, then granary.sync"
 )
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2fx", a / b; else print "—" }'; }
+# copy_ratio TARGET VALUE COPY: ", 0.97x the raw copy" for an import from S3
+copy_ratio() { case $1 in imp-s3-*) [ -n "$3" ] && echo ", $(ratio "$2" "$3") the raw copy" ;; esac; }
 for kind in $KINDS; do
 	for t in $TARGETS; do
-		for k in fps mibs objects gfps gmibs; do median "$kind-$t" "$k" "$ROUNDS"; done
+		for k in fps mibs objects gfps gmibs cfps cmibs; do median "$kind-$t" "$k" "$ROUNDS"; done
 	done
 done
 {
@@ -222,17 +230,19 @@ done
 	echo "bench/import.sh: $SMALL_N files of 128 KiB (in 20 directories) and $BIG_N of $BIG_MIB MiB, from a"
 	echo "local directory (page cache) and from an S3 prefix, into volumes on s3rver behind"
 	echo "bench/slowproxy ($SLOWSTORE_DESC); the S3 source is another bucket of the same"
-	echo "store, read through the proxy too. Import with ${THREADS:-its default} threads (64 through a mount,"
-	echo "128 in process). Medians of $ROUNDS interleaved"
+	echo "store, read through the proxy too. Import with ${THREADS:-its default} threads (256 in process; 128"
+	echo "through a mount of 128 FUSE threads: four batches of 24 fsync'd at once). Medians of $ROUNDS interleaved"
 	echo "rounds (of two: the lower), each target on a fresh volume, in one run on $(nproc)"
 	echo "cores (shared with other work: load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)."
 	echo "Raw: build/bench/store_raw PUTs (then GETs) of 128 KiB (small) or 4 MiB (big)"
 	echo "objects, the best of $RAW_THREADS threads. Objects: what the volume's store holds"
 	echo "after the copy. An import from the S3 prefix has the one s3rver serve its GETs"
-	echo "as well as its PUTs."
+	echo "as well as its PUTs: its bound is the raw copy (store_raw copy: each object got"
+	echo "and put back, every byte checked), beside which its rows give a second ratio."
 	echo
 	for kind in $KINDS; do
 		raw_f=$(get "$kind-raw" fps) raw_m=$(get "$kind-raw" mibs)
+		copy_f=$(get "$kind-raw" cfps) copy_m=$(get "$kind-raw" cmibs)
 		echo "## $kind files"
 		echo
 		echo "| target | files/s | MiB/s | / raw PUT ($( [ "$kind" = small ] && echo files/s || echo MiB/s)) | objects stored | objects per file |"
@@ -250,10 +260,11 @@ done
 			if [ "$t" = raw ]; then
 				echo "| ${DESC[$t]} ($(get "$id" threads_r1) threads) | $f | $m | 1.00x | — | — |"
 				echo "| raw store: store_raw GETs, for the S3 source ($(get "$id" gthreads_r1) threads) | $(get "$id" gfps) | $(get "$id" gmibs) | $(ratio "$(get "$id" "$([ "$kind" = small ] && echo gfps || echo gmibs)")" "$([ "$kind" = small ] && echo "$raw_f" || echo "$raw_m")") | — | — |"
+				echo "| raw store: store_raw copies (GET, then PUT), the S3 source's bound ($(get "$id" cthreads_r1) threads) | $(get "$id" cfps) | $(get "$id" cmibs) | $(ratio "$(get "$id" "$([ "$kind" = small ] && echo cfps || echo cmibs)")" "$([ "$kind" = small ] && echo "$raw_f" || echo "$raw_m")") | — | — |"
 			elif [ "$kind" = small ]; then
-				echo "| ${DESC[$t]} | $f | $m | $(ratio "$f" "$raw_f") | $o | $(awk -v o="$o" -v n="$n" 'BEGIN { printf "1/%.1f", n / (o > 0 ? o : 1) }') |"
+				echo "| ${DESC[$t]} | $f | $m | $(ratio "$f" "$raw_f")$(copy_ratio "$t" "$f" "$copy_f") | $o | $(awk -v o="$o" -v n="$n" 'BEGIN { printf "1/%.1f", n / (o > 0 ? o : 1) }') |"
 			else
-				echo "| ${DESC[$t]} | $f | $m | $(ratio "$m" "$raw_m") | $o | — |"
+				echo "| ${DESC[$t]} | $f | $m | $(ratio "$m" "$raw_m")$(copy_ratio "$t" "$m" "$copy_m") | $o | — |"
 			fi
 		done
 		echo

@@ -22,13 +22,17 @@ static const char usage[] =
     "usage: store_raw [-t THREADS] [-n OBJECTS] [-s SIZE] [-S SEED] OPS URL "
     "PREFIX\n"
     "\n"
-    "OPS: put, get, delete, or several in turn (put,get,delete). THREADS\n"
-    "threads (default 4) take the objects PREFIX/000000 ... in order:\n"
+    "OPS: put, get, copy, delete, or several in turn (put,get,delete).\n"
+    "THREADS threads (default 4) take the objects PREFIX/000000 ... in\n"
+    "order:\n"
     "  put     OBJECTS objects (default 100) of SIZE bytes (default 128K;\n"
     "          K and M suffixes: KiB, MiB) of random bytes drawn from SEED\n"
     "  get     get them back whole in an order shuffled by SEED, every byte\n"
     "          checked\n"
-    "  delete  delete them\n"
+    "  copy    get each (every byte checked) and put it back as\n"
+    "          PREFIX/copy/000000 ..., in order: a copy tool's bound on\n"
+    "          one store\n"
+    "  delete  delete them (and their copies)\n"
     "Prints a line per op: op= objects= bytes= secs= objects_per_s=\n"
     "mib_per_s= p50_ms= p99_ms= max_ms= errors= (latency: each request,\n"
     "from the call to its return). Exit 1 if any request failed.\n";
@@ -36,8 +40,8 @@ static const char usage[] =
 #define MAX_THREADS 256
 #define MAX_ERRORS  5 /* printed; the rest are only counted */
 
-enum op { OP_PUT, OP_GET, OP_DELETE };
-static const char *const op_names[] = {"put", "get", "delete"};
+enum op { OP_PUT, OP_GET, OP_COPY, OP_DELETE };
+static const char *const op_names[] = {"put", "get", "copy", "delete"};
 
 struct job {
 	struct objstore *store;
@@ -45,6 +49,7 @@ struct job {
 	enum op op;
 	size_t n, size;
 	uint64_t seed;
+	int copied;	/* a copy ran: delete the copies too */
 	size_t *order;	/* the objects in the order taken */
 	double *lat_ms; /* per object */
 	atomic_size_t next;
@@ -106,14 +111,29 @@ static void one(struct job *j, size_t i, unsigned char *buf)
 	case OP_GET:
 		err = objstore_get(j->store, key, 0, 0, &data, &got);
 		break;
+	case OP_COPY:
+		err = objstore_get(j->store, key, 0, 0, &data, &got);
+		if (!err && (got != j->size || memcmp(data, buf, got)))
+			break; /* named below */
+		if (!err) {
+			snprintf(key, sizeof(key), "%s/copy/%06zu", j->prefix,
+				 i);
+			err = objstore_put(j->store, key, data, got);
+		}
+		break;
 	case OP_DELETE:
 		err = objstore_del(j->store, key);
+		if (!err && j->copied) {
+			snprintf(key, sizeof(key), "%s/copy/%06zu", j->prefix,
+				 i);
+			err = objstore_del(j->store, key);
+		}
 		break;
 	}
 	j->lat_ms[i] = (now() - t0) * 1e3;
 	if (err) {
 		job_error(j, key, gr_strerror(err));
-	} else if (j->op == OP_GET &&
+	} else if ((j->op == OP_GET || j->op == OP_COPY) &&
 		   (got != j->size || memcmp(data, buf, got))) {
 		job_error(j, key, "other bytes than were put");
 	} else if (j->op != OP_DELETE) {
@@ -261,6 +281,7 @@ int main(int argc, char **argv)
 		size_t l = strcspn(p, ",");
 		if (!(l == 3 && !strncmp(p, "put", 3)) &&
 		    !(l == 3 && !strncmp(p, "get", 3)) &&
+		    !(l == 4 && !strncmp(p, "copy", 4)) &&
 		    !(l == 6 && !strncmp(p, "delete", 6))) {
 			fprintf(stderr, "store_raw: unknown op '%.*s'\n",
 				(int)l, p);
@@ -280,8 +301,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (char *p = ops; *p; p += strcspn(p, ","), p += *p == ',') {
-		j.op = p[0] == 'p' ? OP_PUT : p[0] == 'g' ? OP_GET : OP_DELETE;
+		j.op = p[0] == 'p'   ? OP_PUT
+		       : p[0] == 'g' ? OP_GET
+		       : p[0] == 'c' ? OP_COPY
+				     : OP_DELETE;
 		rc |= run(&j, threads);
+		j.copied |= j.op == OP_COPY;
 	}
 	objstore_close(j.store);
 	free(j.order);
