@@ -58,21 +58,24 @@ EOF
 ok "a plan made by a thread is its process's"
 
 # idle: no open for IDLE s while it has files left
-t0=$(date +%s)
 cat "$TMP/order" "$TMP/order" "$TMP/order" "$TMP/order" >"$TMP/order4"
 id=$("$GRANARY" plan "$M/ds" "$TMP/order4") || fail "plan: exit $?"
 # its readers go on, an open every half second, for twice the idle time
 for i in $(seq 1 $((IDLE * 4))); do
 	cat "$M/ds/f$(((i - 1) % 10 + 1))" >/dev/null
+	last=$(date +%s.%N) # just after the last open
 	sleep 0.5
 done
 gone "$id" && fail "plan $id ended while its readers went on"
 check_eq "$(field "$id" place)" $((IDLE * 4)) "the place of the followed plan"
 wait_until $((IDLE * 5)) gone "$id" || fail "plan $id idle for $((IDLE * 5)) s lives on"
-[ $(($(date +%s) - t0)) -ge $((IDLE * 3)) ] ||
-	fail "plan $id ended before it was idle for $IDLE s"
-grep -q "plan $id ended: none of its files was opened" "$TMP/log-mnt.log" ||
+said=$(grep "plan $id ended: none of its files was opened" "$TMP/log-mnt.log") ||
 	fail "the log does not say why plan $id ended"
+# when it ended (the log's clock, to the ms), against the last open: not
+# before IDLE s (less the 0.2 s that cat may take after its open)
+ended=$(date -d "$(cut -c1-23 <<<"$said")" +%s.%N)
+awk -v e="$ended" -v l="$last" -v i="$IDLE" 'BEGIN { exit !(e - l >= i - 0.2) }' ||
+	fail "plan $id ended $(awk -v e="$ended" -v l="$last" 'BEGIN { printf "%.2f", e - l }') s after its last open (idle time ${IDLE} s)"
 ok "an idle plan ends after ${IDLE}s without an open, not while followed"
 
 # read whole: nothing left to follow, it stays
