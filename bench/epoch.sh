@@ -545,7 +545,7 @@ report() {
 		[ "$id" = raw ] && warm="— $(footnote "raw store: no cache, a second epoch is the same GETs again")"
 		ingest=$(fmt "$(get "$id" ingest)")
 		[ "$id" = passthrough ] &&
-			ingest="— $(footnote "$(name "$id"): build/bench/passthrough, read-only, over the files the local disk row wrote (granary's FUSE capabilities, 3600 s timeouts, 64 threads): no ingest")"
+			ingest="— $(footnote "$(name "$id"): build/bench/passthrough, read-only, over the files the local disk row wrote (granary's FUSE capabilities, 3600 s timeouts, 128 threads): no ingest")"
 		warmup="—"
 		case $id in granary-*)
 			if [ -n "$(get "$id" warmup_na)" ]; then

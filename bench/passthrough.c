@@ -45,7 +45,7 @@ static const char usage[] =
     "  -d         libfuse debug output (implies -f)\n";
 
 #define TIMEOUT	     3600.0 /* as a read-only granary mount: nothing changes */
-#define MAX_THREADS  64	    /* the thread pool of fs/fuse/session.c */
+#define MAX_THREADS  128    /* the thread pool of fs/fuse/session.c */
 #define IDLE_THREADS 8
 #define MIN_BUCKETS  1024
 
