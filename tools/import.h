@@ -124,7 +124,6 @@ int imp_dst_open(const char *meta_url, const char *dest_path, int threads,
  * packs), then close. */
 int imp_dst_sync(struct imp_dst *d);
 void imp_dst_close(struct imp_dst *d);
-int imp_dst_in_process(const struct imp_dst *d);
 /* How the batches of small files are cut (import_gate.c): at most this
  * many files write and fsync at once. */
 int imp_dst_batch_max(const struct imp_dst *d);

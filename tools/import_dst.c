@@ -388,12 +388,14 @@ static int mount_open(struct imp_dst *d, const char *dest, char *why,
 	 * as a plain xattr of each file */
 	char v[16];
 	ssize_t len = fgetxattr(d->rootfd, "granary.batch", v, sizeof(v) - 1);
-	int fuse_threads = MOUNT_OLD_THREADS;
+	int fuse_threads = 0;
 	d->batch_hint = len >= 0;
 	if (len > 0) {
 		v[len] = '\0';
-		fuse_threads = atoi(v) > 0 ? atoi(v) : MOUNT_OLD_THREADS;
+		fuse_threads = atoi(v);
 	}
+	if (fuse_threads <= 0)
+		fuse_threads = MOUNT_OLD_THREADS;
 	int batches = (fuse_threads - MOUNT_FREE_THREADS) / d->batch_max;
 	d->flight = (batches > 2 ? batches : 2) * d->batch_max;
 	return 0;
@@ -750,11 +752,6 @@ void imp_dst_close(struct imp_dst *d)
 		return;
 	d->ops->close_dst(d);
 	free(d);
-}
-
-int imp_dst_in_process(const struct imp_dst *d)
-{
-	return d->ops == &vfs_ops;
 }
 
 int imp_dst_batch_max(const struct imp_dst *d)
