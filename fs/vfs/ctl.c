@@ -498,7 +498,7 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    "\"staged_bytes\": %llu, \"recovered\": %llu}, "
 	    "\"compaction\": {\"queued\": %llu, \"compacted\": %llu, "
 	    "\"bytes\": %llu, \"records_dropped\": %llu, \"errors\": "
-	    "%llu}",
+	    "%llu}, \"quotas\": {\"generation\": %llu}",
 	    (unsigned long long)st.gets, (unsigned long long)st.get_bytes,
 	    (unsigned long long)st.puts, (unsigned long long)st.put_bytes,
 	    (unsigned long long)st.dels, (unsigned long long)st.errors,
@@ -530,7 +530,8 @@ static int stats_text(struct fs *fs, void **value, size_t *size)
 	    (unsigned long long)bs.recovered, (unsigned long long)cq.queued,
 	    (unsigned long long)cq.compacted, (unsigned long long)cq.bytes,
 	    (unsigned long long)cq.records_dropped,
-	    (unsigned long long)cq.errors);
+	    (unsigned long long)cq.errors,
+	    (unsigned long long)quota_generation(fs->quota));
 	metrics_json(fs, f);
 	fputs("}\n", f);
 	/* Spaces up to a multiple of STATS_PAD: a reader asks for the size,

@@ -201,6 +201,11 @@ int quota_active(const struct quota *q)
 	return q && __atomic_load_n(&q->gen, __ATOMIC_ACQUIRE) != 0;
 }
 
+uint64_t quota_generation(const struct quota *q)
+{
+	return q ? __atomic_load_n(&q->gen, __ATOMIC_ACQUIRE) : 0;
+}
+
 void quota_tick(struct quota *q)
 {
 	if (!q)

@@ -48,6 +48,9 @@ int quota_open(struct meta *m, int read_only, struct quota **out);
 void quota_free(struct quota *q); /* NULL-safe */
 /* Does the volume have (or did it ever have) a quota? Free. */
 int quota_active(const struct quota *q);
+/* The generation whose limits this client enforces (the volume's
+ * quotagen when it last read it; 0: no quota yet). Free. */
+uint64_t quota_generation(const struct quota *q);
 /* About every second, from a background thread: reload on a new
  * generation; publish the gates' pending bytes (space_tick). */
 void quota_tick(struct quota *q);

@@ -248,6 +248,17 @@ stat_of() {
 # rcli ARGS...: redis-cli on the database of the volume last made
 rcli() { redis-cli -s "$GRANARY_TEST_REDIS_SOCK" -n "${META##*db=}" "$@"; }
 
+# quota_seen MP...: the client serving each MP enforces the quotas as they
+# are now (the generation in its stats is the volume's quotagen); clients
+# read it about once a second: wait_until 10 quota_seen MP...
+quota_seen() {
+	local mp g
+	g=$(rcli GET quotagen)
+	for mp; do
+		[ "$(stat_of "$mp" quotas generation)" = "${g:-0}" ] || return 1
+	done
+}
+
 # nobody_volume NAME: a new volume mounted at $M with --allow-other, its
 # mount point reachable by uid 65534, holding root's 0700 directory
 # "secret" (with a 0644 file k2) and a 0777 directory "pub".

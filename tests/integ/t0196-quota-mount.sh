@@ -29,7 +29,7 @@ qfield() { qjson | tr -d ' \n' | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 used_bytes() { qfield used_space; }
 used_inodes() { qfield used_inodes; }
 # both clients read the generation about once a second
-sleep 1.5
+wait_until 10 quota_seen "$A" "$B" || fail "the clients do not enforce the new quota"
 
 # --- bytes: both clients write at once until refused
 dd if="$TMP/src" of="$A/q/fa" bs=1M count=16 2>"$TMP/dd-a.err" &

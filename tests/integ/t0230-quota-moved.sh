@@ -24,7 +24,7 @@ for d in /qd /qc; do
 done
 # both clients read the quotas' generation about once a second: A's
 # gate then holds /qd's quota for what it writes there
-sleep 1.5
+wait_until 10 quota_seen "$A" "$B" || fail "the clients do not enforce the new quotas"
 
 qfield() { # qfield DIR FIELD: a number of `quota get --json`
 	"$GRANARY" quota get "$META" --path "$1" --json | tr -d ' \n' |

@@ -102,7 +102,8 @@ for form in mount inproc; do
 	"$GRANARY" quota set "$META" --path "/q-$form" --capacity 2M >/dev/null ||
 		fail "quota set"
 	if [ $form = mount ]; then
-		sleep 2 # clients read the quotas again within about a second
+		# clients read the quotas again within about a second
+		wait_until 10 quota_seen "$M" || fail "the client does not enforce the quota"
 		dest=("$M/q-$form")
 	else
 		dest=("$META" "/q-$form")
