@@ -26,8 +26,8 @@ ok "a 10 MiB file and 8 small ones staged on A, listed on B"
 
 # B deletes them all at once; its reclaimer runs every 2 s
 rm -r "$B/d" || fail "rm on B"
-sleep 3
-[ "$(rcli HLEN stagedead)" -ge 1 ] ||
+kept_back() { [ "$(rcli HLEN stagedead)" -ge 1 ]; }
+wait_until 10 kept_back ||
 	fail "no dead record waits for A's uploads (stagedead: $(rcli HLEN stagedead), staging: $(rcli HLEN staging))"
 ok "B's reclamation keeps the dead slice back while A has it staged"
 
