@@ -75,8 +75,10 @@ ok "SIGKILL: $staged staged packs uploaded by the next mount, every fsync'd byte
 p0=$(stat_of "$A" store puts)
 for i in 1 2 3; do head -c 10000 /dev/urandom >"$A/gone$i"; done
 rm "$A/gone1" "$A/gone2" "$A/gone3"
-dead_gone() { [ "$(rcli HLEN packdead)" = 0 ] || return 1; }
-sleep 3 # the reclaimer runs every 2 s
+# the reclaimer (every 2 s) counts their frames dead in the pack, which
+# has no total yet: its upload then finds it all dead
+frames_dead() { [ "$(rcli HVALS packdead | awk '{ s += $1 } END { print s + 0 }')" -ge 30000 ]; }
+wait_until 15 frames_dead || fail "the deleted files' frames are not counted dead: $(rcli HGETALL packdead)"
 gsync "$A" || fail "granary.sync"
 check_eq "$(stat_of "$A" store puts)" "$p0" "PUTs for a pack whose files were all deleted"
 ok "a pack whose files were deleted before upload is never uploaded"
