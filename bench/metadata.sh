@@ -5,14 +5,16 @@
 # spread over 100 directories ("spread"), on the local disk, on the FUSE
 # passthrough over the local disk (build/bench/passthrough -w: the same
 # low-level API, capabilities and 1 s timeouts as granary's adapter; the
-# FUSE baseline) and on granary (file:// pool on the local disk, Redis on a
+# FUSE baseline), on libfuse's own low-level passthrough (passthrough_ll,
+# built at run time from the example source Debian's libfuse3-dev ships;
+# the row is left out when that source is missing) and on granary (file:// pool on the local disk, Redis on a
 # unix socket, the trash on as format leaves it: a user's mount), in the
 # same run. Cold: the page cache dropped and, for the FUSE targets, a fresh
 # mount. Seconds per step and the ratios to the local disk and to the
 # passthrough, into bench/results/metadata-DATE.md.
 #
 # Knobs: BENCH_META_FILES, BENCH_META_LAYOUTS (flat spread),
-# BENCH_META_TARGETS (local passthrough granary, and granary-base when
+# BENCH_META_TARGETS (local passthrough passthrough_ll granary, and granary-base when
 # BENCH_META_BASE is set), BENCH_META_BASE=BINARY (another granary build,
 # the row granary-base: before and after in one run), BENCH_META_ROUNDS (1;
 # medians; every other round runs the targets in the reverse order), BENCH_META_MONITOR=1 (the granary rows: Redis round trips per
@@ -25,7 +27,8 @@ case $O in /*) ;; *) O=$ROOT/$O ;; esac
 N=${BENCH_META_FILES:-100000}
 LAYOUTS=${BENCH_META_LAYOUTS:-flat spread}
 BASE=${BENCH_META_BASE:-}
-TARGETS=${BENCH_META_TARGETS:-local passthrough ${BASE:+granary-base} granary}
+TARGETS=${BENCH_META_TARGETS:-local passthrough passthrough_ll ${BASE:+granary-base} granary}
+PLL_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 ROUNDS=${BENCH_META_ROUNDS:-1}
 MONITOR=${BENCH_META_MONITOR:-0}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
@@ -48,7 +51,27 @@ mkdir -p "$RES" "$OUT" "$TMP/bin"
 cp "$O/granary" "$O/bench/passthrough" "$TMP/bin/"
 [ -z "$BASE" ] || cp "$BASE" "$TMP/bin/granary-base" ||
 	{ say "metadata: cannot copy BENCH_META_BASE '$BASE'"; exit 1; }
-G=$TMP/bin/granary PT=$TMP/bin/passthrough
+G=$TMP/bin/granary PT=$TMP/bin/passthrough PLL=$TMP/bin/passthrough_ll
+# libfuse's passthrough_ll, from the source of Debian's package (not a
+# copy in this tree): as shipped, but for its source directory
+# It keeps a descriptor open for each inode the kernel knows
+# (passthrough_hp raises its own limit; this example does not): it runs
+# with as many as this shell may give, all the kernel allows when root.
+ulimit -Hn "$(cat /proc/sys/fs/nr_open)" 2>/dev/null
+PLL_FDS=$(ulimit -Hn)
+case " $TARGETS " in *" passthrough_ll "*)
+	if [ ! -r "$PLL_SRC" ]; then
+		say "metadata: no $PLL_SRC (libfuse3-dev's examples): no passthrough_ll row"
+		TARGETS=$(echo " $TARGETS " | sed 's/ passthrough_ll / /')
+	elif [ "$PLL_FDS" != unlimited ] && [ "$PLL_FDS" -lt $((N + N / 10 + 100)) ]; then
+		say "metadata: passthrough_ll keeps a descriptor per inode: $N entries need more than this shell's limit of $PLL_FDS (ulimit -Hn): no passthrough_ll row"
+		TARGETS=$(echo " $TARGETS " | sed 's/ passthrough_ll / /')
+	elif ! cc -O2 $(pkg-config --cflags fuse3) "$PLL_SRC" -o "$PLL" \
+		$(pkg-config --libs fuse3) 2>"$TMP/pll.err"; then
+		say "metadata: cannot build passthrough_ll: $(tail -2 "$TMP/pll.err")"
+		exit 1
+	fi ;;
+esac
 MOUNTS=""
 trap 'mounts_cleanup metadata' EXIT
 trap 'exit 130' INT TERM
@@ -75,6 +98,10 @@ tmount() { # TARGET: mounted afresh (the FUSE ones), its root on stdout
 		mkdir -p "$TMP/pt"
 		"$PT" -w "$TMP/pt" "$mp" || return 1
 		MOUNTS="$MOUNTS $mp" ;;
+	passthrough_ll)
+		mkdir -p "$TMP/pll"
+		(ulimit -n "$PLL_FDS" && "$PLL" -o source="$TMP/pll" "$mp") || return 1
+		MOUNTS="$MOUNTS $mp" ;;
 	granary*)
 		"$TMP/bin/$t" mount "$GRANARY_TEST_REDIS?db=$db" "$mp" --log "$TMP/$t.log" \
 			--cache-dir "$TMP/cache-$t" --metrics "127.0.0.1:0" >/dev/null 2>>"$TMP/mount.err" ||
@@ -86,7 +113,7 @@ tumount() { # TARGET
 	local mp=$TMP/mnt-$1
 	case $1 in
 	local) ;;
-	passthrough) fusermount3 -u "$mp" ;;
+	passthrough*) fusermount3 -u "$mp" ;;
 	granary*) "$G" umount "$mp" >/dev/null ;;
 	esac
 	MOUNTS=${MOUNTS/ $mp/}
@@ -169,7 +196,7 @@ for r in $(seq 1 "$ROUNDS"); do
 					--storage "file://$TMP/pool-$db" --force >/dev/null ||
 					{ say "metadata: granary format failed"; exit 1; }
 			fi
-			rm -rf "$TMP/pt" "$TMP/mnt-local"
+			rm -rf "$TMP/pt" "$TMP/pll" "$TMP/mnt-local"
 			say "metadata: round $r, $t, $l"
 			run_layout "$t" "$l" || say "metadata: $t $l stopped"
 		done
@@ -189,19 +216,24 @@ ratio() { # A B: A / B, or n/a
 	echo "$1 / $2" | bc -l | xargs printf '%.2fx'
 }
 F=$OUT/metadata-$STAMP.md
-cols="local passthrough ${BASE:+granary-base} granary"
+cols=""
+for c in local passthrough passthrough_ll ${BASE:+granary-base} granary; do
+	case " $TARGETS " in *" $c "*) cols="$cols $c" ;; esac
+done
+pll=""
+case " $cols " in *" passthrough_ll "*) pll=1 ;; esac
 {
 	echo "# Metadata of $N entries ($(date -u +%FT%TZ), $(nproc) cores, $(uname -r))"
 	echo
-	echo "Seconds (median of $ROUNDS round(s)) for $N entries in one directory (flat) and over 100 directories (spread): create = \`touch\` of all (xargs), stat = \`stat\` of each by name on a fresh mount, ls-cold = \`ls -lR\` after a fresh mount with the page cache dropped, ls-warm = the same again at once, rename = \`os.rename\` of each in its directory (python3), rm = \`rm -rf\` of the tree. local = the local disk ($(df -T "$TMP" | awk 'NR == 2 { print $2 }')); passthrough = build/bench/passthrough -w over it (libfuse's passthrough_hp is not packaged in Debian: this is ours, the same low-level API, capabilities and 1 s timeouts as granary's adapter; it keeps a file handle per file, not a descriptor, and opens it for each call: a syscall pair more than passthrough_hp); granary = a file:// pool on the same disk, Redis on a unix socket, trash on (format's default), mounted as a user mounts it${BASE:+; granary-base = the same with the build \`$BASE\`}. Targets (issue 35, flat): ls-cold <= 2x local, create <= 3x local, rm <= 4x local."
+	echo "Seconds (median of $ROUNDS round(s)) for $N entries in one directory (flat) and over 100 directories (spread): create = \`touch\` of all (xargs), stat = \`stat\` of each by name on a fresh mount, ls-cold = \`ls -lR\` after a fresh mount with the page cache dropped, ls-warm = the same again at once, rename = \`os.rename\` of each in its directory (python3), rm = \`rm -rf\` of the tree. local = the local disk ($(df -T "$TMP" | awk 'NR == 2 { print $2 }')); passthrough = build/bench/passthrough -w over it (libfuse's passthrough_hp is not packaged in Debian: this is ours, the same low-level API, capabilities and 1 s timeouts as granary's adapter; it keeps a file handle per file, not a descriptor, and opens it for each call: a syscall pair more than passthrough_hp)${pll:+; passthrough_ll = libfuse's low-level passthrough example, built from the source in Debian's libfuse3-dev and run as shipped (its 1 s timeout, 10 threads at most)}; granary = a file:// pool on the same disk, Redis on a unix socket, trash on (format's default), mounted as a user mounts it${BASE:+; granary-base = the same with the build \`$BASE\`}. Targets (issue 35, flat): ls-cold <= 2x local, create <= 3x local, rm <= 4x local."
 	echo
 	for l in $LAYOUTS; do
 		echo "## $l"
 		echo
 		h="| step |" u="|---|"
 		for c in $cols; do h="$h $c |" u="$u---|"; done
-		h="$h passthrough / local |${BASE:+ granary-base / local |} granary / local | granary / passthrough |"
-		u="$u---|${BASE:+---|}---|---|"
+		h="$h passthrough / local |${pll:+ passthrough_ll / local |}${BASE:+ granary-base / local |} granary / local | granary / passthrough |"
+		u="$u---|${pll:+---|}${BASE:+---|}---|---|"
 		if [ "$MONITOR" = 1 ]; then
 			h="$h${BASE:+ round trips / entry, base |} round trips / entry |"
 			u="$u${BASE:+---|}---|"
@@ -213,6 +245,7 @@ cols="local passthrough ${BASE:+granary-base} granary"
 			for c in $cols; do v=$(get "$c-$l" "$s"); row="$row ${v:-n/a} |"; done
 			lo=$(get "local-$l" "$s") pt=$(get "passthrough-$l" "$s") gr=$(get "granary-$l" "$s")
 			row="$row $(ratio "$pt" "$lo") |"
+			[ -z "$pll" ] || row="$row $(ratio "$(get "passthrough_ll-$l" "$s")" "$lo") |"
 			[ -z "$BASE" ] || row="$row $(ratio "$(get "granary-base-$l" "$s")" "$lo") |"
 			row="$row $(ratio "$gr" "$lo") | $(ratio "$gr" "$pt") |"
 			if [ "$MONITOR" = 1 ]; then
