@@ -56,7 +56,11 @@ grep -Eq "^by_id.$id +files +$N$" "$TMP/plain" ||
 	fail "granary stats lists no plan $id: $(grep by_id "$TMP/plain")"
 ok "granary stats: the plans' totals and plan $id"
 
-timeout -s INT 3 "$GRANARY" stats "$M" --watch --interval 0.5 >"$TMP/watch" || true
+# -k: a watch that Ctrl-C did not end is killed, and the test says so
+rc=0
+timeout -k 10 -s INT 3 "$GRANARY" stats "$M" --watch --interval 0.5 >"$TMP/watch" || rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 124 ] ||
+	fail "stats --watch did not end on SIGINT within 10 s (exit $rc)"
 grep -aq "PLANS  *1 plans  *$N files" "$TMP/watch" ||
 	fail "stats --watch draws no PLANS section: $(tr -d '\033' <"$TMP/watch" | tail -n 12)"
 grep -aEq "^  $id +[0-9]+ +$N +$N " "$TMP/watch" ||
