@@ -7,15 +7,16 @@
 # low-level API, capabilities and 1 s timeouts as granary's adapter; the
 # FUSE baseline), on libfuse's own low-level passthrough (passthrough_ll,
 # built at run time from the example source Debian's libfuse3-dev ships;
-# the row is left out when that source is missing) and on granary (file:// pool on the local disk, Redis on a
-# unix socket, the trash on as format leaves it: a user's mount), in the
+# the row is left out when that source is missing) and on granary
+# (file:// pool on the local disk, Redis on a unix socket, the trash on as
+# format leaves it: a user's mount), in the
 # same run. Cold: the page cache dropped and, for the FUSE targets, a fresh
 # mount. Seconds per step and the ratios to the local disk and to the
 # passthrough, into bench/results/metadata-DATE.md.
 #
 # Knobs: BENCH_META_FILES, BENCH_META_LAYOUTS (flat spread),
-# BENCH_META_TARGETS (local passthrough passthrough_ll granary, and granary-base when
-# BENCH_META_BASE is set), BENCH_META_BASE=BINARY (another granary build,
+# BENCH_META_TARGETS (local passthrough passthrough_ll granary, and
+# granary-base when BENCH_META_BASE is set), BENCH_META_BASE=BINARY (another granary build,
 # the row granary-base: before and after in one run), BENCH_META_ROUNDS (1;
 # medians; every other round runs the targets in the reverse order), BENCH_META_MONITOR=1 (the granary rows: Redis round trips per
 # entry of each step, from the client's metrics).
@@ -53,23 +54,26 @@ cp "$O/granary" "$O/bench/passthrough" "$TMP/bin/"
 	{ say "metadata: cannot copy BENCH_META_BASE '$BASE'"; exit 1; }
 G=$TMP/bin/granary PT=$TMP/bin/passthrough PLL=$TMP/bin/passthrough_ll
 # libfuse's passthrough_ll, from the source of Debian's package (not a
-# copy in this tree): as shipped, but for its source directory
-# It keeps a descriptor open for each inode the kernel knows
-# (passthrough_hp raises its own limit; this example does not): it runs
-# with as many as this shell may give, all the kernel allows when root.
+# copy in this tree), run as shipped but for its source directory. It
+# keeps a descriptor open for each inode the kernel knows (passthrough_hp
+# raises its own limit; this example does not): it runs with as many as
+# this shell may give, all the kernel allows when root.
 ulimit -Hn "$(cat /proc/sys/fs/nr_open)" 2>/dev/null
 PLL_FDS=$(ulimit -Hn)
 case " $TARGETS " in *" passthrough_ll "*)
+	no_pll=""
 	if [ ! -r "$PLL_SRC" ]; then
-		say "metadata: no $PLL_SRC (libfuse3-dev's examples): no passthrough_ll row"
-		TARGETS=$(echo " $TARGETS " | sed 's/ passthrough_ll / /')
+		no_pll="no $PLL_SRC (libfuse3-dev's examples)"
 	elif [ "$PLL_FDS" != unlimited ] && [ "$PLL_FDS" -lt $((N + N / 10 + 100)) ]; then
-		say "metadata: passthrough_ll keeps a descriptor per inode: $N entries need more than this shell's limit of $PLL_FDS (ulimit -Hn): no passthrough_ll row"
-		TARGETS=$(echo " $TARGETS " | sed 's/ passthrough_ll / /')
+		no_pll="it keeps a descriptor per inode: $N entries need more than this shell's limit of $PLL_FDS (ulimit -Hn)"
 	elif ! cc -O2 $(pkg-config --cflags fuse3) "$PLL_SRC" -o "$PLL" \
 		$(pkg-config --libs fuse3) 2>"$TMP/pll.err"; then
 		say "metadata: cannot build passthrough_ll: $(tail -2 "$TMP/pll.err")"
 		exit 1
+	fi
+	if [ -n "$no_pll" ]; then
+		say "metadata: no passthrough_ll row: $no_pll"
+		TARGETS=$(echo " $TARGETS " | sed 's/ passthrough_ll / /')
 	fi ;;
 esac
 MOUNTS=""

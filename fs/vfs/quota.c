@@ -196,14 +196,14 @@ void quota_free(struct quota *q)
 	free(q);
 }
 
-int quota_active(const struct quota *q)
-{
-	return q && __atomic_load_n(&q->gen, __ATOMIC_ACQUIRE) != 0;
-}
-
 uint64_t quota_generation(const struct quota *q)
 {
 	return q ? __atomic_load_n(&q->gen, __ATOMIC_ACQUIRE) : 0;
+}
+
+int quota_active(const struct quota *q)
+{
+	return quota_generation(q) != 0;
 }
 
 void quota_tick(struct quota *q)
